@@ -1,0 +1,88 @@
+#pragma once
+#include <vulkan/vulkan_core.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace relpos {
+
+class Context;
+namespace detail {
+struct Device;
+}
+
+enum class MemoryUse {
+  // Device-local. Mapped directly where that memory is also host-visible (integrated GPUs, CPU
+  // devices); otherwise upload/download go through a staging buffer.
+  Device,
+  // Host-visible and coherent: small inputs the host writes often.
+  Host,
+};
+
+// A storage buffer. Move-only; owns its memory unless made with Buffer::external().
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Context& ctx, std::uint64_t bytes, MemoryUse use = MemoryUse::Device);
+  Buffer(const std::shared_ptr<detail::Device>& device, std::uint64_t bytes, MemoryUse use = MemoryUse::Device);
+  // Wraps an application's buffer (created with STORAGE_BUFFER usage, and TRANSFER_SRC/DST for
+  // upload/download). relpos never frees it.
+  static Buffer external(Context& ctx, VkBuffer buffer, std::uint64_t bytes);
+  ~Buffer();
+  Buffer(Buffer&& other) noexcept;
+  Buffer& operator=(Buffer&& other) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  explicit operator bool() const { return buffer_ != VK_NULL_HANDLE; }
+  std::uint64_t size() const { return size_; }
+  // The VkBuffer's own size: size() rounded up, so shaders may store whole 4- and 16-byte words.
+  std::uint64_t capacity() const { return capacity_; }
+  VkBuffer handle() const { return buffer_; }
+  bool host_mapped() const { return mapped_ != nullptr; }
+  // The mapping of a host-visible buffer (nullptr otherwise). Writing through it does not wait for
+  // the device: only for buffers no submitted work is using.
+  void* host_pointer() const { return mapped_; }
+
+  // Synchronous copies between host memory and the buffer. They wait for the device.
+  void upload(const void* data, std::uint64_t bytes, std::uint64_t offset = 0);
+  void download(void* data, std::uint64_t bytes, std::uint64_t offset = 0) const;
+
+  template <class T>
+  void upload(std::span<const T> values, std::uint64_t offset = 0) {
+    upload(values.data(), values.size_bytes(), offset);
+  }
+  template <class T>
+  std::vector<T> download(std::size_t count, std::uint64_t offset = 0) const {
+    std::vector<T> out(count);
+    download(out.data(), count * sizeof(T), offset);
+    return out;
+  }
+
+ private:
+  void release() noexcept;
+
+  std::shared_ptr<detail::Device> device_;
+  VkBuffer buffer_ = VK_NULL_HANDLE;
+  VkDeviceMemory memory_ = VK_NULL_HANDLE;
+  void* mapped_ = nullptr;
+  std::uint64_t size_ = 0;
+  std::uint64_t capacity_ = 0;
+  bool owned_ = false;
+};
+
+// Makes a buffer holding `values`.
+template <class T>
+Buffer make_buffer(Context& ctx, std::span<const T> values, MemoryUse use = MemoryUse::Device) {
+  Buffer b(ctx, values.size_bytes() == 0 ? 4 : values.size_bytes(), use);
+  if (!values.empty()) b.upload(values);
+  return b;
+}
+template <class T>
+Buffer make_buffer(Context& ctx, const std::vector<T>& values, MemoryUse use = MemoryUse::Device) {
+  return make_buffer(ctx, std::span<const T>(values), use);
+}
+
+}  // namespace relpos

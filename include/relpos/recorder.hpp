@@ -1,0 +1,54 @@
+#pragma once
+// Where operations are recorded: a command buffer of relpos's own (record, then submit_and_wait),
+// or an application's command buffer (record; the application submits).
+#include <vulkan/vulkan_core.h>
+
+#include <cstdint>
+#include <memory>
+
+namespace relpos {
+
+class Context;
+namespace detail {
+struct RecorderState;
+}
+
+class Recorder {
+ public:
+  // Records into a command buffer relpos owns. Use submit_and_wait() to run it.
+  explicit Recorder(Context& ctx);
+  // Records into `external`, which must be in the recording state. Each operation starts with the
+  // barrier that makes earlier compute and transfer writes visible to it; call release() before the
+  // application's own commands read the results. The Recorder owns the descriptor sets and scratch
+  // buffers the commands use: keep it alive until the command buffer has finished executing.
+  Recorder(Context& ctx, VkCommandBuffer external);
+  ~Recorder();
+  Recorder(Recorder&&) noexcept;
+  Recorder& operator=(Recorder&&) noexcept;
+  Recorder(const Recorder&) = delete;
+  Recorder& operator=(const Recorder&) = delete;
+
+  Context& context() const;
+  VkCommandBuffer command_buffer() const;
+
+  // Ends, submits and waits for the recorded work; then the recorder is empty and ready to record
+  // again (timestamps of the finished work stay readable until the next recording writes one).
+  void submit_and_wait();
+
+  // Makes every write recorded so far available to later commands of the given stages and
+  // accesses (for commands the application records after relpos's).
+  void release(VkPipelineStageFlags dst_stages = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
+               VkAccessFlags dst_access = VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT);
+
+  // GPU timestamps. write_timestamp() returns an index; elapsed_ms() reads two of them after the
+  // work has finished. Throws when the queue has no timestamp support.
+  std::uint32_t write_timestamp();
+  double elapsed_ms(std::uint32_t from, std::uint32_t to) const;
+
+  detail::RecorderState& state() { return *state_; }
+
+ private:
+  std::unique_ptr<detail::RecorderState> state_;
+};
+
+}  // namespace relpos

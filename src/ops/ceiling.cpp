@@ -1,0 +1,40 @@
+#include "relpos/ceiling.hpp"
+
+#include <string>
+
+#include "reference/checks.hpp"
+#include "relpos/buffer.hpp"
+#include "relpos/context.hpp"
+#include "relpos_push/fill.h"
+#include "vk/dispatch.hpp"
+
+namespace relpos {
+namespace {
+constexpr std::uint32_t kGroup = 64;
+constexpr std::uint32_t kQuads = 4;
+}  // namespace
+
+void fill_u32(Recorder& r, const Buffer& out, std::uint64_t bytes, std::uint32_t value) {
+  detail::require(bytes % 16 == 0 && bytes <= out.size(), "bytes", std::to_string(bytes),
+                  "must be a multiple of 16 and at most the buffer size " + std::to_string(out.size()));
+  detail::begin_op(r);
+  const std::uint64_t per_group = std::uint64_t{kGroup} * kQuads * 4;
+  for (const auto& c : detail::element_chunks(r.context().limits(), bytes / 4, 4, per_group)) {
+    push::FillPush pc{static_cast<std::uint32_t>(c.count / 4), value};
+    detail::dispatch(r, "fill", {kGroup, kQuads}, {{&out, c.first * 4, c.count * 4}}, pc, detail::div_up(c.count, per_group));
+  }
+}
+
+void copy_u32(Recorder& r, const Buffer& src, const Buffer& dst, std::uint64_t bytes) {
+  detail::require(bytes % 16 == 0 && bytes <= src.size() && bytes <= dst.size(), "bytes", std::to_string(bytes),
+                  "must be a multiple of 16 and at most both buffer sizes");
+  detail::begin_op(r);
+  const std::uint64_t per_group = std::uint64_t{kGroup} * kQuads * 4;
+  for (const auto& c : detail::element_chunks(r.context().limits(), bytes / 4, 4, per_group)) {
+    push::FillPush pc{static_cast<std::uint32_t>(c.count / 4), 0};
+    detail::dispatch(r, "copy", {kGroup, kQuads}, {{&src, c.first * 4, c.count * 4}, {&dst, c.first * 4, c.count * 4}}, pc,
+                     detail::div_up(c.count, per_group));
+  }
+}
+
+}  // namespace relpos

@@ -1,0 +1,30 @@
+#pragma once
+// The expansion every per-distance bias shares (T5, ALiBi, Fourier): a bias that depends on
+// rp = j - i_abs only is one row of Q + K - 1 values per head, and output row r = (b, h, i) is that
+// row's window starting at Q - 1 - i. expand_distance() writes or adds the [rows, K] tensor,
+// split into chunks the device can bind and dispatch.
+#include <cstdint>
+
+#include "relpos/buffer.hpp"
+#include "relpos/dtype.hpp"
+#include "relpos/recorder.hpp"
+
+namespace relpos::detail {
+
+enum class ExpandMode : std::uint32_t { Copy32 = 0, WriteF16 = 1, AddF32 = 2, AddF16 = 3 };
+
+struct ExpandShape {
+  std::uint32_t queries = 0;
+  std::uint32_t keys = 0;
+  std::uint32_t heads = 1;  // rows of the per-distance buffer, cycled through by r / queries
+  std::uint64_t rows = 0;   // output rows: batch * heads * queries
+};
+
+// Write (mode Copy32 for f32 or i32 outputs, WriteF16) or add (AddF32, AddF16) the expansion of
+// `distance_rows` ([heads, Q + K - 1], 32-bit values) into `out`. Checks out's size.
+void expand_distance(Recorder& r, const ExpandShape& shape, const Buffer& distance_rows, const Buffer& out, ExpandMode mode);
+
+// The mode that writes (or adds into) a tensor of `dtype`.
+ExpandMode expand_mode(DType dtype, bool add);
+
+}  // namespace relpos::detail

@@ -1,0 +1,81 @@
+// T5 on the GPU: one small dispatch computes the per-distance row (buckets from host-computed
+// integer thresholds, then the table gather), then expand_distance() writes the [.., Q, K] output.
+#include <cstring>
+#include <string>
+
+#include "ops/expand.hpp"
+#include "reference/checks.hpp"
+#include "relpos/buffer.hpp"
+#include "relpos/context.hpp"
+#include "relpos/t5.hpp"
+#include "relpos_push/t5.h"
+#include "vk/dispatch.hpp"
+
+namespace relpos {
+namespace {
+
+constexpr std::uint32_t kRowGroup = 64;
+
+void check_table_buffer(const T5Params& p, const Buffer& table) {
+  const std::uint64_t need = std::uint64_t{p.num_buckets} * p.heads * 4;
+  detail::require(table.size() == need, "table buffer", std::to_string(table.size()) + " bytes",
+                  "must be float32 [num_buckets, heads] = " + std::to_string(need) + " bytes");
+}
+
+// Records the per-distance row: int buckets ([1, Q + K - 1]) or the scaled table values of every
+// head ([heads, Q + K - 1]). Returns the scratch buffer holding it.
+const Buffer& distance_row(Recorder& r, const T5Params& p, const Buffer* table) {
+  const std::vector<std::uint32_t> thresholds = t5_bucket_thresholds(p);
+  const std::uint32_t row_len = p.queries + p.keys - 1;
+  Buffer& thr = detail::scratch(r, std::max<std::size_t>(thresholds.size(), 1) * 4, MemoryUse::Host);
+  std::memcpy(thr.host_pointer(), thresholds.data(), thresholds.size() * 4);  // fresh: no GPU work uses it yet
+  const std::uint32_t out_heads = table ? p.heads : 1;
+  Buffer& row = detail::scratch(r, std::uint64_t{row_len} * out_heads * 4, MemoryUse::Device);
+  push::T5RowPush pc{};
+  pc.row_len = row_len;
+  pc.rp_first = static_cast<std::int32_t>(-(static_cast<std::int64_t>(p.queries) - 1) - p.query_offset);
+  pc.heads = p.heads;
+  pc.bidirectional = p.bidirectional ? 1 : 0;
+  pc.half_buckets = p.bidirectional ? p.num_buckets / 2 : 0;
+  pc.max_exact = p.max_exact();
+  pc.threshold_count = static_cast<std::uint32_t>(thresholds.size());
+  pc.scale = p.scale;
+  pc.write_buckets = table ? 0 : 1;
+  // Buckets need no table; bind the thresholds in its place.
+  detail::for_each_group_range(r.context().limits(), detail::div_up(row_len, kRowGroup), [&](std::uint64_t first, std::uint32_t groups) {
+    pc.first = static_cast<std::uint32_t>(first * kRowGroup);
+    detail::dispatch(r, "t5_distance_row", {kRowGroup}, {{table ? table : &thr}, {&thr}, {&row}}, pc, groups);
+  });
+  detail::barrier(r);
+  return row;
+}
+
+}  // namespace
+
+void t5_buckets(Recorder& r, const T5Params& p, const Buffer& out) {
+  p.validate();
+  detail::begin_op(r);
+  const Buffer& row = distance_row(r, p, nullptr);
+  detail::expand_distance(r, {p.queries, p.keys, 1, p.queries}, row, out, detail::ExpandMode::Copy32);
+}
+
+void t5_bias(Recorder& r, const T5Params& p, const Buffer& table, const Buffer& out, DType out_dtype) {
+  p.validate();
+  check_table_buffer(p, table);
+  detail::require(out_dtype != DType::I32, "out_dtype", "i32", "must be f32 or f16");
+  detail::begin_op(r);
+  const Buffer& row = distance_row(r, p, &table);
+  detail::expand_distance(r, {p.queries, p.keys, p.heads, std::uint64_t{p.heads} * p.queries}, row, out,
+                          detail::expand_mode(out_dtype, false));
+}
+
+void t5_bias_add(Recorder& r, const T5Params& p, const Buffer& table, const Buffer& logits, DType logits_dtype) {
+  p.validate();
+  check_table_buffer(p, table);
+  const auto mode = detail::expand_mode(logits_dtype, true);
+  detail::begin_op(r);
+  const Buffer& row = distance_row(r, p, &table);
+  detail::expand_distance(r, {p.queries, p.keys, p.heads, std::uint64_t{p.batch} * p.heads * p.queries}, row, logits, mode);
+}
+
+}  // namespace relpos

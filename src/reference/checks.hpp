@@ -1,0 +1,28 @@
+#pragma once
+// Argument checks shared by every operation: a failed check names the parameter, its value and
+// the limit it broke.
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+
+#include "relpos/error.hpp"
+
+namespace relpos::detail {
+
+inline void require(bool ok, const std::string& parameter, const std::string& value, const std::string& limit) {
+  if (!ok) throw InvalidArgument(parameter + " = " + value + ": " + limit);
+}
+
+// The product of the dimensions, or InvalidArgument naming `what` when it does not fit in 64 bits
+// of bytes (8 bytes per element at most).
+inline std::uint64_t checked_elements(std::initializer_list<std::uint64_t> dims, const std::string& what) {
+  std::uint64_t n = 1;
+  for (std::uint64_t d : dims) {
+    if (d != 0 && n > (std::uint64_t{1} << 60) / d)
+      throw InvalidArgument(what + ": the element count overflows (more than 2^60 elements)");
+    n *= d;
+  }
+  return n;
+}
+
+}  // namespace relpos::detail

@@ -1,0 +1,216 @@
+#include "relpos/buffer.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "relpos/context.hpp"
+#include "vk/device.hpp"
+
+namespace relpos {
+namespace detail {
+
+std::uint32_t Device::memory_type(std::uint32_t type_bits, bool host_visible) const {
+  constexpr auto kLocal = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+  constexpr auto kHost = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  // Ordered wishes: for device data on a discrete GPU keep the small host-visible heap free; on
+  // devices whose local memory is host-visible anyway (integrated, CPU), map it directly.
+  std::vector<std::pair<VkMemoryPropertyFlags, VkMemoryPropertyFlags>> wishes;  // {required, avoided}
+  if (host_visible) {
+    wishes = {{kHost | kLocal, 0}, {kHost, 0}};
+  } else if (info.type == DeviceType::Discrete) {
+    wishes = {{kLocal, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT}, {kLocal, 0}, {0, 0}};
+  } else {
+    wishes = {{kLocal | kHost, 0}, {kLocal, 0}, {0, 0}};
+  }
+  for (auto [required, avoided] : wishes)
+    for (std::uint32_t i = 0; i < memory.memoryTypeCount; ++i) {
+      auto flags = memory.memoryTypes[i].propertyFlags;
+      if ((type_bits & (1u << i)) && (flags & required) == required && !(flags & avoided)) return i;
+    }
+  throw VulkanError(host_visible ? "no host-visible coherent memory type for a buffer" : "no memory type for a buffer");
+}
+
+void Device::run_once(const std::function<void(VkCommandBuffer)>& record) {
+  std::lock_guard lock(submit_mutex);
+  VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  ai.commandPool = command_pool;
+  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  ai.commandBufferCount = 1;
+  VkCommandBuffer cb = VK_NULL_HANDLE;
+  vk_check(vk.vkAllocateCommandBuffers(device, &ai, &cb), "vkAllocateCommandBuffers");
+  VkFence fence = VK_NULL_HANDLE;
+  auto cleanup = [&] {
+    if (fence) vk.vkDestroyFence(device, fence, nullptr);
+    vk.vkFreeCommandBuffers(device, command_pool, 1, &cb);
+  };
+  try {
+    VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+    vk_check(vk.vkBeginCommandBuffer(cb, &bi), "vkBeginCommandBuffer");
+    record(cb);
+    vk_check(vk.vkEndCommandBuffer(cb), "vkEndCommandBuffer");
+    VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    vk_check(vk.vkCreateFence(device, &fi, nullptr, &fence), "vkCreateFence");
+    VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    si.commandBufferCount = 1;
+    si.pCommandBuffers = &cb;
+    vk_check(vk.vkQueueSubmit(queue, 1, &si, fence), "vkQueueSubmit");
+    vk_check(vk.vkWaitForFences(device, 1, &fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+  } catch (...) {
+    cleanup();
+    throw;
+  }
+  cleanup();
+}
+
+}  // namespace detail
+
+namespace {
+
+constexpr std::uint64_t kStagingChunk = 64ull << 20;
+
+void full_barrier(const VolkDeviceTable& vk, VkCommandBuffer cb, VkPipelineStageFlags src, VkAccessFlags src_access,
+                  VkPipelineStageFlags dst, VkAccessFlags dst_access) {
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = src_access;
+  mb.dstAccessMask = dst_access;
+  vk.vkCmdPipelineBarrier(cb, src, dst, 0, 1, &mb, 0, nullptr, 0, nullptr);
+}
+
+void check_range(const Buffer& b, std::uint64_t bytes, std::uint64_t offset, const char* what) {
+  if (offset > b.size() || bytes > b.size() - offset)
+    throw InvalidArgument(std::string(what) + ": range [" + std::to_string(offset) + ", " + std::to_string(offset + bytes) +
+                          ") is outside the buffer of " + std::to_string(b.size()) + " bytes");
+}
+
+}  // namespace
+
+Buffer::Buffer(Context& ctx, std::uint64_t bytes, MemoryUse use) : Buffer(ctx.device(), bytes, use) {}
+
+Buffer::Buffer(const std::shared_ptr<detail::Device>& device, std::uint64_t bytes, MemoryUse use)
+    : device_(device), owned_(true) {
+  auto& d = *device_;
+  if (bytes == 0) throw InvalidArgument("buffer size must be > 0");
+  size_ = bytes;
+  capacity_ = (bytes + 15) / 16 * 16;
+  if (capacity_ < bytes) throw InvalidArgument("buffer size " + std::to_string(bytes) + " overflows");
+  if (d.limits.max_memory_allocation_size && capacity_ > d.limits.max_memory_allocation_size)
+    throw InvalidArgument("buffer of " + std::to_string(bytes) + " bytes exceeds the device's maxMemoryAllocationSize of " +
+                          std::to_string(d.limits.max_memory_allocation_size) + " bytes");
+  VkBufferCreateInfo bi{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+  bi.size = capacity_;
+  bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  detail::vk_check(d.vk.vkCreateBuffer(d.device, &bi, nullptr, &buffer_), "vkCreateBuffer");
+  try {
+    VkMemoryRequirements req{};
+    d.vk.vkGetBufferMemoryRequirements(d.device, buffer_, &req);
+    VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+    ai.allocationSize = req.size;
+    ai.memoryTypeIndex = d.memory_type(req.memoryTypeBits, use == MemoryUse::Host);
+    detail::vk_check(d.vk.vkAllocateMemory(d.device, &ai, nullptr, &memory_), "vkAllocateMemory");
+    detail::vk_check(d.vk.vkBindBufferMemory(d.device, buffer_, memory_, 0), "vkBindBufferMemory");
+    constexpr auto kHost = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    if ((d.memory.memoryTypes[ai.memoryTypeIndex].propertyFlags & kHost) == kHost)
+      detail::vk_check(d.vk.vkMapMemory(d.device, memory_, 0, VK_WHOLE_SIZE, 0, &mapped_), "vkMapMemory");
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+Buffer Buffer::external(Context& ctx, VkBuffer buffer, std::uint64_t bytes) {
+  if (!buffer || bytes == 0) throw InvalidArgument("Buffer::external: a VkBuffer and a size > 0 are required");
+  Buffer b;
+  b.device_ = ctx.device();
+  b.buffer_ = buffer;
+  b.size_ = b.capacity_ = bytes;
+  b.owned_ = false;
+  return b;
+}
+
+void Buffer::release() noexcept {
+  if (device_ && owned_) {
+    auto& d = *device_;
+    if (mapped_) d.vk.vkUnmapMemory(d.device, memory_);
+    if (buffer_) d.vk.vkDestroyBuffer(d.device, buffer_, nullptr);
+    if (memory_) d.vk.vkFreeMemory(d.device, memory_, nullptr);
+  }
+  device_.reset();
+  buffer_ = VK_NULL_HANDLE;
+  memory_ = VK_NULL_HANDLE;
+  mapped_ = nullptr;
+  size_ = capacity_ = 0;
+  owned_ = false;
+}
+
+Buffer::~Buffer() { release(); }
+
+Buffer::Buffer(Buffer&& o) noexcept { *this = std::move(o); }
+
+Buffer& Buffer::operator=(Buffer&& o) noexcept {
+  if (this != &o) {
+    release();
+    device_ = std::move(o.device_);
+    buffer_ = std::exchange(o.buffer_, VK_NULL_HANDLE);
+    memory_ = std::exchange(o.memory_, VK_NULL_HANDLE);
+    mapped_ = std::exchange(o.mapped_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+    capacity_ = std::exchange(o.capacity_, 0);
+    owned_ = std::exchange(o.owned_, false);
+  }
+  return *this;
+}
+
+void Buffer::upload(const void* data, std::uint64_t bytes, std::uint64_t offset) {
+  check_range(*this, bytes, offset, "Buffer::upload");
+  if (bytes == 0) return;
+  auto& d = *device_;
+  if (mapped_) {
+    // Earlier GPU work on this buffer must be finished before the host overwrites it.
+    { std::lock_guard lock(d.submit_mutex); detail::vk_check(d.vk.vkQueueWaitIdle(d.queue), "vkQueueWaitIdle"); }
+    std::memcpy(static_cast<char*>(mapped_) + offset, data, bytes);
+    return;
+  }
+  Buffer staging(device_, std::min(kStagingChunk, bytes), MemoryUse::Host);
+  for (std::uint64_t done = 0; done < bytes; done += kStagingChunk) {
+    std::uint64_t n = std::min(kStagingChunk, bytes - done);
+    std::memcpy(staging.mapped_, static_cast<const char*>(data) + done, n);
+    d.run_once([&](VkCommandBuffer cb) {
+      full_barrier(d.vk, cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_WRITE_BIT | VK_ACCESS_MEMORY_READ_BIT,
+                   VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT);
+      VkBufferCopy region{0, offset + done, n};
+      d.vk.vkCmdCopyBuffer(cb, staging.buffer_, buffer_, 1, &region);
+      full_barrier(d.vk, cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
+                   VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT);
+    });
+  }
+}
+
+void Buffer::download(void* data, std::uint64_t bytes, std::uint64_t offset) const {
+  check_range(*this, bytes, offset, "Buffer::download");
+  if (bytes == 0) return;
+  auto& d = *device_;
+  if (mapped_) {
+    { std::lock_guard lock(d.submit_mutex); detail::vk_check(d.vk.vkQueueWaitIdle(d.queue), "vkQueueWaitIdle"); }
+    std::memcpy(data, static_cast<const char*>(mapped_) + offset, bytes);
+    return;
+  }
+  Buffer staging(device_, std::min(kStagingChunk, bytes), MemoryUse::Host);
+  for (std::uint64_t done = 0; done < bytes; done += kStagingChunk) {
+    std::uint64_t n = std::min(kStagingChunk, bytes - done);
+    d.run_once([&](VkCommandBuffer cb) {
+      full_barrier(d.vk, cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_WRITE_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                   VK_ACCESS_TRANSFER_READ_BIT);
+      VkBufferCopy region{offset + done, 0, n};
+      d.vk.vkCmdCopyBuffer(cb, buffer_, staging.buffer_, 1, &region);
+      full_barrier(d.vk, cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT,
+                   VK_ACCESS_HOST_READ_BIT);
+    });
+    std::memcpy(static_cast<char*>(data) + done, staging.mapped_, n);
+  }
+}
+
+}  // namespace relpos

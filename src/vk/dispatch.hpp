@@ -1,0 +1,88 @@
+#pragma once
+// What an operation uses to put work into a Recorder: barriers, scratch buffers, dispatches of
+// embedded shaders, and the splitting of large element ranges into chunks the device can bind
+// and dispatch (maxStorageBufferRange, maxComputeWorkGroupCount).
+#include <cstdint>
+#include <algorithm>
+#include <initializer_list>
+#include <list>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "relpos/buffer.hpp"
+#include "relpos/recorder.hpp"
+#include "vk/device.hpp"
+
+namespace relpos::detail {
+
+struct RecorderState {
+  Context* ctx = nullptr;
+  std::shared_ptr<Device> dev;
+  VkCommandBuffer cb = VK_NULL_HANDLE;
+  bool external = false;
+  VkFence fence = VK_NULL_HANDLE;
+  std::vector<VkDescriptorPool> pools;
+  std::uint32_t sets_left = 0;
+  std::list<Buffer> scratch;  // std::list: references stay valid as it grows
+  VkQueryPool query_pool = VK_NULL_HANDLE;
+  bool timestamps_reset = false;
+  std::uint32_t next_timestamp = 0;
+  std::vector<std::uint64_t> timestamp_values;  // of the last finished submission
+  ~RecorderState();
+};
+
+// A range of a buffer bound to one binding. bytes == 0: to the end of the buffer.
+struct BufferSpan {
+  const Buffer* buffer = nullptr;
+  std::uint64_t offset = 0;
+  std::uint64_t bytes = 0;
+};
+
+// Start of an operation: earlier compute/transfer writes become visible to it, and its writes wait
+// for earlier reads of the same memory.
+void begin_op(Recorder& r);
+// Between two dispatches of one operation where the second reads what the first wrote.
+void barrier(Recorder& r);
+
+// A buffer that lives as long as the recording (until submit_and_wait or the Recorder's end).
+Buffer& scratch(Recorder& r, std::uint64_t bytes, MemoryUse use);
+
+// Records one dispatch. spec[0] is the workgroup size (constant_id 0); bindings are in binding
+// order; the push block is at most 128 bytes.
+void dispatch(Recorder& r, std::string_view shader, const std::vector<std::uint32_t>& spec,
+              std::initializer_list<BufferSpan> bindings, const void* push, std::size_t push_bytes, std::uint32_t groups_x,
+              std::uint32_t groups_y = 1, std::uint32_t groups_z = 1);
+
+template <class Push>
+void dispatch(Recorder& r, std::string_view shader, const std::vector<std::uint32_t>& spec,
+              std::initializer_list<BufferSpan> bindings, const Push& push, std::uint32_t groups_x, std::uint32_t groups_y = 1,
+              std::uint32_t groups_z = 1) {
+  static_assert(sizeof(Push) <= 128, "push constants are limited to 128 bytes");
+  dispatch(r, shader, spec, bindings, &push, sizeof(Push), groups_x, groups_y, groups_z);
+}
+
+// [first, first + count) of a flat element range.
+struct ElementChunk {
+  std::uint64_t first;
+  std::uint64_t count;
+};
+
+// Splits `total` elements of `elem_bytes` each into chunks that one binding can cover
+// (maxStorageBufferRange, offsets aligned for binding, whole quads) and one dispatch of
+// workgroups that each cover `elems_per_group` elements can reach (maxComputeWorkGroupCount).
+std::vector<ElementChunk> element_chunks(const DeviceLimits& limits, std::uint64_t total, std::uint32_t elem_bytes,
+                                         std::uint64_t elems_per_group);
+
+// Splits a 1-D grid of `total_groups` workgroups into dispatches of at most
+// maxComputeWorkGroupCount[0]: f(first_group, groups) per dispatch.
+template <class F>
+void for_each_group_range(const DeviceLimits& limits, std::uint64_t total_groups, F&& f) {
+  const std::uint64_t max = limits.max_workgroup_count[0];
+  for (std::uint64_t first = 0; first < total_groups; first += max)
+    f(first, static_cast<std::uint32_t>(std::min(max, total_groups - first)));
+}
+
+inline std::uint32_t div_up(std::uint64_t a, std::uint64_t b) { return static_cast<std::uint32_t>((a + b - 1) / b); }
+
+}  // namespace relpos::detail

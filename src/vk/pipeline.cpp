@@ -1,0 +1,111 @@
+// Compute pipelines of the embedded shaders, cached per (shader, specialization constants).
+#include <algorithm>
+#include <string>
+
+#include "shaders/embedded.hpp"
+#include "vk/device.hpp"
+
+namespace relpos::detail {
+namespace {
+
+const EmbeddedShader& find_shader(std::string_view name) {
+  for (const auto& s : embedded_shaders())
+    if (s.name == name) return s;
+  throw Error("internal: no embedded shader named " + std::string(name));
+}
+
+// The number of descriptor bindings (all storage buffers in set 0): one past the largest Binding
+// decoration in the module.
+std::uint32_t binding_count(const EmbeddedShader& s) {
+  constexpr std::uint32_t kOpDecorate = 71, kDecorationBinding = 33;
+  std::uint32_t count = 0;
+  for (std::size_t i = 5; i < s.word_count;) {
+    std::uint32_t words = s.words[i] >> 16, op = s.words[i] & 0xffff;
+    if (words == 0) break;
+    if (op == kOpDecorate && words >= 4 && s.words[i + 2] == kDecorationBinding) count = std::max(count, s.words[i + 3] + 1);
+    i += words;
+  }
+  return count;
+}
+
+}  // namespace
+
+const Pipeline& Device::pipeline(std::string_view shader, const std::vector<std::uint32_t>& spec) {
+  std::string key(shader);
+  for (auto v : spec) key += ":" + std::to_string(v);
+  std::lock_guard lock(pipeline_mutex);
+  if (auto it = pipelines.find(key); it != pipelines.end()) return it->second;
+
+  const EmbeddedShader& s = find_shader(shader);
+  Pipeline p;
+  p.binding_count = binding_count(s);
+  p.local_size_x = spec.empty() ? 1 : spec[0];
+  if (p.local_size_x == 0 || p.local_size_x > limits.max_workgroup_size[0] || p.local_size_x > limits.max_workgroup_invocations)
+    throw Error("internal: workgroup size " + std::to_string(p.local_size_x) + " exceeds the device limit");
+
+  std::vector<VkDescriptorSetLayoutBinding> bindings(p.binding_count);
+  for (std::uint32_t b = 0; b < p.binding_count; ++b)
+    bindings[b] = {b, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+  VkDescriptorSetLayoutCreateInfo dl{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+  dl.bindingCount = p.binding_count;
+  dl.pBindings = bindings.data();
+  vk_check(vk.vkCreateDescriptorSetLayout(device, &dl, nullptr, &p.set_layout), "vkCreateDescriptorSetLayout");
+
+  // Every push-constant block fits the 128 bytes Vulkan guarantees.
+  VkPushConstantRange pc{VK_SHADER_STAGE_COMPUTE_BIT, 0, 128};
+  VkPipelineLayoutCreateInfo pl{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+  pl.setLayoutCount = 1;
+  pl.pSetLayouts = &p.set_layout;
+  pl.pushConstantRangeCount = 1;
+  pl.pPushConstantRanges = &pc;
+  vk_check(vk.vkCreatePipelineLayout(device, &pl, nullptr, &p.layout), "vkCreatePipelineLayout");
+
+  VkShaderModuleCreateInfo mi{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+  mi.codeSize = s.word_count * 4;
+  mi.pCode = s.words;
+  VkShaderModule module = VK_NULL_HANDLE;
+  vk_check(vk.vkCreateShaderModule(device, &mi, nullptr, &module), "vkCreateShaderModule");
+
+  std::vector<VkSpecializationMapEntry> entries(spec.size());
+  for (std::uint32_t i = 0; i < spec.size(); ++i) entries[i] = {i, i * 4u, 4};
+  VkSpecializationInfo si{static_cast<std::uint32_t>(entries.size()), entries.data(), spec.size() * 4, spec.data()};
+  VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+  ci.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
+  ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+  ci.stage.module = module;
+  ci.stage.pName = "main";
+  ci.stage.pSpecializationInfo = spec.empty() ? nullptr : &si;
+  ci.layout = p.layout;
+  VkResult r = vk.vkCreateComputePipelines(device, pipeline_cache, 1, &ci, nullptr, &p.pipeline);
+  vk.vkDestroyShaderModule(device, module, nullptr);
+  vk_check(r, "vkCreateComputePipelines");
+  return pipelines.emplace(std::move(key), p).first->second;
+}
+
+const char* vk_result_name(VkResult r) {
+  switch (r) {
+#define RELPOS_CASE(x) \
+  case x: return #x;
+    RELPOS_CASE(VK_SUCCESS)
+    RELPOS_CASE(VK_NOT_READY)
+    RELPOS_CASE(VK_TIMEOUT)
+    RELPOS_CASE(VK_INCOMPLETE)
+    RELPOS_CASE(VK_ERROR_OUT_OF_HOST_MEMORY)
+    RELPOS_CASE(VK_ERROR_OUT_OF_DEVICE_MEMORY)
+    RELPOS_CASE(VK_ERROR_INITIALIZATION_FAILED)
+    RELPOS_CASE(VK_ERROR_DEVICE_LOST)
+    RELPOS_CASE(VK_ERROR_MEMORY_MAP_FAILED)
+    RELPOS_CASE(VK_ERROR_LAYER_NOT_PRESENT)
+    RELPOS_CASE(VK_ERROR_EXTENSION_NOT_PRESENT)
+    RELPOS_CASE(VK_ERROR_FEATURE_NOT_PRESENT)
+    RELPOS_CASE(VK_ERROR_INCOMPATIBLE_DRIVER)
+    RELPOS_CASE(VK_ERROR_TOO_MANY_OBJECTS)
+    RELPOS_CASE(VK_ERROR_FORMAT_NOT_SUPPORTED)
+    RELPOS_CASE(VK_ERROR_FRAGMENTED_POOL)
+    RELPOS_CASE(VK_ERROR_OUT_OF_POOL_MEMORY)
+#undef RELPOS_CASE
+    default: return "VkResult error";
+  }
+}
+
+}  // namespace relpos::detail

@@ -1,0 +1,263 @@
+#include "relpos/recorder.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "relpos/context.hpp"
+#include "vk/dispatch.hpp"
+
+namespace relpos {
+namespace detail {
+namespace {
+
+constexpr std::uint32_t kSetsPerPool = 256;
+constexpr std::uint32_t kMaxBindings = 8;
+constexpr std::uint32_t kTimestampCapacity = 1024;
+
+constexpr VkPipelineStageFlags kWorkStages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+constexpr VkAccessFlags kWriteAccess = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+constexpr VkAccessFlags kAllAccess =
+    VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+
+void memory_barrier(RecorderState& s, VkPipelineStageFlags src, VkAccessFlags src_access, VkPipelineStageFlags dst,
+                    VkAccessFlags dst_access) {
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = src_access;
+  mb.dstAccessMask = dst_access;
+  s.dev->vk.vkCmdPipelineBarrier(s.cb, src, dst, 0, 1, &mb, 0, nullptr, 0, nullptr);
+}
+
+VkDescriptorSet allocate_set(RecorderState& s, VkDescriptorSetLayout layout) {
+  auto& d = *s.dev;
+  if (s.pools.empty() || s.sets_left == 0) {
+    VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kSetsPerPool * kMaxBindings};
+    VkDescriptorPoolCreateInfo ci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+    ci.maxSets = kSetsPerPool;
+    ci.poolSizeCount = 1;
+    ci.pPoolSizes = &size;
+    VkDescriptorPool pool = VK_NULL_HANDLE;
+    vk_check(d.vk.vkCreateDescriptorPool(d.device, &ci, nullptr, &pool), "vkCreateDescriptorPool");
+    s.pools.push_back(pool);
+    s.sets_left = kSetsPerPool;
+  }
+  VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+  ai.descriptorPool = s.pools.back();
+  ai.descriptorSetCount = 1;
+  ai.pSetLayouts = &layout;
+  VkDescriptorSet set = VK_NULL_HANDLE;
+  vk_check(d.vk.vkAllocateDescriptorSets(d.device, &ai, &set), "vkAllocateDescriptorSets");
+  --s.sets_left;
+  return set;
+}
+
+void begin_own(RecorderState& s) {
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  vk_check(s.dev->vk.vkBeginCommandBuffer(s.cb, &bi), "vkBeginCommandBuffer");
+  s.timestamps_reset = false;
+  s.next_timestamp = 0;
+}
+
+void release_resources(RecorderState& s) {
+  auto& d = *s.dev;
+  for (auto pool : s.pools) d.vk.vkDestroyDescriptorPool(d.device, pool, nullptr);
+  s.pools.clear();
+  s.sets_left = 0;
+  s.scratch.clear();
+}
+
+}  // namespace
+
+RecorderState::~RecorderState() {
+  if (!dev) return;
+  auto& d = *dev;
+  release_resources(*this);
+  if (query_pool) d.vk.vkDestroyQueryPool(d.device, query_pool, nullptr);
+  if (fence) d.vk.vkDestroyFence(d.device, fence, nullptr);
+  if (!external && cb) {
+    std::lock_guard lock(d.submit_mutex);
+    d.vk.vkFreeCommandBuffers(d.device, d.command_pool, 1, &cb);
+  }
+}
+
+void begin_op(Recorder& r) {
+  auto& s = r.state();
+  memory_barrier(s, kWorkStages, kWriteAccess, kWorkStages, kAllAccess);
+}
+
+void barrier(Recorder& r) { begin_op(r); }
+
+Buffer& scratch(Recorder& r, std::uint64_t bytes, MemoryUse use) {
+  auto& s = r.state();
+  s.scratch.emplace_back(s.dev, std::max<std::uint64_t>(bytes, 16), use);
+  return s.scratch.back();
+}
+
+void dispatch(Recorder& r, std::string_view shader, const std::vector<std::uint32_t>& spec,
+              std::initializer_list<BufferSpan> bindings, const void* push, std::size_t push_bytes, std::uint32_t groups_x,
+              std::uint32_t groups_y, std::uint32_t groups_z) {
+  auto& s = r.state();
+  auto& d = *s.dev;
+  const Pipeline& p = d.pipeline(shader, spec);
+  if (bindings.size() != p.binding_count)
+    throw Error("internal: shader " + std::string(shader) + " has " + std::to_string(p.binding_count) + " bindings, " +
+                std::to_string(bindings.size()) + " given");
+  if (push_bytes > 128) throw Error("internal: push constants over 128 bytes");
+  const auto& lim = d.limits;
+  if (groups_x == 0 || groups_y == 0 || groups_z == 0) return;
+  if (groups_x > lim.max_workgroup_count[0] || groups_y > lim.max_workgroup_count[1] || groups_z > lim.max_workgroup_count[2])
+    throw Error("internal: dispatch of " + std::to_string(groups_x) + "x" + std::to_string(groups_y) + "x" +
+                std::to_string(groups_z) + " workgroups exceeds maxComputeWorkGroupCount");
+
+  VkDescriptorSet set = allocate_set(s, p.set_layout);
+  VkDescriptorBufferInfo infos[kMaxBindings];
+  VkWriteDescriptorSet writes[kMaxBindings];
+  std::uint32_t i = 0;
+  for (const BufferSpan& b : bindings) {
+    std::uint64_t range = b.bytes ? b.bytes : b.buffer->capacity() - b.offset;
+    range = std::min<std::uint64_t>((range + 3) / 4 * 4, b.buffer->capacity() - b.offset);
+    if (range > lim.max_storage_buffer_range || b.offset % lim.min_storage_buffer_offset_alignment != 0)
+      throw Error("internal: binding " + std::to_string(i) + " of " + std::string(shader) + " (offset " +
+                  std::to_string(b.offset) + ", range " + std::to_string(range) + ") breaks the device's storage buffer limits");
+    infos[i] = {b.buffer->handle(), b.offset, range};
+    writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+    writes[i].dstSet = set;
+    writes[i].dstBinding = i;
+    writes[i].descriptorCount = 1;
+    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    writes[i].pBufferInfo = &infos[i];
+    ++i;
+  }
+  d.vk.vkUpdateDescriptorSets(d.device, i, writes, 0, nullptr);
+  d.vk.vkCmdBindPipeline(s.cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
+  d.vk.vkCmdBindDescriptorSets(s.cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
+  if (push_bytes) d.vk.vkCmdPushConstants(s.cb, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, static_cast<std::uint32_t>(push_bytes), push);
+  d.vk.vkCmdDispatch(s.cb, groups_x, groups_y, groups_z);
+}
+
+std::vector<ElementChunk> element_chunks(const DeviceLimits& lim, std::uint64_t total, std::uint32_t elem_bytes,
+                                         std::uint64_t elems_per_group) {
+  // A chunk starts on a whole quad of elements at an offset the device can bind.
+  std::uint64_t granule = std::max<std::uint64_t>({4, lim.min_storage_buffer_offset_alignment / elem_bytes, 1});
+  std::uint64_t by_range = lim.max_storage_buffer_range / elem_bytes;
+  std::uint64_t by_groups = static_cast<std::uint64_t>(lim.max_workgroup_count[0]) * elems_per_group;
+  std::uint64_t per_chunk = std::min(by_range, by_groups) / granule * granule;
+  if (per_chunk == 0) throw Error("internal: device limits too small for one chunk of elements");
+  std::vector<ElementChunk> out;
+  for (std::uint64_t first = 0; first < total; first += per_chunk) out.push_back({first, std::min(per_chunk, total - first)});
+  return out;
+}
+
+}  // namespace detail
+
+using detail::RecorderState;
+using detail::vk_check;
+
+Recorder::Recorder(Context& ctx) : state_(std::make_unique<RecorderState>()) {
+  auto& s = *state_;
+  s.ctx = &ctx;
+  s.dev = ctx.device();
+  auto& d = *s.dev;
+  VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  ai.commandPool = d.command_pool;
+  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  ai.commandBufferCount = 1;
+  {
+    std::lock_guard lock(d.submit_mutex);
+    vk_check(d.vk.vkAllocateCommandBuffers(d.device, &ai, &s.cb), "vkAllocateCommandBuffers");
+  }
+  VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  vk_check(d.vk.vkCreateFence(d.device, &fi, nullptr, &s.fence), "vkCreateFence");
+  detail::begin_own(s);
+}
+
+Recorder::Recorder(Context& ctx, VkCommandBuffer external) : state_(std::make_unique<RecorderState>()) {
+  if (!external) throw InvalidArgument("Recorder: external command buffer is null");
+  auto& s = *state_;
+  s.ctx = &ctx;
+  s.dev = ctx.device();
+  s.cb = external;
+  s.external = true;
+}
+
+Recorder::~Recorder() = default;
+Recorder::Recorder(Recorder&&) noexcept = default;
+Recorder& Recorder::operator=(Recorder&&) noexcept = default;
+
+Context& Recorder::context() const { return *state_->ctx; }
+VkCommandBuffer Recorder::command_buffer() const { return state_->cb; }
+
+void Recorder::submit_and_wait() {
+  auto& s = *state_;
+  if (s.external) throw InvalidArgument("Recorder::submit_and_wait: this recorder records into the application's command buffer; the application submits it");
+  auto& d = *s.dev;
+  // Results become visible to the host (downloads of mapped buffers read them directly).
+  detail::memory_barrier(s, detail::kWorkStages, detail::kWriteAccess, VK_PIPELINE_STAGE_HOST_BIT | detail::kWorkStages,
+                         VK_ACCESS_HOST_READ_BIT | detail::kAllAccess);
+  vk_check(d.vk.vkEndCommandBuffer(s.cb), "vkEndCommandBuffer");
+  {
+    std::lock_guard lock(d.submit_mutex);
+    VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    si.commandBufferCount = 1;
+    si.pCommandBuffers = &s.cb;
+    vk_check(d.vk.vkQueueSubmit(d.queue, 1, &si, s.fence), "vkQueueSubmit");
+  }
+  vk_check(d.vk.vkWaitForFences(d.device, 1, &s.fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+  vk_check(d.vk.vkResetFences(d.device, 1, &s.fence), "vkResetFences");
+  if (s.next_timestamp > 0) {
+    s.timestamp_values.assign(s.next_timestamp, 0);
+    vk_check(d.vk.vkGetQueryPoolResults(d.device, s.query_pool, 0, s.next_timestamp, s.next_timestamp * sizeof(std::uint64_t),
+                                        s.timestamp_values.data(), sizeof(std::uint64_t),
+                                        VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
+             "vkGetQueryPoolResults");
+  }
+  detail::release_resources(s);
+  vk_check(d.vk.vkResetCommandBuffer(s.cb, 0), "vkResetCommandBuffer");
+  detail::begin_own(s);
+}
+
+void Recorder::release(VkPipelineStageFlags dst_stages, VkAccessFlags dst_access) {
+  detail::memory_barrier(*state_, detail::kWorkStages, detail::kWriteAccess, dst_stages, dst_access);
+}
+
+std::uint32_t Recorder::write_timestamp() {
+  auto& s = *state_;
+  auto& d = *s.dev;
+  if (!d.limits.timestamps) throw VulkanError("this device's compute queue does not support timestamp queries");
+  if (!s.query_pool) {
+    VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+    qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
+    qi.queryCount = detail::kTimestampCapacity;
+    vk_check(d.vk.vkCreateQueryPool(d.device, &qi, nullptr, &s.query_pool), "vkCreateQueryPool");
+  }
+  if (!s.timestamps_reset) {
+    d.vk.vkCmdResetQueryPool(s.cb, s.query_pool, 0, detail::kTimestampCapacity);
+    s.timestamps_reset = true;
+  }
+  if (s.next_timestamp >= detail::kTimestampCapacity)
+    throw InvalidArgument("Recorder::write_timestamp: more than " + std::to_string(detail::kTimestampCapacity) + " timestamps in one recording");
+  d.vk.vkCmdWriteTimestamp(s.cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, s.query_pool, s.next_timestamp);
+  return s.next_timestamp++;
+}
+
+double Recorder::elapsed_ms(std::uint32_t from, std::uint32_t to) const {
+  auto& s = *state_;
+  auto& d = *s.dev;
+  std::uint64_t a = 0, b = 0;
+  if (s.external) {
+    if (!s.query_pool || std::max(from, to) >= s.next_timestamp) throw InvalidArgument("Recorder::elapsed_ms: unknown timestamp index");
+    std::uint64_t v[2];
+    for (int k = 0; k < 2; ++k)
+      vk_check(d.vk.vkGetQueryPoolResults(d.device, s.query_pool, k ? to : from, 1, sizeof(std::uint64_t), &v[k], sizeof(std::uint64_t),
+                                          VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
+               "vkGetQueryPoolResults");
+    a = v[0], b = v[1];
+  } else {
+    if (std::max(from, to) >= s.timestamp_values.size())
+      throw InvalidArgument("Recorder::elapsed_ms: timestamp index not in the last finished submission");
+    a = s.timestamp_values[from], b = s.timestamp_values[to];
+  }
+  return static_cast<double>(b - a) * d.limits.timestamp_period_ns * 1e-6;
+}
+
+}  // namespace relpos

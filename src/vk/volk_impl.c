@@ -1,0 +1,2 @@
+/* volk's implementation, compiled inside relpos with its names renamed (cmake/VolkPrivate.cmake). */
+#include <volk.c>

@@ -1,0 +1,13 @@
+# cmake -DSPIRV_VAL=... -DSPV_DIR=... -P spirv_val.cmake: validates every .spv module.
+file(GLOB modules ${SPV_DIR}/*.spv)
+list(LENGTH modules count)
+if(count EQUAL 0)
+  message(FATAL_ERROR "no SPIR-V modules in ${SPV_DIR}")
+endif()
+foreach(m IN LISTS modules)
+  execute_process(COMMAND ${SPIRV_VAL} --target-env vulkan1.1 ${m} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "spirv-val failed for ${m}:\n${out}")
+  endif()
+  message(STATUS "spirv-val ok: ${m}")
+endforeach()

@@ -1,0 +1,50 @@
+#include "support/gpu_fixture.hpp"
+
+#include <memory>
+#include <mutex>
+
+namespace relpos::test {
+namespace {
+
+std::mutex g_mutex;
+std::vector<std::string> g_messages;
+
+ContextOptions validated_options() {
+  ContextOptions o;
+  o.validation = true;
+  o.on_validation_message = [](const ValidationMessage& m) {
+    std::lock_guard lock(g_mutex);
+    g_messages.push_back((m.is_error ? "error [" : "warning [") + m.id + "] " + m.text);
+  };
+  return o;
+}
+
+}  // namespace
+
+Context& gpu() {
+  static Context ctx(validated_options());
+  return ctx;
+}
+
+Context& gpu_small_limits() {
+  static Context ctx = [] {
+    ContextOptions o = validated_options();
+    o.max_storage_buffer_range = 4096;
+    o.max_workgroup_count = 3;
+    return Context(o);
+  }();
+  return ctx;
+}
+
+std::vector<std::string> take_validation_messages() {
+  std::lock_guard lock(g_mutex);
+  return std::exchange(g_messages, {});
+}
+
+void GpuTest::SetUp() { take_validation_messages(); }
+
+void GpuTest::TearDown() {
+  for (const auto& m : take_validation_messages()) ADD_FAILURE() << "Vulkan validation: " << m;
+}
+
+}  // namespace relpos::test

@@ -1,0 +1,36 @@
+#pragma once
+// GPU tests run on one context per test binary with validation on. Each test fails if the layer
+// reported anything while it ran.
+#include <gtest/gtest.h>
+
+#include <relpos/relpos.hpp>
+
+#include <string>
+#include <vector>
+
+namespace relpos::test {
+
+// The validated context (RELPOS_DEVICE picks the device, as for the tool).
+Context& gpu();
+// A context on the same device whose limits are lowered so that small tensors take the split
+// paths: a 4 KiB maxStorageBufferRange and at most 3 workgroups per dispatch dimension.
+Context& gpu_small_limits();
+
+// Messages the layer reported since the last call.
+std::vector<std::string> take_validation_messages();
+
+class GpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override;
+  void TearDown() override;
+};
+
+// Runs `record` in a fresh recorder of `ctx` and waits.
+template <class F>
+void run(Context& ctx, F&& record) {
+  Recorder r(ctx);
+  record(r);
+  r.submit_and_wait();
+}
+
+}  // namespace relpos::test

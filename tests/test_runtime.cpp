@@ -1,0 +1,189 @@
+// The thin runtime: device choice, buffers, recording into an application's own command buffer on
+// its own Vulkan objects, timestamps, validation reporting.
+#include <vulkan/vulkan.h>  // the application's Vulkan: the system loader's own symbols
+
+#include <relpos/relpos.hpp>
+
+#include "support/gpu_fixture.hpp"
+
+using namespace relpos;
+using relpos::test::GpuTest;
+using relpos::test::gpu;
+using relpos::test::run;
+
+namespace {
+
+DeviceInfo dev(std::uint32_t index, const std::string& name, DeviceType type) {
+  DeviceInfo d;
+  d.index = index;
+  d.name = name;
+  d.type = type;
+  d.has_compute = true;
+  d.api_version = VK_API_VERSION_1_3;
+  return d;
+}
+
+class Runtime : public GpuTest {};
+
+}  // namespace
+
+TEST(DevicePick, PrefersDiscreteThenIntegratedThenVirtualThenCpu) {
+  ::unsetenv("RELPOS_DEVICE");
+  std::vector<DeviceInfo> all = {dev(0, "llvmpipe (LLVM 15.0.6, 256 bits)", DeviceType::Cpu),
+                                 dev(1, "Intel(R) UHD Graphics 620", DeviceType::Integrated),
+                                 dev(2, "NVIDIA H100 80GB HBM3", DeviceType::Discrete)};
+  EXPECT_EQ(Context::pick_device(all, ""), 2u);
+  all.pop_back();
+  EXPECT_EQ(Context::pick_device(all, ""), 1u);
+  all.pop_back();
+  EXPECT_EQ(Context::pick_device(all, ""), 0u);
+  std::vector<DeviceInfo> virt = {dev(0, "cpu", DeviceType::Cpu), dev(1, "virtio", DeviceType::Virtual)};
+  EXPECT_EQ(Context::pick_device(virt, ""), 1u);
+}
+
+TEST(DevicePick, SelectorByIndexOrNameSubstring) {
+  ::unsetenv("RELPOS_DEVICE");
+  std::vector<DeviceInfo> all = {dev(0, "llvmpipe (LLVM 15.0.6, 256 bits)", DeviceType::Cpu),
+                                 dev(1, "NVIDIA H100 80GB HBM3", DeviceType::Discrete)};
+  EXPECT_EQ(Context::pick_device(all, "0"), 0u);
+  EXPECT_EQ(Context::pick_device(all, "LLVMPIPE"), 0u);
+  EXPECT_EQ(Context::pick_device(all, "h100"), 1u);
+  EXPECT_THROW(Context::pick_device(all, "7"), InvalidArgument);
+  EXPECT_THROW(Context::pick_device(all, "radeon"), InvalidArgument);
+  ::setenv("RELPOS_DEVICE", "llvm", 1);
+  EXPECT_EQ(Context::pick_device(all, ""), 0u);
+  EXPECT_EQ(Context::pick_device(all, "nvidia"), 1u);  // an explicit selector wins over the variable
+  ::unsetenv("RELPOS_DEVICE");
+  all[1].has_compute = false;
+  EXPECT_EQ(Context::pick_device(all, ""), 0u);
+}
+
+TEST_F(Runtime, ContextReportsDeviceAndLimits) {
+  Context& ctx = gpu();
+  EXPECT_FALSE(ctx.device_info().name.empty());
+  EXPECT_TRUE(ctx.validation_enabled());
+  EXPECT_GE(ctx.limits().max_storage_buffer_range, 1u << 16);
+  EXPECT_GE(ctx.limits().max_workgroup_count[0], 1u);
+  EXPECT_GT(ctx.limits().timestamp_period_ns, 0.0);
+}
+
+TEST_F(Runtime, BufferRoundTripsAndChecksRanges) {
+  std::vector<std::uint32_t> v(1000);
+  for (std::uint32_t i = 0; i < v.size(); ++i) v[i] = i * 2654435761u;
+  Buffer b = make_buffer(gpu(), v);
+  EXPECT_EQ(b.size(), 4000u);
+  EXPECT_EQ(b.capacity() % 16, 0u);
+  EXPECT_EQ(b.download<std::uint32_t>(1000), v);
+  std::uint32_t x = 7;
+  b.upload(&x, 4, 396);
+  EXPECT_EQ(b.download<std::uint32_t>(1, 396)[0], 7u);
+  EXPECT_THROW(b.upload(&x, 4, 3998), InvalidArgument);
+  EXPECT_THROW(b.download<std::uint32_t>(1001), InvalidArgument);
+  EXPECT_THROW(Buffer(gpu(), 0), InvalidArgument);
+}
+
+TEST_F(Runtime, TimestampsMeasureRecordedWork) {
+  T5Params p;
+  p.queries = p.keys = 256;
+  Buffer out(gpu(), 256 * 256 * 4);
+  Recorder r(gpu());
+  auto a = r.write_timestamp();
+  t5_buckets(r, p, out);
+  auto b = r.write_timestamp();
+  r.submit_and_wait();
+  EXPECT_GT(r.elapsed_ms(a, b), 0.0);
+  EXPECT_LT(r.elapsed_ms(a, b), 10000.0);
+  EXPECT_THROW(r.elapsed_ms(a, 5), InvalidArgument);
+}
+
+TEST_F(Runtime, ValidationMessagesAreReported) {
+  // A deliberately invalid call must reach the messenger: the hook the whole suite relies on.
+  ASSERT_TRUE(gpu().validation_enabled());
+  const auto before = gpu().validation_message_count();
+  VkBufferCreateInfo bad{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+  bad.size = 16;
+  bad.usage = 0;  // VUID-VkBufferCreateInfo-usage-requiredbitmask
+  auto create = reinterpret_cast<PFN_vkCreateBuffer>(vkGetDeviceProcAddr(gpu().vk_device(), "vkCreateBuffer"));
+  auto destroy = reinterpret_cast<PFN_vkDestroyBuffer>(vkGetDeviceProcAddr(gpu().vk_device(), "vkDestroyBuffer"));
+  VkBuffer buf = VK_NULL_HANDLE;
+  if (create(gpu().vk_device(), &bad, nullptr, &buf) == VK_SUCCESS && buf) destroy(gpu().vk_device(), buf, nullptr);
+  EXPECT_GT(gpu().validation_message_count(), before);
+  EXPECT_FALSE(relpos::test::take_validation_messages().empty());
+}
+
+// An application with its own instance, device, queue and command buffer (made through the system
+// loader's exported functions) adopts them into relpos and records T5 into its own command buffer.
+TEST(AdoptedDevice, RecordsIntoTheApplicationsCommandBuffer) {
+  VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
+  app.apiVersion = VK_API_VERSION_1_1;
+  VkInstanceCreateInfo ici{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+  ici.pApplicationInfo = &app;
+  VkInstance instance;
+  ASSERT_EQ(vkCreateInstance(&ici, nullptr, &instance), VK_SUCCESS);
+  std::uint32_t n = 0;
+  vkEnumeratePhysicalDevices(instance, &n, nullptr);
+  std::vector<VkPhysicalDevice> pds(n);
+  vkEnumeratePhysicalDevices(instance, &n, pds.data());
+  ASSERT_GT(n, 0u);
+  VkPhysicalDevice pd = pds[0];
+  std::uint32_t nf = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(pd, &nf, nullptr);
+  std::vector<VkQueueFamilyProperties> fams(nf);
+  vkGetPhysicalDeviceQueueFamilyProperties(pd, &nf, fams.data());
+  std::uint32_t family = 0;
+  while (family < nf && !(fams[family].queueFlags & VK_QUEUE_COMPUTE_BIT)) ++family;
+  ASSERT_LT(family, nf);
+  float prio = 1.0f;
+  VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+  qci.queueFamilyIndex = family;
+  qci.queueCount = 1;
+  qci.pQueuePriorities = &prio;
+  VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+  dci.queueCreateInfoCount = 1;
+  dci.pQueueCreateInfos = &qci;
+  VkDevice device;
+  ASSERT_EQ(vkCreateDevice(pd, &dci, nullptr, &device), VK_SUCCESS);
+  VkQueue queue;
+  vkGetDeviceQueue(device, family, 0, &queue);
+  VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  pci.queueFamilyIndex = family;
+  VkCommandPool pool;
+  ASSERT_EQ(vkCreateCommandPool(device, &pci, nullptr, &pool), VK_SUCCESS);
+  VkCommandBufferAllocateInfo cai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  cai.commandPool = pool;
+  cai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  cai.commandBufferCount = 1;
+  VkCommandBuffer cb;
+  ASSERT_EQ(vkAllocateCommandBuffers(device, &cai, &cb), VK_SUCCESS);
+
+  {
+    Context ctx(AdoptedVulkan{instance, pd, device, queue, family, vkGetInstanceProcAddr});
+    T5Params p;
+    p.queries = 20;
+    p.keys = 30;
+    p.heads = 3;
+    std::vector<float> table(32 * 3);
+    for (std::size_t k = 0; k < table.size(); ++k) table[k] = static_cast<float>(k);
+    Buffer t = make_buffer(ctx, table);
+    Buffer out(ctx, 3 * 20 * 30 * 4);
+    VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    ASSERT_EQ(vkBeginCommandBuffer(cb, &bi), VK_SUCCESS);
+    {
+      Recorder rec(ctx, cb);
+      t5_bias(rec, p, t, out);
+      rec.release(VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+      ASSERT_EQ(vkEndCommandBuffer(cb), VK_SUCCESS);
+      VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+      si.commandBufferCount = 1;
+      si.pCommandBuffers = &cb;
+      ASSERT_EQ(vkQueueSubmit(queue, 1, &si, VK_NULL_HANDLE), VK_SUCCESS);
+      ASSERT_EQ(vkQueueWaitIdle(queue), VK_SUCCESS);
+      EXPECT_THROW(rec.submit_and_wait(), InvalidArgument);
+    }
+    EXPECT_EQ(out.download<float>(3 * 20 * 30), t5_bias_reference(p, table));
+  }
+  // relpos released only what it created; the application's objects are still valid.
+  vkDestroyCommandPool(device, pool, nullptr);
+  vkDestroyDevice(device, nullptr);
+  vkDestroyInstance(instance, nullptr);
+}

@@ -1,0 +1,88 @@
+// relpos: run any operation on .npy inputs, check every operation against its CPU reference on this
+// machine's device, and benchmark the shaders.
+#include <cstdio>
+#include <optional>
+
+#include "registry.hpp"
+
+namespace relpos::tool {
+
+int devices_command(const std::string& selector);
+int check_command(Registry& reg, const std::string& filter);
+int bench_command(Registry& reg, const std::string& filter, bool json, bool short_run, int repeat);
+
+namespace {
+std::string g_device;
+bool g_validation = false;
+}  // namespace
+
+Context& tool_context() {
+  static std::optional<Context> ctx;
+  if (!ctx) {
+    ContextOptions o;
+    o.device = g_device;
+    o.validation = g_validation;
+    ctx.emplace(o);
+  }
+  return *ctx;
+}
+
+void add_run_options(CLI::App& cmd, RunOptions& o) {
+  cmd.add_option("--out", o.out, "output .npy file")->required();
+  cmd.add_flag("--reference", o.reference, "compute with the CPU reference instead of the GPU");
+}
+
+void write_floats(const std::string& path, const std::vector<float>& values, std::vector<std::uint64_t> shape, DType dtype) {
+  if (dtype == DType::F16) {
+    auto h = to_half(values);
+    write_npy(path, DType::F16, shape, h.data());
+  } else {
+    write_npy(path, DType::F32, shape, values.data());
+  }
+}
+
+}  // namespace relpos::tool
+
+int main(int argc, char** argv) {
+  using namespace relpos::tool;
+  CLI::App app{"relpos: relative position encodings for transformer attention on any Vulkan device"};
+  app.require_subcommand(1);
+  app.add_option("--device", g_device, "device index or name substring (default: RELPOS_DEVICE, then discrete > integrated > virtual > CPU)");
+  app.add_flag("--validation", g_validation, "enable the Vulkan validation layers (also RELPOS_VALIDATION=1)");
+
+  Registry reg;
+  auto* devices = app.add_subcommand("devices", "list the Vulkan devices; '*' marks the one relpos would use");
+  auto* run = app.add_subcommand("run", "run one operation on .npy inputs and write the result as .npy");
+  run->require_subcommand(1);
+  register_t5(*run, reg);
+
+  std::string check_filter;
+  auto* check = app.add_subcommand("check", "check every operation against its CPU reference on this device");
+  check->add_option("--filter", check_filter, "only cases whose op name contains this");
+
+  std::string bench_filter;
+  bool json = false, short_run = false;
+  int repeat = 0;
+  auto* bench = app.add_subcommand("bench", "benchmark the shaders: GPU timestamps, ceilings and CPU reference");
+  bench->add_flag("--json", json, "print a JSON list of records");
+  bench->add_flag("--short", short_run, "only the short benchmark (what the main command runs)");
+  bench->add_option("--filter", bench_filter, "only ops whose name contains this");
+  bench->add_option("--repeat", repeat, "timed repetitions (default 10, 5 with --short)")->check(CLI::Range(1, 1000));
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    if (*devices) return devices_command(g_device);
+    if (*check) return check_command(reg, check_filter);
+    if (*bench) return bench_command(reg, bench_filter, json, short_run, repeat ? repeat : (short_run ? 5 : 10));
+    for (const auto& r : reg.runs)
+      if (*r.cmd) r.action();
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "relpos: error: %s\n", e.what());
+    return 1;
+  }
+}

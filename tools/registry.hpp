@@ -1,0 +1,72 @@
+#pragma once
+// What each operation family contributes to the tool: `relpos run` subcommands, `relpos check`
+// cases and `relpos bench` cases. Each family has one tools/op_<family>.cpp with a register_*
+// function; main.cpp calls them all.
+#include <CLI/CLI.hpp>
+#include <relpos/relpos.hpp>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace relpos::tool {
+
+struct CheckResult {
+  double error = 0.0;      // normalised max error (floats) or mismatch count (integers)
+  double tolerance = 0.0;  // passes when error <= tolerance
+  std::string metric;      // what `error` is: "max_err" or "mismatches"
+};
+
+struct CheckCase {
+  std::string op;
+  std::string shape;
+  std::function<CheckResult(Context&)> run;
+};
+
+// A prepared benchmark: buffers allocated and inputs uploaded.
+struct BenchRun {
+  std::function<void(Recorder&)> record;  // one execution of the GPU op
+  std::function<void()> cpu;              // the CPU reference of the same work
+  std::shared_ptr<void> keep;             // owns the buffers and inputs
+};
+
+enum class Ceiling { Write, Copy };
+
+struct BenchCase {
+  std::string op;
+  std::string shape;
+  std::uint64_t bytes = 0;  // bytes the op writes plus those it must read
+  Ceiling ceiling = Ceiling::Write;
+  bool in_short = false;  // part of `relpos bench --short`
+  std::function<BenchRun(Context&)> prepare;
+};
+
+// A `relpos run` subcommand and what it does once its options are parsed.
+struct RunCommand {
+  CLI::App* cmd;
+  std::function<void()> action;
+};
+
+struct Registry {
+  std::vector<RunCommand> runs;
+  std::vector<CheckCase> checks;
+  std::vector<BenchCase> benches;
+};
+
+// Options every run subcommand shares.
+struct RunOptions {
+  std::string out;
+  bool reference = false;  // compute with the CPU reference instead of the GPU
+};
+void add_run_options(CLI::App& cmd, RunOptions& o);
+
+// The context the tool runs on (--device, --validation, RELPOS_DEVICE, RELPOS_VALIDATION).
+Context& tool_context();
+
+// Writes [dims...] of float values as f32 or f16.
+void write_floats(const std::string& path, const std::vector<float>& values, std::vector<std::uint64_t> shape, DType dtype);
+
+void register_t5(CLI::App& run, Registry& reg);
+
+}  // namespace relpos::tool
