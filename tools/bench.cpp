@@ -17,21 +17,35 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// Median GPU milliseconds of `record` over `repeat` timed runs after two warm-up runs.
-double time_gpu(Context& ctx, const std::function<void(Recorder&)>& record, int repeat) {
+struct Timing {
+  double op_ms, ceiling_ms;
+};
+
+// Median GPU milliseconds of `op` and of `ceiling` over `repeat` timed runs each, after two
+// warm-up runs. The two alternate within one submission, so both see the same machine load.
+Timing time_gpu(Context& ctx, const std::function<void(Recorder&)>& op, const std::function<void(Recorder&)>& ceiling,
+                int repeat) {
   Recorder r(ctx);
-  for (int w = 0; w < 2; ++w) record(r);
-  r.submit_and_wait();
-  std::vector<std::pair<std::uint32_t, std::uint32_t>> marks;
-  for (int k = 0; k < repeat; ++k) {
-    const auto a = r.write_timestamp();
-    record(r);
-    marks.emplace_back(a, r.write_timestamp());
+  for (int w = 0; w < 2; ++w) {
+    op(r);
+    ceiling(r);
   }
   r.submit_and_wait();
-  std::vector<double> ms;
-  for (auto [a, b] : marks) ms.push_back(r.elapsed_ms(a, b));
-  return median(ms);
+  std::vector<std::uint32_t> marks;
+  marks.push_back(r.write_timestamp());
+  for (int k = 0; k < repeat; ++k) {
+    op(r);
+    marks.push_back(r.write_timestamp());
+    ceiling(r);
+    marks.push_back(r.write_timestamp());
+  }
+  r.submit_and_wait();
+  std::vector<double> op_ms, ceiling_ms;
+  for (int k = 0; k < repeat; ++k) {
+    op_ms.push_back(r.elapsed_ms(marks[2 * k], marks[2 * k + 1]));
+    ceiling_ms.push_back(r.elapsed_ms(marks[2 * k + 1], marks[2 * k + 2]));
+  }
+  return {median(op_ms), median(ceiling_ms)};
 }
 
 double time_cpu(const std::function<void()>& cpu) {
@@ -45,17 +59,23 @@ double time_cpu(const std::function<void()>& cpu) {
   return median(ms);
 }
 
-double ceiling_ms(Context& ctx, Ceiling kind, std::uint64_t bytes, int repeat) {
-  const std::uint64_t rounded = (bytes + 15) / 16 * 16;
-  if (kind == Ceiling::Write) {
-    Buffer out(ctx, rounded);
-    return time_gpu(ctx, [&](Recorder& r) { fill_u32(r, out, rounded, 0x3f800000u); }, repeat);
+// The ceiling kernel over the same number of bytes: a vec4 fill (write), or a vec4 copy that reads
+// and writes half of them each (copy).
+struct CeilingRun {
+  Buffer a, b;
+  std::uint64_t bytes = 0;
+  Ceiling kind;
+  CeilingRun(Context& ctx, Ceiling k, std::uint64_t total) : kind(k) {
+    const std::uint64_t rounded = (total + 15) / 16 * 16;
+    bytes = k == Ceiling::Write ? rounded : (rounded / 2 + 15) / 16 * 16;
+    a = Buffer(ctx, bytes);
+    if (k == Ceiling::Copy) b = Buffer(ctx, bytes);
   }
-  // Copy ceiling: read and write the same total number of bytes (half each).
-  const std::uint64_t half = (rounded / 2 + 15) / 16 * 16;
-  Buffer a(ctx, half), b(ctx, half);
-  return time_gpu(ctx, [&](Recorder& r) { copy_u32(r, a, b, half); }, repeat);
-}
+  void operator()(Recorder& r) const {
+    if (kind == Ceiling::Write) fill_u32(r, a, bytes, 0x3f800000u);
+    else copy_u32(r, a, b, bytes);
+  }
+};
 
 }  // namespace
 
@@ -70,8 +90,8 @@ int bench_command(Registry& reg, const std::string& filter, bool json, bool shor
     if (short_run && !c.in_short) continue;
     if (!filter.empty() && c.op.find(filter) == std::string::npos) continue;
     BenchRun run = c.prepare(ctx);
-    const double gpu_ms = time_gpu(ctx, run.record, repeat);
-    const double ceil_ms = ceiling_ms(ctx, c.ceiling, c.bytes, repeat);
+    const CeilingRun ceiling(ctx, c.ceiling, c.bytes);
+    const auto [gpu_ms, ceil_ms] = time_gpu(ctx, run.record, std::cref(ceiling), repeat);
     const double cpu_ms = run.cpu ? time_cpu(run.cpu) : 0.0;
     const double gbps = c.bytes / (gpu_ms * 1e6), ceiling_gbps = c.bytes / (ceil_ms * 1e6);
     nlohmann::json rec = {{"op", c.op},

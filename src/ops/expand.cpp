@@ -1,5 +1,6 @@
 #include "ops/expand.hpp"
 
+#include <numeric>
 #include <string>
 
 #include "reference/checks.hpp"
@@ -31,18 +32,52 @@ void expand_distance(Recorder& r, const ExpandShape& s, const Buffer& distance_r
   require(row_len * s.heads * 4 <= lim.max_storage_buffer_range, "heads * (queries + keys - 1)",
           std::to_string(row_len * s.heads), "must fit one storage buffer binding of the device (" +
               std::to_string(lim.max_storage_buffer_range / 4) + " values)");
-  const std::uint64_t per_group = std::uint64_t{kGroup} * kQuadsPerInvocation * 4;
+  const std::vector<std::uint32_t> spec = {kGroup, static_cast<std::uint32_t>(mode), kQuadsPerInvocation};
+  push::ExpandPush pc{};
+  pc.keys = s.keys;
+  pc.queries = s.queries;
+  pc.heads = s.heads;
+  pc.row_len = static_cast<std::uint32_t>(row_len);
+
+  // Whole-quad rows: one workgroup row per output row, chunks of whole rows at bindable offsets.
+  const std::uint64_t row_bytes = std::uint64_t{s.keys} * elem_bytes;
+  const std::uint64_t quads_per_group = std::uint64_t{kGroup} * kQuadsPerInvocation;
+  const std::uint64_t groups_x = (s.keys / 4 + quads_per_group - 1) / quads_per_group;
+  std::uint64_t rows_per_chunk = std::min<std::uint64_t>(lim.max_storage_buffer_range / row_bytes, lim.max_workgroup_count[1]);
+  const std::uint64_t align_rows = lim.min_storage_buffer_offset_alignment / std::gcd(row_bytes, lim.min_storage_buffer_offset_alignment);
+  rows_per_chunk = rows_per_chunk / align_rows * align_rows;
+  const bool half_copies = mode == ExpandMode::WriteF16;
+  const std::uint64_t shifted_len = (row_len + 3) / 4 * 4;
+  const std::uint64_t shifted_bytes = std::uint64_t{s.heads} * 4 * shifted_len * (half_copies ? 2 : 4);
+  if (s.keys % 4 == 0 && rows_per_chunk > 0 && groups_x <= lim.max_workgroup_count[0] &&
+      shifted_bytes <= lim.max_storage_buffer_range) {
+    pc.shifted_len = static_cast<std::uint32_t>(shifted_len);
+    Buffer& shifted = scratch(r, shifted_bytes, MemoryUse::Device);
+    const std::uint64_t words = shifted_bytes / 4;
+    push::ExpandPush sp = pc;
+    sp.count = static_cast<std::uint32_t>(words);
+    for_each_group_range(lim, div_up(words, kGroup), [&](std::uint64_t first_group, std::uint32_t groups) {
+      sp.first_row = static_cast<std::uint32_t>(first_group * kGroup);
+      dispatch(r, "expand_shift", {kGroup, half_copies ? 1u : 0u}, {{&distance_rows}, {&shifted}}, sp, groups);
+    });
+    barrier(r);
+    for (std::uint64_t first = 0; first < s.rows; first += rows_per_chunk) {
+      const std::uint64_t rows = std::min(rows_per_chunk, s.rows - first);
+      pc.first_row = static_cast<std::uint32_t>(first);
+      pc.count = static_cast<std::uint32_t>(rows * s.keys);
+      dispatch(r, "expand_distance_rows", spec, {{&shifted}, {&out, first * row_bytes, rows * row_bytes}}, pc,
+               static_cast<std::uint32_t>(groups_x), static_cast<std::uint32_t>(rows));
+    }
+    return;
+  }
+  // Any shape: flat quads, chunks at any element.
+  const std::uint64_t per_group = quads_per_group * 4;
   for (const ElementChunk& c : element_chunks(lim, total, elem_bytes, per_group)) {
-    push::ExpandPush pc{};
-    pc.keys = s.keys;
-    pc.queries = s.queries;
-    pc.heads = s.heads;
-    pc.row_len = static_cast<std::uint32_t>(row_len);
     pc.first_row = static_cast<std::uint32_t>(c.first / s.keys);
     pc.first_col = static_cast<std::uint32_t>(c.first % s.keys);
     pc.count = static_cast<std::uint32_t>(c.count);
-    dispatch(r, "expand_distance", {kGroup, static_cast<std::uint32_t>(mode), kQuadsPerInvocation},
-             {{&distance_rows}, {&out, c.first * elem_bytes, c.count * elem_bytes}}, pc, div_up(c.count, per_group));
+    dispatch(r, "expand_distance", spec, {{&distance_rows}, {&out, c.first * elem_bytes, c.count * elem_bytes}}, pc,
+             div_up(c.count, per_group));
   }
 }
 
