@@ -82,6 +82,30 @@ TEST_F(Runtime, BufferRoundTripsAndChecksRanges) {
   EXPECT_THROW(Buffer(gpu(), 0), InvalidArgument);
 }
 
+// Device memory that is not mapped (a discrete GPU's) goes through staging buffers.
+TEST_F(Runtime, StagingPathRoundTrips) {
+  ContextOptions o;
+  o.validation = true;
+  o.staging_only = true;
+  o.on_validation_message = [](const ValidationMessage& m) { ADD_FAILURE() << m.id << ": " << m.text; };
+  Context ctx(o);
+  std::vector<float> v(100003);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) * 0.5f;
+  Buffer b = make_buffer(ctx, v);
+  EXPECT_FALSE(b.host_mapped());
+  EXPECT_EQ(b.download<float>(v.size()), v);
+  float x = -1.0f;
+  b.upload(&x, 4, 40000);
+  EXPECT_EQ(b.download<float>(1, 40000)[0], -1.0f);
+  // GPU work on an unmapped buffer, read back through staging.
+  T5Params p;
+  p.queries = 33;
+  p.keys = 17;
+  Buffer out(ctx, 33 * 17 * 4);
+  run(ctx, [&](Recorder& r) { t5_buckets(r, p, out); });
+  EXPECT_EQ(out.download<std::int32_t>(33 * 17), t5_buckets_reference(p));
+}
+
 TEST_F(Runtime, TimestampsMeasureRecordedWork) {
   T5Params p;
   p.queries = p.keys = 256;

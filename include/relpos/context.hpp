@@ -63,6 +63,9 @@ struct ContextOptions {
   // Lower the device's limits (0 = keep). For tests of the split paths on small tensors.
   std::uint64_t max_storage_buffer_range = 0;
   std::uint32_t max_workgroup_count = 0;
+  // Never map MemoryUse::Device buffers, even where device memory is host-visible, so uploads and
+  // downloads take the staging path a discrete GPU uses. For tests of that path.
+  bool staging_only = false;
 };
 
 // An application's own Vulkan objects. relpos loads its own function pointers for them (volk's

@@ -113,7 +113,8 @@ Buffer::Buffer(const std::shared_ptr<detail::Device>& device, std::uint64_t byte
     detail::vk_check(d.vk.vkAllocateMemory(d.device, &ai, nullptr, &memory_), "vkAllocateMemory");
     detail::vk_check(d.vk.vkBindBufferMemory(d.device, buffer_, memory_, 0), "vkBindBufferMemory");
     constexpr auto kHost = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
-    if ((d.memory.memoryTypes[ai.memoryTypeIndex].propertyFlags & kHost) == kHost)
+    const bool may_map = use == MemoryUse::Host || !d.staging_only;
+    if (may_map && (d.memory.memoryTypes[ai.memoryTypeIndex].propertyFlags & kHost) == kHost)
       detail::vk_check(d.vk.vkMapMemory(d.device, memory_, 0, VK_WHOLE_SIZE, 0, &mapped_), "vkMapMemory");
   } catch (...) {
     release();

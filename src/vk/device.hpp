@@ -38,6 +38,7 @@ struct Device {
   DeviceLimits limits;
   VkPhysicalDeviceMemoryProperties memory{};
   bool validation = false;
+  bool staging_only = false;
   std::atomic<std::uint64_t> validation_messages{0};
   std::function<void(const ValidationMessage&)> on_message;
 
