@@ -10,7 +10,9 @@
 namespace relpos::detail {
 namespace {
 constexpr std::uint32_t kGroup = 64;
-constexpr std::uint32_t kQuadsPerInvocation = 4;
+constexpr std::uint32_t kQuadsPerInvocation = 4;  // flat path
+// Diagonal steps per invocation on the whole-quad path: stores per source load.
+constexpr std::uint32_t kDiagonal = 16;
 }  // namespace
 
 ExpandMode expand_mode(DType dtype, bool add) {
@@ -39,11 +41,13 @@ void expand_distance(Recorder& r, const ExpandShape& s, const Buffer& distance_r
   pc.heads = s.heads;
   pc.row_len = static_cast<std::uint32_t>(row_len);
 
-  // Whole-quad rows: one workgroup row per output row, chunks of whole rows at bindable offsets.
+  // Whole-quad rows: chunks of whole rows at bindable offsets, read from shifted copies along
+  // diagonals (see expand_distance_rows.comp).
   const std::uint64_t row_bytes = std::uint64_t{s.keys} * elem_bytes;
-  const std::uint64_t quads_per_group = std::uint64_t{kGroup} * kQuadsPerInvocation;
-  const std::uint64_t groups_x = (s.keys / 4 + quads_per_group - 1) / quads_per_group;
-  std::uint64_t rows_per_chunk = std::min<std::uint64_t>(lim.max_storage_buffer_range / row_bytes, lim.max_workgroup_count[1]);
+  const std::uint64_t groups_x = (s.keys / 4 + kDiagonal - 1 + kGroup - 1) / kGroup;
+  const std::uint64_t rows_per_tile = 4 * kDiagonal;
+  std::uint64_t rows_per_chunk = std::min<std::uint64_t>(lim.max_storage_buffer_range / row_bytes,
+                                                         std::uint64_t{lim.max_workgroup_count[1]} * rows_per_tile);
   const std::uint64_t align_rows = lim.min_storage_buffer_offset_alignment / std::gcd(row_bytes, lim.min_storage_buffer_offset_alignment);
   rows_per_chunk = rows_per_chunk / align_rows * align_rows;
   const bool half_copies = mode == ExpandMode::WriteF16;
@@ -65,13 +69,14 @@ void expand_distance(Recorder& r, const ExpandShape& s, const Buffer& distance_r
       const std::uint64_t rows = std::min(rows_per_chunk, s.rows - first);
       pc.first_row = static_cast<std::uint32_t>(first);
       pc.count = static_cast<std::uint32_t>(rows * s.keys);
-      dispatch(r, "expand_distance_rows", spec, {{&shifted}, {&out, first * row_bytes, rows * row_bytes}}, pc,
-               static_cast<std::uint32_t>(groups_x), static_cast<std::uint32_t>(rows));
+      dispatch(r, "expand_distance_rows", {kGroup, static_cast<std::uint32_t>(mode), kDiagonal},
+               {{&shifted}, {&out, first * row_bytes, rows * row_bytes}}, pc, static_cast<std::uint32_t>(groups_x),
+               div_up(rows, rows_per_tile));
     }
     return;
   }
   // Any shape: flat quads, chunks at any element.
-  const std::uint64_t per_group = quads_per_group * 4;
+  const std::uint64_t per_group = std::uint64_t{kGroup} * kQuadsPerInvocation * 4;
   for (const ElementChunk& c : element_chunks(lim, total, elem_bytes, per_group)) {
     pc.first_row = static_cast<std::uint32_t>(c.first / s.keys);
     pc.first_col = static_cast<std::uint32_t>(c.first % s.keys);
