@@ -8,11 +8,12 @@
 // 1/DIAG of the stores, and at every step neighbouring invocations store neighbouring quads.
 //
 // Grid: x covers starting quads jq0 in [-(DIAG - 1), K / 4); y is a tile of 4 * DIAG rows of this
-// chunk, whose four diagonals c + 4t (c = 0..3) each invocation walks in turn.
+// chunk, whose four diagonal classes c + 4t (c = 0..3) are the workgroup's four rows of
+// invocations (large workgroups cost lavapipe less per invocation).
 #extension GL_GOOGLE_include_directive : require
 #include "relpos_push/expand.h"
 
-layout(local_size_x_id = 0) in;
+layout(local_size_x_id = 0, local_size_y = 4) in;
 layout(constant_id = 1) const uint MODE = 0;
 layout(constant_id = 2) const uint DIAG = 8;
 
@@ -26,34 +27,40 @@ uint source_quad(uint h, uint i, uint jq) {
   return (((h * 4u + s) * pc.shifted_len + (w - s)) >> 2) + jq;
 }
 
-// Stores the diagonal starting at (row, jq) of the chunk.
-void walk(uint row, int jq, uint chunk_rows, uint quads_per_row) {
-  uint r = pc.first_row + row;
-  uint i = r % pc.queries;
-  uint h = (r / pc.queries) % pc.heads;
-  bool loaded = false;
-  uvec4 v4 = uvec4(0u);
-  uvec2 v2 = uvec2(0u);
-  for (uint t = 0u; t < DIAG; ++t, ++jq, row += 4u) {
-    if (row >= chunk_rows) return;
-    if (t > 0u) {
-      i += 4u;
-      while (i >= pc.queries) {  // crossed into the next head (or batch): new values
-        i -= pc.queries;
-        h = h + 1u == pc.heads ? 0u : h + 1u;
-        loaded = false;
-      }
-    }
-    if (jq < 0 || uint(jq) >= quads_per_row) continue;
-    uint q = row * quads_per_row + uint(jq);
+// Moves (i, h) forward to a valid query of the following heads (and batches) after i grew past Q.
+void normalise(inout uint i, inout uint h) {
+  while (i >= pc.queries) {
+    i -= pc.queries;
+    h = h + 1u == pc.heads ? 0u : h + 1u;
+  }
+}
+
+// Stores the diagonal (row + 4t, jq0 + t), t in [0, DIAG), of the chunk: one load per run of rows
+// within one head, then plain stores.
+// (i, h) is the query and head of `row`; computed by the caller from workgroup-uniform values, so
+// the divisions happen once per workgroup rather than once per lane.
+void walk(uint row, uint i, uint h, int jq0, uint chunk_rows, uint quads_per_row) {
+  if (row >= chunk_rows) return;
+  int t = max(0, -jq0);
+  int t_end = min(int(DIAG), int(quads_per_row) - jq0);
+  t_end = min(t_end, int((chunk_rows - row + 3u) >> 2));
+  if (t >= t_end) return;
+  i += 4u * uint(t);
+  normalise(i, h);
+  uint q = (row + 4u * uint(t)) * quads_per_row + uint(jq0 + t);
+  uint step = 4u * quads_per_row + 1u;  // four rows down, one quad right
+  while (t < t_end) {
+    int run_end = min(t_end, t + int((pc.queries - i + 3u) >> 2));  // rows i, i + 4, ... < Q
+    uint src = source_quad(h, i, uint(jq0 + t));
+    i += 4u * uint(run_end - t);
     if (MODE == WRITE_F16) {
-      if (!loaded) v2 = src2[source_quad(h, i, uint(jq))];
-      out2[q] = v2;
+      uvec2 v = src2[src];
+      for (; t < run_end; ++t, q += step) out2[q] = v;
     } else {
-      if (!loaded) v4 = src4[source_quad(h, i, uint(jq))];
-      store_quad(q, v4);
+      uvec4 v = src4[src];
+      for (; t < run_end; ++t, q += step) store_quad(q, v);
     }
-    loaded = true;
+    normalise(i, h);
   }
 }
 
@@ -62,5 +69,25 @@ void main() {
   uint chunk_rows = pc.count / pc.keys;
   int jq0 = int(gl_GlobalInvocationID.x) - int(DIAG - 1u);
   uint tile_row = gl_WorkGroupID.y * (4u * DIAG);
-  for (uint c = 0u; c < 4u; ++c) walk(tile_row + c, jq0, chunk_rows, quads_per_row);
+  uint r = pc.first_row + tile_row;
+  uint i = r % pc.queries + gl_LocalInvocationID.y;
+  uint h = (r / pc.queries) % pc.heads;
+  uint row = tile_row + gl_LocalInvocationID.y;
+  // Almost every invocation is inside: its whole diagonal lies in the chunk, in one head, and in the
+  // row. Then the loop has a constant trip count and no tests.
+  bool rows_inside = r % pc.queries + 4u * DIAG <= pc.queries && tile_row + 4u * DIAG <= chunk_rows;
+  if (rows_inside && jq0 >= 0 && uint(jq0) + DIAG <= quads_per_row) {
+    uint q = row * quads_per_row + uint(jq0);
+    uint src = source_quad(h, i, uint(jq0));
+    uint step = 4u * quads_per_row + 1u;
+    if (MODE == WRITE_F16) {
+      uvec2 v = src2[src];
+      for (uint t = 0u; t < DIAG; ++t, q += step) out2[q] = v;
+    } else {
+      uvec4 v = src4[src];
+      for (uint t = 0u; t < DIAG; ++t, q += step) store_quad(q, v);
+    }
+    return;
+  }
+  walk(row, i, h, jq0, chunk_rows, quads_per_row);
 }

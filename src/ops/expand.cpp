@@ -13,6 +13,11 @@ constexpr std::uint32_t kGroup = 64;
 constexpr std::uint32_t kQuadsPerInvocation = 4;  // flat path
 // Diagonal steps per invocation on the whole-quad path: stores per source load.
 constexpr std::uint32_t kDiagonal = 16;
+// Invocations along x of the whole-quad path, whose workgroups are 4 rows of them: 64 where the
+// device allows 256 invocations (lavapipe pays per workgroup), else what fits (128 is guaranteed).
+std::uint32_t rows_group(const DeviceLimits& lim) {
+  return std::min<std::uint32_t>({64, lim.max_workgroup_invocations / 4, lim.max_workgroup_size[0]});
+}
 }  // namespace
 
 ExpandMode expand_mode(DType dtype, bool add) {
@@ -44,7 +49,8 @@ void expand_distance(Recorder& r, const ExpandShape& s, const Buffer& distance_r
   // Whole-quad rows: chunks of whole rows at bindable offsets, read from shifted copies along
   // diagonals (see expand_distance_rows.comp).
   const std::uint64_t row_bytes = std::uint64_t{s.keys} * elem_bytes;
-  const std::uint64_t groups_x = (s.keys / 4 + kDiagonal - 1 + kGroup - 1) / kGroup;
+  const std::uint32_t group_x = rows_group(lim);
+  const std::uint64_t groups_x = (s.keys / 4 + kDiagonal - 1 + group_x - 1) / group_x;
   const std::uint64_t rows_per_tile = 4 * kDiagonal;
   std::uint64_t rows_per_chunk = std::min<std::uint64_t>(lim.max_storage_buffer_range / row_bytes,
                                                          std::uint64_t{lim.max_workgroup_count[1]} * rows_per_tile);
@@ -69,7 +75,7 @@ void expand_distance(Recorder& r, const ExpandShape& s, const Buffer& distance_r
       const std::uint64_t rows = std::min(rows_per_chunk, s.rows - first);
       pc.first_row = static_cast<std::uint32_t>(first);
       pc.count = static_cast<std::uint32_t>(rows * s.keys);
-      dispatch(r, "expand_distance_rows", {kGroup, static_cast<std::uint32_t>(mode), kDiagonal},
+      dispatch(r, "expand_distance_rows", {group_x, static_cast<std::uint32_t>(mode), kDiagonal},
                {{&shifted}, {&out, first * row_bytes, rows * row_bytes}}, pc, static_cast<std::uint32_t>(groups_x),
                div_up(rows, rows_per_tile));
     }
