@@ -1,12 +1,13 @@
 #version 450
-// Four copies of each per-distance row, shifted by 0..3 elements, so that the window of any output
-// row starts on a whole quad in one of them: shifted[h][s][x] = row[h][x + s]. With HALF the copies
-// hold float16 (the rounding to half happens here, once per distance, not once per output element).
+// VEC copies of each per-distance row, shifted by 0..VEC-1 elements, so that the window of any
+// output row starts on a whole 16-byte vector in one of them: shifted[h][s][x] = row[h][x + s].
+// With HALF the copies hold float16 (rounded here, once per distance, not once per output element).
 #extension GL_GOOGLE_include_directive : require
 #include "relpos_push/expand.h"
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint HALF = 0;
+layout(constant_id = 2) const uint VEC = 4;  // copies: elements per 16-byte output vector
 
 layout(std430, binding = 0) readonly buffer Rows { uint row[]; };
 layout(std430, binding = 1) writeonly buffer Shifted { uint shifted[]; };
@@ -19,10 +20,9 @@ void main() {
   // One 32-bit word of output per invocation: one value, or two halves.
   uint w = pc.first_row + gl_GlobalInvocationID.x;
   if (w >= pc.count) return;
-  uint per_word = HALF != 0u ? 2u : 1u;
-  uint e = w * per_word;
+  uint e = HALF != 0u ? 2u * w : w;
   uint copy = e / pc.shifted_len, x = e % pc.shifted_len;
-  uint h = copy >> 2, s = copy & 3u;
+  uint h = copy / VEC, s = copy % VEC;
   if (HALF != 0u) {
     shifted[w] = packHalf2x16(vec2(uintBitsToFloat(value(h, s, x)), uintBitsToFloat(value(h, s, x + 1u))));
   } else {

@@ -149,6 +149,40 @@ TEST_F(T5Gpu, AddsInPlaceIntoLogits) {
   }
 }
 
+// Keys a multiple of 4 (and of 8) take the whole-vector path in every mode: tiles of rows larger
+// than Q (heads change inside a tile), and smaller (interior invocations).
+TEST_F(T5Gpu, WholeVectorRowsInEveryMode) {
+  std::mt19937 rng(11);
+  for (auto [q, k, h, b] : {std::tuple{300u, 64u, 2u, 2u}, {5u, 16u, 3u, 2u}, {129u, 136u, 1u, 1u}, {200u, 12u, 2u, 1u}}) {
+    T5Params p;
+    p.queries = q;
+    p.keys = k;
+    p.heads = h;
+    p.batch = b;
+    p.query_offset = -3;
+    SCOPED_TRACE(describe(p));
+    ASSERT_EQ(gpu_buckets(gpu(), p), t5_buckets_reference(p));
+    auto table = random_floats(rng, std::size_t{p.num_buckets} * p.heads);
+    auto want = t5_bias_reference(p, table);
+    ASSERT_EQ(gpu_bias(gpu(), p, table, DType::F32), want);
+    expect_half_close(gpu_bias(gpu(), p, table, DType::F16), want, "f16 bias");
+    const std::size_t n = std::size_t{b} * h * q * k;
+    auto logits = random_floats(rng, n, -10.0f, 10.0f);
+    auto want_add = logits;
+    t5_bias_add_reference(p, table, want_add);
+    Buffer t = make_buffer(gpu(), table);
+    Buffer l32 = make_buffer(gpu(), logits);
+    run(gpu(), [&](Recorder& r) { t5_bias_add(r, p, t, l32, DType::F32); });
+    ASSERT_EQ(l32.download<float>(n), want_add);
+    auto logits16 = to_half(logits);
+    auto want16 = from_half(logits16);
+    t5_bias_add_reference(p, table, want16);
+    Buffer l16 = make_buffer(gpu(), logits16);
+    run(gpu(), [&](Recorder& r) { t5_bias_add(r, p, t, l16, DType::F16); });
+    expect_half_close(from_half(l16.download<std::uint16_t>(n)), want16, "f16 add");
+  }
+}
+
 // With a 4 KiB binding limit and 3 workgroups per dispatch, every output takes many chunks,
 // chunk starts fall mid-row, and the last quad of a chunk is partial.
 TEST_F(T5Gpu, SplitPathsUnderLoweredLimits) {
@@ -229,5 +263,6 @@ TEST_F(T5Gpu, InvalidInputIsRejectedBeforeDispatch) {
   bad = p;
   bad.batch = 5;  // logits buffer holds one batch only
   expect_invalid([&] { t5_bias_add(r, bad, table, out); }, "output buffer");
-  r.submit_and_wait();  // nothing was recorded: an empty submission is fine
+  EXPECT_EQ(r.dispatch_count(), 0u);  // every check came before anything was recorded
+  r.submit_and_wait();
 }

@@ -45,6 +45,9 @@ class Recorder {
   std::uint32_t write_timestamp();
   double elapsed_ms(std::uint32_t from, std::uint32_t to) const;
 
+  // Dispatches recorded since the recording began (or since the last submit_and_wait).
+  std::uint32_t dispatch_count() const;
+
   detail::RecorderState& state() { return *state_; }
 
  private:

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "relpos/buffer.hpp"
+#include "relpos/context.hpp"
 #include "relpos/dtype.hpp"
 #include "relpos/recorder.hpp"
 
@@ -19,6 +20,9 @@ struct ExpandShape {
   std::uint32_t heads = 1;  // rows of the per-distance buffer, cycled through by r / queries
   std::uint64_t rows = 0;   // output rows: batch * heads * queries
 };
+
+// The checks expand_distance() makes of the output: call them before recording anything else.
+void check_expand(const DeviceLimits& limits, const ExpandShape& shape, const Buffer& out, ExpandMode mode);
 
 // Write (mode Copy32 for f32 or i32 outputs, WriteF16) or add (AddF32, AddF16) the expansion of
 // `distance_rows` ([heads, Q + K - 1], 32-bit values) into `out`. Checks out's size.

@@ -54,28 +54,34 @@ const Buffer& distance_row(Recorder& r, const T5Params& p, const Buffer* table) 
 
 void t5_buckets(Recorder& r, const T5Params& p, const Buffer& out) {
   p.validate();
+  const detail::ExpandShape shape{p.queries, p.keys, 1, p.queries};
+  detail::check_expand(r.context().limits(), shape, out, detail::ExpandMode::Copy32);
   detail::begin_op(r);
   const Buffer& row = distance_row(r, p, nullptr);
-  detail::expand_distance(r, {p.queries, p.keys, 1, p.queries}, row, out, detail::ExpandMode::Copy32);
+  detail::expand_distance(r, shape, row, out, detail::ExpandMode::Copy32);
 }
 
 void t5_bias(Recorder& r, const T5Params& p, const Buffer& table, const Buffer& out, DType out_dtype) {
   p.validate();
   check_table_buffer(p, table);
   detail::require(out_dtype != DType::I32, "out_dtype", "i32", "must be f32 or f16");
+  const detail::ExpandShape shape{p.queries, p.keys, p.heads, std::uint64_t{p.heads} * p.queries};
+  const auto mode = detail::expand_mode(out_dtype, false);
+  detail::check_expand(r.context().limits(), shape, out, mode);
   detail::begin_op(r);
   const Buffer& row = distance_row(r, p, &table);
-  detail::expand_distance(r, {p.queries, p.keys, p.heads, std::uint64_t{p.heads} * p.queries}, row, out,
-                          detail::expand_mode(out_dtype, false));
+  detail::expand_distance(r, shape, row, out, mode);
 }
 
 void t5_bias_add(Recorder& r, const T5Params& p, const Buffer& table, const Buffer& logits, DType logits_dtype) {
   p.validate();
   check_table_buffer(p, table);
   const auto mode = detail::expand_mode(logits_dtype, true);
+  const detail::ExpandShape shape{p.queries, p.keys, p.heads, std::uint64_t{p.batch} * p.heads * p.queries};
+  detail::check_expand(r.context().limits(), shape, logits, mode);
   detail::begin_op(r);
   const Buffer& row = distance_row(r, p, &table);
-  detail::expand_distance(r, {p.queries, p.keys, p.heads, std::uint64_t{p.batch} * p.heads * p.queries}, row, logits, mode);
+  detail::expand_distance(r, shape, row, logits, mode);
 }
 
 }  // namespace relpos

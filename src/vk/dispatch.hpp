@@ -28,6 +28,7 @@ struct RecorderState {
   VkQueryPool query_pool = VK_NULL_HANDLE;
   bool timestamps_reset = false;
   std::uint32_t next_timestamp = 0;
+  std::uint32_t dispatches = 0;
   std::vector<std::uint64_t> timestamp_values;  // of the last finished submission
   ~RecorderState();
 };

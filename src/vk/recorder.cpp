@@ -56,6 +56,7 @@ void begin_own(RecorderState& s) {
   vk_check(s.dev->vk.vkBeginCommandBuffer(s.cb, &bi), "vkBeginCommandBuffer");
   s.timestamps_reset = false;
   s.next_timestamp = 0;
+  s.dispatches = 0;
 }
 
 void release_resources(RecorderState& s) {
@@ -133,6 +134,7 @@ void dispatch(Recorder& r, std::string_view shader, const std::vector<std::uint3
   d.vk.vkCmdBindDescriptorSets(s.cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
   if (push_bytes) d.vk.vkCmdPushConstants(s.cb, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, static_cast<std::uint32_t>(push_bytes), push);
   d.vk.vkCmdDispatch(s.cb, groups_x, groups_y, groups_z);
+  ++s.dispatches;
 }
 
 std::vector<ElementChunk> element_chunks(const DeviceLimits& lim, std::uint64_t total, std::uint32_t elem_bytes,
@@ -185,6 +187,7 @@ Recorder::Recorder(Recorder&&) noexcept = default;
 Recorder& Recorder::operator=(Recorder&&) noexcept = default;
 
 Context& Recorder::context() const { return *state_->ctx; }
+std::uint32_t Recorder::dispatch_count() const { return state_->dispatches; }
 VkCommandBuffer Recorder::command_buffer() const { return state_->cb; }
 
 void Recorder::submit_and_wait() {
