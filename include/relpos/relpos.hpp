@@ -11,3 +11,4 @@
 #include "relpos/compare.hpp"
 #include "relpos/ceiling.hpp"
 #include "relpos/alibi.hpp"
+#include "relpos/rope.hpp"
