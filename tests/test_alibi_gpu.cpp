@@ -53,16 +53,14 @@ std::vector<float> gpu_bias(Context& ctx, const AlibiParams& p, DType dtype) {
   const std::size_t n = std::size_t{p.heads} * p.queries * p.keys;
   Buffer out(ctx, n * dtype_size(dtype));
   run(ctx, [&](Recorder& r) { alibi_bias(r, p, out, dtype); });
-  if (dtype == DType::F32) return out.download<float>(n);
-  return from_half(out.download<std::uint16_t>(n));
+  return download_floats(out, n, dtype);
 }
 
 // logits + bias on the GPU, in f32 or f16 storage; `logits` are the values before.
 std::vector<float> gpu_add(Context& ctx, const AlibiParams& p, const std::vector<float>& logits, DType dtype) {
-  Buffer l = dtype == DType::F16 ? make_buffer(ctx, to_half(logits)) : make_buffer(ctx, logits);
+  Buffer l = make_float_buffer(ctx, logits, dtype);
   run(ctx, [&](Recorder& r) { alibi_bias_add(r, p, l, dtype); });
-  if (dtype == DType::F32) return l.download<float>(logits.size());
-  return from_half(l.download<std::uint16_t>(logits.size()));
+  return download_floats(l, logits.size(), dtype);
 }
 
 void expect_matches(Context& ctx, const AlibiParams& p, std::mt19937& rng) {

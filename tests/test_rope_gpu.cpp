@@ -73,14 +73,6 @@ std::string describe(const Case& c) {
 
 std::vector<float> stored(const std::vector<float>& v, DType dtype) { return dtype == DType::F16 ? from_half(to_half(v)) : v; }
 
-Buffer upload(Context& ctx, const std::vector<float>& v, DType dtype) {
-  return dtype == DType::F16 ? make_buffer(ctx, to_half(v)) : make_buffer(ctx, v);
-}
-
-std::vector<float> download(const Buffer& b, std::size_t n, DType dtype) {
-  return dtype == DType::F16 ? from_half(b.download<std::uint16_t>(n)) : b.download<float>(n);
-}
-
 // Runs the case on the GPU and checks it against the reference; the pass-through features and
 // (out of place) the untouched input must be bit-exact.
 void expect_matches(Context& ctx, const Case& c, std::mt19937& rng, std::int32_t max_position = 300000) {
@@ -98,7 +90,7 @@ void expect_matches(Context& ctx, const Case& c, std::mt19937& rng, std::int32_t
   rope_reference(p, want, positions);
   want = stored(want, c.dtype);
 
-  Buffer xb = upload(ctx, x, c.dtype);
+  Buffer xb = make_float_buffer(ctx, x, c.dtype);
   Buffer out(ctx, n * dtype_size(c.dtype));
   Buffer pb = make_buffer(ctx, positions);
   const Buffer* pos = c.use_positions ? &pb : nullptr;
@@ -106,12 +98,12 @@ void expect_matches(Context& ctx, const Case& c, std::mt19937& rng, std::int32_t
     if (c.in_place) rope(r, p, xb, c.dtype, pos);
     else rope_into(r, p, xb, out, c.dtype, pos);
   });
-  const std::vector<float> got = download(c.in_place ? xb : out, n, c.dtype);
+  const std::vector<float> got = download_floats(c.in_place ? xb : out, n, c.dtype);
   EXPECT_LE(normalised_error(got, want), c.dtype == DType::F16 ? kTolF16 : kTolF32);
   for (std::size_t row = 0; row < n / p.head_dim; ++row)
     for (std::uint32_t e = p.rot_dim(); e < p.head_dim; ++e)
       ASSERT_EQ(got[row * p.head_dim + e], x[row * p.head_dim + e]) << "pass-through row " << row << " e=" << e;
-  if (!c.in_place) ASSERT_EQ(download(xb, n, c.dtype), x) << "input modified";
+  if (!c.in_place) ASSERT_EQ(download_floats(xb, n, c.dtype), x) << "input modified";
 }
 
 class RopeGpu : public GpuTest {};

@@ -27,13 +27,12 @@ CheckResult check_bias(Context& ctx, const AlibiParams& p, DType dtype, bool add
   if (add) alibi_bias_add_reference(p, want);
   else want = alibi_bias_reference(p);
   if (dtype == DType::F16) want = from_half(to_half(want));
-  Buffer out = dtype == DType::F16 ? make_buffer(ctx, to_half(logits)) : make_buffer(ctx, logits);
+  Buffer out = make_float_buffer(ctx, logits, dtype);
   Recorder r(ctx);
   if (add) alibi_bias_add(r, p, out, dtype);
   else alibi_bias(r, p, out, dtype);
   r.submit_and_wait();
-  const std::vector<float> got = dtype == DType::F16 ? from_half(out.download<std::uint16_t>(n)) : out.download<float>(n);
-  return {normalised_error(got, want), dtype == DType::F16 ? 1.0 / 1024 : 0.0, "max_err"};
+  return {normalised_error(download_floats(out, n, dtype), want), dtype == DType::F16 ? 1.0 / 1024 : 0.0, "max_err"};
 }
 
 void register_checks(Registry& reg) {
@@ -155,7 +154,7 @@ void register_alibi(CLI::App& run, Registry& reg) {
                             Recorder r(ctx);
                             alibi_bias(r, *p, b, out_dtype);
                             r.submit_and_wait();
-                            out = out_dtype == DType::F16 ? from_half(b.download<std::uint16_t>(n)) : b.download<float>(n);
+                            out = download_floats(b, n, out_dtype);
                           }
                           write_floats(o->out, out, {p->heads, p->queries, p->keys}, out_dtype);
                         }});

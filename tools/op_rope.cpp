@@ -33,15 +33,14 @@ CheckResult check_rope(Context& ctx, const RopeParams& p, DType dtype, bool use_
   std::vector<float> want = x;
   rope_reference(p, want, positions);
   if (dtype == DType::F16) want = from_half(to_half(want));
-  Buffer xb = dtype == DType::F16 ? make_buffer(ctx, to_half(x)) : make_buffer(ctx, x);
+  Buffer xb = make_float_buffer(ctx, x, dtype);
   Buffer out(ctx, x.size() * dtype_size(dtype));
   Buffer pb = make_buffer(ctx, positions);
   Recorder r(ctx);
   if (in_place) rope(r, p, xb, dtype, use_positions ? &pb : nullptr);
   else rope_into(r, p, xb, out, dtype, use_positions ? &pb : nullptr);
   r.submit_and_wait();
-  const Buffer& res = in_place ? xb : out;
-  const std::vector<float> got = dtype == DType::F16 ? from_half(res.download<std::uint16_t>(x.size())) : res.download<float>(x.size());
+  const std::vector<float> got = download_floats(in_place ? xb : out, x.size(), dtype);
   return {normalised_error(got, want), dtype == DType::F16 ? 1.0 / 1024 + 1e-6 : 1e-6, "max_err"};
 }
 
@@ -111,7 +110,7 @@ void register_benches(Registry& reg) {
                              s->x.assign(p.elements(), 0.5f);
                              s->positions.resize(p.seq);
                              for (std::uint32_t k = 0; k < p.seq; ++k) s->positions[k] = static_cast<std::int32_t>(k);
-                             s->xb = c.dtype == DType::F16 ? make_buffer(ctx, to_half(s->x)) : make_buffer(ctx, s->x);
+                             s->xb = make_float_buffer(ctx, s->x, c.dtype);
                              s->pb = make_buffer(ctx, s->positions);
                              BenchRun run;
                              run.record = [p, c, s](Recorder& r) { rope(r, p, s->xb, c.dtype, c.positions ? &s->pb : nullptr); };
@@ -189,12 +188,12 @@ void run_rope(RopeCli& c) {
     rope_reference(p, values, positions);
   } else {
     Context& ctx = tool_context();
-    Buffer xb = dtype == DType::F16 ? make_buffer(ctx, to_half(values)) : make_buffer(ctx, values);
+    Buffer xb = make_float_buffer(ctx, values, dtype);
     Buffer pb = make_buffer(ctx, positions);
     Recorder r(ctx);
     rope(r, p, xb, dtype, positions.empty() ? nullptr : &pb);
     r.submit_and_wait();
-    values = dtype == DType::F16 ? from_half(xb.download<std::uint16_t>(values.size())) : xb.download<float>(values.size());
+    values = download_floats(xb, values.size(), dtype);
   }
   write_floats(c.o.out, values, x.shape, dtype);
 }

@@ -12,3 +12,4 @@
 #include "relpos/ceiling.hpp"
 #include "relpos/alibi.hpp"
 #include "relpos/rope.hpp"
+#include "relpos/float_buffer.hpp"
