@@ -1,7 +1,8 @@
 #version 450
 // Rotary position embedding over strided rows. QUAD = 1 (rot_dim % 8 == 0, head_dim % 4 == 0):
 // a unit is four pairs, loaded and stored as 16-byte (f32) or 8-byte (f16) quads, NeoX pairs
-// (p, p + d/2) as two quads, GPT-J pairs (2p, 2p + 1) as two neighbouring quads. QUAD = 0: a unit
+// (p, p + d/2) as two quads, GPT-J pairs (2p, 2p + 1) as two neighbouring quads; WIDE f16 units
+// are eight pairs in two 16-byte words. QUAD = 0: a unit
 // is a whole row, element by element (any even rot_dim; f16 rows of even length own whole words).
 // sin and cos come from a Cody-Waite reduction and Taylor polynomials, not the builtins, whose
 // accuracy Vulkan leaves at 2^-11 and only on [-pi, pi].
@@ -13,6 +14,8 @@ layout(constant_id = 2) const uint F16 = 0;
 layout(constant_id = 3) const uint GPTJ = 0;
 layout(constant_id = 4) const uint QUAD = 1;
 layout(constant_id = 5) const uint IN_PLACE = 1;
+// f16 with rot_dim % 16 == 0 and head_dim % 8 == 0: a unit is eight pairs, 16-byte loads of halves.
+layout(constant_id = 6) const uint WIDE = 0;
 
 layout(std430, binding = 0) readonly buffer Freq { float inv_freq[]; };
 layout(std430, binding = 1) buffer X4 { uvec4 x4[]; };
@@ -100,21 +103,52 @@ void store1(uint e, float v) {
   }
 }
 
-// Four pairs of the row starting at element `row` (a multiple of 4).
+// Four pairs held as x and y (NeoX) or interleaved in a = (x0, y0, x1, y1), b = (x2, y2, x3, y3) (GPT-J).
+void rotate4(inout vec4 a, inout vec4 b, vec4 c, vec4 s) {
+  vec4 x = GPTJ != 0u ? vec4(a.xz, b.xz) : a, y = GPTJ != 0u ? vec4(a.yw, b.yw) : b;
+  vec4 xr = x * c - y * s, yr = x * s + y * c;
+  a = GPTJ != 0u ? vec4(xr.x, yr.x, xr.y, yr.y) : xr;
+  b = GPTJ != 0u ? vec4(xr.z, yr.z, xr.w, yr.w) : yr;
+}
+
+// Four pairs of the row starting at element `row` (a multiple of 4): quads q0 and q1.
 void rotate_unit(uint row, uint u, vec4 c, vec4 s) {
-  if (GPTJ != 0u) {
-    uint q = (row >> 2) + 2u * u;
-    vec4 a = load_quad(q), b = load_quad(q + 1u);  // (x0, y0, x1, y1), (x2, y2, x3, y3)
-    vec4 x = vec4(a.xz, b.xz), y = vec4(a.yw, b.yw);
-    vec4 xr = x * c - y * s, yr = x * s + y * c;
-    store_quad(q, vec4(xr.x, yr.x, xr.y, yr.y));
-    store_quad(q + 1u, vec4(xr.z, yr.z, xr.w, yr.w));
-  } else {
-    uint qx = (row >> 2) + u, qy = qx + (pc.half_dim >> 2);
-    vec4 x = load_quad(qx), y = load_quad(qy);
-    store_quad(qx, x * c - y * s);
-    store_quad(qy, x * s + y * c);
+  uint q0 = GPTJ != 0u ? (row >> 2) + 2u * u : (row >> 2) + u;
+  uint q1 = GPTJ != 0u ? q0 + 1u : q0 + (pc.half_dim >> 2);
+  vec4 a = load_quad(q0), b = load_quad(q1);
+  rotate4(a, b, c, s);
+  store_quad(q0, a);
+  store_quad(q1, b);
+}
+
+// WIDE: eight halves per 16-byte word.
+void load8(uint q, out vec4 lo, out vec4 hi) {
+  uvec4 w = x4[q];
+  lo = vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
+  hi = vec4(unpackHalf2x16(w.z), unpackHalf2x16(w.w));
+}
+
+void store8(uint q, vec4 lo, vec4 hi) {
+  uvec4 w = uvec4(packHalf2x16(lo.xy), packHalf2x16(lo.zw), packHalf2x16(hi.xy), packHalf2x16(hi.zw));
+  if (IN_PLACE != 0u) x4[q] = w; else o4[q] = w;
+}
+
+// Eight pairs of the row starting at element `row` (a multiple of 8): words w0 and w1.
+void rotate_wide(uint row, uint u, vec4 c0, vec4 s0, vec4 c1, vec4 s1) {
+  uint w0 = GPTJ != 0u ? (row >> 3) + 2u * u : (row >> 3) + u;
+  uint w1 = GPTJ != 0u ? w0 + 1u : w0 + (pc.half_dim >> 3);
+  vec4 a0, a1, b0, b1;
+  load8(w0, a0, a1);
+  load8(w1, b0, b1);
+  if (GPTJ != 0u) {  // w0 holds pairs 0-3, w1 pairs 4-7
+    rotate4(a0, a1, c0, s0);
+    rotate4(b0, b1, c1, s1);
+  } else {           // w0 holds x of pairs 0-7, w1 their y
+    rotate4(a0, b0, c0, s0);
+    rotate4(a1, b1, c1, s1);
   }
+  store8(w0, a0, a1);
+  store8(w1, b0, b1);
 }
 
 void rotate_row_scalar(uint row, int pos) {
@@ -144,22 +178,31 @@ void main() {
   uint row = pc.base + pl * pc.p_stride + l0 * pc.l_stride;
   bool tail = u >= pc.units;
   int pos = position_of(p, lb);
-  vec4 c = vec4(1.0), s = vec4(0.0);
-  if (QUAD != 0u && !tail) angles(pos, freq4(4u * u), c, s);
+  const uint pairs = WIDE != 0u ? 8u : 4u;  // per unit
+  vec4 c0 = vec4(1.0), s0 = vec4(0.0), c1 = vec4(1.0), s1 = vec4(0.0);
+  bool rotating = QUAD != 0u && !tail;
+  if (rotating) angles(pos, freq4(pairs * u), c0, s0);
+  if (rotating && WIDE != 0u) angles(pos, freq4(pairs * u + 4u), c1, s1);
   for (uint l = l0; l < l1; ++l, row += pc.l_stride) {
     if (QUAD == 0u) {
       rotate_row_scalar(row, pos);
+    } else if (tail && WIDE != 0u) {
+      uint w = ((row + pc.rot_dim) >> 3) + (u - pc.units);
+      o4[w] = x4[w];  // tail units exist out of place only
     } else if (tail) {
       uint q = ((row + pc.rot_dim) >> 2) + (u - pc.units);
       store_quad(q, load_quad(q));
+    } else if (WIDE != 0u) {
+      rotate_wide(row, u, c0, s0, c1, s1);
     } else {
-      rotate_unit(row, u, c, s);
+      rotate_unit(row, u, c0, s0);
     }
     if (pc.l_div != 0u && ++lh == pc.l_div) {
       lh = 0u;
       ++lb;
       pos = position_of(p, lb);
-      if (QUAD != 0u && !tail) angles(pos, freq4(4u * u), c, s);
+      if (rotating) angles(pos, freq4(pairs * u), c0, s0);
+      if (rotating && WIDE != 0u) angles(pos, freq4(pairs * u + 4u), c1, s1);
     }
   }
 }

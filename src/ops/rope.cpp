@@ -57,14 +57,15 @@ void record(Recorder& r, const RopeParams& p, const Buffer& x, const Buffer* out
   const std::uint32_t e = dtype_size(dtype), d = p.rot_dim(), dim = p.head_dim;
   const bool in_place = out == nullptr || out == &x;
   const bool quad = d % 8 == 0 && dim % 4 == 0;
+  const bool wide = dtype == DType::F16 && d % 16 == 0 && dim % 8 == 0;  // 16-byte words of eight halves
   const std::uint64_t range = lim.max_storage_buffer_range - std::min(lim.max_storage_buffer_range, lim.min_storage_buffer_offset_alignment);
   require(std::uint64_t{dim} * e <= range, "head_dim", std::to_string(dim), "one row must fit a storage buffer binding of the device");
   require(!positions || positions->size() <= lim.max_storage_buffer_range, "batch * seq",
           std::to_string(std::uint64_t{p.batch} * p.seq), "positions must fit one storage buffer binding of the device");
 
   push::RopePush pc{};
-  pc.units = quad ? d / 8 : 1;
-  pc.tail_units = quad && !in_place ? (dim - d) / 4 : 0;
+  pc.units = wide ? d / 16 : quad ? d / 8 : 1;
+  pc.tail_units = quad && !in_place ? (dim - d) / (wide ? 8 : 4) : 0;
   pc.half_dim = d / 2;
   pc.head_dim = dim;
   pc.rot_dim = d;
@@ -105,7 +106,7 @@ void record(Recorder& r, const RopeParams& p, const Buffer& x, const Buffer* out
   Buffer& freq = detail::scratch(r, fr.inv_freq.size() * 4, MemoryUse::Host);
   std::memcpy(freq.host_pointer(), fr.inv_freq.data(), fr.inv_freq.size() * 4);  // fresh: no GPU work uses it yet
   const std::vector<std::uint32_t> spec = {wg_x, wg_y, dtype == DType::F16 ? 1u : 0u, p.style == RopeStyle::GptJ ? 1u : 0u,
-                                           quad ? 1u : 0u, in_place ? 1u : 0u};
+                                           quad ? 1u : 0u, in_place ? 1u : 0u, wide ? 1u : 0u};
   const Buffer& dst = in_place ? x : *out;
   detail::begin_op(r);
   for (std::uint64_t p0 = 0; p0 < g.p_count; p0 += np)
