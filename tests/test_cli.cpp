@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
 
 using namespace relpos;
@@ -108,4 +109,80 @@ TEST(Cli, BenchJsonHasTheDocumentedFields) {
   ASSERT_EQ(r.status, 0) << r.output;
   for (const char* field : {"\"op\"", "\"shape\"", "\"median_ms\"", "\"gbps\"", "\"ceiling_gbps\"", "\"cpu_ms\""})
     EXPECT_NE(r.output.find(field), std::string::npos) << field << " in " << r.output;
+}
+
+TEST(Cli, AlibiSlopesAndBias) {
+  auto r = tool("run alibi-slopes --heads 6 --out " + temp("slopes.npy"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  auto a = read_npy(temp("slopes.npy"));
+  EXPECT_EQ(a.descr, "<f4");
+  EXPECT_EQ(a.to_f32("slopes"), (std::vector<float>{0x1p-2f, 0x1p-4f, 0x1p-6f, 0x1p-8f, 0x1p-1f, 0x1p-3f}));
+  r = tool("run alibi-slopes --heads 4 --max-bias 4 --no-interleave --out " + temp("slopes.npy"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(read_npy(temp("slopes.npy")).to_f32("slopes"), (std::vector<float>{0x1p-1f, 0x1p-2f, 0x1p-3f, 0x1p-4f}));
+
+  AlibiParams p;
+  p.heads = 3;
+  p.queries = 4;
+  p.keys = 7;
+  p.causal = true;
+  p.query_offset = 3;
+  r = tool("run alibi-bias --heads 3 --queries 4 --keys 7 --causal --query-offset 3 --out " + temp("alibi.npy"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  a = read_npy(temp("alibi.npy"));
+  EXPECT_EQ(a.shape, (std::vector<std::uint64_t>{3, 4, 7}));
+  const auto got = a.to_f32("alibi");
+  EXPECT_EQ(got, alibi_bias_reference(p));
+  EXPECT_EQ(got[4], -std::numeric_limits<float>::infinity());  // query 0 (position 3), key 4
+  r = tool("run alibi-bias --heads 0 --queries 4 --keys 4 --out " + temp("alibi.npy"));
+  EXPECT_NE(r.status, 0);
+}
+
+TEST(Cli, RopeRotatesNpyInItsDtype) {
+  RopeParams p;
+  p.batch = 2;
+  p.seq = 5;
+  p.heads = 3;
+  p.head_dim = 8;
+  p.rotary_dim = 4;
+  p.style = RopeStyle::GptJ;
+  p.layout = RopeLayout::BHSD;
+  p.scaling.type = RopeScaling::Yarn;
+  p.scaling.factor = 4.0;
+  p.scaling.original_max_position = 2048;
+  std::vector<float> x(p.elements());
+  for (std::size_t k = 0; k < x.size(); ++k) x[k] = 0.01f * static_cast<float>(k % 97) - 0.4f;
+  const std::vector<std::uint64_t> shape = {2, 3, 5, 8};
+  write_npy(temp("q.npy"), DType::F32, shape, x.data());
+  const std::vector<std::int32_t> positions = {7, 8, 9, 10, 11, 0, 1, 2, 100, 200};
+  const std::vector<std::uint64_t> pshape = {2, 5};
+  write_npy(temp("pos.npy"), DType::I32, pshape, positions.data());
+  auto want = x;
+  rope_reference(p, want, positions);
+  auto r = tool("run rope --x " + temp("q.npy") + " --layout bhsd --style gptj --rotary-dim 4 --positions " + temp("pos.npy") +
+                " --scaling yarn --factor 4 --original-max-position 2048 --out " + temp("qr.npy"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  auto a = read_npy(temp("qr.npy"));
+  EXPECT_EQ(a.shape, shape);
+  EXPECT_LE(normalised_error(a.to_f32("qr"), want), 1e-6);  // the shader's tolerance (docs/alibi_rope.md)
+
+  auto h = to_half(x);
+  write_npy(temp("q16.npy"), DType::F16, shape, h.data());
+  r = tool("run rope --x " + temp("q16.npy") + " --layout bhsd --style gptj --rotary-dim 4 --positions " + temp("pos.npy") +
+           " --scaling yarn --factor 4 --original-max-position 2048 --inverse --out " + temp("qr16.npy"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(read_npy(temp("qr16.npy")).descr, "<f2");
+
+  r = tool("run rope --x " + temp("q.npy") + " --layout bhsd --style gptj --rotary-dim 5 --out " + temp("qr.npy"));
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("relpos: error: rotary_dim"), std::string::npos) << r.output;
+  const std::vector<std::int32_t> three = {1, 2, 3};
+  const std::vector<std::uint64_t> tshape = {3};
+  write_npy(temp("pos3.npy"), DType::I32, tshape, three.data());
+  r = tool("run rope --x " + temp("q.npy") + " --layout bhsd --style gptj --positions " + temp("pos3.npy") + " --out " + temp("qr.npy"));
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("--positions"), std::string::npos) << r.output;
+  r = tool("run rope --x " + temp("q.npy") + " --layout bhsd --style gptj --scaling llama3 --factor 0.5 --out " + temp("qr.npy"));
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("scaling.factor"), std::string::npos) << r.output;
 }

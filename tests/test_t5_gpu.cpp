@@ -4,9 +4,11 @@
 #include <random>
 
 #include "support/gpu_fixture.hpp"
+#include "support/half_close.hpp"
 #include "support/test_data.hpp"
 
 using namespace relpos;
+using relpos::test::expect_half_close;
 using relpos::test::GpuTest;
 using relpos::test::gpu;
 using relpos::test::gpu_small_limits;
@@ -59,17 +61,6 @@ std::vector<float> gpu_bias(Context& ctx, const T5Params& p, const std::vector<f
   if (dtype == DType::F32) return out.download<float>(n);
   auto h = out.download<std::uint16_t>(n);
   return from_half(h);
-}
-
-// The f16 result must be the reference rounded to half, give or take one half ulp (GLSL leaves the
-// rounding of packHalf2x16 to the implementation).
-void expect_half_close(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
-  ASSERT_EQ(got.size(), want.size());
-  for (std::size_t e = 0; e < got.size(); ++e) {
-    const std::uint16_t g = float_to_half(got[e]), w = float_to_half(want[e]);
-    const int dist = std::abs(static_cast<int>(g & 0x7fff) - static_cast<int>(w & 0x7fff));
-    ASSERT_TRUE(g == w || ((g ^ w) & 0x8000) == 0 && dist <= 1) << what << " at " << e << ": " << got[e] << " vs " << want[e];
-  }
 }
 
 class T5Gpu : public GpuTest {};

@@ -10,3 +10,6 @@
 #include "relpos/t5.hpp"
 #include "relpos/compare.hpp"
 #include "relpos/ceiling.hpp"
+#include "relpos/alibi.hpp"
+#include "relpos/rope.hpp"
+#include "relpos/float_buffer.hpp"

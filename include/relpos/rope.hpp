@@ -1,0 +1,99 @@
+#pragma once
+// Rotary position embedding (SPEC.md §5): rotate pairs of q or k features by position * inv_freq,
+// in place or into a new tensor, for [B, S, H, D] and [B, H, S, D] layouts, with the NeoX and
+// GPT-J pairings, a partial rotary dimension, and HuggingFace's frequency scalings.
+// CPU reference and GPU operations share RopeParams.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "relpos/dtype.hpp"
+
+namespace relpos {
+
+class Buffer;
+class Recorder;
+
+enum class RopeLayout {
+  BSHD,  // [batch, seq, heads, head_dim] (HuggingFace before the transpose, llama.cpp, vLLM)
+  BHSD,  // [batch, heads, seq, head_dim] (HuggingFace's q/k after the transpose)
+};
+
+enum class RopeStyle {
+  NeoX,  // GPT-NeoX / HuggingFace Llama: pairs (p, p + d/2)
+  GptJ,  // GPT-J / RoFormer / Meta Llama: pairs (2p, 2p + 1)
+};
+
+enum class RopeScaling { None, Linear, DynamicNtk, Yarn, Llama3 };
+
+// The parameters of HuggingFace modeling_rope_utils.py's rope_scaling, per type.
+struct RopeScalingParams {
+  RopeScaling type = RopeScaling::None;
+  double factor = 1.0;  // every type but None; >= 1
+  // DynamicNtk: max_position_embeddings. Yarn: original_max_position_embeddings. Llama3:
+  // original_max_position_embeddings (8192 for Llama 3.1).
+  std::uint32_t original_max_position = 0;
+  // DynamicNtk: the current sequence length L (HuggingFace uses max(L, original_max_position)).
+  // 0: position_offset + seq (required > 0 when positions come from a buffer).
+  std::uint64_t seq_len = 0;
+  // Yarn.
+  double beta_fast = 32.0;
+  double beta_slow = 1.0;
+  bool truncate = true;           // floor/ceil the correction range (HuggingFace's default)
+  double attention_factor = 0.0;  // 0: 0.1 * ln(factor) + 1, or the mscale ratio below
+  double mscale = 0.0;            // with mscale_all_dim (DeepSeek): attention factor = get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim)
+  double mscale_all_dim = 0.0;
+  // Llama3.
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+};
+
+struct RopeParams {
+  std::uint32_t batch = 1;
+  std::uint32_t seq = 1;
+  std::uint32_t heads = 1;
+  std::uint32_t head_dim = 0;
+  std::uint32_t rotary_dim = 0;  // d: the first d features of each head rotate, the rest pass through; 0: head_dim
+  RopeLayout layout = RopeLayout::BSHD;
+  RopeStyle style = RopeStyle::NeoX;
+  double base = 10000.0;          // rope_theta
+  std::int64_t position_offset = 0;  // token s of every batch row sits at position_offset + s (without a position buffer)
+  bool inverse = false;           // the inverse map: rotate by -angle and divide by the attention factor
+  RopeScalingParams scaling;
+
+  std::uint32_t rot_dim() const { return rotary_dim ? rotary_dim : head_dim; }
+  std::uint64_t elements() const;
+  // Throws InvalidArgument for empty shapes, an odd or too large rotary_dim, base <= 1, bad
+  // scaling parameters, positions beyond 2^24 and element counts beyond what the shader indexes.
+  void validate() const;
+};
+
+// The rotation's frequency table, as HuggingFace's rope init functions compute it (in double
+// here, then rounded to float32): inv_freq[p], p < rot_dim / 2, and the factor cos and sin are
+// multiplied by (YaRN's attention factor; 1 otherwise). `positions` given: a dynamic NTK
+// seq_len of 0 is an error (the sequence length is not position_offset + seq).
+struct RopeFrequencies {
+  std::vector<float> inv_freq;
+  float attention_factor = 1.0f;
+};
+RopeFrequencies rope_frequencies(const RopeParams& p, bool positions_from_buffer = false);
+
+// ---- CPU reference ------------------------------------------------------------------------
+
+// Rotates x (the layout's [.., head_dim] values, as float) in place: angle = float32(pos *
+// inv_freq[p]) as HuggingFace's float32 product; cos, sin and the rotation in double; the result
+// rounded to float32. positions: int32 [batch, seq], or empty for position_offset + s.
+void rope_reference(const RopeParams& p, std::span<float> x, std::span<const std::int32_t> positions = {});
+
+// ---- GPU operations -----------------------------------------------------------------------
+// Record into `r`; nothing runs until it is submitted. Parameters and buffer sizes are checked
+// first (InvalidArgument). x and out hold p.elements() values of dtype (F32 or F16; F16 needs an
+// even head_dim). positions, when given, is an int32 [batch, seq] buffer.
+
+// In place.
+void rope(Recorder& r, const RopeParams& p, const Buffer& x, DType dtype = DType::F32, const Buffer* positions = nullptr);
+// Into `out` (the pass-through features are copied); out may be x itself.
+void rope_into(Recorder& r, const RopeParams& p, const Buffer& x, const Buffer& out, DType dtype = DType::F32,
+               const Buffer* positions = nullptr);
+
+}  // namespace relpos

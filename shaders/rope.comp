@@ -1,0 +1,208 @@
+#version 450
+// Rotary position embedding over strided rows. QUAD = 1 (rot_dim % 8 == 0, head_dim % 4 == 0):
+// a unit is four pairs, loaded and stored as 16-byte (f32) or 8-byte (f16) quads, NeoX pairs
+// (p, p + d/2) as two quads, GPT-J pairs (2p, 2p + 1) as two neighbouring quads; WIDE f16 units
+// are eight pairs in two 16-byte words. QUAD = 0: a unit
+// is a whole row, element by element (any even rot_dim; f16 rows of even length own whole words).
+// sin and cos come from a Cody-Waite reduction and Taylor polynomials, not the builtins, whose
+// accuracy Vulkan leaves at 2^-11 and only on [-pi, pi].
+#extension GL_GOOGLE_include_directive : require
+#include "relpos_push/rope.h"
+
+layout(local_size_x_id = 0, local_size_y_id = 1) in;
+layout(constant_id = 2) const uint F16 = 0;
+layout(constant_id = 3) const uint GPTJ = 0;
+layout(constant_id = 4) const uint QUAD = 1;
+layout(constant_id = 5) const uint IN_PLACE = 1;
+// f16 with rot_dim % 16 == 0 and head_dim % 8 == 0: a unit is eight pairs, 16-byte loads of halves.
+layout(constant_id = 6) const uint WIDE = 0;
+
+layout(std430, binding = 0) readonly buffer Freq { float inv_freq[]; };
+layout(std430, binding = 1) buffer X4 { uvec4 x4[]; };
+layout(std430, binding = 1) buffer X2 { uvec2 x2[]; };
+layout(std430, binding = 1) buffer X1 { uint x1[]; };
+layout(std430, binding = 2) buffer O4 { uvec4 o4[]; };
+layout(std430, binding = 2) buffer O2 { uvec2 o2[]; };
+layout(std430, binding = 2) buffer O1 { uint o1[]; };
+layout(std430, binding = 3) readonly buffer Positions { int positions[]; };
+
+// sin and cos of float32 angles |a| < 2^24. k = round(a * 2/pi) and r = a - k * pi/2 with
+// pi/2 = C1H + C1L + C2 + C3, where C1H and C1L have 12 significant bits and k is split into
+// kh (a multiple of 4096) and |kl| < 4096: the four products k * C1 are exact without fma (lavapipe
+// does not fuse it), and each difference of the near-equal values is exact, so r is within ~1e-7
+// of the true remainder. Near 2^24 the rounding of a * 2/pi can make k off by one, so |r| <= pi/2
+// + 1e-6: Taylor terms to r^13 (sin) and r^14 (cos) leave < 1e-9 there; float32 evaluation adds
+// a few 1e-8.
+void sincos4(vec4 a, out vec4 s, out vec4 c) {
+  const float C1H = 1.5703125, C1L = 0.0004838705062866211, C2 = -4.3711388286737929e-08, C3 = -1.7151245100058819e-15;
+  precise vec4 k = roundEven(a * 0.63661977236758134);
+  precise vec4 kh = trunc(k * (1.0 / 4096.0)) * 4096.0;  // toward zero: kh and kl share the sign of k
+  precise vec4 kl = k - kh;
+  precise vec4 r = a - kh * C1H;
+  r = r - kl * C1H;
+  r = r - kh * C1L;
+  r = r - kl * C1L;
+  r = r - k * C2;
+  r = r - k * C3;
+  vec4 r2 = r * r;
+  vec4 sp = r + r * r2 * (-1.0 / 6.0 + r2 * (1.0 / 120.0 + r2 * (-1.0 / 5040.0 + r2 * (1.0 / 362880.0 + r2 * (-1.0 / 39916800.0 + r2 * (1.0 / 6227020800.0))))));
+  vec4 cp = 1.0 + r2 * (-0.5 + r2 * (1.0 / 24.0 + r2 * (-1.0 / 720.0 + r2 * (1.0 / 40320.0 + r2 * (-1.0 / 3628800.0 + r2 * (1.0 / 479001600.0 + r2 * (-1.0 / 87178291200.0)))))));
+  ivec4 q = ivec4(k) & 3;  // the quadrant; two's complement keeps k mod 4 for negative k
+  bvec4 swap = equal(q & 1, ivec4(1));
+  s = mix(sp, cp, swap);
+  c = mix(cp, -sp, swap);
+  s = mix(s, -s, greaterThanEqual(q, ivec4(2)));
+  c = mix(c, -c, greaterThanEqual(q, ivec4(2)));
+}
+
+int position_of(uint p, uint lb) {
+  uint index = (pc.p_mod != 0u ? p % pc.p_mod : p) + lb * pc.l_mul;
+  return pc.use_positions != 0u ? positions[index] : pc.position_offset + int(index);
+}
+
+// cos and sin of four angles pos * f, times scale (and the inverse's sign).
+void angles(int pos, vec4 f, out vec4 c, out vec4 s) {
+  precise vec4 a = float(pos) * f;  // HuggingFace's float32 product, one rounding
+  sincos4(a, s, c);
+  c *= pc.scale;
+  s *= pc.scale * pc.sin_sign;
+}
+
+vec4 freq4(uint k0) { return vec4(inv_freq[k0], inv_freq[k0 + 1u], inv_freq[k0 + 2u], inv_freq[k0 + 3u]); }
+
+vec4 load_quad(uint q) {
+  if (F16 != 0u) {
+    uvec2 w = x2[q];
+    return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
+  }
+  return uintBitsToFloat(x4[q]);
+}
+
+void store_quad(uint q, vec4 v) {
+  if (F16 != 0u) {
+    uvec2 w = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
+    if (IN_PLACE != 0u) x2[q] = w; else o2[q] = w;
+  } else {
+    if (IN_PLACE != 0u) x4[q] = floatBitsToUint(v); else o4[q] = floatBitsToUint(v);
+  }
+}
+
+float load1(uint e) {
+  if (F16 != 0u) return unpackHalf2x16(x1[e >> 1])[e & 1u];
+  return uintBitsToFloat(x1[e]);
+}
+
+void store1(uint e, float v) {
+  if (F16 != 0u) {
+    uint old = IN_PLACE != 0u ? x1[e >> 1] : o1[e >> 1];
+    uint h = packHalf2x16(vec2(v, 0.0)) & 0xffffu;
+    uint w = (e & 1u) == 0u ? (old & 0xffff0000u) | h : (old & 0xffffu) | (h << 16);
+    if (IN_PLACE != 0u) x1[e >> 1] = w; else o1[e >> 1] = w;
+  } else {
+    if (IN_PLACE != 0u) x1[e] = floatBitsToUint(v); else o1[e] = floatBitsToUint(v);
+  }
+}
+
+// Four pairs held as x and y (NeoX) or interleaved in a = (x0, y0, x1, y1), b = (x2, y2, x3, y3) (GPT-J).
+void rotate4(inout vec4 a, inout vec4 b, vec4 c, vec4 s) {
+  vec4 x = GPTJ != 0u ? vec4(a.xz, b.xz) : a, y = GPTJ != 0u ? vec4(a.yw, b.yw) : b;
+  vec4 xr = x * c - y * s, yr = x * s + y * c;
+  a = GPTJ != 0u ? vec4(xr.x, yr.x, xr.y, yr.y) : xr;
+  b = GPTJ != 0u ? vec4(xr.z, yr.z, xr.w, yr.w) : yr;
+}
+
+// Four pairs of the row starting at element `row` (a multiple of 4): quads q0 and q1.
+void rotate_unit(uint row, uint u, vec4 c, vec4 s) {
+  uint q0 = GPTJ != 0u ? (row >> 2) + 2u * u : (row >> 2) + u;
+  uint q1 = GPTJ != 0u ? q0 + 1u : q0 + (pc.half_dim >> 2);
+  vec4 a = load_quad(q0), b = load_quad(q1);
+  rotate4(a, b, c, s);
+  store_quad(q0, a);
+  store_quad(q1, b);
+}
+
+// WIDE: eight halves per 16-byte word.
+void load8(uint q, out vec4 lo, out vec4 hi) {
+  uvec4 w = x4[q];
+  lo = vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
+  hi = vec4(unpackHalf2x16(w.z), unpackHalf2x16(w.w));
+}
+
+void store8(uint q, vec4 lo, vec4 hi) {
+  uvec4 w = uvec4(packHalf2x16(lo.xy), packHalf2x16(lo.zw), packHalf2x16(hi.xy), packHalf2x16(hi.zw));
+  if (IN_PLACE != 0u) x4[q] = w; else o4[q] = w;
+}
+
+// Eight pairs of the row starting at element `row` (a multiple of 8): words w0 and w1.
+void rotate_wide(uint row, uint u, vec4 c0, vec4 s0, vec4 c1, vec4 s1) {
+  uint w0 = GPTJ != 0u ? (row >> 3) + 2u * u : (row >> 3) + u;
+  uint w1 = GPTJ != 0u ? w0 + 1u : w0 + (pc.half_dim >> 3);
+  vec4 a0, a1, b0, b1;
+  load8(w0, a0, a1);
+  load8(w1, b0, b1);
+  if (GPTJ != 0u) {  // w0 holds pairs 0-3, w1 pairs 4-7
+    rotate4(a0, a1, c0, s0);
+    rotate4(b0, b1, c1, s1);
+  } else {           // w0 holds x of pairs 0-7, w1 their y
+    rotate4(a0, b0, c0, s0);
+    rotate4(a1, b1, c1, s1);
+  }
+  store8(w0, a0, a1);
+  store8(w1, b0, b1);
+}
+
+void rotate_row_scalar(uint row, int pos) {
+  for (uint k = 0u; k < pc.half_dim; ++k) {
+    vec4 c, s;
+    angles(pos, vec4(inv_freq[k]), c, s);
+    uint ea = row + (GPTJ != 0u ? 2u * k : k), eb = row + (GPTJ != 0u ? 2u * k + 1u : k + pc.half_dim);
+    float x = load1(ea), y = load1(eb);
+    store1(ea, x * c.x - y * s.x);
+    store1(eb, x * s.x + y * c.x);
+  }
+  if (IN_PLACE == 0u)
+    for (uint e = pc.rot_dim; e < pc.head_dim; ++e) store1(row + e, load1(row + e));
+}
+
+void main() {
+  uint u = gl_GlobalInvocationID.x;
+  uint pl = gl_GlobalInvocationID.y;
+  if (u >= pc.units + pc.tail_units || pl >= pc.p_count) return;
+  uint p = pc.p_first + pl;
+  uint l0 = gl_GlobalInvocationID.z * pc.l_per_invocation;
+  uint l1 = min(l0 + pc.l_per_invocation, pc.l_count);
+  // b = (l_first + l) / l_div, kept incrementally so the loop divides once.
+  uint lg = pc.l_first + l0;
+  uint lb = pc.l_div != 0u ? lg / pc.l_div : 0u;
+  uint lh = pc.l_div != 0u ? lg - lb * pc.l_div : 0u;
+  uint row = pc.base + pl * pc.p_stride + l0 * pc.l_stride;
+  bool tail = u >= pc.units;
+  int pos = position_of(p, lb);
+  const uint pairs = WIDE != 0u ? 8u : 4u;  // per unit
+  vec4 c0 = vec4(1.0), s0 = vec4(0.0), c1 = vec4(1.0), s1 = vec4(0.0);
+  bool rotating = QUAD != 0u && !tail;
+  if (rotating) angles(pos, freq4(pairs * u), c0, s0);
+  if (rotating && WIDE != 0u) angles(pos, freq4(pairs * u + 4u), c1, s1);
+  for (uint l = l0; l < l1; ++l, row += pc.l_stride) {
+    if (QUAD == 0u) {
+      rotate_row_scalar(row, pos);
+    } else if (tail && WIDE != 0u) {
+      uint w = ((row + pc.rot_dim) >> 3) + (u - pc.units);
+      o4[w] = x4[w];  // tail units exist out of place only
+    } else if (tail) {
+      uint q = ((row + pc.rot_dim) >> 2) + (u - pc.units);
+      store_quad(q, load_quad(q));
+    } else if (WIDE != 0u) {
+      rotate_wide(row, u, c0, s0, c1, s1);
+    } else {
+      rotate_unit(row, u, c0, s0);
+    }
+    if (pc.l_div != 0u && ++lh == pc.l_div) {
+      lh = 0u;
+      ++lb;
+      pos = position_of(p, lb);
+      if (rotating) angles(pos, freq4(pairs * u), c0, s0);
+      if (rotating && WIDE != 0u) angles(pos, freq4(pairs * u + 4u), c1, s1);
+    }
+  }
+}

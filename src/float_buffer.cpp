@@ -1,0 +1,27 @@
+#include "relpos/float_buffer.hpp"
+
+#include <string>
+
+#include "relpos/error.hpp"
+#include "relpos/half.hpp"
+
+namespace relpos {
+namespace {
+void require_float(DType dtype) {
+  if (dtype == DType::I32) throw InvalidArgument("dtype = i32: a float buffer must be f32 or f16");
+}
+}  // namespace
+
+Buffer make_float_buffer(Context& ctx, std::span<const float> values, DType dtype) {
+  require_float(dtype);
+  if (dtype == DType::F16) return make_buffer(ctx, to_half(values));
+  return make_buffer(ctx, values);
+}
+
+std::vector<float> download_floats(const Buffer& buffer, std::size_t count, DType dtype) {
+  require_float(dtype);
+  if (dtype == DType::F16) return from_half(buffer.download<std::uint16_t>(count));
+  return buffer.download<float>(count);
+}
+
+}  // namespace relpos

@@ -1,0 +1,72 @@
+// ALiBi on the GPU: one small dispatch computes the per-distance rows of every head from the
+// host's slopes, then expand_distance() writes or adds the [.., Q, K] output.
+#include <cstring>
+#include <string>
+
+#include "ops/expand.hpp"
+#include "reference/checks.hpp"
+#include "relpos/alibi.hpp"
+#include "relpos/buffer.hpp"
+#include "relpos/context.hpp"
+#include "relpos_push/alibi.h"
+#include "vk/dispatch.hpp"
+
+namespace relpos {
+namespace {
+
+constexpr std::uint32_t kRowGroup = 64;
+
+// Records the per-distance rows [heads, Q + K - 1] and returns the scratch buffer holding them.
+const Buffer& distance_rows(Recorder& r, const AlibiParams& p) {
+  const std::vector<float> slopes = alibi_slopes(p);
+  Buffer& sb = detail::scratch(r, slopes.size() * 4, MemoryUse::Host);
+  std::memcpy(sb.host_pointer(), slopes.data(), slopes.size() * 4);  // fresh: no GPU work uses it yet
+  const std::uint32_t row_len = p.queries + p.keys - 1;
+  Buffer& rows = detail::scratch(r, std::uint64_t{row_len} * p.heads * 4, MemoryUse::Device);
+  push::AlibiRowPush pc{};
+  pc.row_len = row_len;
+  pc.rp_first = static_cast<std::int32_t>(-(static_cast<std::int64_t>(p.queries) - 1) - p.query_offset);
+  pc.heads = p.heads;
+  pc.causal = p.causal ? 1 : 0;
+  detail::for_each_group_range(r.context().limits(), detail::div_up(row_len, kRowGroup), [&](std::uint64_t first, std::uint32_t groups) {
+    pc.first = static_cast<std::uint32_t>(first * kRowGroup);
+    detail::dispatch(r, "alibi_distance_row", {kRowGroup}, {{&sb}, {&rows}}, pc, groups);
+  });
+  detail::barrier(r);
+  return rows;
+}
+
+// expand_distance() checks these too, but only after the rows are recorded: check them first.
+void check_sizes(Recorder& r, const AlibiParams& p, const Buffer& out, std::uint64_t elements, DType dtype) {
+  const std::uint64_t row_values = (std::uint64_t{p.queries} + p.keys - 1) * p.heads;
+  const std::uint64_t range = r.context().limits().max_storage_buffer_range;
+  detail::require(row_values * 4 <= range, "heads * (queries + keys - 1)", std::to_string(row_values),
+                  "must fit one storage buffer binding of the device (" + std::to_string(range / 4) + " values)");
+  const std::uint64_t need = elements * dtype_size(dtype);
+  detail::require(out.size() >= need, "output buffer", std::to_string(out.size()) + " bytes",
+                  "must hold " + std::to_string(elements) + " elements of " + std::string(dtype_name(dtype)) + " = " +
+                      std::to_string(need) + " bytes");
+}
+
+}  // namespace
+
+void alibi_bias(Recorder& r, const AlibiParams& p, const Buffer& out, DType out_dtype) {
+  p.validate();
+  detail::require(out_dtype != DType::I32, "out_dtype", "i32", "must be f32 or f16");
+  const auto mode = detail::expand_mode(out_dtype, false);
+  check_sizes(r, p, out, std::uint64_t{p.heads} * p.queries * p.keys, out_dtype);
+  detail::begin_op(r);
+  const Buffer& rows = distance_rows(r, p);
+  detail::expand_distance(r, {p.queries, p.keys, p.heads, std::uint64_t{p.heads} * p.queries}, rows, out, mode);
+}
+
+void alibi_bias_add(Recorder& r, const AlibiParams& p, const Buffer& logits, DType logits_dtype) {
+  p.validate();
+  const auto mode = detail::expand_mode(logits_dtype, true);
+  check_sizes(r, p, logits, std::uint64_t{p.batch} * p.heads * p.queries * p.keys, logits_dtype);
+  detail::begin_op(r);
+  const Buffer& rows = distance_rows(r, p);
+  detail::expand_distance(r, {p.queries, p.keys, p.heads, std::uint64_t{p.batch} * p.heads * p.queries}, rows, logits, mode);
+}
+
+}  // namespace relpos

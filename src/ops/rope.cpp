@@ -1,0 +1,138 @@
+// RoPE on the GPU: one shader over rectangles of rows (see relpos_push/rope.h). The host computes
+// the frequency table with the CPU reference's rope_frequencies(); the shader computes the angles
+// and their sin and cos itself, once per position and unit, and applies them to every head.
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "reference/checks.hpp"
+#include "relpos/buffer.hpp"
+#include "relpos/context.hpp"
+#include "relpos/rope.hpp"
+#include "relpos_push/rope.h"
+#include "vk/dispatch.hpp"
+
+namespace relpos {
+namespace {
+
+using detail::require;
+
+// Enough invocations to keep lavapipe's threads and SIMD lanes busy; beyond that, each loops over
+// more heads so that its sin and cos serve more rows.
+constexpr std::uint64_t kTargetInvocations = 8192;
+constexpr std::uint32_t kGroupInvocations = 64;
+
+// The rows as a p x l grid: (b * seq + s, h) for BSHD, (s, b * heads + h) for BHSD (strides in elements).
+struct Grid {
+  std::uint64_t p_count, l_count, p_stride, l_stride;
+};
+
+Grid grid_of(const RopeParams& p) {
+  const std::uint64_t d = p.head_dim;
+  if (p.layout == RopeLayout::BSHD) return {std::uint64_t{p.batch} * p.seq, p.heads, std::uint64_t{p.heads} * d, d};
+  return {p.seq, std::uint64_t{p.batch} * p.heads, d, std::uint64_t{p.seq} * d};
+}
+
+void check_buffers(const RopeParams& p, const Buffer& x, const Buffer* out, DType dtype, const Buffer* positions) {
+  require(dtype == DType::F32 || dtype == DType::F16, "dtype", std::string(dtype_name(dtype)), "must be f32 or f16");
+  require(dtype != DType::F16 || p.head_dim % 2 == 0, "head_dim", std::to_string(p.head_dim),
+          "must be even for f16 storage (rows own whole 32-bit words)");
+  const std::uint64_t need = p.elements() * dtype_size(dtype);
+  require(x.size() >= need, "x buffer", std::to_string(x.size()) + " bytes",
+          "must hold batch * seq * heads * head_dim = " + std::to_string(p.elements()) + " values of " +
+              std::string(dtype_name(dtype)) + " = " + std::to_string(need) + " bytes");
+  if (out)
+    require(out->size() >= need, "output buffer", std::to_string(out->size()) + " bytes", "must hold " + std::to_string(need) + " bytes");
+  if (positions) {
+    const std::uint64_t n = std::uint64_t{p.batch} * p.seq;
+    require(positions->size() == n * 4, "positions buffer", std::to_string(positions->size()) + " bytes",
+            "must be int32 [batch, seq] = " + std::to_string(n * 4) + " bytes");
+  }
+}
+
+void record(Recorder& r, const RopeParams& p, const Buffer& x, const Buffer* out, DType dtype, const Buffer* positions) {
+  const RopeFrequencies fr = rope_frequencies(p, positions != nullptr);
+  check_buffers(p, x, out, dtype, positions);
+  const auto& lim = r.context().limits();
+  const std::uint32_t e = dtype_size(dtype), d = p.rot_dim(), dim = p.head_dim;
+  const bool in_place = out == nullptr || out == &x;
+  const bool quad = d % 8 == 0 && dim % 4 == 0;
+  const bool wide = dtype == DType::F16 && d % 16 == 0 && dim % 8 == 0;  // 16-byte words of eight halves
+  const std::uint64_t range = lim.max_storage_buffer_range - std::min(lim.max_storage_buffer_range, lim.min_storage_buffer_offset_alignment);
+  require(std::uint64_t{dim} * e <= range, "head_dim", std::to_string(dim), "one row must fit a storage buffer binding of the device");
+  require(!positions || positions->size() <= lim.max_storage_buffer_range, "batch * seq",
+          std::to_string(std::uint64_t{p.batch} * p.seq), "positions must fit one storage buffer binding of the device");
+
+  push::RopePush pc{};
+  pc.units = wide ? d / 16 : quad ? d / 8 : 1;
+  pc.tail_units = quad && !in_place ? (dim - d) / (wide ? 8 : 4) : 0;
+  pc.half_dim = d / 2;
+  pc.head_dim = dim;
+  pc.rot_dim = d;
+  const std::uint32_t units = pc.units + pc.tail_units;
+  std::uint32_t wg_x = 1;
+  while (wg_x < units && wg_x < kGroupInvocations) wg_x *= 2;
+  const std::uint32_t wg_y = kGroupInvocations / wg_x;
+  require(units <= std::uint64_t{lim.max_workgroup_count[0]} * wg_x, "head_dim", std::to_string(dim),
+          "needs more workgroups per row than the device dispatches");
+
+  const Grid g = grid_of(p);
+  const bool bshd = p.layout == RopeLayout::BSHD;
+  pc.p_mod = !positions && bshd ? p.seq : 0;
+  pc.l_div = positions && !bshd ? p.heads : 0;
+  pc.l_mul = positions && !bshd ? p.seq : 0;
+  pc.position_offset = static_cast<std::int32_t>(p.position_offset);
+  pc.use_positions = positions ? 1 : 0;
+  pc.scale = p.inverse ? 1.0f / fr.attention_factor : fr.attention_factor;
+  pc.sin_sign = p.inverse ? -1.0f : 1.0f;
+  pc.p_stride = static_cast<std::uint32_t>(g.p_stride);
+  pc.l_stride = static_cast<std::uint32_t>(g.l_stride);
+
+  const std::uint64_t blocks = std::clamp<std::uint64_t>(kTargetInvocations / (std::uint64_t{units} * g.p_count), 1, g.l_count);
+  const std::uint64_t l_per = (g.l_count + blocks - 1) / blocks;
+  pc.l_per_invocation = static_cast<std::uint32_t>(l_per);
+
+  // Rectangles of np x nl rows whose bound span ((np-1) * p_stride + (nl-1) * l_stride + head_dim
+  // elements) fits one binding and whose grid fits one dispatch.
+  const std::uint64_t span_max = range / e;
+  auto np_for = [&](std::uint64_t nl) -> std::uint64_t {
+    const std::uint64_t fixed = (nl - 1) * g.l_stride + dim;
+    return fixed > span_max ? 0 : (span_max - fixed) / g.p_stride + 1;
+  };
+  std::uint64_t nl = std::min(g.l_count, std::uint64_t{lim.max_workgroup_count[2]} * l_per);
+  if (np_for(nl) == 0) nl = (span_max - dim) / g.l_stride + 1;
+  const std::uint64_t np = std::min({g.p_count, np_for(nl), std::uint64_t{lim.max_workgroup_count[1]} * wg_y});
+
+  Buffer& freq = detail::scratch(r, fr.inv_freq.size() * 4, MemoryUse::Host);
+  std::memcpy(freq.host_pointer(), fr.inv_freq.data(), fr.inv_freq.size() * 4);  // fresh: no GPU work uses it yet
+  const std::vector<std::uint32_t> spec = {wg_x, wg_y, dtype == DType::F16 ? 1u : 0u, p.style == RopeStyle::GptJ ? 1u : 0u,
+                                           quad ? 1u : 0u, in_place ? 1u : 0u, wide ? 1u : 0u};
+  const Buffer& dst = in_place ? x : *out;
+  detail::begin_op(r);
+  for (std::uint64_t p0 = 0; p0 < g.p_count; p0 += np)
+    for (std::uint64_t l0 = 0; l0 < g.l_count; l0 += nl) {
+      const std::uint64_t pn = std::min(np, g.p_count - p0), ln = std::min(nl, g.l_count - l0);
+      const std::uint64_t first = (p0 * g.p_stride + l0 * g.l_stride) * e;
+      const std::uint64_t bound = first / lim.min_storage_buffer_offset_alignment * lim.min_storage_buffer_offset_alignment;
+      const std::uint64_t bytes = first - bound + ((pn - 1) * g.p_stride + (ln - 1) * g.l_stride + dim) * e;
+      pc.p_first = static_cast<std::uint32_t>(p0);
+      pc.p_count = static_cast<std::uint32_t>(pn);
+      pc.l_first = static_cast<std::uint32_t>(l0);
+      pc.l_count = static_cast<std::uint32_t>(ln);
+      pc.base = static_cast<std::uint32_t>((first - bound) / e);
+      detail::dispatch(r, "rope", spec, {{&freq}, {&x, bound, bytes}, {&dst, bound, bytes}, {positions ? positions : &freq}}, pc,
+                       detail::div_up(units, wg_x), detail::div_up(pn, wg_y), detail::div_up(ln, l_per));
+    }
+}
+
+}  // namespace
+
+void rope(Recorder& r, const RopeParams& p, const Buffer& x, DType dtype, const Buffer* positions) {
+  record(r, p, x, nullptr, dtype, positions);
+}
+
+void rope_into(Recorder& r, const RopeParams& p, const Buffer& x, const Buffer& out, DType dtype, const Buffer* positions) {
+  record(r, p, x, &out, dtype, positions);
+}
+
+}  // namespace relpos

@@ -1,0 +1,77 @@
+// CPU reference for ALiBi slopes and bias, straight from SPEC.md §4.
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "reference/distance_checks.hpp"
+#include "relpos/alibi.hpp"
+
+namespace relpos {
+
+void AlibiParams::validate_slopes() const {
+  using detail::require;
+  require(heads >= 1, "heads", std::to_string(heads), "must be >= 1");
+  require(std::isfinite(max_bias) && max_bias > 0.0, "max_bias", std::to_string(max_bias), "must be finite and > 0");
+  if (slopes.empty()) return;
+  require(slopes.size() == heads, "slopes", std::to_string(slopes.size()) + " values", "must hold one per head (" + std::to_string(heads) + ")");
+  for (float m : slopes) require(std::isfinite(m), "slopes", std::to_string(m), "must be finite");
+}
+
+void AlibiParams::validate() const {
+  validate_slopes();
+  detail::require_distance_shape(queries, keys, query_offset, heads, batch);
+}
+
+namespace {
+// 2^(-max_bias * h / n), h = 1..n, in double.
+std::vector<double> geometric(std::uint32_t n, double max_bias) {
+  std::vector<double> s(n);
+  for (std::uint32_t h = 1; h <= n; ++h) s[h - 1] = std::exp2(-max_bias * h / n);
+  return s;
+}
+
+std::vector<double> interleaved(std::uint32_t n, double max_bias) {
+  if ((n & (n - 1)) == 0) return geometric(n, max_bias);
+  const std::uint32_t c = std::uint32_t{1} << static_cast<std::uint32_t>(std::floor(std::log2(n)));
+  std::vector<double> s = geometric(c, max_bias);
+  const std::vector<double> twice = interleaved(2 * c, max_bias);
+  for (std::uint32_t k = 0; k < n - c; ++k) s.push_back(twice[2 * k]);
+  return s;
+}
+}  // namespace
+
+std::vector<float> alibi_slopes(const AlibiParams& p) {
+  p.validate_slopes();
+  if (!p.slopes.empty()) return p.slopes;
+  const std::vector<double> s = p.rule == AlibiSlopeRule::Interleaved ? interleaved(p.heads, p.max_bias) : geometric(p.heads, p.max_bias);
+  return std::vector<float>(s.begin(), s.end());
+}
+
+float alibi_bias_value(float slope, std::int64_t rp, bool causal) {
+  if (causal && rp > 0) return -std::numeric_limits<float>::infinity();
+  const std::int64_t n = rp < 0 ? -rp : rp;
+  return -(slope * static_cast<float>(n));
+}
+
+std::vector<float> alibi_bias_reference(const AlibiParams& p) {
+  p.validate();
+  const std::vector<float> m = alibi_slopes(p);
+  const std::size_t qk = static_cast<std::size_t>(p.queries) * p.keys;
+  std::vector<float> out(qk * p.heads);
+  for (std::uint32_t h = 0; h < p.heads; ++h)
+    for (std::uint32_t i = 0; i < p.queries; ++i)
+      for (std::uint32_t j = 0; j < p.keys; ++j)
+        out[h * qk + static_cast<std::size_t>(i) * p.keys + j] =
+            alibi_bias_value(m[h], static_cast<std::int64_t>(j) - i - p.query_offset, p.causal);
+  return out;
+}
+
+void alibi_bias_add_reference(const AlibiParams& p, std::span<float> logits) {
+  const std::vector<float> bias = alibi_bias_reference(p);
+  detail::require(logits.size() == bias.size() * p.batch, "logits", std::to_string(logits.size()) + " values",
+                  "must hold batch * heads * queries * keys = " + std::to_string(bias.size() * p.batch));
+  for (std::size_t b = 0; b < p.batch; ++b)
+    for (std::size_t e = 0; e < bias.size(); ++e) logits[b * bias.size() + e] += bias[e];
+}
+
+}  // namespace relpos

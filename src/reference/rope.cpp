@@ -1,0 +1,185 @@
+// CPU reference for RoPE, straight from SPEC.md §5; the frequency scalings follow HuggingFace
+// transformers' modeling_rope_utils.py, computed in double.
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+#include <string>
+
+#include "reference/checks.hpp"
+#include "relpos/rope.hpp"
+
+namespace relpos {
+namespace {
+
+using detail::require;
+
+// Positions are converted to float32 before the multiply (as HuggingFace does); beyond 2^24 they
+// are no longer exact, and the shader's argument reduction assumes angles below 2^24.
+constexpr std::int64_t kMaxPosition = std::int64_t{1} << 24;
+
+void require_finite(double v, const char* name, bool ok, const std::string& limit) {
+  require(std::isfinite(v) && ok, name, std::to_string(v), limit);
+}
+
+void validate_scaling(const RopeScalingParams& s, std::uint32_t d) {
+  if (s.type == RopeScaling::None) return;
+  require_finite(s.factor, "scaling.factor", s.factor >= 1.0, "must be finite and >= 1");
+  require(s.original_max_position >= 1, "scaling.original_max_position", std::to_string(s.original_max_position),
+          "must be >= 1 for dynamic NTK, YaRN and Llama 3 scaling");
+  if (s.type == RopeScaling::Linear) return;
+  if (s.type == RopeScaling::DynamicNtk) {
+    require(d >= 4, "rotary_dim", std::to_string(d), "must be >= 4 for dynamic NTK scaling (exponent d / (d - 2))");
+  } else if (s.type == RopeScaling::Yarn) {
+    require_finite(s.beta_fast, "scaling.beta_fast", s.beta_fast > 0.0, "must be finite and > 0");
+    require_finite(s.beta_slow, "scaling.beta_slow", s.beta_slow > 0.0, "must be finite and > 0");
+    require_finite(s.attention_factor, "scaling.attention_factor", s.attention_factor >= 0.0, "must be finite and >= 0 (0: default)");
+    require_finite(s.mscale, "scaling.mscale", s.mscale >= 0.0, "must be finite and >= 0");
+    require_finite(s.mscale_all_dim, "scaling.mscale_all_dim", s.mscale_all_dim >= 0.0, "must be finite and >= 0");
+  } else {
+    require_finite(s.low_freq_factor, "scaling.low_freq_factor", s.low_freq_factor > 0.0, "must be finite and > 0");
+    require_finite(s.high_freq_factor, "scaling.high_freq_factor", s.high_freq_factor > s.low_freq_factor,
+                   "must be finite and > low_freq_factor = " + std::to_string(s.low_freq_factor));
+  }
+}
+
+// base^(-2p/d), p < d/2.
+std::vector<double> default_inv_freq(double base, std::uint32_t d) {
+  std::vector<double> f(d / 2);
+  for (std::uint32_t p = 0; p < d / 2; ++p) f[p] = 1.0 / std::pow(base, 2.0 * p / d);
+  return f;
+}
+
+double yarn_mscale(double scale, double m) { return scale <= 1.0 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; }
+
+// _compute_yarn_parameters: a ramp between extrapolated (original) and interpolated (/ factor)
+// frequencies over the dimensions whose wavelengths fall between beta_fast and beta_slow rotations.
+std::vector<double> yarn_inv_freq(const RopeScalingParams& s, double base, std::uint32_t d, double& attention) {
+  if (s.attention_factor > 0.0) attention = s.attention_factor;
+  else if (s.mscale > 0.0 && s.mscale_all_dim > 0.0) attention = yarn_mscale(s.factor, s.mscale) / yarn_mscale(s.factor, s.mscale_all_dim);
+  else attention = yarn_mscale(s.factor, 1.0);
+  auto correction_dim = [&](double rotations) {
+    return d * std::log(s.original_max_position / (rotations * 2.0 * std::numbers::pi)) / (2.0 * std::log(base));
+  };
+  double low = correction_dim(s.beta_fast), high = correction_dim(s.beta_slow);
+  if (s.truncate) {
+    low = std::floor(low);
+    high = std::ceil(high);
+  }
+  low = std::max(low, 0.0);
+  high = std::min(high, static_cast<double>(d - 1));
+  if (low == high) high += 0.001;  // HuggingFace's guard against a zero-width ramp
+  std::vector<double> f = default_inv_freq(base, d);
+  for (std::uint32_t p = 0; p < d / 2; ++p) {
+    const double ramp = std::clamp((p - low) / (high - low), 0.0, 1.0);
+    const double extrapolation = 1.0 - ramp;
+    f[p] = f[p] / s.factor * (1.0 - extrapolation) + f[p] * extrapolation;
+  }
+  return f;
+}
+
+// _compute_llama3_parameters: long wavelengths divided by factor, short ones kept, a smooth
+// interpolation between.
+std::vector<double> llama3_inv_freq(const RopeScalingParams& s, double base, std::uint32_t d) {
+  const double old_ctx = s.original_max_position;
+  const double low_wavelen = old_ctx / s.low_freq_factor, high_wavelen = old_ctx / s.high_freq_factor;
+  std::vector<double> f = default_inv_freq(base, d);
+  for (double& x : f) {
+    const double wavelen = 2.0 * std::numbers::pi / x;
+    if (wavelen > low_wavelen) {
+      x = x / s.factor;
+    } else if (!(wavelen < high_wavelen)) {
+      const double smooth = (old_ctx / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+      x = (1.0 - smooth) * x / s.factor + smooth * x;
+    }
+  }
+  return f;
+}
+
+}  // namespace
+
+std::uint64_t RopeParams::elements() const {
+  return detail::checked_elements({batch, seq, heads, head_dim}, "batch * seq * heads * head_dim");
+}
+
+void RopeParams::validate() const {
+  require(batch >= 1, "batch", std::to_string(batch), "must be >= 1");
+  require(seq >= 1, "seq", std::to_string(seq), "must be >= 1");
+  require(heads >= 1, "heads", std::to_string(heads), "must be >= 1");
+  require(head_dim >= 2, "head_dim", std::to_string(head_dim), "must be >= 2");
+  const std::uint32_t d = rot_dim();
+  require(d % 2 == 0, "rotary_dim", std::to_string(d), "must be even (features rotate in pairs)");
+  require(d <= head_dim, "rotary_dim", std::to_string(d), "must be <= head_dim = " + std::to_string(head_dim));
+  require(std::isfinite(base) && base > 1.0, "base", std::to_string(base), "must be finite and > 1");
+  require(position_offset > -kMaxPosition && position_offset + seq - 1 < kMaxPosition, "position_offset",
+          std::to_string(position_offset), "puts positions outside +-2^24 (where float32 positions stop being exact)");
+  validate_scaling(scaling, d);
+  // The shader indexes (batch, seq) and (batch, heads) rows with 32 bits.
+  require(std::uint64_t{batch} * seq <= 0xffffffffull && std::uint64_t{batch} * heads <= 0xffffffffull, "batch * seq, batch * heads",
+          std::to_string(std::uint64_t{batch} * std::max(seq, heads)), "must be < 2^32");
+  (void)elements();
+}
+
+RopeFrequencies rope_frequencies(const RopeParams& p, bool positions_from_buffer) {
+  p.validate();
+  const RopeScalingParams& s = p.scaling;
+  const std::uint32_t d = p.rot_dim();
+  double attention = 1.0;
+  std::vector<double> f;
+  switch (s.type) {
+    case RopeScaling::None: f = default_inv_freq(p.base, d); break;
+    case RopeScaling::Linear:
+      f = default_inv_freq(p.base, d);
+      for (double& x : f) x /= s.factor;
+      break;
+    case RopeScaling::DynamicNtk: {
+      require(!(positions_from_buffer && s.seq_len == 0), "scaling.seq_len", "0",
+              "must be given for dynamic NTK scaling when positions come from a buffer");
+      const double max_pos = s.original_max_position;
+      const double len = std::max(s.seq_len ? static_cast<double>(s.seq_len) : static_cast<double>(p.position_offset + p.seq), max_pos);
+      const double base = p.base * std::pow(s.factor * len / max_pos - (s.factor - 1.0), static_cast<double>(d) / (d - 2));
+      f = default_inv_freq(base, d);
+      break;
+    }
+    case RopeScaling::Yarn: f = yarn_inv_freq(s, p.base, d, attention); break;
+    case RopeScaling::Llama3: f = llama3_inv_freq(s, p.base, d); break;
+  }
+  RopeFrequencies out;
+  out.inv_freq.assign(f.begin(), f.end());
+  out.attention_factor = static_cast<float>(attention);
+  return out;
+}
+
+void rope_reference(const RopeParams& p, std::span<float> x, std::span<const std::int32_t> positions) {
+  const RopeFrequencies fr = rope_frequencies(p, !positions.empty());
+  const std::uint64_t n = p.elements();
+  require(x.size() == n, "x", std::to_string(x.size()) + " values", "must hold batch * seq * heads * head_dim = " + std::to_string(n));
+  require(positions.empty() || positions.size() == std::size_t{p.batch} * p.seq, "positions", std::to_string(positions.size()) + " values",
+          "must hold batch * seq = " + std::to_string(std::size_t{p.batch} * p.seq));
+  const std::uint32_t d = p.rot_dim(), half = d / 2;
+  const double a = fr.attention_factor;
+  for (std::uint32_t b = 0; b < p.batch; ++b)
+    for (std::uint32_t s = 0; s < p.seq; ++s) {
+      const std::int64_t pos = positions.empty() ? p.position_offset + s : positions[std::size_t{b} * p.seq + s];
+      for (std::uint32_t h = 0; h < p.heads; ++h) {
+        const std::size_t row = p.layout == RopeLayout::BSHD ? (std::size_t{b} * p.seq + s) * p.heads + h
+                                                             : (std::size_t{b} * p.heads + h) * p.seq + s;
+        float* v = x.data() + row * p.head_dim;
+        for (std::uint32_t k = 0; k < half; ++k) {
+          const float angle = static_cast<float>(pos) * fr.inv_freq[k];  // HuggingFace's float32 product
+          const double c = std::cos(static_cast<double>(angle)), sn = std::sin(static_cast<double>(angle));
+          float& xa = v[p.style == RopeStyle::NeoX ? k : 2 * k];
+          float& xb = v[p.style == RopeStyle::NeoX ? k + half : 2 * k + 1];
+          const double u = xa, w = xb;
+          if (p.inverse) {
+            xa = static_cast<float>((u * c + w * sn) / a);
+            xb = static_cast<float>((w * c - u * sn) / a);
+          } else {
+            xa = static_cast<float>((u * c - w * sn) * a);
+            xb = static_cast<float>((u * sn + w * c) * a);
+          }
+        }
+      }
+    }
+}
+
+}  // namespace relpos

@@ -1,0 +1,219 @@
+// RoPE on the GPU against the CPU reference over random shapes, layouts, pairings, rotary dims,
+// positions, scalings and both directions, in place and into a new buffer, f32 and f16.
+#include <relpos/relpos.hpp>
+
+#include <random>
+
+#include "support/expect_invalid.hpp"
+#include "support/gpu_fixture.hpp"
+#include "support/test_data.hpp"
+
+using namespace relpos;
+using relpos::test::expect_invalid;
+using relpos::test::GpuTest;
+using relpos::test::gpu;
+using relpos::test::gpu_small_limits;
+using relpos::test::random_floats;
+using relpos::test::run;
+
+namespace {
+
+// f32: the shader's sin and cos are within ~1.5e-7 of the reference's (reduction ~3e-8, Taylor
+// terms < 1e-9, float32 evaluation a few 1e-8), and the rotation's float32 multiplies and add
+// round three times (~1.8e-7 relative). A pair's error is at most (|x| + |y|) times the sum,
+// <= 2 * max|want| * 3.3e-7 = 6.6e-7 normalised; measured here: 1.2e-7.
+constexpr double kTolF32 = 1e-6;
+// f16: the reference is rounded to half, and the shader's result, a hair away from it, may round
+// to the neighbouring half: one half ulp, 2^-10 relative to the largest value, plus the f32 error.
+constexpr double kTolF16 = 0x1p-10 + kTolF32;
+
+struct Case {
+  RopeParams p;
+  DType dtype = DType::F32;
+  bool in_place = true;
+  bool use_positions = false;
+};
+
+Case random_case(std::mt19937& rng) {
+  std::uniform_int_distribution<int> coin(0, 1);
+  Case c;
+  RopeParams& p = c.p;
+  static const std::uint32_t dims[] = {2, 4, 6, 8, 10, 16, 24, 32, 64, 80, 96, 128};
+  p.head_dim = dims[std::uniform_int_distribution<int>(0, 11)(rng)];
+  // Full rotation half the time (the quad path when head_dim % 8 == 0), otherwise any even d.
+  p.rotary_dim = coin(rng) ? 0 : 2 * std::uniform_int_distribution<std::uint32_t>(1, p.head_dim / 2)(rng);
+  p.batch = std::uniform_int_distribution<std::uint32_t>(1, 3)(rng);
+  p.seq = std::uniform_int_distribution<std::uint32_t>(1, 40)(rng);
+  p.heads = std::uniform_int_distribution<std::uint32_t>(1, 5)(rng);
+  p.layout = coin(rng) ? RopeLayout::BSHD : RopeLayout::BHSD;
+  p.style = coin(rng) ? RopeStyle::NeoX : RopeStyle::GptJ;
+  p.base = coin(rng) ? 10000.0 : 500000.0;
+  p.inverse = std::uniform_int_distribution<int>(0, 3)(rng) == 0;
+  p.position_offset = coin(rng) ? 0 : std::uniform_int_distribution<std::int64_t>(-5000, 200000)(rng);
+  auto& s = p.scaling;
+  s.type = static_cast<RopeScaling>(std::uniform_int_distribution<int>(0, 4)(rng));
+  s.factor = std::uniform_real_distribution<double>(1.0, 16.0)(rng);
+  s.original_max_position = std::uniform_int_distribution<std::uint32_t>(64, 8192)(rng);
+  s.seq_len = std::uniform_int_distribution<std::uint64_t>(1, 20000)(rng);
+  if (s.type == RopeScaling::DynamicNtk && p.rot_dim() < 4) s.type = RopeScaling::Linear;
+  c.dtype = coin(rng) ? DType::F32 : DType::F16;
+  c.in_place = coin(rng);
+  c.use_positions = coin(rng);
+  return c;
+}
+
+std::string describe(const Case& c) {
+  const RopeParams& p = c.p;
+  return "B=" + std::to_string(p.batch) + " S=" + std::to_string(p.seq) + " H=" + std::to_string(p.heads) + " D=" +
+         std::to_string(p.head_dim) + " d=" + std::to_string(p.rot_dim()) + (p.layout == RopeLayout::BSHD ? " bshd" : " bhsd") +
+         (p.style == RopeStyle::NeoX ? " neox" : " gptj") + " scaling=" + std::to_string(static_cast<int>(p.scaling.type)) +
+         " factor=" + std::to_string(p.scaling.factor) + " off=" + std::to_string(p.position_offset) + (p.inverse ? " inverse" : "") +
+         (c.dtype == DType::F16 ? " f16" : " f32") + (c.in_place ? " in-place" : " out") + (c.use_positions ? " positions" : "");
+}
+
+std::vector<float> stored(const std::vector<float>& v, DType dtype) { return dtype == DType::F16 ? from_half(to_half(v)) : v; }
+
+// Runs the case on the GPU and checks it against the reference; the pass-through features and
+// (out of place) the untouched input must be bit-exact.
+void expect_matches(Context& ctx, const Case& c, std::mt19937& rng, std::int32_t max_position = 300000) {
+  SCOPED_TRACE(describe(c));
+  const RopeParams& p = c.p;
+  const std::size_t n = p.elements();
+  const std::vector<float> x = stored(random_floats(rng, n, -3.0f, 3.0f), c.dtype);
+  std::vector<std::int32_t> positions;
+  if (c.use_positions) {
+    positions.resize(std::size_t{p.batch} * p.seq);
+    std::uniform_int_distribution<std::int32_t> pos(-1000, max_position);
+    for (auto& v : positions) v = pos(rng);
+  }
+  std::vector<float> want = x;
+  rope_reference(p, want, positions);
+  want = stored(want, c.dtype);
+
+  Buffer xb = make_float_buffer(ctx, x, c.dtype);
+  Buffer out(ctx, n * dtype_size(c.dtype));
+  Buffer pb = make_buffer(ctx, positions);
+  const Buffer* pos = c.use_positions ? &pb : nullptr;
+  run(ctx, [&](Recorder& r) {
+    if (c.in_place) rope(r, p, xb, c.dtype, pos);
+    else rope_into(r, p, xb, out, c.dtype, pos);
+  });
+  const std::vector<float> got = download_floats(c.in_place ? xb : out, n, c.dtype);
+  EXPECT_LE(normalised_error(got, want), c.dtype == DType::F16 ? kTolF16 : kTolF32);
+  for (std::size_t row = 0; row < n / p.head_dim; ++row)
+    for (std::uint32_t e = p.rot_dim(); e < p.head_dim; ++e)
+      ASSERT_EQ(got[row * p.head_dim + e], x[row * p.head_dim + e]) << "pass-through row " << row << " e=" << e;
+  if (!c.in_place) ASSERT_EQ(download_floats(xb, n, c.dtype), x) << "input modified";
+}
+
+class RopeGpu : public GpuTest {};
+
+}  // namespace
+
+TEST_F(RopeGpu, RandomConfigurationsMatchReference) {
+  std::mt19937 rng(2024);
+  for (int trial = 0; trial < 40; ++trial) expect_matches(gpu(), random_case(rng), rng);
+}
+
+// Positions up to 2^24 - 1 with the first frequency 1: the argument reduction's worst case.
+TEST_F(RopeGpu, FarPositionsStayAccurate) {
+  std::mt19937 rng(77);
+  for (auto style : {RopeStyle::NeoX, RopeStyle::GptJ}) {
+    Case c;
+    c.p.head_dim = 64;
+    c.p.seq = 64;
+    c.p.heads = 2;
+    c.p.style = style;
+    c.use_positions = true;
+    expect_matches(gpu(), c, rng, (1 << 24) - 1);
+    c.use_positions = false;
+    c.p.position_offset = (1 << 24) - 64;
+    expect_matches(gpu(), c, rng);
+  }
+}
+
+// With a 4 KiB binding limit and 3 workgroups per dispatch dimension, tensors split into
+// rectangles of rows at unaligned offsets, in both layouts (BHSD rows of one head span S * D).
+TEST_F(RopeGpu, SplitPathsUnderLoweredLimits) {
+  std::mt19937 rng(9);
+  for (auto [b, s, h, d, rot] : {std::tuple{2u, 37u, 3u, 64u, 0u}, {3u, 50u, 5u, 16u, 8u}, {1u, 300u, 2u, 8u, 0u}, {2u, 9u, 7u, 24u, 6u},
+                                 {2u, 70u, 4u, 128u, 96u}}) {
+    for (auto layout : {RopeLayout::BSHD, RopeLayout::BHSD}) {
+      Case c;
+      c.p.batch = b;
+      c.p.seq = s;
+      c.p.heads = h;
+      c.p.head_dim = d;
+      c.p.rotary_dim = rot;
+      c.p.layout = layout;
+      c.p.position_offset = 5;
+      c.in_place = layout == RopeLayout::BSHD;
+      c.use_positions = s % 2 == 0;
+      c.dtype = d == 24 || d == 128 ? DType::F16 : DType::F32;  // 24: element path; 128 (rot 96): 16-byte words of halves
+      expect_matches(gpu_small_limits(), c, rng);
+    }
+  }
+}
+
+TEST_F(RopeGpu, InverseUndoesTheRotation) {
+  std::mt19937 rng(5);
+  RopeParams p;
+  p.batch = 2;
+  p.seq = 33;
+  p.heads = 4;
+  p.head_dim = 64;
+  p.scaling.type = RopeScaling::Yarn;
+  p.scaling.factor = 4.0;
+  p.scaling.original_max_position = 4096;
+  const std::vector<float> x = random_floats(rng, p.elements());
+  Buffer b = make_buffer(gpu(), x);
+  RopeParams inv = p;
+  inv.inverse = true;
+  run(gpu(), [&](Recorder& r) {
+    rope(r, p, b);
+    rope(r, inv, b);  // begin_op orders it after the forward rotation
+  });
+  EXPECT_LE(normalised_error(b.download<float>(x.size()), x), 2 * kTolF32);
+}
+
+TEST_F(RopeGpu, InvalidInputIsRejectedBeforeDispatch) {
+  Context& ctx = gpu();
+  RopeParams p;
+  p.batch = 2;
+  p.seq = 4;
+  p.heads = 2;
+  p.head_dim = 8;
+  Buffer x(ctx, p.elements() * 4), small(ctx, 16), positions(ctx, 8 * 4), short_positions(ctx, 7 * 4);
+  Recorder r(ctx);
+  expect_invalid([&] { rope(r, p, small); }, "x buffer");
+  expect_invalid([&] { rope_into(r, p, x, small); }, "output buffer");
+  expect_invalid([&] { rope(r, p, x, DType::I32); }, "dtype");
+  expect_invalid([&] { rope(r, p, x, DType::F32, &short_positions); }, "positions buffer");
+  RopeParams bad = p;
+  bad.rotary_dim = 3;
+  expect_invalid([&] { rope(r, bad, x); }, "rotary_dim");
+  bad.rotary_dim = 10;
+  expect_invalid([&] { rope(r, bad, x); }, "rotary_dim");
+  bad = p;
+  bad.heads = 0;
+  expect_invalid([&] { rope(r, bad, x); }, "heads");
+  bad = p;
+  bad.scaling.type = RopeScaling::Llama3;
+  bad.scaling.factor = 8.0;
+  bad.scaling.original_max_position = 0;
+  expect_invalid([&] { rope(r, bad, x); }, "original_max_position");
+  bad.scaling.original_max_position = 8192;
+  bad.scaling.low_freq_factor = 4.0;
+  expect_invalid([&] { rope(r, bad, x); }, "high_freq_factor");
+  bad = p;
+  bad.scaling.type = RopeScaling::DynamicNtk;
+  bad.scaling.factor = 2.0;
+  bad.scaling.original_max_position = 2048;
+  expect_invalid([&] { rope(r, bad, x, DType::F32, &positions); }, "seq_len");
+  bad = p;
+  bad.head_dim = 7;
+  bad.rotary_dim = 6;
+  Buffer odd(ctx, bad.elements() * 2);
+  expect_invalid([&] { rope(r, bad, odd, DType::F16); }, "head_dim");
+  r.submit_and_wait();  // nothing was recorded
+}

@@ -1,0 +1,223 @@
+// RoPE in the tool: `run rope`, its check cases and benchmarks.
+#include <map>
+#include <random>
+
+#include "registry.hpp"
+
+namespace relpos::tool {
+namespace {
+
+std::string shape_of(const RopeParams& p, DType dtype, bool positions) {
+  static const char* scalings[] = {"none", "linear", "ntk", "yarn", "llama3"};
+  return "[" + std::to_string(p.batch) + "," + std::to_string(p.seq) + "," + std::to_string(p.heads) + "," + std::to_string(p.head_dim) +
+         "]" + (p.layout == RopeLayout::BSHD ? "bshd" : "bhsd") + (p.style == RopeStyle::NeoX ? ",neox" : ",gptj") +
+         (p.rotary_dim ? ",d=" + std::to_string(p.rotary_dim) : "") + "," + scalings[static_cast<int>(p.scaling.type)] +
+         (positions ? ",positions" : ",off=" + std::to_string(p.position_offset)) + (p.inverse ? ",inverse" : "") + " " +
+         std::string(dtype_name(dtype));
+}
+
+// GPU rotation against the reference. f32: the shader's own sin/cos and three roundings, within
+// 1e-6 of the largest value (docs/alibi_rope.md); f16: one more rounding to half, 2^-10.
+CheckResult check_rope(Context& ctx, const RopeParams& p, DType dtype, bool use_positions, bool in_place) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-3.0f, 3.0f);
+  std::vector<float> x(p.elements());
+  for (auto& v : x) v = u(rng);
+  if (dtype == DType::F16) x = from_half(to_half(x));
+  std::vector<std::int32_t> positions;
+  if (use_positions) {
+    positions.resize(std::size_t{p.batch} * p.seq);
+    std::uniform_int_distribution<std::int32_t> pos(0, 100000);
+    for (auto& v : positions) v = pos(rng);
+  }
+  std::vector<float> want = x;
+  rope_reference(p, want, positions);
+  if (dtype == DType::F16) want = from_half(to_half(want));
+  Buffer xb = make_float_buffer(ctx, x, dtype);
+  Buffer out(ctx, x.size() * dtype_size(dtype));
+  Buffer pb = make_buffer(ctx, positions);
+  Recorder r(ctx);
+  if (in_place) rope(r, p, xb, dtype, use_positions ? &pb : nullptr);
+  else rope_into(r, p, xb, out, dtype, use_positions ? &pb : nullptr);
+  r.submit_and_wait();
+  const std::vector<float> got = download_floats(in_place ? xb : out, x.size(), dtype);
+  return {normalised_error(got, want), dtype == DType::F16 ? 1.0 / 1024 + 1e-6 : 1e-6, "max_err"};
+}
+
+RopeParams make_params(std::uint32_t b, std::uint32_t s, std::uint32_t h, std::uint32_t d, RopeLayout layout, RopeStyle style) {
+  RopeParams p;
+  p.batch = b;
+  p.seq = s;
+  p.heads = h;
+  p.head_dim = d;
+  p.layout = layout;
+  p.style = style;
+  return p;
+}
+
+void register_checks(Registry& reg) {
+  struct Cfg { RopeParams p; DType dtype; bool positions, in_place; };
+  std::vector<Cfg> cfgs;
+  RopeParams p = make_params(2, 64, 4, 128, RopeLayout::BSHD, RopeStyle::NeoX);
+  cfgs.push_back({p, DType::F32, false, true});  // Llama
+  p.position_offset = 5000;
+  cfgs.push_back({p, DType::F16, false, true});  // KV-cache continuation
+  p = make_params(3, 17, 5, 64, RopeLayout::BHSD, RopeStyle::GptJ);
+  cfgs.push_back({p, DType::F32, true, false});  // ragged positions, HF's transposed q
+  p = make_params(1, 33, 8, 80, RopeLayout::BSHD, RopeStyle::NeoX);
+  p.rotary_dim = 20;  // partial rotary (GPT-NeoX: rotary_pct 0.25)
+  cfgs.push_back({p, DType::F32, false, false});
+  cfgs.push_back({p, DType::F16, true, false});
+  p = make_params(2, 40, 4, 128, RopeLayout::BSHD, RopeStyle::NeoX);
+  p.base = 500000.0;
+  p.scaling.type = RopeScaling::Llama3;
+  p.scaling.factor = 8.0;
+  p.scaling.original_max_position = 8192;
+  cfgs.push_back({p, DType::F32, true, true});
+  p.scaling = {};
+  p.scaling.type = RopeScaling::Yarn;
+  p.scaling.factor = 4.0;
+  p.scaling.original_max_position = 32768;
+  p.inverse = true;
+  cfgs.push_back({p, DType::F32, false, true});
+  p.inverse = false;
+  p.scaling.type = RopeScaling::DynamicNtk;
+  p.scaling.factor = 2.0;
+  p.scaling.original_max_position = 2048;
+  p.position_offset = 4000;
+  cfgs.push_back({p, DType::F32, false, true});
+  p.scaling = {};
+  p.scaling.type = RopeScaling::Linear;
+  p.scaling.factor = 4.0;
+  p.scaling.original_max_position = 1;
+  p.layout = RopeLayout::BHSD;
+  cfgs.push_back({p, DType::F16, false, false});
+  for (const auto& c : cfgs)
+    reg.checks.push_back({c.in_place ? "rope" : "rope-into", shape_of(c.p, c.dtype, c.positions),
+                          [c](Context& ctx) { return check_rope(ctx, c.p, c.dtype, c.positions, c.in_place); }});
+}
+
+void register_benches(Registry& reg) {
+  struct Cfg { RopeLayout layout; RopeStyle style; DType dtype; bool positions, in_short; };
+  for (const Cfg& c : {Cfg{RopeLayout::BSHD, RopeStyle::NeoX, DType::F32, false, true}, Cfg{RopeLayout::BSHD, RopeStyle::GptJ, DType::F32, false, false},
+                       Cfg{RopeLayout::BHSD, RopeStyle::NeoX, DType::F32, false, false}, Cfg{RopeLayout::BSHD, RopeStyle::NeoX, DType::F32, true, false},
+                       Cfg{RopeLayout::BSHD, RopeStyle::NeoX, DType::F16, false, false}}) {
+    const RopeParams p = make_params(1, 2048, 32, 128, c.layout, c.style);
+    const std::uint64_t bytes = p.elements() * dtype_size(c.dtype) * 2;  // read and write in place
+    reg.benches.push_back({"rope", shape_of(p, c.dtype, c.positions), bytes, Ceiling::Copy, c.in_short, [p, c](Context& ctx) {
+                             struct State { std::vector<float> x; std::vector<std::int32_t> positions; Buffer xb, pb; };
+                             auto s = std::make_shared<State>();
+                             s->x.assign(p.elements(), 0.5f);
+                             s->positions.resize(p.seq);
+                             for (std::uint32_t k = 0; k < p.seq; ++k) s->positions[k] = static_cast<std::int32_t>(k);
+                             s->xb = make_float_buffer(ctx, s->x, c.dtype);
+                             s->pb = make_buffer(ctx, s->positions);
+                             BenchRun run;
+                             run.record = [p, c, s](Recorder& r) { rope(r, p, s->xb, c.dtype, c.positions ? &s->pb : nullptr); };
+                             run.cpu = [p, c, s] { rope_reference(p, s->x, c.positions ? std::span<const std::int32_t>(s->positions) : std::span<const std::int32_t>()); };
+                             run.keep = s;
+                             return run;
+                           }});
+  }
+}
+
+struct RopeCli {
+  RopeParams p;
+  RunOptions o;
+  std::string x_path, positions_path, layout = "bshd", style = "neox", scaling = "none";
+  bool no_truncate = false;
+};
+
+void add_scaling_options(CLI::App& cmd, RopeCli& c) {
+  RopeScalingParams& s = c.p.scaling;
+  cmd.add_option("--scaling", c.scaling, "frequency scaling (HuggingFace rope_scaling type)")
+      ->check(CLI::IsMember({"none", "linear", "ntk", "yarn", "llama3"}));
+  cmd.add_option("--factor", s.factor, "scaling factor (>= 1)");
+  cmd.add_option("--original-max-position", s.original_max_position,
+                 "ntk: max_position_embeddings; yarn, llama3: original_max_position_embeddings (llama3 default 8192)");
+  cmd.add_option("--seq-len", s.seq_len, "ntk: current sequence length (default: last position + 1; required with --positions)");
+  cmd.add_option("--beta-fast", s.beta_fast, "yarn (default 32)");
+  cmd.add_option("--beta-slow", s.beta_slow, "yarn (default 1)");
+  cmd.add_flag("--no-truncate", c.no_truncate, "yarn: do not floor/ceil the correction range");
+  cmd.add_option("--attention-factor", s.attention_factor, "yarn: cos/sin multiplier (default 0.1 ln(factor) + 1)");
+  cmd.add_option("--mscale", s.mscale, "yarn (DeepSeek): with --mscale-all-dim, attention factor from their ratio");
+  cmd.add_option("--mscale-all-dim", s.mscale_all_dim, "yarn (DeepSeek)");
+  cmd.add_option("--low-freq-factor", s.low_freq_factor, "llama3 (default 1)");
+  cmd.add_option("--high-freq-factor", s.high_freq_factor, "llama3 (default 4)");
+}
+
+// Reads the positions as int32 [batch, seq]; a [seq] vector serves every batch row.
+std::vector<std::int32_t> read_positions(const std::string& path, const RopeParams& p) {
+  const NpyArray a = read_npy(path);
+  std::vector<std::int32_t> v = a.to_i32("--positions " + path);
+  if (v.size() == p.seq && p.batch > 1) {
+    std::vector<std::int32_t> all;
+    for (std::uint32_t b = 0; b < p.batch; ++b) all.insert(all.end(), v.begin(), v.end());
+    v = std::move(all);
+  }
+  if (v.size() != std::size_t{p.batch} * p.seq)
+    throw InvalidArgument("--positions " + path + ": " + std::to_string(v.size()) + " values, must be [seq] or [batch, seq] = " +
+                          std::to_string(p.seq) + " or " + std::to_string(std::size_t{p.batch} * p.seq));
+  return v;
+}
+
+void run_rope(RopeCli& c) {
+  RopeParams& p = c.p;
+  const NpyArray x = read_npy(c.x_path);
+  if (x.shape.size() != 4)
+    throw InvalidArgument("--x " + c.x_path + ": must be 4-D (" + c.layout + "), got " + std::to_string(x.shape.size()) + " dimension(s)");
+  p.layout = c.layout == "bshd" ? RopeLayout::BSHD : RopeLayout::BHSD;
+  p.style = c.style == "neox" ? RopeStyle::NeoX : RopeStyle::GptJ;
+  const bool bshd = p.layout == RopeLayout::BSHD;
+  p.batch = static_cast<std::uint32_t>(x.shape[0]);
+  p.seq = static_cast<std::uint32_t>(bshd ? x.shape[1] : x.shape[2]);
+  p.heads = static_cast<std::uint32_t>(bshd ? x.shape[2] : x.shape[1]);
+  p.head_dim = static_cast<std::uint32_t>(x.shape[3]);
+  static const std::map<std::string, RopeScaling> scalings = {{"none", RopeScaling::None}, {"linear", RopeScaling::Linear},
+                                                             {"ntk", RopeScaling::DynamicNtk}, {"yarn", RopeScaling::Yarn},
+                                                             {"llama3", RopeScaling::Llama3}};
+  p.scaling.type = scalings.at(c.scaling);
+  p.scaling.truncate = !c.no_truncate;
+  if (p.scaling.type == RopeScaling::Llama3 && p.scaling.original_max_position == 0) p.scaling.original_max_position = 8192;
+  if (p.scaling.type == RopeScaling::Linear && p.scaling.original_max_position == 0) p.scaling.original_max_position = 1;
+  const DType dtype = x.descr == "<f2" ? DType::F16 : DType::F32;
+  std::vector<float> values = x.to_f32("--x " + c.x_path);
+  p.validate();
+  const std::vector<std::int32_t> positions = c.positions_path.empty() ? std::vector<std::int32_t>{} : read_positions(c.positions_path, p);
+  if (c.o.reference) {
+    rope_reference(p, values, positions);
+  } else {
+    Context& ctx = tool_context();
+    Buffer xb = make_float_buffer(ctx, values, dtype);
+    Buffer pb = make_buffer(ctx, positions);
+    Recorder r(ctx);
+    rope(r, p, xb, dtype, positions.empty() ? nullptr : &pb);
+    r.submit_and_wait();
+    values = download_floats(xb, values.size(), dtype);
+  }
+  write_floats(c.o.out, values, x.shape, dtype);
+}
+
+}  // namespace
+
+void register_rope(CLI::App& run, Registry& reg) {
+  auto c = std::make_shared<RopeCli>();
+  auto* cmd = run.add_subcommand("rope", "rotary position embedding of q or k (f32 or f16 .npy, written in the same dtype)");
+  cmd->add_option("--x", c->x_path, "q or k .npy, 4-D in the --layout")->required();
+  cmd->add_option("--layout", c->layout, "bshd: [batch, seq, heads, head_dim]; bhsd: [batch, heads, seq, head_dim]")
+      ->check(CLI::IsMember({"bshd", "bhsd"}));
+  cmd->add_option("--style", c->style, "neox: pairs (p, p + d/2) (HF Llama); gptj: pairs (2p, 2p + 1) (Meta)")
+      ->check(CLI::IsMember({"neox", "gptj"}));
+  cmd->add_option("--rotary-dim", c->p.rotary_dim, "features that rotate (even, <= head_dim; default all)");
+  cmd->add_option("--base", c->p.base, "rope_theta (default 10000)");
+  auto* offset = cmd->add_option("--position-offset", c->p.position_offset, "position of token 0 (default 0)");
+  cmd->add_option("--positions", c->positions_path, "int [seq] or [batch, seq] .npy of positions")->excludes(offset);
+  add_scaling_options(*cmd, *c);
+  cmd->add_flag("--inverse", c->p.inverse, "the inverse rotation (undo a cached rotation)");
+  add_run_options(*cmd, c->o);
+  reg.runs.push_back({cmd, [c] { run_rope(*c); }});
+  register_checks(reg);
+  register_benches(reg);
+}
+
+}  // namespace relpos::tool
