@@ -1,0 +1,223 @@
+// CPU reference for the sinusoidal encoding and the Fourier relative bias, straight from SPEC.md §6.
+// Values are computed in float64 and rounded once to float32.
+#include <cmath>
+#include <limits>
+#include <numbers>
+#include <string>
+
+#include "reference/checks.hpp"
+#include "relpos/fourier.hpp"
+
+namespace relpos {
+namespace {
+
+constexpr std::int64_t kMaxPos = std::numeric_limits<std::int32_t>::max();
+
+void require_dim(std::uint32_t dim, const char* name) {
+  detail::require(dim >= 2 && dim % 2 == 0, name, std::to_string(dim), "must be even and >= 2 (cos half, sin half)");
+}
+
+void require_wavelength(double w, const std::string& name, const std::string& value) {
+  detail::require(std::isfinite(w) && static_cast<float>(w) > 1.0f && std::isfinite(static_cast<float>(w)), name, value,
+                  "the max wavelength W must be a finite float32 > 1");
+}
+
+}  // namespace
+
+void SinusoidalParams::validate() const {
+  using detail::require;
+  require(positions >= 1, "positions", std::to_string(positions), "must be >= 1");
+  require_dim(dim, "dim");
+  require_wavelength(wavelength(), "max_wavelength", std::to_string(max_wavelength));
+  require(offset > -kMaxPos && offset < kMaxPos, "offset", std::to_string(offset), "puts positions outside +-(2^31 - 1)");
+  require(offset + positions - 1 < kMaxPos, "offset", std::to_string(offset), "puts positions outside +-(2^31 - 1)");
+  const std::uint64_t n = std::uint64_t{positions} * dim;
+  require(n <= 0xffffffffull, "positions * dim", std::to_string(n), "must be < 2^32");
+}
+
+void FourierParams::validate() const {
+  using detail::require;
+  require(heads >= 1, "heads", std::to_string(heads), "must be >= 1");
+  require(queries >= 1, "queries", std::to_string(queries), "must be >= 1");
+  require(keys >= 1, "keys", std::to_string(keys), "must be >= 1");
+  require(batch >= 1, "batch", std::to_string(batch), "must be >= 1");
+  require_dim(vector_size, "vector_size");
+  require_wavelength(wavelength(), "max_keys", std::to_string(max_keys));
+  require(query_offset.has_value() || keys >= queries, "keys", std::to_string(keys),
+          "must be >= queries = " + std::to_string(queries) + " unless query_offset is given (meliad's default offset is keys - queries)");
+  const std::int64_t off = offset();
+  const std::int64_t rp_min = -(std::int64_t{queries} - 1) - off, rp_max = std::int64_t{keys} - 1 - off;
+  require(off > -kMaxPos && off < kMaxPos && rp_min > -kMaxPos && rp_max < kMaxPos && off + queries - 1 < kMaxPos,
+          "query_offset", std::to_string(off), "puts positions or relative positions outside +-(2^31 - 1)");
+  const std::uint64_t row = std::uint64_t{row_len()} * heads;
+  require(row <= 0xffffffffull, "heads * (queries + keys - 1)", std::to_string(row), "must be < 2^32");
+  const std::uint64_t rows = std::uint64_t{batch} * heads * queries;
+  require(rows <= 0xffffffffull, "batch * heads * queries", std::to_string(rows), "must be < 2^32");
+  detail::checked_elements({batch, heads, queries, keys}, "batch * heads * queries * keys");
+}
+
+std::vector<float> fourier_wavelengths(std::uint32_t dim, double max_wavelength) {
+  require_dim(dim, "dim");
+  require_wavelength(max_wavelength, "max_wavelength", std::to_string(max_wavelength));
+  const std::uint32_t half = dim / 2;
+  const float w = static_cast<float>(max_wavelength);
+  std::vector<float> out(half);
+  for (std::uint32_t p = 0; p < half; ++p) {
+    const float t = static_cast<float>(p) / static_cast<float>(half);
+    out[p] = static_cast<float>(std::pow(static_cast<double>(w), static_cast<double>(t)));
+  }
+  return out;
+}
+
+std::vector<float> sinusoidal_reference(const SinusoidalParams& p) {
+  p.validate();
+  const auto w = fourier_wavelengths(p.dim, p.wavelength());
+  const std::uint32_t half = p.dim / 2;
+  std::vector<float> out(std::size_t{p.positions} * p.dim);
+  for (std::uint32_t k = 0; k < p.positions; ++k) {
+    const double pos = static_cast<double>(p.offset + k);
+    float* row = &out[std::size_t{k} * p.dim];
+    for (std::uint32_t q = 0; q < half; ++q) {
+      // pos / w is exact enough in float64 (|pos| < 2^31, 53-bit quotient); reduce by whole
+      // periods of 2w before multiplying by π so the angle keeps its float64 precision.
+      const double turns = std::remainder(pos, 2.0 * w[q]) / w[q];
+      row[q] = static_cast<float>(std::cos(std::numbers::pi * turns));
+      row[half + q] = static_cast<float>(std::sin(std::numbers::pi * turns));
+    }
+  }
+  return out;
+}
+
+std::vector<float> sinusoidal_float32_reference(const SinusoidalParams& p) {
+  p.validate();
+  const auto w = fourier_wavelengths(p.dim, p.wavelength());
+  const std::uint32_t half = p.dim / 2;
+  std::vector<float> out(std::size_t{p.positions} * p.dim);
+  for (std::uint32_t k = 0; k < p.positions; ++k) {
+    const float pos = static_cast<float>(p.offset + k);
+    for (std::uint32_t q = 0; q < half; ++q) {
+      const float angle = pos * (std::numbers::pi_v<float> / w[q]);
+      // NumPy's float32 sin/cos are within an ulp or so of the exact function of the float32 angle.
+      out[std::size_t{k} * p.dim + q] = static_cast<float>(std::cos(static_cast<double>(angle)));
+      out[std::size_t{k} * p.dim + half + q] = static_cast<float>(std::sin(static_cast<double>(angle)));
+    }
+  }
+  return out;
+}
+
+std::vector<float> fourier_default_rotation(const FourierParams& p) {
+  p.validate();
+  const std::uint32_t half = p.vector_size / 2;
+  std::vector<float> rot(std::size_t{p.heads} * p.vector_size, 0.0f);
+  const float scale = static_cast<float>(2.0 / p.vector_size);
+  for (std::uint32_t h = 0; h < p.heads; ++h)
+    for (std::uint32_t q = 0; q < half; ++q) rot[std::size_t{h} * p.vector_size + q] = scale;
+  return rot;
+}
+
+namespace {
+
+void check_rotation(const FourierParams& p, std::size_t size) {
+  const std::size_t need = std::size_t{p.heads} * p.vector_size;
+  detail::require(size == need, "rotation", std::to_string(size) + " values",
+                  "must hold [heads, vector_size] = " + std::to_string(p.heads) + " x " + std::to_string(p.vector_size) + " = " +
+                      std::to_string(need));
+}
+
+// [heads, Q + K - 1] in float64.
+std::vector<double> distance_row(const FourierParams& p, std::span<const float> rotation) {
+  p.validate();
+  check_rotation(p, rotation.size());
+  const std::uint32_t half = p.vector_size / 2, len = p.row_len();
+  const auto w = fourier_wavelengths(p.vector_size, p.wavelength());
+  const std::int64_t rp_first = -(std::int64_t{p.queries} - 1) - p.offset();
+  std::vector<double> row(std::size_t{p.heads} * len, 0.0);
+  for (std::uint32_t r = 0; r < len; ++r) {
+    const double rp = static_cast<double>(rp_first + r);
+    for (std::uint32_t q = 0; q < half; ++q) {
+      const double angle = std::numbers::pi * (std::remainder(rp, 2.0 * w[q]) / w[q]);
+      const double c = std::cos(angle), s = std::sin(angle);
+      for (std::uint32_t h = 0; h < p.heads; ++h) {
+        const float* ab = &rotation[std::size_t{h} * p.vector_size];
+        row[std::size_t{h} * len + r] += ab[q] * c + ab[half + q] * s;
+      }
+    }
+  }
+  return row;
+}
+
+// bias(h, i, j) = row[h][(Q - 1 - i) + j]: rp = j - i - offset.
+template <class F>
+void for_each_bias(const FourierParams& p, const std::vector<double>& row, F&& f) {
+  const std::uint32_t len = p.row_len();
+  for (std::uint32_t h = 0; h < p.heads; ++h)
+    for (std::uint32_t i = 0; i < p.queries; ++i) {
+      const double* window = &row[std::size_t{h} * len + (p.queries - 1 - i)];
+      for (std::uint32_t j = 0; j < p.keys; ++j) f((std::size_t{h} * p.queries + i) * p.keys + j, window[j]);
+    }
+}
+
+}  // namespace
+
+std::vector<float> fourier_distance_row_reference(const FourierParams& p, std::span<const float> rotation) {
+  const auto row = distance_row(p, rotation);
+  return std::vector<float>(row.begin(), row.end());
+}
+
+std::vector<float> fourier_bias_reference(const FourierParams& p, std::span<const float> rotation) {
+  const auto row = distance_row(p, rotation);
+  std::vector<float> out(std::size_t{p.heads} * p.queries * p.keys);
+  for_each_bias(p, row, [&](std::size_t e, double v) { out[e] = static_cast<float>(v); });
+  return out;
+}
+
+std::vector<float> fourier_bias_einsum_reference(const FourierParams& p, std::span<const float> rotation) {
+  p.validate();
+  check_rotation(p, rotation.size());
+  const std::uint32_t d = p.vector_size, half = d / 2;
+  const auto w = fourier_wavelengths(d, p.wavelength());
+  auto encode = [&](std::int64_t pos) {
+    std::vector<double> v(d);
+    for (std::uint32_t q = 0; q < half; ++q) {
+      const double angle = std::numbers::pi * (std::remainder(static_cast<double>(pos), 2.0 * w[q]) / w[q]);
+      v[q] = std::cos(angle);
+      v[half + q] = std::sin(angle);
+    }
+    return v;
+  };
+  std::vector<std::vector<double>> ks(p.keys);
+  for (std::uint32_t j = 0; j < p.keys; ++j) ks[j] = encode(j);
+  std::vector<float> out(std::size_t{p.heads} * p.queries * p.keys);
+  for (std::uint32_t i = 0; i < p.queries; ++i) {
+    const auto qs = encode(p.offset() + i);
+    for (std::uint32_t h = 0; h < p.heads; ++h) {
+      const float* a = &rotation[std::size_t{h} * d];
+      const float* b = a + half;
+      std::vector<double> rot(d);  // [a·qx - b·qy, b·qx + a·qy]
+      for (std::uint32_t q = 0; q < half; ++q) {
+        rot[q] = a[q] * qs[q] - b[q] * qs[half + q];
+        rot[half + q] = b[q] * qs[q] + a[q] * qs[half + q];
+      }
+      for (std::uint32_t j = 0; j < p.keys; ++j) {
+        double dot = 0.0;
+        for (std::uint32_t e = 0; e < d; ++e) dot += rot[e] * ks[j][e];
+        out[(std::size_t{h} * p.queries + i) * p.keys + j] = static_cast<float>(dot);
+      }
+    }
+  }
+  return out;
+}
+
+void fourier_bias_add_reference(const FourierParams& p, std::span<const float> rotation, std::span<float> logits) {
+  const auto row = distance_row(p, rotation);
+  const std::size_t per_batch = std::size_t{p.heads} * p.queries * p.keys;
+  detail::require(logits.size() == per_batch * p.batch, "logits", std::to_string(logits.size()) + " values",
+                  "must hold batch * heads * queries * keys = " + std::to_string(per_batch * p.batch));
+  for (std::size_t b = 0; b < p.batch; ++b)
+    for_each_bias(p, row, [&](std::size_t e, double v) {
+      float& x = logits[b * per_batch + e];
+      x = static_cast<float>(static_cast<double>(x) + v);
+    });
+}
+
+}  // namespace relpos
