@@ -17,22 +17,13 @@ using relpos::test::run;
 
 namespace {
 
-// Error of one GPU cos/sin value against the exact one. The phase is exact to 2^-32 turns; the
-// reduced angle |θ| <= π/4 is formed with three float32 roundings (<= 1.5 ulp of π/4 = 9e-8);
-// sin/cos on that range add a few float32 ulps (llvmpipe's polynomials: 2e-7 allowed); the
-// reference itself is rounded to float32 (3e-8). Sum, rounded up: 3.5e-7.
-constexpr double kEncodingError = 3.5e-7;
-constexpr double kUlp = 5.96e-8;  // 2^-24: one float32 rounding, relative
+constexpr double kUlp = 0x1p-24;  // one float32 rounding, relative
+const double kEncodingError = sinusoidal_error_bound();
 
-double abs_rotation_sum(const FourierParams& p, const std::vector<float>& rot) {
-  double worst = 0;
-  for (std::uint32_t h = 0; h < p.heads; ++h) {
-    double s = 0;
-    for (std::uint32_t e = 0; e < p.vector_size; ++e) s += std::abs(rot[std::size_t{h} * p.vector_size + e]);
-    worst = std::max(worst, s);
-  }
-  return worst;
+double distance_bound(const FourierParams& p, const std::vector<float>& rot) {
+  return fourier_error_bound(p, rot, FourierPath::Distance);
 }
+double direct_bound(const FourierParams& p, const std::vector<float>& rot) { return fourier_error_bound(p, rot, FourierPath::Direct); }
 
 double max_abs(const std::vector<float>& v) {
   double m = 0;
@@ -40,18 +31,6 @@ double max_abs(const std::vector<float>& v) {
   return m;
 }
 
-// Per-distance path: each of the d/2 terms a·cos + b·sin carries (|a| + |b|)·kEncodingError, and
-// the float32 sum of d/2 terms adds at most (d/2)·2^-24 of Σ(|a| + |b|); the result is rounded once
-// more. As an absolute bound: S·(kEncodingError + (d/2 + 2)·2^-24), S = max over heads of Σ|rotation|.
-double distance_bound(const FourierParams& p, const std::vector<float>& rot) {
-  return abs_rotation_sum(p, rot) * (kEncodingError + (p.vector_size / 2 + 2) * kUlp);
-}
-// Direct path: the query and the key encodings each carry kEncodingError, the rotation
-// a·qx - b·qy rounds twice, and the d-long float32 dot product adds up to d·2^-24 of the terms'
-// magnitudes (each pair bounded by |a| + |b|).
-double direct_bound(const FourierParams& p, const std::vector<float>& rot) {
-  return abs_rotation_sum(p, rot) * (2 * kEncodingError + (p.vector_size + 4) * kUlp);
-}
 // normalised_error divides by max(1, max |want|).
 double normalised(double bound, const std::vector<float>& want) { return bound / std::max(1.0, max_abs(want)); }
 

@@ -81,6 +81,14 @@ std::vector<float> fourier_bias_einsum_reference(const FourierParams& p, std::sp
 // logits [batch, heads, Q, K] += bias (sum in float64, rounded once).
 void fourier_bias_add_reference(const FourierParams& p, std::span<const float> rotation, std::span<float> logits);
 
+// ---- error bounds of the GPU operations (derivation in docs/fourier.md) ----------------------
+
+// Absolute error of one GPU sinusoidal value against the float64 reference: 3.5e-7 at any position.
+double sinusoidal_error_bound();
+// Absolute error of a GPU Fourier bias value against the float64 reference, for this rotation and
+// path (the worst case over heads).
+double fourier_error_bound(const FourierParams& p, std::span<const float> rotation, FourierPath path);
+
 // ---- GPU operations -----------------------------------------------------------------------
 // Record into `r`; nothing runs until it is submitted. Parameters and buffer sizes are checked
 // first (InvalidArgument). The rotation buffer is float32 [heads, vector_size].

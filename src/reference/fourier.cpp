@@ -220,4 +220,28 @@ void fourier_bias_add_reference(const FourierParams& p, std::span<const float> r
     });
 }
 
+// The phase is exact to 2^-32 turns; the reduced angle |θ| <= π/4 is formed with three float32
+// roundings (<= 1.5 ulp of π/4 = 9e-8); sin/cos on that range add a few float32 ulps (2e-7
+// allowed; llvmpipe measured 1.2e-7 in all); the reference is itself rounded to float32 (3e-8).
+double sinusoidal_error_bound() { return 3.5e-7; }
+
+double fourier_error_bound(const FourierParams& p, std::span<const float> rotation, FourierPath path) {
+  p.validate();
+  check_rotation(p, rotation.size());
+  double s = 0;  // max over heads of Σ|rotation|: bounds every term's magnitude
+  for (std::uint32_t h = 0; h < p.heads; ++h) {
+    double sum = 0;
+    for (std::uint32_t e = 0; e < p.vector_size; ++e) sum += std::abs(rotation[std::size_t{h} * p.vector_size + e]);
+    s = std::max(s, sum);
+  }
+  constexpr double ulp = 0x1p-24;  // one float32 rounding, relative
+  const double enc = sinusoidal_error_bound();
+  // Per distance: each term a·cos + b·sin carries (|a| + |b|)·enc, the float32 sum of d/2 terms
+  // at most (d/2)·2^-24 of Σ(|a| + |b|), and the result is rounded twice more (sum, output).
+  if (path == FourierPath::Distance) return s * (enc + (p.vector_size / 2 + 2) * ulp);
+  // Direct: the query and the key encodings each carry enc, the rotation a·qx - b·qy rounds twice,
+  // and the d-long float32 dot product adds up to d·2^-24 of the terms' magnitudes.
+  return s * (2 * enc + (p.vector_size + 4) * ulp);
+}
+
 }  // namespace relpos
