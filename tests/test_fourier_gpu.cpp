@@ -5,10 +5,12 @@
 #include <cmath>
 #include <random>
 
+#include "support/expect.hpp"
 #include "support/gpu_fixture.hpp"
 #include "support/test_data.hpp"
 
 using namespace relpos;
+using relpos::test::expect_invalid;
 using relpos::test::GpuTest;
 using relpos::test::gpu;
 using relpos::test::gpu_small_limits;
@@ -210,14 +212,6 @@ TEST_F(FourierGpu, InvalidInputIsRejectedBeforeDispatch) {
   const std::size_t n = 2 * 4 * 6;
   Buffer rot(ctx, 2 * 8 * 4), out(ctx, n * 4), small(ctx, 16), wrong_rot(ctx, 2 * 6 * 4);
   Recorder r(ctx);
-  auto expect_invalid = [](auto&& f, const std::string& word) {
-    try {
-      f();
-      ADD_FAILURE() << "expected InvalidArgument mentioning " << word;
-    } catch (const InvalidArgument& e) {
-      EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << e.what();
-    }
-  };
   for (FourierPath path : {FourierPath::Distance, FourierPath::Direct}) {
     expect_invalid([&] { fourier_bias(r, p, wrong_rot, out, path); }, "rotation");
     expect_invalid([&] { fourier_bias(r, p, rot, small, path); }, "output buffer");

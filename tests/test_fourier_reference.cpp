@@ -8,10 +8,12 @@
 #include <numbers>
 #include <random>
 
+#include "support/expect.hpp"
 #include "support/test_data.hpp"
 
 using namespace relpos;
 using relpos::test::data_lines;
+using relpos::test::expect_invalid;
 using relpos::test::random_floats;
 
 namespace {
@@ -26,16 +28,6 @@ FourierParams fourier(std::uint32_t h, std::uint32_t q, std::uint32_t k, std::ui
   p.vector_size = d;
   p.max_keys = max_keys;
   return p;
-}
-
-template <class F>
-void expect_invalid(F&& f, const std::string& word) {
-  try {
-    f();
-    ADD_FAILURE() << "expected InvalidArgument mentioning " << word;
-  } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << e.what();
-  }
 }
 
 }  // namespace

@@ -148,6 +148,23 @@ void add_bias_bench(Registry& reg, FourierPath path, bool in_short) {
 void register_benches(Registry& reg) {
   add_bias_bench(reg, FourierPath::Distance, true);
   add_bias_bench(reg, FourierPath::Direct, false);
+  {
+    FourierParams p = params(8, 1024, 1024, 128, 1024, std::nullopt, 2);
+    const std::uint64_t bytes = 2ull * 8 * 1024 * 1024 * 4 * 2;  // read and write the logits
+    reg.benches.push_back({"fourier-bias-add", "[2,8,1024,1024] d=128 f32", bytes, Ceiling::Copy, false, [p](Context& ctx) {
+                             struct State { std::vector<float> rot, logits; Buffer r, l; };
+                             auto s = std::make_shared<State>();
+                             s->rot = random_rotation(p, 1);
+                             s->logits.assign(std::size_t{p.batch} * p.heads * p.queries * p.keys, 0.5f);
+                             s->r = make_buffer(ctx, s->rot);
+                             s->l = make_buffer(ctx, s->logits);
+                             BenchRun run;
+                             run.record = [p, s](Recorder& r) { fourier_bias_add(r, p, s->r, s->l); };
+                             run.cpu = [p, s] { fourier_bias_add_reference(p, s->rot, s->logits); };
+                             run.keep = s;
+                             return run;
+                           }});
+  }
   const SinusoidalParams s{65536, 128, 0, 0.0};
   const std::uint64_t bytes = std::uint64_t{s.positions} * s.dim * 4;
   reg.benches.push_back({"sinusoidal", "[65536,128]", bytes, Ceiling::Write, false, [s, bytes](Context& ctx) {

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 #include <numbers>
+#include <utility>
 #include <string>
 
 #include "reference/checks.hpp"
@@ -69,40 +70,47 @@ std::vector<float> fourier_wavelengths(std::uint32_t dim, double max_wavelength)
   return out;
 }
 
-std::vector<float> sinusoidal_reference(const SinusoidalParams& p) {
+namespace {
+
+// [N, d] with cos_sin(pos, w_p) giving the (cos, sin) pair of each position and wavelength.
+template <class CosSin>
+std::vector<float> encode(const SinusoidalParams& p, CosSin&& cos_sin) {
   p.validate();
   const auto w = fourier_wavelengths(p.dim, p.wavelength());
   const std::uint32_t half = p.dim / 2;
   std::vector<float> out(std::size_t{p.positions} * p.dim);
   for (std::uint32_t k = 0; k < p.positions; ++k) {
-    const double pos = static_cast<double>(p.offset + k);
     float* row = &out[std::size_t{k} * p.dim];
     for (std::uint32_t q = 0; q < half; ++q) {
-      // pos / w is exact enough in float64 (|pos| < 2^31, 53-bit quotient); reduce by whole
-      // periods of 2w before multiplying by π so the angle keeps its float64 precision.
-      const double turns = std::remainder(pos, 2.0 * w[q]) / w[q];
-      row[q] = static_cast<float>(std::cos(std::numbers::pi * turns));
-      row[half + q] = static_cast<float>(std::sin(std::numbers::pi * turns));
+      const auto [c, s] = cos_sin(p.offset + k, w[q]);
+      row[q] = static_cast<float>(c);
+      row[half + q] = static_cast<float>(s);
     }
   }
   return out;
 }
 
+// π·pos/w in float64: whole periods 2w are taken out exactly (remainder) before the division,
+// so the angle keeps float64 precision at any |pos| < 2^31.
+double exact_angle(std::int64_t pos, float w) {
+  return std::numbers::pi * (std::remainder(static_cast<double>(pos), 2.0 * w) / w);
+}
+
+}  // namespace
+
+std::vector<float> sinusoidal_reference(const SinusoidalParams& p) {
+  return encode(p, [](std::int64_t pos, float w) {
+    const double a = exact_angle(pos, w);
+    return std::pair{std::cos(a), std::sin(a)};
+  });
+}
+
 std::vector<float> sinusoidal_float32_reference(const SinusoidalParams& p) {
-  p.validate();
-  const auto w = fourier_wavelengths(p.dim, p.wavelength());
-  const std::uint32_t half = p.dim / 2;
-  std::vector<float> out(std::size_t{p.positions} * p.dim);
-  for (std::uint32_t k = 0; k < p.positions; ++k) {
-    const float pos = static_cast<float>(p.offset + k);
-    for (std::uint32_t q = 0; q < half; ++q) {
-      const float angle = pos * (std::numbers::pi_v<float> / w[q]);
-      // NumPy's float32 sin/cos are within an ulp or so of the exact function of the float32 angle.
-      out[std::size_t{k} * p.dim + q] = static_cast<float>(std::cos(static_cast<double>(angle)));
-      out[std::size_t{k} * p.dim + half + q] = static_cast<float>(std::sin(static_cast<double>(angle)));
-    }
-  }
-  return out;
+  return encode(p, [](std::int64_t pos, float w) {
+    const float angle = static_cast<float>(pos) * (std::numbers::pi_v<float> / w);
+    // NumPy's float32 sin/cos are within an ulp or so of the exact function of the float32 angle.
+    return std::pair{std::cos(static_cast<double>(angle)), std::sin(static_cast<double>(angle))};
+  });
 }
 
 std::vector<float> fourier_default_rotation(const FourierParams& p) {
@@ -133,9 +141,9 @@ std::vector<double> distance_row(const FourierParams& p, std::span<const float> 
   const std::int64_t rp_first = -(std::int64_t{p.queries} - 1) - p.offset();
   std::vector<double> row(std::size_t{p.heads} * len, 0.0);
   for (std::uint32_t r = 0; r < len; ++r) {
-    const double rp = static_cast<double>(rp_first + r);
+    const std::int64_t rp = rp_first + r;
     for (std::uint32_t q = 0; q < half; ++q) {
-      const double angle = std::numbers::pi * (std::remainder(rp, 2.0 * w[q]) / w[q]);
+      const double angle = exact_angle(rp, w[q]);
       const double c = std::cos(angle), s = std::sin(angle);
       for (std::uint32_t h = 0; h < p.heads; ++h) {
         const float* ab = &rotation[std::size_t{h} * p.vector_size];
@@ -179,7 +187,7 @@ std::vector<float> fourier_bias_einsum_reference(const FourierParams& p, std::sp
   auto encode = [&](std::int64_t pos) {
     std::vector<double> v(d);
     for (std::uint32_t q = 0; q < half; ++q) {
-      const double angle = std::numbers::pi * (std::remainder(static_cast<double>(pos), 2.0 * w[q]) / w[q]);
+      const double angle = exact_angle(pos, w[q]);
       v[q] = std::cos(angle);
       v[half + q] = std::sin(angle);
     }
