@@ -198,8 +198,11 @@ TEST_F(FourierGpu, SplitPathsUnderLoweredLimits) {
     EXPECT_LE(normalised_error(gpu_bias(ctx, p, rot, FourierPath::Distance), want), normalised(distance_bound(p, rot), want));
     EXPECT_LE(normalised_error(gpu_bias(ctx, p, rot, FourierPath::Direct), want), normalised(direct_bound(p, rot), want));
   }
-  SinusoidalParams s{300, 14, -77, 0.0};  // 16.8 KB of encoding
-  EXPECT_LE(normalised_error(gpu_sinusoidal(ctx, s), sinusoidal_reference(s)), kEncodingError);
+  // d = 14: flat element chunks; d = 16, 64: paired quads in chunks of whole rows.
+  for (std::uint32_t d : {14u, 16u, 64u}) {
+    SinusoidalParams s{300, d, -77, 0.0};  // 16.8 to 76.8 KB of encoding
+    EXPECT_LE(normalised_error(gpu_sinusoidal(ctx, s), sinusoidal_reference(s)), kEncodingError) << "d=" << d;
+  }
 }
 
 TEST_F(FourierGpu, InvalidInputIsRejectedBeforeDispatch) {

@@ -67,15 +67,33 @@ void check_rotation_buffer(const FourierParams& p, const Buffer& rotation) {
 }
 
 void record_encoding(Recorder& r, const SinusoidalParams& p, const Buffer& out) {
+  const auto& lim = r.context().limits();
   const Buffer& steps = upload_steps(r, p.dim, p.wavelength());
-  const std::uint64_t total = std::uint64_t{p.positions} * p.dim;
   push::SinusoidalPush pc{};
   pc.dim = p.dim;
   pc.pos0 = static_cast<std::int32_t>(p.offset);
-  for (const detail::ElementChunk& c : detail::element_chunks(r.context().limits(), total, 4, kGroup)) {
+  // Paired quads: chunks of whole rows at bindable offsets.
+  const std::uint64_t row_bytes = std::uint64_t{p.dim} * 4;
+  const std::uint64_t align_rows = lim.min_storage_buffer_offset_alignment / std::gcd(row_bytes, lim.min_storage_buffer_offset_alignment);
+  const std::uint64_t rows_per_chunk = lim.max_storage_buffer_range / row_bytes / align_rows * align_rows;
+  if (p.dim % 8 == 0 && rows_per_chunk > 0) {
+    for (std::uint64_t first = 0; first < p.positions; first += rows_per_chunk) {
+      const std::uint64_t rows = std::min<std::uint64_t>(rows_per_chunk, p.positions - first);
+      pc.first = static_cast<std::uint32_t>(first);
+      pc.count = static_cast<std::uint32_t>(rows * (p.dim / 8));
+      detail::for_each_group_range(lim, detail::div_up(pc.count, kGroup), [&](std::uint64_t g, std::uint32_t groups) {
+        pc.first_task = static_cast<std::uint32_t>(g * kGroup);
+        detail::dispatch(r, "sinusoidal", {kGroup, 1u}, {{&steps}, {&out, first * row_bytes, rows * row_bytes}}, pc, groups);
+      });
+    }
+    return;
+  }
+  const std::uint64_t total = std::uint64_t{p.positions} * p.dim;
+  for (const detail::ElementChunk& c : detail::element_chunks(lim, total, 4, kGroup)) {
     pc.first = static_cast<std::uint32_t>(c.first);
     pc.count = static_cast<std::uint32_t>(c.count);
-    detail::dispatch(r, "sinusoidal", {kGroup}, {{&steps}, {&out, c.first * 4, c.count * 4}}, pc, detail::div_up(c.count, kGroup));
+    pc.first_task = 0;
+    detail::dispatch(r, "sinusoidal", {kGroup, 0u}, {{&steps}, {&out, c.first * 4, c.count * 4}}, pc, detail::div_up(c.count, kGroup));
   }
 }
 

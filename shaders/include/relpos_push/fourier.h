@@ -13,12 +13,13 @@
 #endif
 
 #ifdef RELPOS_FOURIER_SINUSOIDAL
-// The encoding [N, d] of positions pos0 .. pos0 + N - 1, as a flat element range.
+// The encoding [N, d] of positions pos0 .. pos0 + N - 1 over one chunk of the output.
 RELPOS_PUSH_BEGIN(SinusoidalPush) {
-  uint first;  // flat element index of this chunk's first element
-  uint count;  // elements in this chunk
-  uint dim;    // d
-  int pos0;    // position of row 0
+  uint first;       // paired: first row of the chunk; flat: flat index of its first element
+  uint count;       // tasks in the chunk: paired, rows * d/8 (quads of wavelengths); flat, elements
+  uint first_task;  // first task of this dispatch
+  uint dim;         // d
+  int pos0;         // position of row 0
 }
 RELPOS_PUSH_END(SinusoidalPush)
 #endif
