@@ -112,8 +112,9 @@ void record_row(Recorder& r, const FourierParams& p, const Buffer& rotation, con
   pc.heads = p.heads;
   pc.dim = p.vector_size;
   const std::uint64_t bytes = std::uint64_t{p.row_len()} * p.heads * 4;
-  detail::for_each_group_range(r.context().limits(), detail::div_up(pc.row_len, kGroup), [&](std::uint64_t first, std::uint32_t groups) {
-    pc.first = static_cast<std::uint32_t>(first * kGroup);
+  // Four distances per invocation.
+  detail::for_each_group_range(r.context().limits(), detail::div_up(pc.row_len, 4 * kGroup), [&](std::uint64_t first, std::uint32_t groups) {
+    pc.first = static_cast<std::uint32_t>(first * 4 * kGroup);
     detail::dispatch(r, "fourier_distance_row", {kGroup, kHeadsPerPass}, {{&steps}, {&rotation}, {&row, 0, bytes}}, pc, groups);
   });
 }

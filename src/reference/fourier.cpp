@@ -46,6 +46,7 @@ void FourierParams::validate() const {
   require_wavelength(wavelength(), "max_keys", std::to_string(max_keys));
   require(query_offset.has_value() || keys >= queries, "keys", std::to_string(keys),
           "must be >= queries = " + std::to_string(queries) + " unless query_offset is given (meliad's default offset is keys - queries)");
+  require(keys - 1 < kMaxPos, "keys", std::to_string(keys), "puts key positions beyond 2^31 - 1");
   const std::int64_t off = offset();
   const std::int64_t rp_min = -(std::int64_t{queries} - 1) - off, rp_max = std::int64_t{keys} - 1 - off;
   require(off > -kMaxPos && off < kMaxPos && rp_min > -kMaxPos && rp_max < kMaxPos && off + queries - 1 < kMaxPos,

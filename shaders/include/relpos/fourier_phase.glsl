@@ -14,10 +14,7 @@ vec2 cos_sin_of_position(int pos, uvec2 step) {
   uint quadrant = (phase + 0x20000000u) >> 30;
   float theta = float(int(phase - (quadrant << 30))) * RELPOS_TURN_UNIT;
   float c = cos(theta), s = sin(theta);
-  switch (quadrant) {
-    case 0u: return vec2(c, s);
-    case 1u: return vec2(-s, c);
-    case 2u: return vec2(-c, -s);
-    default: return vec2(s, -c);
-  }
+  // Rotate by the quadrant with selects, not a branch: lanes of one SIMD group differ in it.
+  vec2 v = (quadrant & 1u) != 0u ? vec2(-s, c) : vec2(c, s);
+  return (quadrant & 2u) != 0u ? -v : v;
 }
