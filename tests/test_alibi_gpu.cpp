@@ -4,9 +4,8 @@
 
 #include <random>
 
-#include "support/expect_invalid.hpp"
+#include "support/expect.hpp"
 #include "support/gpu_fixture.hpp"
-#include "support/half_close.hpp"
 #include "support/test_data.hpp"
 
 using namespace relpos;

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <limits>
 
-#include "support/expect_invalid.hpp"
+#include "support/expect.hpp"
 #include "support/test_data.hpp"
 
 using namespace relpos;

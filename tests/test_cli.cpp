@@ -9,6 +9,7 @@
 #include <fstream>
 #include <limits>
 #include <memory>
+#include <unistd.h>
 
 using namespace relpos;
 
@@ -185,4 +186,72 @@ TEST(Cli, RopeRotatesNpyInItsDtype) {
   r = tool("run rope --x " + temp("q.npy") + " --layout bhsd --style gptj --scaling llama3 --factor 0.5 --out " + temp("qr.npy"));
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.output.find("scaling.factor"), std::string::npos) << r.output;
+}
+
+// ---- Fourier family: `run sinusoidal`, `run fourier-bias` ----------------------------------
+
+namespace {
+std::string fourier_temp(const std::string& name) { return temp("fourier_" + std::to_string(getpid()) + "_" + name); }
+}  // namespace
+
+TEST(Cli, SinusoidalWritesF32NpyWithinTheBound) {
+  const std::string out = fourier_temp("enc.npy");
+  auto r = tool("run sinusoidal --positions 33 --dim 10 --offset -5 --max-wavelength 100 --out " + out);
+  ASSERT_EQ(r.status, 0) << r.output;
+  auto a = read_npy(out);
+  EXPECT_EQ(a.descr, "<f4");
+  EXPECT_EQ(a.shape, (std::vector<std::uint64_t>{33, 10}));
+  EXPECT_LE(normalised_error(a.to_f32("enc"), sinusoidal_reference({33, 10, -5, 100.0})), sinusoidal_error_bound());
+  std::remove(out.c_str());
+}
+
+TEST(Cli, FourierBiasBothPathsRotationAndDefaults) {
+  FourierParams p;
+  p.heads = 2;
+  p.queries = 5;
+  p.keys = 7;
+  p.vector_size = 8;
+  p.max_keys = 16;
+  std::vector<float> rot(16);
+  for (std::size_t k = 0; k < rot.size(); ++k) rot[k] = 0.1f * static_cast<float>(k) - 0.7f;
+  const std::string rot_path = fourier_temp("rot.npy"), out = fourier_temp("bias.npy");
+  write_npy(rot_path, DType::F32, std::vector<std::uint64_t>{2, 8}, rot.data());
+  const auto want = fourier_bias_reference(p, rot);
+  for (const char* path : {"distance", "direct"}) {
+    auto r = tool(std::string("run fourier-bias --heads 2 --queries 5 --keys 7 --vector-size 8 --max-keys 16 --rotation ") + rot_path +
+                  " --path " + path + " --out " + out);
+    ASSERT_EQ(r.status, 0) << r.output;
+    auto a = read_npy(out);
+    EXPECT_EQ(a.shape, (std::vector<std::uint64_t>{2, 5, 7}));
+    const FourierPath fp = std::string(path) == "direct" ? FourierPath::Direct : FourierPath::Distance;
+    EXPECT_LE(normalised_error(a.to_f32("bias"), want), fourier_error_bound(p, rot, fp)) << path;
+  }
+  // No rotation: meliad's initialisation; no offset: K - Q; 1 on the diagonal rp = 0.
+  auto r = tool("run fourier-bias --heads 1 --queries 4 --keys 4 --query-offset 0 --out " + out);
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto init = read_npy(out).to_f32("bias");
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(init[i * 4 + i], 1.0f, 1e-5f);
+  std::remove(rot_path.c_str());
+  std::remove(out.c_str());
+}
+
+TEST(Cli, FourierBadInputGivesClearErrors) {
+  const std::string out = fourier_temp("x.npy"), rot_path = fourier_temp("badrot.npy");
+  std::vector<float> rot(2 * 6, 0.0f);
+  write_npy(rot_path, DType::F32, std::vector<std::uint64_t>{2, 6}, rot.data());
+  for (auto [args, word] : {std::pair{"run sinusoidal --positions 4 --dim 7", "dim"},
+                            {"run sinusoidal --positions 4 --dim 8 --max-wavelength 1", "max_wavelength"},
+                            {"run fourier-bias --heads 2 --queries 4 --keys 4 --vector-size 9", "vector_size"},
+                            {"run fourier-bias --heads 2 --queries 8 --keys 4", "query_offset"},
+                            {"run fourier-bias --heads 2 --queries 4 --keys 4 --max-keys 0", "max_keys"},
+                            {"run fourier-bias --heads 2 --queries 4 --keys 4 --path direct --dtype f16", "direct"}}) {
+    auto r = tool(std::string(args) + " --out " + out);
+    EXPECT_NE(r.status, 0) << args;
+    EXPECT_NE(r.output.find("relpos: error:"), std::string::npos) << args << ": " << r.output;
+    EXPECT_NE(r.output.find(word), std::string::npos) << args << ": " << r.output;
+  }
+  auto r = tool("run fourier-bias --heads 2 --queries 4 --keys 4 --vector-size 8 --rotation " + rot_path + " --out " + out);
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("[heads, vector_size] = [2, 8]"), std::string::npos) << r.output;
+  std::remove(rot_path.c_str());
 }

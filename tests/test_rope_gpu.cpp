@@ -4,7 +4,7 @@
 
 #include <random>
 
-#include "support/expect_invalid.hpp"
+#include "support/expect.hpp"
 #include "support/gpu_fixture.hpp"
 #include "support/test_data.hpp"
 

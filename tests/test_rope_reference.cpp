@@ -8,7 +8,7 @@
 #include <cmath>
 #include <random>
 
-#include "support/expect_invalid.hpp"
+#include "support/expect.hpp"
 #include "support/test_data.hpp"
 
 using namespace relpos;

@@ -3,12 +3,13 @@
 
 #include <random>
 
+#include "support/expect.hpp"
 #include "support/gpu_fixture.hpp"
-#include "support/half_close.hpp"
 #include "support/test_data.hpp"
 
 using namespace relpos;
 using relpos::test::expect_half_close;
+using relpos::test::expect_invalid;
 using relpos::test::GpuTest;
 using relpos::test::gpu;
 using relpos::test::gpu_small_limits;
@@ -232,14 +233,6 @@ TEST_F(T5Gpu, InvalidInputIsRejectedBeforeDispatch) {
   p.heads = 2;
   Buffer table(ctx, 32 * 2 * 4), out(ctx, 2 * 64 * 4), small(ctx, 64);
   Recorder r(ctx);
-  auto expect_invalid = [](auto&& f, const std::string& word) {
-    try {
-      f();
-      ADD_FAILURE() << "expected InvalidArgument mentioning " << word;
-    } catch (const InvalidArgument& e) {
-      EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << e.what();
-    }
-  };
   expect_invalid([&] { t5_bias(r, p, small, out); }, "table");
   expect_invalid([&] { t5_bias(r, p, table, small); }, "output buffer");
   expect_invalid([&] { t5_buckets(r, p, small); }, "output buffer");

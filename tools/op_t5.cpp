@@ -107,7 +107,8 @@ void register_checks(Registry& reg) {
 
 void register_benches(Registry& reg) {
   for (auto [h, q, k, dtype, in_short] : {std::tuple{16u, 2048u, 2048u, DType::F32, true}, {16u, 2048u, 2048u, DType::F16, false},
-                                          {8u, 512u, 512u, DType::F32, true}, {16u, 4096u, 4096u, DType::F32, false}}) {
+                                          {8u, 512u, 512u, DType::F32, true}, {16u, 4096u, 4096u, DType::F32, false},
+                                          {8u, 2048u, 2048u, DType::F32, false}}) {  // the Fourier bias's comparison shape
     T5Params p;
     p.heads = h;
     p.queries = q;

@@ -8,6 +8,7 @@
 #include "relpos/npy.hpp"
 #include "relpos/recorder.hpp"
 #include "relpos/t5.hpp"
+#include "relpos/fourier.hpp"
 #include "relpos/compare.hpp"
 #include "relpos/ceiling.hpp"
 #include "relpos/alibi.hpp"

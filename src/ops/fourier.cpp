@@ -1,0 +1,224 @@
+// The sinusoidal encoding and the Fourier bias on the GPU. Angles are never formed in floating
+// point: each wavelength's phase step (turns per position) is a 64-bit fixed-point fraction made
+// here, and the shaders reduce pos·step modulo one turn with integer arithmetic.
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <string>
+
+#include "ops/expand.hpp"
+#include "reference/checks.hpp"
+#include "relpos/buffer.hpp"
+#include "relpos/context.hpp"
+#include "relpos/fourier.hpp"
+#include "relpos_push/fourier.h"
+#include "vk/dispatch.hpp"
+
+namespace relpos {
+namespace {
+
+constexpr std::uint32_t kGroup = 64;
+constexpr std::uint32_t kHeadsPerPass = 8;  // heads sharing one cos/sin pair in fourier_distance_row
+
+// round(2^64 / (2w)) for every float32 half-wavelength w >= 1, correctly rounded: w = m·2^(ex-24)
+// with an integer 24-bit m, so the step is 2^(87 - ex) / m, found by exact binary long division
+// (the remainder stays below m < 2^24; the quotient is at most 2^63 since w >= 1).
+std::vector<std::uint32_t> phase_steps(std::uint32_t dim, double max_wavelength) {
+  const auto w = fourier_wavelengths(dim, max_wavelength);
+  std::vector<std::uint32_t> steps;
+  steps.reserve(w.size() * 2);
+  for (float wl : w) {
+    int ex = 0;
+    const double f = std::frexp(static_cast<double>(wl), &ex);
+    const auto m = static_cast<std::uint64_t>(std::ldexp(f, 24));
+    std::uint64_t step = 0;
+    if (87 - ex >= 0) {
+      std::uint64_t rem = 1;  // 2^0, m >= 2^23 > 1
+      for (int bit = 0; bit < 87 - ex; ++bit) {
+        rem <<= 1;
+        step = (step << 1) | (rem >= m ? 1u : 0u);
+        if (rem >= m) rem -= m;
+      }
+      if (2 * rem >= m) ++step;
+    }
+    steps.push_back(static_cast<std::uint32_t>(step));
+    steps.push_back(static_cast<std::uint32_t>(step >> 32));
+  }
+  return steps;
+}
+
+const Buffer& upload_steps(Recorder& r, std::uint32_t dim, double max_wavelength) {
+  const auto steps = phase_steps(dim, max_wavelength);
+  Buffer& buf = detail::scratch(r, steps.size() * 4, MemoryUse::Host);
+  std::memcpy(buf.host_pointer(), steps.data(), steps.size() * 4);  // fresh: no GPU work uses it yet
+  return buf;
+}
+
+void require_fits_binding(const Recorder& r, std::uint64_t bytes, const std::string& what, std::uint64_t count) {
+  const std::uint64_t max = r.context().limits().max_storage_buffer_range;
+  detail::require(bytes <= max, what, std::to_string(count), "must fit one storage buffer binding of the device (" + std::to_string(max) + " bytes)");
+}
+
+void check_rotation_buffer(const FourierParams& p, const Buffer& rotation) {
+  const std::uint64_t need = std::uint64_t{p.heads} * p.vector_size * 4;
+  detail::require(rotation.size() == need, "rotation buffer", std::to_string(rotation.size()) + " bytes",
+                  "must be float32 [heads, vector_size] = [" + std::to_string(p.heads) + ", " + std::to_string(p.vector_size) +
+                      "] = " + std::to_string(need) + " bytes");
+}
+
+void record_encoding(Recorder& r, const SinusoidalParams& p, const Buffer& out) {
+  const auto& lim = r.context().limits();
+  const Buffer& steps = upload_steps(r, p.dim, p.wavelength());
+  push::SinusoidalPush pc{};
+  pc.dim = p.dim;
+  pc.pos0 = static_cast<std::int32_t>(p.offset);
+  // Paired quads: chunks of whole rows at bindable offsets.
+  const std::uint64_t row_bytes = std::uint64_t{p.dim} * 4;
+  const std::uint64_t align_rows = lim.min_storage_buffer_offset_alignment / std::gcd(row_bytes, lim.min_storage_buffer_offset_alignment);
+  const std::uint64_t rows_per_chunk = lim.max_storage_buffer_range / row_bytes / align_rows * align_rows;
+  if (p.dim % 8 == 0 && rows_per_chunk > 0) {
+    for (std::uint64_t first = 0; first < p.positions; first += rows_per_chunk) {
+      const std::uint64_t rows = std::min<std::uint64_t>(rows_per_chunk, p.positions - first);
+      pc.first = static_cast<std::uint32_t>(first);
+      pc.count = static_cast<std::uint32_t>(rows * (p.dim / 8));
+      detail::for_each_group_range(lim, detail::div_up(pc.count, kGroup), [&](std::uint64_t g, std::uint32_t groups) {
+        pc.first_task = static_cast<std::uint32_t>(g * kGroup);
+        detail::dispatch(r, "sinusoidal", {kGroup, 1u}, {{&steps}, {&out, first * row_bytes, rows * row_bytes}}, pc, groups);
+      });
+    }
+    return;
+  }
+  const std::uint64_t total = std::uint64_t{p.positions} * p.dim;
+  for (const detail::ElementChunk& c : detail::element_chunks(lim, total, 4, kGroup)) {
+    pc.first = static_cast<std::uint32_t>(c.first);
+    pc.count = static_cast<std::uint32_t>(c.count);
+    pc.first_task = 0;
+    detail::dispatch(r, "sinusoidal", {kGroup, 0u}, {{&steps}, {&out, c.first * 4, c.count * 4}}, pc, detail::div_up(c.count, kGroup));
+  }
+}
+
+void check_row_output(const Recorder& r, const FourierParams& p, const Buffer& row) {
+  const std::uint64_t need = std::uint64_t{p.row_len()} * p.heads * 4;
+  detail::require(row.size() >= need, "row buffer", std::to_string(row.size()) + " bytes",
+                  "must hold float32 [heads, queries + keys - 1] = " + std::to_string(need) + " bytes");
+  require_fits_binding(r, need, "heads * (queries + keys - 1)", need / 4);
+}
+
+void record_row(Recorder& r, const FourierParams& p, const Buffer& rotation, const Buffer& row) {
+  const Buffer& steps = upload_steps(r, p.vector_size, p.wavelength());
+  push::FourierRowPush pc{};
+  pc.row_len = p.row_len();
+  pc.rp_first = static_cast<std::int32_t>(-(std::int64_t{p.queries} - 1) - p.offset());
+  pc.heads = p.heads;
+  pc.dim = p.vector_size;
+  const std::uint64_t bytes = std::uint64_t{p.row_len()} * p.heads * 4;
+  // Four distances per invocation.
+  detail::for_each_group_range(r.context().limits(), detail::div_up(pc.row_len, 4 * kGroup), [&](std::uint64_t first, std::uint32_t groups) {
+    pc.first = static_cast<std::uint32_t>(first * 4 * kGroup);
+    detail::dispatch(r, "fourier_distance_row", {kGroup, kHeadsPerPass}, {{&steps}, {&rotation}, {&row, 0, bytes}}, pc, groups);
+  });
+}
+
+// The direct path: encodings of the keys and of the absolute query positions, then 4x4 blocks of
+// dot products over chunks of whole output rows that one binding can hold.
+void record_direct(Recorder& r, const FourierParams& p, const Buffer& rotation, const Buffer& out) {
+  const auto& lim = r.context().limits();
+  const std::uint64_t row_bytes = std::uint64_t{p.keys} * 4;
+  std::uint64_t rows_per_chunk = lim.max_storage_buffer_range / row_bytes;
+  const std::uint64_t align_rows = lim.min_storage_buffer_offset_alignment / std::gcd(row_bytes, lim.min_storage_buffer_offset_alignment);
+  rows_per_chunk = rows_per_chunk / align_rows * align_rows;
+  detail::require(rows_per_chunk > 0, "keys", std::to_string(p.keys), "a direct-path output row must fit one storage buffer binding");
+
+  SinusoidalParams ks{p.keys, p.vector_size, 0, p.wavelength()};
+  SinusoidalParams qs{p.queries, p.vector_size, p.offset(), p.wavelength()};
+  Buffer& kbuf = detail::scratch(r, std::uint64_t{p.keys} * p.vector_size * 4, MemoryUse::Device);
+  Buffer& qbuf = detail::scratch(r, std::uint64_t{p.queries} * p.vector_size * 4, MemoryUse::Device);
+  record_encoding(r, ks, kbuf);
+  record_encoding(r, qs, qbuf);
+  detail::barrier(r);
+
+  const std::uint64_t rows = std::uint64_t{p.heads} * p.queries;
+  push::FourierDirectPush pc{};
+  pc.key_blocks = detail::div_up(p.keys, 4);
+  pc.queries = p.queries;
+  pc.keys = p.keys;
+  pc.dim = p.vector_size;
+  for (std::uint64_t first = 0; first < rows; first += rows_per_chunk) {
+    const std::uint64_t n = std::min(rows_per_chunk, rows - first);
+    pc.first_row = static_cast<std::uint32_t>(first);
+    pc.rows = static_cast<std::uint32_t>(n);
+    pc.blocks = detail::div_up(n, 4) * pc.key_blocks;
+    detail::for_each_group_range(lim, detail::div_up(pc.blocks, kGroup), [&](std::uint64_t g, std::uint32_t groups) {
+      pc.first_block = static_cast<std::uint32_t>(g * kGroup);
+      detail::dispatch(r, "fourier_direct", {kGroup}, {{&qbuf}, {&kbuf}, {&rotation}, {&out, first * row_bytes, n * row_bytes}}, pc,
+                       groups);
+    });
+  }
+}
+
+void check_common(const Recorder& r, const FourierParams& p, const Buffer& rotation) {
+  p.validate();
+  check_rotation_buffer(p, rotation);
+  require_fits_binding(r, rotation.size(), "heads * vector_size", rotation.size() / 4);
+}
+
+// The per-distance path: the row, then the foundation's expansion (write or add) into `out`.
+void distance_path(Recorder& r, const FourierParams& p, const Buffer& rotation, const detail::ExpandShape& shape, const Buffer& out,
+                   detail::ExpandMode mode, DType dtype) {
+  const std::uint64_t row_bytes = std::uint64_t{p.row_len()} * p.heads * 4;
+  require_fits_binding(r, row_bytes, "heads * (queries + keys - 1)", row_bytes / 4);
+  const std::uint64_t need = shape.rows * p.keys * dtype_size(dtype);
+  detail::require(out.size() >= need, "output buffer", std::to_string(out.size()) + " bytes",
+                  "must hold " + std::to_string(shape.rows * p.keys) + " " + std::string(dtype_name(dtype)) + " values = " +
+                      std::to_string(need) + " bytes");
+  detail::begin_op(r);
+  Buffer& row = detail::scratch(r, row_bytes, MemoryUse::Device);
+  record_row(r, p, rotation, row);
+  detail::barrier(r);
+  detail::expand_distance(r, shape, row, out, mode);
+}
+
+}  // namespace
+
+void sinusoidal(Recorder& r, const SinusoidalParams& p, const Buffer& out) {
+  p.validate();
+  const std::uint64_t need = std::uint64_t{p.positions} * p.dim * 4;
+  detail::require(out.size() >= need, "output buffer", std::to_string(out.size()) + " bytes",
+                  "must hold float32 [positions, dim] = " + std::to_string(need) + " bytes");
+  detail::begin_op(r);
+  record_encoding(r, p, out);
+}
+
+void fourier_distance_row(Recorder& r, const FourierParams& p, const Buffer& rotation, const Buffer& row_out) {
+  check_common(r, p, rotation);
+  check_row_output(r, p, row_out);
+  detail::begin_op(r);
+  record_row(r, p, rotation, row_out);
+}
+
+void fourier_bias(Recorder& r, const FourierParams& p, const Buffer& rotation, const Buffer& out, FourierPath path, DType out_dtype) {
+  check_common(r, p, rotation);
+  detail::require(out_dtype != DType::I32, "out_dtype", "i32", "must be f32 or f16");
+  const detail::ExpandShape shape{p.queries, p.keys, p.heads, std::uint64_t{p.heads} * p.queries};
+  if (path == FourierPath::Direct) {
+    detail::require(out_dtype == DType::F32, "out_dtype", std::string(dtype_name(out_dtype)), "the direct path writes f32 only");
+    const std::uint64_t need = shape.rows * p.keys * 4;
+    detail::require(out.size() >= need, "output buffer", std::to_string(out.size()) + " bytes",
+                    "must hold float32 [heads, queries, keys] = " + std::to_string(need) + " bytes");
+    for (std::uint32_t n : {p.keys, p.queries})
+      require_fits_binding(r, std::uint64_t{n} * p.vector_size * 4, "positions * vector_size (direct path)", std::uint64_t{n} * p.vector_size);
+    detail::begin_op(r);
+    record_direct(r, p, rotation, out);
+    return;
+  }
+  distance_path(r, p, rotation, shape, out, detail::expand_mode(out_dtype, false), out_dtype);
+}
+
+void fourier_bias_add(Recorder& r, const FourierParams& p, const Buffer& rotation, const Buffer& logits, DType logits_dtype) {
+  check_common(r, p, rotation);
+  const auto mode = detail::expand_mode(logits_dtype, true);
+  distance_path(r, p, rotation, {p.queries, p.keys, p.heads, std::uint64_t{p.batch} * p.heads * p.queries}, logits, mode,
+                logits_dtype);
+}
+
+}  // namespace relpos

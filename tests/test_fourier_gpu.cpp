@@ -1,0 +1,242 @@
+// The sinusoidal encoding and both Fourier bias paths on the GPU against the float64 reference,
+// at small and large positions, under lowered limits, and every invalid input the issue lists.
+#include <relpos/relpos.hpp>
+
+#include <cmath>
+#include <random>
+
+#include "support/expect.hpp"
+#include "support/gpu_fixture.hpp"
+#include "support/test_data.hpp"
+
+using namespace relpos;
+using relpos::test::expect_invalid;
+using relpos::test::GpuTest;
+using relpos::test::gpu;
+using relpos::test::gpu_small_limits;
+using relpos::test::random_floats;
+using relpos::test::run;
+
+namespace {
+
+constexpr double kUlp = 0x1p-24;  // one float32 rounding, relative
+const double kEncodingError = sinusoidal_error_bound();
+
+double distance_bound(const FourierParams& p, const std::vector<float>& rot) {
+  return fourier_error_bound(p, rot, FourierPath::Distance);
+}
+double direct_bound(const FourierParams& p, const std::vector<float>& rot) { return fourier_error_bound(p, rot, FourierPath::Direct); }
+
+double max_abs(const std::vector<float>& v) {
+  double m = 0;
+  for (float x : v) m = std::max(m, double(std::abs(x)));
+  return m;
+}
+
+// normalised_error divides by max(1, max |want|).
+double normalised(double bound, const std::vector<float>& want) { return bound / std::max(1.0, max_abs(want)); }
+
+std::vector<float> gpu_sinusoidal(Context& ctx, const SinusoidalParams& p) {
+  const std::size_t n = std::size_t{p.positions} * p.dim;
+  Buffer out(ctx, n * 4);
+  run(ctx, [&](Recorder& r) { sinusoidal(r, p, out); });
+  return out.download<float>(n);
+}
+
+std::vector<float> gpu_bias(Context& ctx, const FourierParams& p, const std::vector<float>& rot, FourierPath path,
+                            DType dtype = DType::F32) {
+  const std::size_t n = std::size_t{p.heads} * p.queries * p.keys;
+  Buffer rb = make_buffer(ctx, rot);
+  Buffer out(ctx, n * dtype_size(dtype));
+  run(ctx, [&](Recorder& r) { fourier_bias(r, p, rb, out, path, dtype); });
+  return dtype == DType::F16 ? from_half(out.download<std::uint16_t>(n)) : out.download<float>(n);
+}
+
+// Q != K, every kind of offset (default last-aligned, first-aligned, decoding step, far), odd head
+// counts across the 8-head passes of the row shader, several vector sizes and wavelengths.
+FourierParams random_params(std::mt19937& rng) {
+  std::uniform_int_distribution<std::uint32_t> size(1, 40);
+  FourierParams p;
+  p.heads = std::uniform_int_distribution<std::uint32_t>(1, 11)(rng);
+  p.queries = size(rng);
+  p.keys = size(rng);
+  p.vector_size = 2 * std::uniform_int_distribution<std::uint32_t>(1, 64)(rng);
+  p.max_keys = std::uniform_int_distribution<std::uint32_t>(1, 4096)(rng);
+  p.batch = std::uniform_int_distribution<std::uint32_t>(1, 2)(rng);
+  switch (std::uniform_int_distribution<int>(0, 3)(rng)) {
+    case 0: if (p.keys >= p.queries) break; [[fallthrough]];
+    case 1: p.query_offset = 0; break;
+    case 2: p.query_offset = std::uniform_int_distribution<std::int64_t>(-2'000'000'000, 2'000'000'000)(rng); break;
+    default: p.query_offset = std::uniform_int_distribution<std::int64_t>(-300, 300)(rng); break;
+  }
+  return p;
+}
+
+std::string describe(const FourierParams& p) {
+  return "H=" + std::to_string(p.heads) + " Q=" + std::to_string(p.queries) + " K=" + std::to_string(p.keys) +
+         " d=" + std::to_string(p.vector_size) + " M=" + std::to_string(p.max_keys) + " off=" + std::to_string(p.offset()) +
+         " B=" + std::to_string(p.batch);
+}
+
+class FourierGpu : public GpuTest {};
+
+}  // namespace
+
+TEST_F(FourierGpu, SinusoidalMatchesFloat64AtAnyPosition) {
+  std::mt19937 rng(21);
+  for (int trial = 0; trial < 12; ++trial) {
+    SinusoidalParams p;
+    p.positions = std::uniform_int_distribution<std::uint32_t>(1, 300)(rng);
+    p.dim = 2 * std::uniform_int_distribution<std::uint32_t>(1, 70)(rng);
+    p.offset = trial < 4 ? 0 : std::uniform_int_distribution<std::int64_t>(-2'147'483'000, 2'147'483'000)(rng);
+    p.max_wavelength = trial % 3 == 0 ? 0.0 : std::uniform_real_distribution<double>(1.5, 1e6)(rng);
+    SCOPED_TRACE("N=" + std::to_string(p.positions) + " d=" + std::to_string(p.dim) + " off=" + std::to_string(p.offset) +
+                 " W=" + std::to_string(p.wavelength()));
+    EXPECT_LE(normalised_error(gpu_sinusoidal(gpu(), p), sinusoidal_reference(p)), kEncodingError);
+  }
+  // The extremes of the position range, where a float32 angle would be off by whole turns.
+  for (std::int64_t off : {std::int64_t{2'147'483'647 - 64}, std::int64_t{-2'147'483'646}}) {
+    SinusoidalParams p{64, 128, off, 2048.0};
+    EXPECT_LE(normalised_error(gpu_sinusoidal(gpu(), p), sinusoidal_reference(p)), kEncodingError) << "offset " << off;
+  }
+}
+
+TEST_F(FourierGpu, BothPathsMatchFloat64) {
+  std::mt19937 rng(31);
+  for (int trial = 0; trial < 14; ++trial) {
+    FourierParams p = random_params(rng);
+    SCOPED_TRACE(describe(p));
+    const auto rot = trial % 4 == 0 ? fourier_default_rotation(p) : random_floats(rng, std::size_t{p.heads} * p.vector_size, -1.0f, 1.0f);
+    const auto want = fourier_bias_reference(p, rot);
+    EXPECT_LE(normalised_error(gpu_bias(gpu(), p, rot, FourierPath::Distance), want), normalised(distance_bound(p, rot), want));
+    EXPECT_LE(normalised_error(gpu_bias(gpu(), p, rot, FourierPath::Direct), want), normalised(direct_bound(p, rot), want));
+  }
+}
+
+TEST_F(FourierGpu, DistanceRowIsPublic) {
+  std::mt19937 rng(41);
+  for (int trial = 0; trial < 6; ++trial) {
+    FourierParams p = random_params(rng);
+    SCOPED_TRACE(describe(p));
+    const auto rot = random_floats(rng, std::size_t{p.heads} * p.vector_size, -1.0f, 1.0f);
+    const std::size_t n = std::size_t{p.heads} * p.row_len();
+    Buffer rb = make_buffer(gpu(), rot), row(gpu(), n * 4 + 64);  // larger than needed is fine
+    run(gpu(), [&](Recorder& r) { fourier_distance_row(r, p, rb, row); });
+    const auto want = fourier_distance_row_reference(p, rot);
+    EXPECT_LE(normalised_error(row.download<float>(n), want), normalised(distance_bound(p, rot), want));
+  }
+}
+
+// meliad at initialisation: 1 at rp = 0, within [-1, 1], symmetric in rp; on the GPU within the
+// stated bound of each property (d = 128, W = 2048: S = 2, bound about 1.6e-5 direct).
+TEST_F(FourierGpu, InitialisationPropertiesOnBothPaths) {
+  FourierParams p;
+  p.heads = 2;
+  p.queries = p.keys = 96;
+  p.query_offset = 0;
+  const auto rot = fourier_default_rotation(p);
+  for (FourierPath path : {FourierPath::Distance, FourierPath::Direct}) {
+    const auto got = gpu_bias(gpu(), p, rot, path);
+    const double tol = path == FourierPath::Direct ? direct_bound(p, rot) : distance_bound(p, rot);
+    for (std::uint32_t h = 0; h < p.heads; ++h)
+      for (std::uint32_t i = 0; i < p.queries; ++i)
+        for (std::uint32_t j = 0; j < p.keys; ++j) {
+          const float v = got[(std::size_t{h} * p.queries + i) * p.keys + j];
+          if (i == j) ASSERT_NEAR(v, 1.0, tol);
+          ASSERT_LE(std::abs(v), 1.0 + tol);
+          ASSERT_NEAR(v, got[(std::size_t{h} * p.queries + j) * p.keys + i], 2 * tol) << "rp -> -rp at " << i << "," << j;
+        }
+  }
+}
+
+TEST_F(FourierGpu, HalfOutputAndInPlaceAdd) {
+  std::mt19937 rng(51);
+  for (int trial = 0; trial < 6; ++trial) {
+    FourierParams p = random_params(rng);
+    SCOPED_TRACE(describe(p));
+    const auto rot = random_floats(rng, std::size_t{p.heads} * p.vector_size, -0.2f, 0.2f);
+    const auto want = fourier_bias_reference(p, rot);
+    const double bound = distance_bound(p, rot);
+    // f16: one more rounding, half an f16 ulp (2^-11 relative) of values up to max |want|.
+    EXPECT_LE(normalised_error(gpu_bias(gpu(), p, rot, FourierPath::Distance, DType::F16), want),
+              normalised(bound, want) + std::ldexp(1.0, -11));
+
+    const std::size_t n = std::size_t{p.batch} * p.heads * p.queries * p.keys;
+    auto logits = random_floats(rng, n, -10.0f, 10.0f);
+    auto sum = logits;
+    fourier_bias_add_reference(p, rot, sum);
+    Buffer rb = make_buffer(gpu(), rot), l32 = make_buffer(gpu(), logits);
+    run(gpu(), [&](Recorder& r) { fourier_bias_add(r, p, rb, l32, DType::F32); });
+    // The add rounds once more in float32: 2^-24 of max |sum| beyond the bias bound.
+    EXPECT_LE(normalised_error(l32.download<float>(n), sum), normalised(bound, sum) + kUlp);
+
+    auto stored = from_half(to_half(logits));
+    auto sum16 = stored;
+    fourier_bias_add_reference(p, rot, sum16);
+    Buffer l16 = make_buffer(gpu(), to_half(logits));
+    run(gpu(), [&](Recorder& r) { fourier_bias_add(r, p, rb, l16, DType::F16); });
+    EXPECT_LE(normalised_error(from_half(l16.download<std::uint16_t>(n)), sum16), normalised(bound, sum16) + std::ldexp(1.0, -11));
+  }
+}
+
+// A 4 KiB binding limit and 3 workgroups per dispatch: the encoding, the direct output and the
+// expansion all take many chunks and group ranges.
+TEST_F(FourierGpu, SplitPathsUnderLoweredLimits) {
+  Context& ctx = gpu_small_limits();
+  std::mt19937 rng(61);
+  for (auto [h, q, k, d] : {std::tuple{3u, 37u, 41u, 8u}, {2u, 64u, 64u, 16u}, {1u, 5u, 120u, 8u}, {9u, 29u, 3u, 4u}}) {
+    FourierParams p;
+    p.heads = h;
+    p.queries = q;
+    p.keys = k;
+    p.vector_size = d;
+    p.max_keys = 64;
+    p.query_offset = 11;
+    SCOPED_TRACE(describe(p));
+    const auto rot = random_floats(rng, std::size_t{h} * d, -1.0f, 1.0f);
+    const auto want = fourier_bias_reference(p, rot);
+    EXPECT_LE(normalised_error(gpu_bias(ctx, p, rot, FourierPath::Distance), want), normalised(distance_bound(p, rot), want));
+    EXPECT_LE(normalised_error(gpu_bias(ctx, p, rot, FourierPath::Direct), want), normalised(direct_bound(p, rot), want));
+  }
+  // d = 14: flat element chunks; d = 16, 64: paired quads in chunks of whole rows.
+  for (std::uint32_t d : {14u, 16u, 64u}) {
+    SinusoidalParams s{300, d, -77, 0.0};  // 16.8 to 76.8 KB of encoding
+    EXPECT_LE(normalised_error(gpu_sinusoidal(ctx, s), sinusoidal_reference(s)), kEncodingError) << "d=" << d;
+  }
+}
+
+TEST_F(FourierGpu, InvalidInputIsRejectedBeforeDispatch) {
+  Context& ctx = gpu();
+  FourierParams p;
+  p.heads = 2;
+  p.queries = 4;
+  p.keys = 6;
+  p.vector_size = 8;
+  const std::size_t n = 2 * 4 * 6;
+  Buffer rot(ctx, 2 * 8 * 4), out(ctx, n * 4), small(ctx, 16), wrong_rot(ctx, 2 * 6 * 4);
+  Recorder r(ctx);
+  for (FourierPath path : {FourierPath::Distance, FourierPath::Direct}) {
+    expect_invalid([&] { fourier_bias(r, p, wrong_rot, out, path); }, "rotation");
+    expect_invalid([&] { fourier_bias(r, p, rot, small, path); }, "output buffer");
+    FourierParams bad = p;
+    bad.vector_size = 7;
+    expect_invalid([&] { fourier_bias(r, bad, rot, out, path); }, "vector_size");
+    bad = p;
+    bad.max_keys = 0;
+    expect_invalid([&] { fourier_bias(r, bad, rot, out, path); }, "max_keys");
+    bad = p;
+    bad.queries = 7;  // K < Q and no offset
+    expect_invalid([&] { fourier_bias(r, bad, rot, Buffer(ctx, 2 * 7 * 6 * 4), path); }, "query_offset");
+  }
+  expect_invalid([&] { fourier_bias(r, p, rot, out, FourierPath::Direct, DType::F16); }, "direct");
+  expect_invalid([&] { fourier_bias(r, p, rot, out, FourierPath::Distance, DType::I32); }, "out_dtype");
+  expect_invalid([&] { fourier_bias_add(r, p, rot, out, DType::I32); }, "dtype");
+  p.batch = 3;  // logits hold one batch only
+  expect_invalid([&] { fourier_bias_add(r, p, rot, out); }, "output buffer");
+  p.batch = 1;
+  expect_invalid([&] { fourier_distance_row(r, p, rot, small); }, "row buffer");
+  expect_invalid([&] { sinusoidal(r, SinusoidalParams{4, 5, 0, 0.0}, out); }, "dim");
+  expect_invalid([&] { sinusoidal(r, SinusoidalParams{4, 8, 0, 0.5}, out); }, "max_wavelength");
+  expect_invalid([&] { sinusoidal(r, SinusoidalParams{40, 8, 0, 0.0}, out); }, "output buffer");
+  r.submit_and_wait();  // nothing was recorded
+}
