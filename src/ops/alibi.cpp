@@ -36,37 +36,27 @@ const Buffer& distance_rows(Recorder& r, const AlibiParams& p) {
   return rows;
 }
 
-// expand_distance() checks these too, but only after the rows are recorded: check them first.
-void check_sizes(Recorder& r, const AlibiParams& p, const Buffer& out, std::uint64_t elements, DType dtype) {
-  const std::uint64_t row_values = (std::uint64_t{p.queries} + p.keys - 1) * p.heads;
-  const std::uint64_t range = r.context().limits().max_storage_buffer_range;
-  detail::require(row_values * 4 <= range, "heads * (queries + keys - 1)", std::to_string(row_values),
-                  "must fit one storage buffer binding of the device (" + std::to_string(range / 4) + " values)");
-  const std::uint64_t need = elements * dtype_size(dtype);
-  detail::require(out.size() >= need, "output buffer", std::to_string(out.size()) + " bytes",
-                  "must hold " + std::to_string(elements) + " elements of " + std::string(dtype_name(dtype)) + " = " +
-                      std::to_string(need) + " bytes");
-}
-
 }  // namespace
 
 void alibi_bias(Recorder& r, const AlibiParams& p, const Buffer& out, DType out_dtype) {
   p.validate();
   detail::require(out_dtype != DType::I32, "out_dtype", "i32", "must be f32 or f16");
   const auto mode = detail::expand_mode(out_dtype, false);
-  check_sizes(r, p, out, std::uint64_t{p.heads} * p.queries * p.keys, out_dtype);
+  const detail::ExpandShape shape{p.queries, p.keys, p.heads, std::uint64_t{p.heads} * p.queries};
+  detail::check_expand(r.context().limits(), shape, out, mode);
   detail::begin_op(r);
   const Buffer& rows = distance_rows(r, p);
-  detail::expand_distance(r, {p.queries, p.keys, p.heads, std::uint64_t{p.heads} * p.queries}, rows, out, mode);
+  detail::expand_distance(r, shape, rows, out, mode);
 }
 
 void alibi_bias_add(Recorder& r, const AlibiParams& p, const Buffer& logits, DType logits_dtype) {
   p.validate();
   const auto mode = detail::expand_mode(logits_dtype, true);
-  check_sizes(r, p, logits, std::uint64_t{p.batch} * p.heads * p.queries * p.keys, logits_dtype);
+  const detail::ExpandShape shape{p.queries, p.keys, p.heads, std::uint64_t{p.batch} * p.heads * p.queries};
+  detail::check_expand(r.context().limits(), shape, logits, mode);
   detail::begin_op(r);
   const Buffer& rows = distance_rows(r, p);
-  detail::expand_distance(r, {p.queries, p.keys, p.heads, std::uint64_t{p.batch} * p.heads * p.queries}, rows, logits, mode);
+  detail::expand_distance(r, shape, rows, logits, mode);
 }
 
 }  // namespace relpos

@@ -164,13 +164,9 @@ void check_common(const Recorder& r, const FourierParams& p, const Buffer& rotat
 
 // The per-distance path: the row, then the foundation's expansion (write or add) into `out`.
 void distance_path(Recorder& r, const FourierParams& p, const Buffer& rotation, const detail::ExpandShape& shape, const Buffer& out,
-                   detail::ExpandMode mode, DType dtype) {
+                   detail::ExpandMode mode) {
   const std::uint64_t row_bytes = std::uint64_t{p.row_len()} * p.heads * 4;
-  require_fits_binding(r, row_bytes, "heads * (queries + keys - 1)", row_bytes / 4);
-  const std::uint64_t need = shape.rows * p.keys * dtype_size(dtype);
-  detail::require(out.size() >= need, "output buffer", std::to_string(out.size()) + " bytes",
-                  "must hold " + std::to_string(shape.rows * p.keys) + " " + std::string(dtype_name(dtype)) + " values = " +
-                      std::to_string(need) + " bytes");
+  detail::check_expand(r.context().limits(), shape, out, mode);
   detail::begin_op(r);
   Buffer& row = detail::scratch(r, row_bytes, MemoryUse::Device);
   record_row(r, p, rotation, row);
@@ -211,14 +207,13 @@ void fourier_bias(Recorder& r, const FourierParams& p, const Buffer& rotation, c
     record_direct(r, p, rotation, out);
     return;
   }
-  distance_path(r, p, rotation, shape, out, detail::expand_mode(out_dtype, false), out_dtype);
+  distance_path(r, p, rotation, shape, out, detail::expand_mode(out_dtype, false));
 }
 
 void fourier_bias_add(Recorder& r, const FourierParams& p, const Buffer& rotation, const Buffer& logits, DType logits_dtype) {
   check_common(r, p, rotation);
   const auto mode = detail::expand_mode(logits_dtype, true);
-  distance_path(r, p, rotation, {p.queries, p.keys, p.heads, std::uint64_t{p.batch} * p.heads * p.queries}, logits, mode,
-                logits_dtype);
+  distance_path(r, p, rotation, {p.queries, p.keys, p.heads, std::uint64_t{p.batch} * p.heads * p.queries}, logits, mode);
 }
 
 }  // namespace relpos
