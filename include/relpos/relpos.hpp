@@ -10,3 +10,4 @@
 #include "relpos/t5.hpp"
 #include "relpos/compare.hpp"
 #include "relpos/ceiling.hpp"
+#include "relpos/attention.hpp"
