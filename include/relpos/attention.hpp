@@ -73,6 +73,7 @@ struct AttentionResult {
 // ---- CPU reference ------------------------------------------------------------------------
 
 // The position bias as a dense float32 [H, Q, K] (memory keys 0), what the unfused pipeline adds.
+// Reads only in.bias.
 std::vector<float> attention_bias_reference(const AttentionParams& p, const AttentionHostInputs& in);
 // Logits [B, H, Q, K] = s·q·k (+ s·q·rel_keys[idx] for Shaw) + bias, -inf where masked.
 std::vector<double> attention_logits_reference(const AttentionParams& p, const AttentionHostInputs& in);

@@ -121,7 +121,8 @@ void AttentionParams::validate() const {
 }
 
 std::vector<float> attention_bias_reference(const AttentionParams& p, const AttentionHostInputs& in) {
-  check_inputs(p, in);
+  p.validate();
+  require_size(in.bias, p.bias_elements(), "bias");
   const std::uint64_t Q = p.queries, K = p.keys;
   std::vector<float> out(p.heads * Q * K, 0.0f);
   const T5Params t5 = p.t5_row_params();
@@ -144,6 +145,7 @@ std::vector<float> attention_bias_reference(const AttentionParams& p, const Atte
 }
 
 std::vector<double> attention_logits_reference(const AttentionParams& p, const AttentionHostInputs& in) {
+  check_inputs(p, in);
   const std::vector<float> bias = attention_bias_reference(p, in);
   const std::uint32_t D = p.head_dim, Q = p.queries, K = p.keys, group = p.heads / p.kv_heads;
   const double s = p.effective_scale();
