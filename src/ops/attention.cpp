@@ -26,24 +26,25 @@ using detail::require;
 // keeps one row per lane, in registers.
 struct Tiles {
   std::uint32_t lanes, rows, key_block;
+  // Rows times key splits below which the keys are split: enough workgroups to fill the device
+  // (a CPU device runs a few threads, and each workgroup costs it a task).
+  std::uint32_t target_items;
 };
 Tiles pick_tiles(const Context& ctx) {
   const DeviceLimits& lim = ctx.limits();
   const std::uint32_t sub = std::max<std::uint32_t>(lim.subgroup_size, 1);
   const std::uint32_t cap = std::min<std::uint32_t>(lim.max_workgroup_invocations, lim.max_workgroup_size[0]);
   const bool cpu = ctx.device_info().type == DeviceType::Cpu;
-  return {std::clamp<std::uint32_t>(sub * 4, 1, std::min<std::uint32_t>(cap, 64)), cpu ? 4u : 1u, 8};
+  return {std::clamp<std::uint32_t>(sub * 4, 1, std::min<std::uint32_t>(cap, 64)), cpu ? 4u : 1u, 8, cpu ? 64u : 1024u};
 }
 
-// Items below which the keys are split: enough invocations to fill a device, and at least this
-// many keys per split so that the merge stays small beside the attention itself.
-constexpr std::uint64_t kTargetItems = 1024;
+// At least this many keys per split, so that the merge stays small beside the attention itself.
 constexpr std::uint32_t kMinSplitKeys = 128;
 
-std::uint32_t pick_splits(const AttentionParams& p) {
+std::uint32_t pick_splits(const AttentionParams& p, const Tiles& tiles) {
   if (p.key_splits) return p.key_splits;
-  if (p.rows() >= kTargetItems) return 1;
-  const std::uint64_t by_items = (kTargetItems + p.rows() - 1) / p.rows();
+  if (p.rows() >= tiles.target_items) return 1;
+  const std::uint64_t by_items = (tiles.target_items + p.rows() - 1) / p.rows();
   return static_cast<std::uint32_t>(std::max<std::uint64_t>(1, std::min<std::uint64_t>(by_items, p.keys / kMinSplitKeys)));
 }
 
@@ -184,7 +185,7 @@ void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& bu
   check_buffers(p, bufs);
   const DeviceLimits& lim = r.context().limits();
   const Tiles tiles = pick_tiles(r.context());
-  const std::uint32_t S = pick_splits(p);
+  const std::uint32_t S = pick_splits(p, tiles);
   const std::uint32_t split_len = detail::div_up(p.keys, S);
   const std::uint64_t Q = p.queries, K = p.keys, D = p.head_dim, H = p.heads, rows = p.rows();
   const std::uint32_t es = dtype_size(p.dtype), word = es * 4;
