@@ -40,17 +40,21 @@ void main() {
   const float NEG_INF = uintBitsToFloat(0xff800000u);
   const uint WG = gl_WorkGroupSize.x, lane = gl_LocalInvocationID.x;
   // Workgroup g covers WG * ROWS queries of one (batch, head) and one key split, so the key range
-  // it walks is the same for all its lanes.
+  // it walks is the same for all its lanes and their key loads share one address.
+  // With one query (decoding), lanes take consecutive splits instead: their loads then fetch
+  // different keys rather than the same one.
   const uint g = pc.first_group + gl_WorkGroupID.x;
   const uint bh = pc.bh_first + g / pc.groups_per_bh;
-  const uint rem = g % pc.groups_per_bh, q_tiles = pc.groups_per_bh / pc.splits;
-  const uint split = rem / q_tiles, i_first = (rem % q_tiles) * WG * ROWS;
+  const uint rem = g % pc.groups_per_bh, q_tiles = pc.groups_per_bh / pc.split_groups;
+  const bool lane_splits = pc.lane_splits != 0u;
+  const uint split = lane_splits ? (rem / q_tiles) * WG + lane : rem / q_tiles;
+  const uint i_first = lane_splits ? 0u : (rem % q_tiles) * WG * ROWS;
   const uint b = bh / pc.heads, h = bh % pc.heads;
   const uint M = pc.memory_prefix;
 
   // Every mask is a bound on the keys: padding for the batch, causality for each query (memory
   // keys stay visible). The workgroup walks up to the bound of its last query.
-  const uint j_begin = split * pc.split_len;
+  const uint j_begin = min(split * pc.split_len, pc.keys);
   uint j_end = min(pc.keys, j_begin + pc.split_len);
   if (pc.has_lengths != 0u) j_end = min(j_end, key_lengths[b]);
   if (pc.causal != 0u) {
@@ -73,7 +77,7 @@ void main() {
   uint lane_end[ROWS], bias_base[ROWS], q_word[ROWS];
   int rp_base[ROWS];  // rp = j + rp_base
   [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
-    const uint i = min(i_first + r * WG + lane, pc.queries - 1u);
+    const uint i = lane_splits ? 0u : min(i_first + r * WG + lane, pc.queries - 1u);
     const int i_abs = int(i) + pc.query_offset;
     lane_end[r] = pc.causal != 0u ? min(j_end, M + uint(max(i_abs + 1, 0))) : j_end;
     rp_base[r] = -int(M) - i_abs;
@@ -164,8 +168,8 @@ void main() {
   }
 
   [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
-    const uint i = i_first + r * WG + lane;
-    if (i >= pc.queries) continue;
+    const uint i = lane_splits ? 0u : i_first + r * WG + lane;
+    if (i >= pc.queries || split >= pc.splits) continue;
     const float inv = l[r] > 0.0 ? 1.0 / l[r] : 0.0;  // a fully masked row gives zeros
     const uint out_row = (bh * pc.queries + i) * pc.splits + split;
     const uint out_word = out_row * D4 - pc.out_shift;

@@ -164,6 +164,16 @@ TEST_F(AttentionGpu, DecodingSplitsKeysAndMerges) {
       in.lengths = {690};
       expect_matches(gpu(), p, in);
     }
+  // More splits than lanes in a workgroup, and splits past the last key (empty, lse = -inf).
+  AttentionParams p;
+  p.batch = 2;
+  p.heads = 3;
+  p.queries = 1;
+  p.keys = 300;
+  p.head_dim = 8;
+  p.key_splits = 37;
+  p.bias = AttentionBias::Alibi;
+  expect_matches(gpu(), p, random_inputs(rng, p));
 }
 
 // T5 in the tile equals the unfused pipeline's bias: t5_bias materialised on the GPU, then fed to

@@ -190,9 +190,12 @@ void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& bu
   const std::uint64_t Q = p.queries, K = p.keys, D = p.head_dim, H = p.heads, rows = p.rows();
   const std::uint32_t es = dtype_size(p.dtype), word = es * 4;
   const std::uint32_t out_word = S > 1 ? 16 : word;  // partial results are float32
-  // One query (decoding): one lane of one row per workgroup and split, so no lane idles.
-  const std::uint32_t lanes = Q == 1 ? 1 : tiles.lanes, rows_per_lane = Q == 1 ? 1 : tiles.rows;
-  const std::uint32_t groups_per_bh = S * detail::div_up(Q, std::uint64_t{lanes} * rows_per_lane);
+  // One query (decoding): the lanes of a workgroup take consecutive splits of one row.
+  const bool lane_splits = Q == 1 && S > 1;
+  const std::uint32_t lanes = lane_splits ? std::min(tiles.lanes, S) : Q == 1 ? 1 : tiles.lanes;
+  const std::uint32_t rows_per_lane = Q == 1 ? 1 : tiles.rows;
+  const std::uint32_t split_groups = lane_splits ? detail::div_up(S, lanes) : S;
+  const std::uint32_t groups_per_bh = split_groups * detail::div_up(Q, std::uint64_t{lanes} * rows_per_lane);
   const std::uint32_t group = p.heads / p.kv_heads;
   const std::uint32_t mode = kernel_mode(p.bias);
   // All reads of the rel tables, key lengths and slopes are small and bound whole.
@@ -236,6 +239,8 @@ void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& bu
 
   push::AttentionPush pc{};
   pc.groups_per_bh = groups_per_bh;
+  pc.split_groups = split_groups;
+  pc.lane_splits = lane_splits ? 1 : 0;
   pc.splits = S;
   pc.split_len = split_len;
   pc.heads = p.heads;
