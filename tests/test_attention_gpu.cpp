@@ -146,33 +146,16 @@ TEST_F(AttentionGpu, DecodingSplitsKeysAndMerges) {
   std::mt19937 rng(7);
   for (AttentionBias mode : kModes)
     for (DType dtype : {DType::F32, DType::F16}) {
-      AttentionParams p;
-      p.bias = mode;
-      p.dtype = dtype;
-      p.heads = 4;
-      p.kv_heads = 2;
-      p.queries = 1;
-      p.keys = 701;
-      p.head_dim = 20;
-      p.causal = true;
-      p.memory_prefix = 5;
-      p.query_offset = p.keys - p.memory_prefix - 1;
-      p.max_relative_position = 3;
+      AttentionParams p{.heads = 4, .kv_heads = 2, .queries = 1, .keys = 701, .head_dim = 20, .dtype = dtype, .scale = 1.0f,
+                        .query_offset = 701 - 5 - 1, .causal = true, .memory_prefix = 5, .bias = mode, .max_relative_position = 3};
       p.t5.bidirectional = false;
-      p.scale = 1.0f;
       Inputs in = random_inputs(rng, p);
       in.lengths = {690};
       expect_matches(gpu(), p, in);
     }
   // More splits than lanes in a workgroup, and splits past the last key (empty, lse = -inf).
-  AttentionParams p;
-  p.batch = 2;
-  p.heads = 3;
-  p.queries = 1;
-  p.keys = 300;
-  p.head_dim = 8;
-  p.key_splits = 37;
-  p.bias = AttentionBias::Alibi;
+  const AttentionParams p{.batch = 2, .heads = 3, .kv_heads = 3, .queries = 1, .keys = 300, .head_dim = 8, .bias = AttentionBias::Alibi,
+                          .key_splits = 37};
   expect_matches(gpu(), p, random_inputs(rng, p));
 }
 
@@ -180,15 +163,9 @@ TEST_F(AttentionGpu, DecodingSplitsKeysAndMerges) {
 // the fused op as a dense bias. The same float values take the same path: bit-exact.
 TEST_F(AttentionGpu, T5MatchesMaterialisedGpuBias) {
   std::mt19937 rng(11);
-  AttentionParams p;
-  p.bias = AttentionBias::T5;
-  p.heads = 4;
-  p.queries = 33;
-  p.keys = 65;
-  p.head_dim = 16;  // D = 64 is in `relpos check`: its pipeline takes lavapipe many seconds to compile
-  p.scale = 1.0f;
-  p.query_offset = 32;
-  p.causal = true;
+  // D = 64 is in `relpos check`: its pipeline takes lavapipe many seconds to compile.
+  const AttentionParams p{.heads = 4, .kv_heads = 4, .queries = 33, .keys = 65, .head_dim = 16, .scale = 1.0f, .query_offset = 32,
+                          .causal = true, .bias = AttentionBias::T5};
   const Inputs in = random_inputs(rng, p);
   const AttentionResult fused = gpu_attention(gpu(), p, in);
 
@@ -210,14 +187,8 @@ TEST_F(AttentionGpu, T5MatchesMaterialisedGpuBias) {
 TEST_F(AttentionGpu, MergeOpMatchesWholeKeyRange) {
   std::mt19937 rng(13);
   for (DType dtype : {DType::F32, DType::F16}) {
-    AttentionParams p;
-    p.bias = AttentionBias::Dense;
-    p.dtype = dtype;
-    p.batch = 2;
-    p.heads = 2;
-    p.queries = 5;
-    p.keys = 23;
-    p.head_dim = 8;
+    const AttentionParams p{.batch = 2, .heads = 2, .kv_heads = 1, .queries = 5, .keys = 23, .head_dim = 8, .dtype = dtype,
+                            .bias = AttentionBias::Dense};
     Inputs in = random_inputs(rng, p);
     for (std::uint32_t j = 0; j < 10; ++j) in.bias[3 * p.keys + j] = -std::numeric_limits<float>::infinity();
     const std::uint32_t cuts[] = {0, 10, 11, 23};  // a block of one key, blocks masked for one row
@@ -258,39 +229,20 @@ TEST_F(AttentionGpu, SplitPathsUnderLoweredLimits) {
   Context& ctx = gpu_small_limits();
   std::mt19937 rng(17);
   for (AttentionBias mode : kModes) {
-    AttentionParams p;
-    p.bias = mode;
-    p.batch = 2;
-    p.heads = 4;
-    p.kv_heads = 2;
-    p.queries = 9;
-    p.keys = 13;
-    p.head_dim = 8;
-    p.causal = mode == AttentionBias::Alibi;
-    p.memory_prefix = 2;
-    p.query_offset = 3;
-    p.max_relative_position = 2;
-    p.key_splits = mode == AttentionBias::Shaw || mode == AttentionBias::T5 ? 3 : 0;
+    const bool split = mode == AttentionBias::Shaw || mode == AttentionBias::T5;
+    const AttentionParams p{.batch = 2, .heads = 4, .kv_heads = 2, .queries = 9, .keys = 13, .head_dim = 8, .query_offset = 3,
+                            .causal = mode == AttentionBias::Alibi, .memory_prefix = 2, .bias = mode, .max_relative_position = 2,
+                            .key_splits = split ? 3u : 0u};
     expect_matches(ctx, p, random_inputs(rng, p));
   }
-  AttentionParams p;  // decoding: automatic splits, partial results over many bindings
-  p.batch = 3;
-  p.heads = 2;
-  p.queries = 1;
-  p.keys = 100;
-  p.head_dim = 8;
-  p.key_splits = 7;
+  // Decoding: partial results over many bindings.
+  const AttentionParams p{.batch = 3, .heads = 2, .kv_heads = 2, .queries = 1, .keys = 100, .head_dim = 8, .key_splits = 7};
   expect_matches(ctx, p, random_inputs(rng, p));
 }
 
 TEST_F(AttentionGpu, InvalidInputIsRejectedBeforeDispatch) {
   Context& ctx = gpu();
-  AttentionParams p;
-  p.heads = 4;
-  p.kv_heads = 2;
-  p.queries = 3;
-  p.keys = 5;
-  p.head_dim = 8;
+  const AttentionParams p{.heads = 4, .kv_heads = 2, .queries = 3, .keys = 5, .head_dim = 8};
   Buffer q(ctx, 4 * 3 * 8 * 4), kv(ctx, 2 * 5 * 8 * 4), out(ctx, 4 * 3 * 8 * 4), small(ctx, 12);
   AttentionBuffers ok{&q, &kv, &kv, &out};
   Recorder r(ctx);

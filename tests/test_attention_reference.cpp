@@ -17,14 +17,7 @@ using relpos::test::random_floats;
 namespace {
 
 AttentionParams shape(std::uint32_t b, std::uint32_t h, std::uint32_t hkv, std::uint32_t q, std::uint32_t k, std::uint32_t d) {
-  AttentionParams p;
-  p.batch = b;
-  p.heads = h;
-  p.kv_heads = hkv;
-  p.queries = q;
-  p.keys = k;
-  p.head_dim = d;
-  return p;
+  return {.batch = b, .heads = h, .kv_heads = hkv, .queries = q, .keys = k, .head_dim = d};
 }
 
 float parse(const std::string& s) { return s == "-inf" ? -std::numeric_limits<float>::infinity() : std::stof(s); }

@@ -120,21 +120,11 @@ void write_f32(const std::string& name, const std::vector<float>& x, std::vector
 }  // namespace
 
 TEST(Cli, AttentionWithT5BiasMasksAndLse) {
-  AttentionParams p;
-  p.batch = 2;
-  p.heads = 4;
-  p.kv_heads = 2;
-  p.queries = 5;
-  p.keys = 9;
-  p.head_dim = 8;
-  p.bias = AttentionBias::T5;
+  AttentionParams p{.batch = 2, .heads = 4, .kv_heads = 2, .queries = 5, .keys = 9, .head_dim = 8, .scale = 1.0f, .query_offset = 2,
+                    .causal = true, .memory_prefix = 2, .bias = AttentionBias::T5};
   p.t5.num_buckets = 6;
   p.t5.max_distance = 20;
   p.t5.bidirectional = false;
-  p.causal = true;
-  p.query_offset = 2;
-  p.memory_prefix = 2;
-  p.scale = 1.0f;
   std::vector<float> q(2 * 4 * 5 * 8), kv(2 * 2 * 9 * 8), table(6 * 4);
   for (std::size_t e = 0; e < q.size(); ++e) q[e] = std::sin(0.37f * e);
   for (std::size_t e = 0; e < kv.size(); ++e) kv[e] = std::cos(0.11f * e);

@@ -274,19 +274,8 @@ void register_checks(Registry& reg) {
   for (const auto& c : cfgs)
     for (const auto& [name, bias] : kBiasNames)
       for (DType dtype : {DType::F32, DType::F16}) {
-        AttentionParams p;
-        p.batch = c.b;
-        p.heads = c.h;
-        p.kv_heads = c.hkv;
-        p.queries = c.q;
-        p.keys = c.k;
-        p.head_dim = c.d;
-        p.causal = c.causal;
-        p.query_offset = c.off;
-        p.memory_prefix = c.m;
-        p.bias = bias;
-        p.dtype = dtype;
-        p.max_relative_position = 16;
+        AttentionParams p{.batch = c.b, .heads = c.h, .kv_heads = c.hkv, .queries = c.q, .keys = c.k, .head_dim = c.d, .dtype = dtype,
+                          .query_offset = c.off, .causal = c.causal, .memory_prefix = c.m, .bias = bias, .max_relative_position = 16};
         if (bias == AttentionBias::T5) p.scale = 1.0f;
         const bool padded = c.padded;
         reg.checks.push_back({"attention", shape_of(p), [p, padded](Context& ctx) { return check_attention(ctx, p, padded); }});
@@ -315,28 +304,17 @@ void register_benches(Registry& reg) {
                            }});
   };
   for (const auto& [name, bias] : kBiasNames) {
-    AttentionParams p;
-    p.heads = 8;
-    p.queries = p.keys = 1024;
-    p.head_dim = 64;
-    p.bias = bias;
-    p.max_relative_position = 64;
+    AttentionParams p{.heads = 8, .kv_heads = 8, .queries = 1024, .keys = 1024, .head_dim = 64, .bias = bias, .max_relative_position = 64};
     add(p, false);
     if (bias == AttentionBias::None || bias == AttentionBias::T5) {  // the short run: a quarter of the keys and queries
       p.queries = p.keys = 256;
       add(p, true);
     }
   }
-  AttentionParams p;  // one decoding step against a long cache
-  p.heads = 8;
-  p.queries = 1;
-  p.keys = 16384;
-  p.head_dim = 64;
-  p.causal = true;
-  p.query_offset = 16383;
-  p.bias = AttentionBias::T5;
-  p.scale = 1.0f;
-  add(p, false);
+  // One decoding step against a long cache.
+  add({.heads = 8, .kv_heads = 8, .queries = 1, .keys = 16384, .head_dim = 64, .scale = 1.0f, .query_offset = 16383, .causal = true,
+       .bias = AttentionBias::T5},
+      false);
 }
 
 }  // namespace

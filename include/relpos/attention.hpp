@@ -32,7 +32,7 @@ struct AttentionParams {
   std::uint32_t keys = 0;
   std::uint32_t head_dim = 0;  // D: a multiple of 4, at most kMaxHeadDim
   DType dtype = DType::F32;    // storage of q, k, v and out (F32 or F16); accumulation is float32
-  std::optional<float> scale;  // multiplies q·kᵀ; default 1/sqrt(head_dim) (T5 models pass 1)
+  std::optional<float> scale{};  // multiplies q·kᵀ; default 1/sqrt(head_dim) (T5 models pass 1)
   // Query i sits at absolute position i + query_offset among the local (non-memory) keys.
   std::int64_t query_offset = 0;
   bool causal = false;  // local key j (position j - memory_prefix) is masked when it lies after the query
@@ -40,7 +40,7 @@ struct AttentionParams {
   // Local key j >= memory_prefix sits at position j - memory_prefix: rp = j - memory_prefix - (i + query_offset).
   std::uint32_t memory_prefix = 0;
   AttentionBias bias = AttentionBias::None;
-  T5Params t5;  // bucket configuration and bias scale (its queries/keys/heads/offset are ignored)
+  T5Params t5{};  // bucket configuration and bias scale (its queries/keys/heads/offset are ignored)
   std::uint32_t max_relative_position = 0;  // Shaw's k
   std::uint32_t key_splits = 0;  // split the keys across this many workgroups per row (0: chosen from the shape)
 
