@@ -187,6 +187,8 @@ void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& bu
   const Tiles tiles = pick_tiles(r.context());
   const std::uint32_t S = pick_splits(p, tiles);
   const std::uint32_t split_len = detail::div_up(p.keys, S);
+  require(p.rows() * S * (p.head_dim / 4) <= 0xffffffffull, "key_splits", std::to_string(S),
+          "makes batch * heads * queries * splits * head_dim / 4 partial words exceed 2^32");
   const std::uint64_t Q = p.queries, K = p.keys, D = p.head_dim, H = p.heads, rows = p.rows();
   const std::uint32_t es = dtype_size(p.dtype), word = es * 4;
   const std::uint32_t out_word = S > 1 ? 16 : word;  // partial results are float32
