@@ -58,6 +58,7 @@ int main(int argc, char** argv) {
   register_alibi(*run, reg);
   register_rope(*run, reg);
   register_fourier(*run, reg);
+  register_attention(*run, reg);
 
   std::string check_filter;
   auto* check = app.add_subcommand("check", "check every operation against its CPU reference on this device");

@@ -71,5 +71,6 @@ void register_t5(CLI::App& run, Registry& reg);
 void register_alibi(CLI::App& run, Registry& reg);
 void register_rope(CLI::App& run, Registry& reg);
 void register_fourier(CLI::App& run, Registry& reg);
+void register_attention(CLI::App& run, Registry& reg);
 
 }  // namespace relpos::tool

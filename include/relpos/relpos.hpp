@@ -14,3 +14,4 @@
 #include "relpos/alibi.hpp"
 #include "relpos/rope.hpp"
 #include "relpos/float_buffer.hpp"
+#include "relpos/attention.hpp"

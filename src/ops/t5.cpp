@@ -4,6 +4,7 @@
 #include <string>
 
 #include "ops/expand.hpp"
+#include "ops/t5_row.hpp"
 #include "reference/checks.hpp"
 #include "relpos/buffer.hpp"
 #include "relpos/context.hpp"
@@ -22,9 +23,11 @@ void check_table_buffer(const T5Params& p, const Buffer& table) {
                   "must be float32 [num_buckets, heads] = " + std::to_string(need) + " bytes");
 }
 
-// Records the per-distance row: int buckets ([1, Q + K - 1]) or the scaled table values of every
-// head ([heads, Q + K - 1]). Returns the scratch buffer holding it.
-const Buffer& distance_row(Recorder& r, const T5Params& p, const Buffer* table) {
+}  // namespace
+
+namespace detail {
+
+const Buffer& t5_distance_row(Recorder& r, const T5Params& p, const Buffer* table) {
   const std::vector<std::uint32_t> thresholds = t5_bucket_thresholds(p);
   const std::uint32_t row_len = p.queries + p.keys - 1;
   Buffer& thr = detail::scratch(r, std::max<std::size_t>(thresholds.size(), 1) * 4, MemoryUse::Host);
@@ -50,14 +53,14 @@ const Buffer& distance_row(Recorder& r, const T5Params& p, const Buffer* table) 
   return row;
 }
 
-}  // namespace
+}  // namespace detail
 
 void t5_buckets(Recorder& r, const T5Params& p, const Buffer& out) {
   p.validate();
   const detail::ExpandShape shape{p.queries, p.keys, 1, p.queries};
   detail::check_expand(r.context().limits(), shape, out, detail::ExpandMode::Copy32);
   detail::begin_op(r);
-  const Buffer& row = distance_row(r, p, nullptr);
+  const Buffer& row = detail::t5_distance_row(r, p, nullptr);
   detail::expand_distance(r, shape, row, out, detail::ExpandMode::Copy32);
 }
 
@@ -69,7 +72,7 @@ void t5_bias(Recorder& r, const T5Params& p, const Buffer& table, const Buffer& 
   const auto mode = detail::expand_mode(out_dtype, false);
   detail::check_expand(r.context().limits(), shape, out, mode);
   detail::begin_op(r);
-  const Buffer& row = distance_row(r, p, &table);
+  const Buffer& row = detail::t5_distance_row(r, p, &table);
   detail::expand_distance(r, shape, row, out, mode);
 }
 
@@ -80,7 +83,7 @@ void t5_bias_add(Recorder& r, const T5Params& p, const Buffer& table, const Buff
   const detail::ExpandShape shape{p.queries, p.keys, p.heads, std::uint64_t{p.batch} * p.heads * p.queries};
   detail::check_expand(r.context().limits(), shape, logits, mode);
   detail::begin_op(r);
-  const Buffer& row = distance_row(r, p, &table);
+  const Buffer& row = detail::t5_distance_row(r, p, &table);
   detail::expand_distance(r, shape, row, logits, mode);
 }
 

@@ -100,6 +100,9 @@ void dispatch(Recorder& r, std::string_view shader, const std::vector<std::uint3
   auto& s = r.state();
   auto& d = *s.dev;
   const Pipeline& p = d.pipeline(shader, spec);
+  if (p.binding_count > kMaxBindings)
+    throw Error("internal: shader " + std::string(shader) + " has " + std::to_string(p.binding_count) +
+                " bindings; the runtime supports at most " + std::to_string(kMaxBindings));
   if (bindings.size() != p.binding_count)
     throw Error("internal: shader " + std::string(shader) + " has " + std::to_string(p.binding_count) + " bindings, " +
                 std::to_string(bindings.size()) + " given");

@@ -1,0 +1,117 @@
+#pragma once
+// Fused attention with a relative position bias (SPEC.md §7): softmax(q·kᵀ·s + bias + mask)·v with
+// the bias computed tile by tile inside one kernel and an online softmax; the [queries, keys]
+// score matrix is never written. Plus the log-sum-exp merge of partial results over key blocks.
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "relpos/dtype.hpp"
+#include "relpos/t5.hpp"
+
+namespace relpos {
+
+class Buffer;
+class Recorder;
+
+enum class AttentionBias : std::uint32_t {
+  None = 0,
+  T5 = 1,        // [num_buckets, heads] table, buckets of T5Params (its scale multiplies the bias)
+  Distance = 2,  // float32 [heads, queries + keys - 1]: value for rp at index rp + query_offset + queries - 1
+  Alibi = 3,     // float32 [heads] slopes: bias = -slope[h] * |rp|
+  Shaw = 4,      // rel_keys, rel_values [2k + 1, head_dim] (float32), k = max_relative_position
+  Dense = 5,     // float32 [heads, queries, keys], the general fallback
+};
+
+struct AttentionParams {
+  std::uint32_t batch = 1;
+  std::uint32_t heads = 1;     // H, query heads
+  std::uint32_t kv_heads = 1;  // Hkv: H must be a multiple (grouped-query attention)
+  std::uint32_t queries = 0;
+  std::uint32_t keys = 0;
+  std::uint32_t head_dim = 0;  // D: a multiple of 4, at most kMaxHeadDim
+  DType dtype = DType::F32;    // storage of q, k, v and out (F32 or F16); accumulation is float32
+  std::optional<float> scale{};  // multiplies q·kᵀ; default 1/sqrt(head_dim) (T5 models pass 1)
+  // Query i sits at absolute position i + query_offset among the local (non-memory) keys.
+  std::int64_t query_offset = 0;
+  bool causal = false;  // local key j (position j - memory_prefix) is masked when it lies after the query
+  // The first memory_prefix keys are retrieved memories: no position bias, never causally masked.
+  // Local key j >= memory_prefix sits at position j - memory_prefix: rp = j - memory_prefix - (i + query_offset).
+  std::uint32_t memory_prefix = 0;
+  AttentionBias bias = AttentionBias::None;
+  T5Params t5{};  // bucket configuration and bias scale (its queries/keys/heads/offset are ignored)
+  std::uint32_t max_relative_position = 0;  // Shaw's k
+  std::uint32_t key_splits = 0;  // split the keys across this many workgroups per row (0: chosen from the shape)
+
+  static constexpr std::uint32_t kMaxHeadDim = 256;
+
+  float effective_scale() const;
+  std::uint64_t rows() const { return std::uint64_t{batch} * heads * queries; }
+  // Number of floats the bias input holds for this mode (0 for None and Shaw).
+  std::uint64_t bias_elements() const;
+  // T5Params for the bucket row of this shape.
+  T5Params t5_row_params() const;
+  // Throws InvalidArgument naming the parameter and the limit.
+  void validate() const;
+};
+
+// Host inputs of the reference. q [B, H, Q, D], k and v [B, Hkv, K, D]; bias as bias_elements();
+// key_lengths [B] (empty: no padding; keys j >= key_lengths[b] are masked).
+struct AttentionHostInputs {
+  std::span<const float> q, k, v;
+  std::span<const float> bias;
+  std::span<const float> rel_keys, rel_values;
+  std::span<const std::uint32_t> key_lengths;
+};
+
+struct AttentionResult {
+  std::vector<float> out;  // [B, H, Q, D]
+  std::vector<float> lse;  // [B, H, Q]: log Σ_j exp(logit_ij); -inf for a fully masked row (out = 0)
+};
+
+// ---- CPU reference ------------------------------------------------------------------------
+
+// The position bias as a dense float32 [H, Q, K] (memory keys 0), what the unfused pipeline adds.
+// Reads only in.bias.
+std::vector<float> attention_bias_reference(const AttentionParams& p, const AttentionHostInputs& in);
+// Logits [B, H, Q, K] = s·q·k (+ s·q·rel_keys[idx] for Shaw) + bias, -inf where masked.
+std::vector<double> attention_logits_reference(const AttentionParams& p, const AttentionHostInputs& in);
+// The materialised bias, then a float64 softmax.
+AttentionResult attention_reference(const AttentionParams& p, const AttentionHostInputs& in);
+
+// ---- GPU operation ------------------------------------------------------------------------
+
+struct AttentionBuffers {
+  const Buffer* q = nullptr;
+  const Buffer* k = nullptr;
+  const Buffer* v = nullptr;
+  const Buffer* out = nullptr;          // [B, H, Q, D] of dtype
+  const Buffer* lse = nullptr;          // optional float32 [B, H, Q]
+  const Buffer* bias = nullptr;         // T5 table, distance rows, slopes or dense bias (float32)
+  const Buffer* rel_keys = nullptr;     // Shaw, float32 [2k + 1, D]
+  const Buffer* rel_values = nullptr;
+  const Buffer* key_lengths = nullptr;  // optional uint32 [B]
+};
+
+// Records the fused op. Everything is checked first (InvalidArgument).
+void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& b);
+
+// ---- Log-sum-exp merge of partial attention over key blocks ------------------------------
+// parts results over disjoint key blocks: out [parts, rows, D], lse [parts, rows] (rows = B·H·Q).
+// merged lse = log Σ_n exp(lse_n); out = Σ_n exp(lse_n - lse) · out_n. Blocks with lse = -inf
+// (fully masked) contribute nothing; rows masked in every block give zeros and -inf.
+struct AttentionMergeParams {
+  std::uint32_t parts = 1;
+  std::uint64_t rows = 0;
+  std::uint32_t head_dim = 0;  // a multiple of 4, at most AttentionParams::kMaxHeadDim
+  DType dtype = DType::F32;    // of the partial and merged outputs (lse is always float32)
+  void validate() const;
+};
+
+AttentionResult attention_merge_reference(const AttentionMergeParams& p, std::span<const float> out,
+                                          std::span<const float> lse);
+void attention_merge(Recorder& r, const AttentionMergeParams& p, const Buffer& partial_out, const Buffer& partial_lse,
+                     const Buffer& out, const Buffer* lse = nullptr);
+
+}  // namespace relpos

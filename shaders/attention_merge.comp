@@ -1,0 +1,44 @@
+#version 450
+// Log-sum-exp merge of attention computed over disjoint key blocks: one invocation per 4-element
+// word of the merged output. Parts with lse = -inf (every key masked) weigh nothing; a row masked
+// in every part gives zeros and -inf.
+#extension GL_GOOGLE_include_directive : require
+#include "relpos_push/attention_merge.h"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint D4 = 16;
+layout(constant_id = 2) const uint IN_HALF = 0u;
+layout(constant_id = 3) const uint OUT_HALF = 0u;
+
+layout(std430, binding = 0) readonly buffer In32 { vec4 in32[]; };
+layout(std430, binding = 0) readonly buffer In16 { uvec2 in16[]; };
+layout(std430, binding = 1) readonly buffer InLse { float in_lse[]; };
+layout(std430, binding = 2) writeonly buffer O32 { vec4 o32[]; };
+layout(std430, binding = 2) writeonly buffer O16 { uvec2 o16[]; };
+layout(std430, binding = 3) writeonly buffer OutLse { float out_lse[]; };
+
+vec4 load_part(uint w) { return IN_HALF != 0u ? vec4(unpackHalf2x16(in16[w].x), unpackHalf2x16(in16[w].y)) : in32[w]; }
+
+void main() {
+  const float NEG_INF = uintBitsToFloat(0xff800000u);
+  const uint w = pc.first + gl_GlobalInvocationID.x;
+  if (w >= pc.end) return;
+  const uint row = w / D4, d = w % D4;
+  float m = NEG_INF;
+  for (uint n = 0u; n < pc.parts; ++n) m = max(m, in_lse[n * pc.lse_part_stride + row * pc.lse_row_stride - pc.lse_shift]);
+  vec4 acc = vec4(0.0);
+  float sum = 0.0;
+  if (m != NEG_INF) {
+    for (uint n = 0u; n < pc.parts; ++n) {
+      const float l = in_lse[n * pc.lse_part_stride + row * pc.lse_row_stride - pc.lse_shift];
+      if (l == NEG_INF) continue;
+      const float e = exp(l - m);
+      sum += e;
+      acc += e * load_part(n * pc.part_stride + row * pc.row_stride + d - pc.in_shift);
+    }
+    acc /= sum;
+  }
+  if (OUT_HALF != 0u) o16[w - pc.out_shift] = uvec2(packHalf2x16(acc.xy), packHalf2x16(acc.zw));
+  else o32[w - pc.out_shift] = acc;
+  if (d == 0u) out_lse[row - pc.lse_out_shift] = m == NEG_INF ? NEG_INF : m + log(sum);
+}

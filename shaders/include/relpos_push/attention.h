@@ -1,0 +1,46 @@
+// attention_fused.comp: one invocation per ROWS query rows and key split; workgroup g takes
+// local_size * ROWS consecutive queries of (batch, head) bh_first + g / groups_per_bh and one split
+// of the keys: g % groups_per_bh = split group * (groups_per_bh / split_groups) + query tile.
+// lane_splits (one query): lane l of split group s takes split s * local_size + l.
+// A dispatch binds each buffer from an aligned offset at or below the first element it uses;
+// *_shift is that offset in the units the binding is indexed in, subtracted from global indices.
+#ifndef RELPOS_PUSH_ATTENTION_H
+#define RELPOS_PUSH_ATTENTION_H
+#include "relpos_push/common.h"
+
+// How the kernel finds the position bias of key j (T5 arrives as a per-distance row too).
+#define RELPOS_ATTN_NONE 0u
+#define RELPOS_ATTN_ROW 1u    // bias[h * (Q + K - 1) + (j - M) + (Q - 1 - i)]
+#define RELPOS_ATTN_ALIBI 2u  // -bias[h] * |rp|
+#define RELPOS_ATTN_SHAW 3u   // s * q·rel_keys[idx], plus Σ w · rel_values[idx] on the output
+#define RELPOS_ATTN_DENSE 4u  // bias[(h * Q + i) * K + j]
+
+RELPOS_PUSH_BEGIN(AttentionPush) {
+  uint first_group;    // flat workgroup index of this dispatch's first group (within the chunk)
+  uint bh_first;       // first (batch * heads + head) of this chunk
+  uint groups_per_bh;  // split_groups * div_up(queries, local size * ROWS)
+  uint split_groups;   // splits, or div_up(splits, local size) with lane_splits
+  uint lane_splits;
+  uint splits;         // key splits per row; > 1: partial results [rows, splits, D] in float32
+  uint split_len;      // keys per split
+  uint heads;
+  uint kv_group;       // heads / kv_heads
+  uint kv_heads;
+  uint queries;
+  uint keys;
+  uint memory_prefix;
+  int query_offset;
+  uint causal;
+  uint bias_mode;      // RELPOS_ATTN_* below
+  float scale;
+  uint shaw_k;         // max_relative_position
+  uint has_lengths;    // key_lengths bound
+  uint q_shift;        // in 4-element words
+  uint kv_shift;       // in 4-element words
+  uint out_shift;      // in 4-element words
+  uint lse_shift;      // in floats
+  uint bias_shift;     // in floats
+}
+RELPOS_PUSH_END(AttentionPush)
+
+#endif

@@ -1,0 +1,311 @@
+// Fused attention on the GPU: checks, then one dispatch per chunk of (batch, head) slabs whose
+// buffer ranges the device can bind. Decoding shapes split the keys across workgroups and merge the
+// float32 partial results by their log-sum-exp (attention_merge.comp), which is also public.
+#include <algorithm>
+#include <array>
+#include <functional>
+#include <string>
+
+#include "ops/t5_row.hpp"
+#include "reference/checks.hpp"
+#include "relpos/attention.hpp"
+#include "relpos/buffer.hpp"
+#include "relpos/context.hpp"
+#include "relpos_push/attention.h"
+#include "relpos_push/attention_merge.h"
+#include "vk/dispatch.hpp"
+
+namespace relpos {
+namespace {
+
+using detail::require;
+
+// Lanes per workgroup, query rows per lane and keys per softmax rescale, from the device. A few
+// subgroups per workgroup. A CPU device (lavapipe) gathers every key and value load lane by lane
+// and has no register file to run out of, so each lane takes 4 rows to share those loads; a GPU
+// keeps one row per lane, in registers.
+struct Tiles {
+  std::uint32_t lanes, rows, key_block;
+  // Rows times key splits below which the keys are split: enough workgroups to fill the device
+  // (a CPU device runs a few threads, and each workgroup costs it a task).
+  std::uint32_t target_items;
+};
+Tiles pick_tiles(const Context& ctx) {
+  const DeviceLimits& lim = ctx.limits();
+  const std::uint32_t sub = std::max<std::uint32_t>(lim.subgroup_size, 1);
+  const std::uint32_t cap = std::min<std::uint32_t>(lim.max_workgroup_invocations, lim.max_workgroup_size[0]);
+  const bool cpu = ctx.device_info().type == DeviceType::Cpu;
+  return {std::clamp<std::uint32_t>(sub * 4, 1, std::min<std::uint32_t>(cap, 64)), cpu ? 4u : 1u, 8, cpu ? 64u : 1024u};
+}
+
+// At least this many keys per split, so that the merge stays small beside the attention itself.
+constexpr std::uint32_t kMinSplitKeys = 128;
+
+std::uint32_t pick_splits(const AttentionParams& p, const Tiles& tiles) {
+  if (p.key_splits) return p.key_splits;
+  if (p.rows() >= tiles.target_items) return 1;
+  const std::uint64_t by_items = (tiles.target_items + p.rows() - 1) / p.rows();
+  return static_cast<std::uint32_t>(std::max<std::uint64_t>(1, std::min<std::uint64_t>(by_items, p.keys / kMinSplitKeys)));
+}
+
+// The bytes [first, end) of a buffer, bound from an offset the device accepts; shift is that
+// offset in `unit`-byte words (what the shader subtracts from its global word index).
+struct Bound {
+  detail::BufferSpan span;
+  std::uint32_t shift = 0;
+  bool fits = true;
+};
+
+Bound bind(const DeviceLimits& lim, const Buffer& buf, std::uint64_t first, std::uint64_t end, std::uint32_t unit) {
+  const std::uint64_t align = std::max<std::uint64_t>(lim.min_storage_buffer_offset_alignment, 16);
+  const std::uint64_t off = first / align * align;
+  const std::uint64_t bytes = std::max<std::uint64_t>(end - off, 4);
+  return {{&buf, off, bytes}, static_cast<std::uint32_t>(off / unit), bytes <= lim.max_storage_buffer_range};
+}
+
+void require_bytes(const Buffer* b, std::uint64_t want, const std::string& name, const std::string& what) {
+  require(b != nullptr, name, "null", "is required (" + what + ")");
+  require(b->size() == want, name, std::to_string(b->size()) + " bytes", "must be " + what + " = " + std::to_string(want) + " bytes");
+}
+
+// The largest end in (first, total] for which misfit(first, end) is empty (it names the binding
+// that does not fit, and only grows with end); throws when a single unit does not fit.
+std::uint64_t largest_chunk(const DeviceLimits& lim, std::uint64_t first, std::uint64_t total, const std::string& unit,
+                            const std::function<std::string(std::uint64_t, std::uint64_t)>& misfit) {
+  const std::string one = misfit(first, first + 1);
+  require(one.empty(), one + " buffer", unit,
+          "needs a binding larger than maxStorageBufferRange = " + std::to_string(lim.max_storage_buffer_range) +
+              " bytes; split the keys and merge the parts with attention_merge");
+  std::uint64_t good = first + 1, bad = total + 1, step = 1;
+  while (good < total) {
+    const std::uint64_t next = std::min(total, good + step);
+    if (!misfit(first, next).empty()) {
+      bad = next;
+      break;
+    }
+    good = next;
+    step *= 2;
+  }
+  while (bad - good > 1) {
+    const std::uint64_t mid = good + (bad - good) / 2;
+    if (misfit(first, mid).empty()) good = mid; else bad = mid;
+  }
+  return good;
+}
+
+void check_buffers(const AttentionParams& p, const AttentionBuffers& b) {
+  const std::uint64_t es = dtype_size(p.dtype), D = p.head_dim;
+  const std::string dt(dtype_name(p.dtype));
+  require_bytes(b.q, p.rows() * D * es, "q buffer", dt + " [batch, heads, queries, head_dim]");
+  const std::uint64_t kv = std::uint64_t{p.batch} * p.kv_heads * p.keys * D * es;
+  require_bytes(b.k, kv, "k buffer", dt + " [batch, kv_heads, keys, head_dim]");
+  require_bytes(b.v, kv, "v buffer", dt + " [batch, kv_heads, keys, head_dim]");
+  require_bytes(b.out, p.rows() * D * es, "out buffer", dt + " [batch, heads, queries, head_dim]");
+  if (b.lse) require_bytes(b.lse, p.rows() * 4, "lse buffer", "float32 [batch, heads, queries]");
+  if (p.bias == AttentionBias::Shaw) {
+    const std::uint64_t rel = (2ull * p.max_relative_position + 1) * D * 4;
+    require_bytes(b.rel_keys, rel, "rel_keys buffer", "float32 [2 * max_relative_position + 1, head_dim]");
+    require_bytes(b.rel_values, rel, "rel_values buffer", "float32 [2 * max_relative_position + 1, head_dim]");
+  } else if (p.bias != AttentionBias::None) {
+    const char* what = p.bias == AttentionBias::T5 ? "float32 [num_buckets, heads]"
+                       : p.bias == AttentionBias::Distance ? "float32 [heads, queries + keys - 1]"
+                       : p.bias == AttentionBias::Alibi ? "float32 [heads] slopes" : "float32 [heads, queries, keys]";
+    require_bytes(b.bias, p.bias_elements() * 4, "bias buffer", what);
+  }
+  if (b.key_lengths) require_bytes(b.key_lengths, std::uint64_t{p.batch} * 4, "key_lengths buffer", "uint32 [batch]");
+}
+
+std::uint32_t kernel_mode(AttentionBias bias) {
+  switch (bias) {
+    case AttentionBias::None: return RELPOS_ATTN_NONE;
+    case AttentionBias::T5:
+    case AttentionBias::Distance: return RELPOS_ATTN_ROW;
+    case AttentionBias::Alibi: return RELPOS_ATTN_ALIBI;
+    case AttentionBias::Shaw: return RELPOS_ATTN_SHAW;
+    case AttentionBias::Dense: return RELPOS_ATTN_DENSE;
+  }
+  return RELPOS_ATTN_NONE;
+}
+
+// Merges `parts` partial results (words of D/4 floats, strides in words) into out and lse.
+struct MergeLayout {
+  const Buffer* in;
+  const Buffer* in_lse;
+  std::uint32_t parts, part_stride, row_stride, lse_part_stride, lse_row_stride;
+  DType in_dtype;
+};
+
+void record_merge(Recorder& r, const MergeLayout& m, std::uint64_t rows, std::uint32_t head_dim, const Buffer& out, DType out_dtype,
+                  const Buffer& lse) {
+  const DeviceLimits& lim = r.context().limits();
+  const std::uint32_t D4 = head_dim / 4, group = 64;
+  const std::uint32_t in_word = dtype_size(m.in_dtype) * 4, out_word = dtype_size(out_dtype) * 4;
+  auto bounds = [&](std::uint64_t r0, std::uint64_t r1) {
+    const std::uint64_t in_end = (r1 - 1) * m.row_stride + std::uint64_t{m.parts - 1} * m.part_stride + D4;
+    const std::uint64_t lse_end = (r1 - 1) * m.lse_row_stride + std::uint64_t{m.parts - 1} * m.lse_part_stride + 1;
+    return std::array<Bound, 4>{bind(lim, *m.in, r0 * m.row_stride * in_word, in_end * in_word, in_word),
+                                bind(lim, *m.in_lse, r0 * m.lse_row_stride * 4, lse_end * 4, 4),
+                                bind(lim, out, r0 * D4 * out_word, r1 * D4 * out_word, out_word),
+                                bind(lim, lse, r0 * 4, r1 * 4, 4)};
+  };
+  static const char* names[] = {"partial out", "partial lse", "out", "lse"};
+  auto misfit = [&](std::uint64_t r0, std::uint64_t r1) -> std::string {
+    const auto b = bounds(r0, r1);
+    for (int k = 0; k < 4; ++k)
+      if (!b[k].fits) return names[k];
+    return "";
+  };
+  for (std::uint64_t r0 = 0; r0 < rows;) {
+    const std::uint64_t r1 = largest_chunk(lim, r0, rows, "one row of the merge", misfit);
+    const auto b = bounds(r0, r1);
+    push::AttentionMergePush pc{};
+    pc.end = static_cast<std::uint32_t>(r1 * D4);
+    pc.parts = m.parts;
+    pc.part_stride = m.part_stride;
+    pc.row_stride = m.row_stride;
+    pc.in_shift = b[0].shift;
+    pc.lse_part_stride = m.lse_part_stride;
+    pc.lse_row_stride = m.lse_row_stride;
+    pc.lse_shift = b[1].shift;
+    pc.out_shift = b[2].shift;
+    pc.lse_out_shift = b[3].shift;
+    const std::vector<std::uint32_t> spec = {group, D4, m.in_dtype == DType::F16 ? 1u : 0u, out_dtype == DType::F16 ? 1u : 0u};
+    detail::for_each_group_range(lim, detail::div_up((r1 - r0) * D4, group), [&](std::uint64_t first, std::uint32_t groups) {
+      pc.first = static_cast<std::uint32_t>(r0 * D4 + first * group);
+      detail::dispatch(r, "attention_merge", spec, {b[0].span, b[1].span, b[2].span, b[3].span}, pc, groups);
+    });
+    r0 = r1;
+  }
+}
+
+}  // namespace
+
+void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& bufs) {
+  p.validate();
+  check_buffers(p, bufs);
+  const DeviceLimits& lim = r.context().limits();
+  const Tiles tiles = pick_tiles(r.context());
+  const std::uint32_t S = pick_splits(p, tiles);
+  const std::uint32_t split_len = detail::div_up(p.keys, S);
+  require(p.rows() * S * (p.head_dim / 4) <= 0xffffffffull, "key_splits", std::to_string(S),
+          "makes batch * heads * queries * splits * head_dim / 4 partial words exceed 2^32");
+  const std::uint64_t Q = p.queries, K = p.keys, D = p.head_dim, H = p.heads, rows = p.rows();
+  const std::uint32_t es = dtype_size(p.dtype), word = es * 4;
+  const std::uint32_t out_word = S > 1 ? 16 : word;  // partial results are float32
+  // One query (decoding): the lanes of a workgroup take consecutive splits of one row.
+  const bool lane_splits = Q == 1 && S > 1;
+  const std::uint32_t lanes = lane_splits ? std::min(tiles.lanes, S) : Q == 1 ? 1 : tiles.lanes;
+  const std::uint32_t rows_per_lane = Q == 1 ? 1 : tiles.rows;
+  const std::uint32_t split_groups = lane_splits ? detail::div_up(S, lanes) : S;
+  const std::uint32_t groups_per_bh = split_groups * detail::div_up(Q, std::uint64_t{lanes} * rows_per_lane);
+  const std::uint32_t group = p.heads / p.kv_heads;
+  const std::uint32_t mode = kernel_mode(p.bias);
+  // All reads of the rel tables, key lengths and slopes are small and bound whole.
+  const std::uint64_t rel_bytes = (2ull * p.max_relative_position + 1) * D * 4;
+  require(mode != RELPOS_ATTN_SHAW || rel_bytes <= lim.max_storage_buffer_range, "rel_keys", std::to_string(rel_bytes) + " bytes",
+          "must fit in maxStorageBufferRange = " + std::to_string(lim.max_storage_buffer_range));
+
+  detail::begin_op(r);
+  Buffer& dummy = detail::scratch(r, 16, MemoryUse::Device);  // bound where a mode reads nothing
+  const Buffer* bias = bufs.bias;
+  if (p.bias == AttentionBias::T5) bias = &detail::t5_distance_row(r, p.t5_row_params(), bufs.bias);
+  const Buffer& out = S > 1 ? detail::scratch(r, rows * S * D * 4, MemoryUse::Device) : *bufs.out;
+  const Buffer& lse = S > 1 ? detail::scratch(r, rows * S * 4, MemoryUse::Device)
+                            : bufs.lse ? *bufs.lse : detail::scratch(r, rows * 4, MemoryUse::Device);
+
+  auto kv_slab = [&](std::uint64_t bh) { return (bh / H) * p.kv_heads + (bh % H) / group; };
+  // Floats of the bias a chunk of (batch, head) slabs reads: per head for distance and dense biases.
+  auto bias_range = [&](std::uint64_t bh0, std::uint64_t bh1) -> std::pair<std::uint64_t, std::uint64_t> {
+    const std::uint64_t per_head = mode == RELPOS_ATTN_ROW ? Q + K - 1 : mode == RELPOS_ATTN_DENSE ? Q * K : 1;
+    const bool one_batch = bh0 / H == (bh1 - 1) / H;
+    const std::uint64_t h0 = one_batch ? bh0 % H : 0, h1 = one_batch ? (bh1 - 1) % H + 1 : H;
+    return {h0 * per_head, h1 * per_head};
+  };
+  auto bounds = [&](std::uint64_t bh0, std::uint64_t bh1) {
+    const auto [b0, b1] = bias_range(bh0, bh1);
+    const Buffer& bias_buf = bias ? *bias : dummy;
+    return std::array<Bound, 5>{
+        bind(lim, *bufs.q, bh0 * Q * D * es, bh1 * Q * D * es, word),
+        bind(lim, *bufs.k, kv_slab(bh0) * K * D * es, (kv_slab(bh1 - 1) + 1) * K * D * es, word),
+        bind(lim, out, bh0 * Q * S * D * out_word / 4, bh1 * Q * S * D * out_word / 4, out_word),
+        bind(lim, lse, bh0 * Q * S * 4, bh1 * Q * S * 4, 4),
+        bias ? bind(lim, bias_buf, b0 * 4, b1 * 4, 4) : Bound{{&dummy, 0, 16}, 0, true}};
+  };
+  static const char* names[] = {"q", "k and v", "out", "lse", "bias"};
+  auto misfit = [&](std::uint64_t bh0, std::uint64_t bh1) -> std::string {
+    const auto b = bounds(bh0, bh1);
+    for (int k = 0; k < 5; ++k)
+      if (!b[k].fits) return names[k];
+    return "";
+  };
+
+  push::AttentionPush pc{};
+  pc.groups_per_bh = groups_per_bh;
+  pc.split_groups = split_groups;
+  pc.lane_splits = lane_splits ? 1 : 0;
+  pc.splits = S;
+  pc.split_len = split_len;
+  pc.heads = p.heads;
+  pc.kv_group = group;
+  pc.kv_heads = p.kv_heads;
+  pc.queries = p.queries;
+  pc.keys = p.keys;
+  pc.memory_prefix = p.memory_prefix;
+  pc.query_offset = static_cast<std::int32_t>(p.query_offset);
+  pc.causal = p.causal ? 1 : 0;
+  pc.bias_mode = mode;
+  pc.scale = p.effective_scale();
+  pc.shaw_k = p.max_relative_position;
+  pc.has_lengths = bufs.key_lengths ? 1 : 0;
+  const std::vector<std::uint32_t> spec = {lanes, p.head_dim / 4, tiles.key_block, p.dtype == DType::F16 ? 1u : 0u,
+                                           S == 1 && p.dtype == DType::F16 ? 1u : 0u, rows_per_lane};
+  const detail::BufferSpan rel_keys = mode == RELPOS_ATTN_SHAW ? detail::BufferSpan{bufs.rel_keys} : detail::BufferSpan{&dummy};
+  const detail::BufferSpan rel_values = mode == RELPOS_ATTN_SHAW ? detail::BufferSpan{bufs.rel_values} : detail::BufferSpan{&dummy};
+  const detail::BufferSpan lengths = bufs.key_lengths ? detail::BufferSpan{bufs.key_lengths} : detail::BufferSpan{&dummy};
+  const std::uint64_t bh_total = std::uint64_t{p.batch} * p.heads;
+  for (std::uint64_t bh0 = 0; bh0 < bh_total;) {
+    const std::uint64_t bh1 = largest_chunk(lim, bh0, bh_total, "one (batch, head) slab", misfit);
+    const auto b = bounds(bh0, bh1);
+    pc.bh_first = static_cast<std::uint32_t>(bh0);
+    pc.q_shift = b[0].shift;
+    pc.kv_shift = b[1].shift;
+    pc.out_shift = b[2].shift;
+    pc.lse_shift = b[3].shift;
+    pc.bias_shift = b[4].shift;
+    detail::BufferSpan v_span = b[1].span;
+    v_span.buffer = bufs.v;  // v has k's layout: the same range
+    detail::for_each_group_range(lim, (bh1 - bh0) * groups_per_bh, [&](std::uint64_t first, std::uint32_t groups) {
+      pc.first_group = static_cast<std::uint32_t>(first);
+      detail::dispatch(r, "attention_fused", spec,
+                       {b[0].span, b[1].span, v_span, b[2].span, b[3].span, mode == RELPOS_ATTN_SHAW ? rel_values : b[4].span,
+                        rel_keys, lengths},
+                       pc, groups);
+    });
+    bh0 = bh1;
+  }
+  if (S > 1) {
+    detail::barrier(r);
+    const Buffer& lse_out = bufs.lse ? *bufs.lse : detail::scratch(r, rows * 4, MemoryUse::Device);
+    const std::uint32_t D4 = p.head_dim / 4;
+    record_merge(r, {&out, &lse, S, D4, S * D4, 1, S, DType::F32}, rows, p.head_dim, *bufs.out, p.dtype, lse_out);
+  }
+}
+
+void attention_merge(Recorder& r, const AttentionMergeParams& p, const Buffer& partial_out, const Buffer& partial_lse,
+                     const Buffer& out, const Buffer* lse) {
+  p.validate();
+  const std::uint64_t es = dtype_size(p.dtype), D = p.head_dim;
+  const std::string dt(dtype_name(p.dtype));
+  require_bytes(&partial_out, p.parts * p.rows * D * es, "partial_out buffer", dt + " [parts, rows, head_dim]");
+  require_bytes(&partial_lse, p.parts * p.rows * 4, "partial_lse buffer", "float32 [parts, rows]");
+  require_bytes(&out, p.rows * D * es, "out buffer", dt + " [rows, head_dim]");
+  if (lse) require_bytes(lse, p.rows * 4, "lse buffer", "float32 [rows]");
+  require(p.rows * (D / 4) <= 0xffffffffull && p.parts * p.rows <= 0xffffffffull, "rows", std::to_string(p.rows), "too many words for 32-bit indices");
+  detail::begin_op(r);
+  const Buffer& lse_out = lse ? *lse : detail::scratch(r, p.rows * 4, MemoryUse::Device);
+  const std::uint32_t D4 = p.head_dim / 4;
+  record_merge(r, {&partial_out, &partial_lse, p.parts, static_cast<std::uint32_t>(p.rows * D4), D4, static_cast<std::uint32_t>(p.rows), 1, p.dtype},
+               p.rows, p.head_dim, out, p.dtype, lse_out);
+}
+
+}  // namespace relpos

@@ -1,0 +1,15 @@
+#pragma once
+// The T5 per-distance row, shared by the T5 bias ops and the fused attention (which reads the bias
+// of each tile from it instead of a [Q, K] tensor).
+#include "relpos/buffer.hpp"
+#include "relpos/recorder.hpp"
+#include "relpos/t5.hpp"
+
+namespace relpos::detail {
+
+// Records the row: int buckets ([1, Q + K - 1]) when table is null, else scale * table[bucket, h]
+// for every head ([heads, Q + K - 1], float32). Entry x holds relative position
+// x - (Q - 1) - query_offset. Returns the scratch buffer, ready to read after the barrier it ends with.
+const Buffer& t5_distance_row(Recorder& r, const T5Params& p, const Buffer* table);
+
+}  // namespace relpos::detail

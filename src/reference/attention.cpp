@@ -1,0 +1,243 @@
+// CPU reference of attention with a relative position bias (SPEC.md §7): the bias materialised as
+// [H, Q, K], the logits and softmax in float64. Plus the log-sum-exp merge of partial results.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "reference/checks.hpp"
+#include "relpos/attention.hpp"
+#include "relpos/error.hpp"
+
+namespace relpos {
+namespace {
+
+using detail::require;
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+std::string str(std::uint64_t v) { return std::to_string(v); }
+
+void require_head_dim(std::uint32_t d) {
+  require(d >= 4 && d <= AttentionParams::kMaxHeadDim && d % 4 == 0, "head_dim", str(d),
+          "must be a multiple of 4 in [4, " + str(AttentionParams::kMaxHeadDim) + "] (the kernel keeps a row in registers)");
+}
+
+void require_size(std::span<const float> s, std::uint64_t want, const std::string& name) {
+  require(s.size() == want, name, str(s.size()) + " values", "must hold " + str(want));
+}
+
+// Relative position of key j for query i, or nullopt for a memory key (no position bias).
+std::optional<std::int64_t> relative_position(const AttentionParams& p, std::uint32_t i, std::uint32_t j) {
+  if (j < p.memory_prefix) return std::nullopt;
+  return static_cast<std::int64_t>(j - p.memory_prefix) - (static_cast<std::int64_t>(i) + p.query_offset);
+}
+
+std::uint32_t shaw_index(const AttentionParams& p, std::int64_t rp) {
+  const std::int64_t k = p.max_relative_position;
+  return static_cast<std::uint32_t>(std::clamp(rp, -k, k) + k);
+}
+
+bool key_visible(const AttentionParams& p, const AttentionHostInputs& in, std::uint32_t b, std::uint32_t i, std::uint32_t j) {
+  if (!in.key_lengths.empty() && j >= in.key_lengths[b]) return false;
+  const auto rp = relative_position(p, i, j);
+  return !(p.causal && rp && *rp > 0);
+}
+
+void check_inputs(const AttentionParams& p, const AttentionHostInputs& in) {
+  p.validate();
+  const std::uint64_t D = p.head_dim;
+  require_size(in.q, p.rows() * D, "q");
+  require_size(in.k, std::uint64_t{p.batch} * p.kv_heads * p.keys * D, "k");
+  require_size(in.v, std::uint64_t{p.batch} * p.kv_heads * p.keys * D, "v");
+  require_size(in.bias, p.bias_elements(), "bias");
+  const std::uint64_t rel = p.bias == AttentionBias::Shaw ? (2ull * p.max_relative_position + 1) * D : 0;
+  require_size(in.rel_keys, rel, "rel_keys");
+  require_size(in.rel_values, rel, "rel_values");
+  require(in.key_lengths.empty() || in.key_lengths.size() == p.batch, "key_lengths", str(in.key_lengths.size()) + " values",
+          "must be empty or hold batch = " + str(p.batch));
+}
+
+double dot(const float* a, const float* b, std::uint32_t d) {
+  double s = 0.0;
+  for (std::uint32_t e = 0; e < d; ++e) s += static_cast<double>(a[e]) * b[e];
+  return s;
+}
+
+}  // namespace
+
+float AttentionParams::effective_scale() const {
+  return scale ? *scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
+}
+
+std::uint64_t AttentionParams::bias_elements() const {
+  switch (bias) {
+    case AttentionBias::T5: return std::uint64_t{t5.num_buckets} * heads;
+    case AttentionBias::Distance: return std::uint64_t{heads} * (std::uint64_t{queries} + keys - 1);
+    case AttentionBias::Alibi: return heads;
+    case AttentionBias::Dense: return std::uint64_t{heads} * queries * keys;
+    case AttentionBias::None:
+    case AttentionBias::Shaw: return 0;
+  }
+  return 0;
+}
+
+T5Params AttentionParams::t5_row_params() const {
+  T5Params r = t5;
+  r.queries = queries;
+  r.keys = keys;
+  r.heads = heads;
+  r.batch = 1;
+  r.query_offset = query_offset;
+  return r;
+}
+
+void AttentionParams::validate() const {
+  require(batch >= 1, "batch", str(batch), "must be >= 1");
+  require(heads >= 1, "heads", str(heads), "must be >= 1");
+  require(kv_heads >= 1 && heads % kv_heads == 0, "kv_heads", str(kv_heads),
+          "must divide heads = " + str(heads) + " (grouped-query attention)");
+  require(queries >= 1, "queries", str(queries), "must be >= 1");
+  require(keys >= 1, "keys", str(keys), "must be >= 1");
+  require_head_dim(head_dim);
+  require(dtype == DType::F32 || dtype == DType::F16, "dtype", std::string(dtype_name(dtype)), "must be f32 or f16");
+  require(std::isfinite(effective_scale()), "scale", std::to_string(effective_scale()), "must be finite");
+  require(memory_prefix <= keys, "memory_prefix", str(memory_prefix), "must be <= keys = " + str(keys));
+  constexpr std::int64_t kMax = std::numeric_limits<std::int32_t>::max();
+  const std::int64_t first = -(static_cast<std::int64_t>(queries) - 1) - query_offset;
+  const std::int64_t last = static_cast<std::int64_t>(keys) - 1 - query_offset;
+  require(query_offset > -kMax && query_offset < kMax && first > -kMax && last < kMax, "query_offset", std::to_string(query_offset),
+          "puts positions or relative positions outside +-(2^31 - 1)");
+  // The GPU indexes 4-element words and bias values with 32-bit integers.
+  constexpr std::uint64_t k32 = 0xffffffffull;
+  require(rows() * head_dim / 4 <= k32, "batch * heads * queries * head_dim / 4", str(rows() * head_dim / 4), "must be < 2^32");
+  require(std::uint64_t{batch} * kv_heads * keys * head_dim / 4 <= k32, "batch * kv_heads * keys * head_dim / 4",
+          str(std::uint64_t{batch} * kv_heads * keys * head_dim / 4), "must be < 2^32");
+  require(bias_elements() <= k32, "bias elements", str(bias_elements()), "must be < 2^32");
+  require(key_splits <= keys, "key_splits", str(key_splits), "must be <= keys = " + str(keys));
+  if (bias == AttentionBias::T5) t5_row_params().validate();
+  if (bias == AttentionBias::Shaw)
+    require(max_relative_position >= 1 && max_relative_position <= 1'000'000, "max_relative_position", str(max_relative_position),
+            "must be in [1, 10^6] for the Shaw bias");
+}
+
+std::vector<float> attention_bias_reference(const AttentionParams& p, const AttentionHostInputs& in) {
+  p.validate();
+  require_size(in.bias, p.bias_elements(), "bias");
+  const std::uint64_t Q = p.queries, K = p.keys;
+  std::vector<float> out(p.heads * Q * K, 0.0f);
+  const T5Params t5 = p.t5_row_params();
+  for (std::uint32_t h = 0; h < p.heads; ++h)
+    for (std::uint32_t i = 0; i < Q; ++i)
+      for (std::uint32_t j = 0; j < K; ++j) {
+        const auto rp = relative_position(p, i, j);
+        if (!rp) continue;
+        float& o = out[(h * Q + i) * K + j];
+        switch (p.bias) {
+          case AttentionBias::T5: o = t5.scale * in.bias[static_cast<std::size_t>(t5_bucket(*rp, t5)) * p.heads + h]; break;
+          case AttentionBias::Distance: o = in.bias[h * (Q + K - 1) + (j - p.memory_prefix) + (Q - 1 - i)]; break;
+          case AttentionBias::Alibi: o = -(in.bias[h] * static_cast<float>(std::abs(*rp))); break;
+          case AttentionBias::Dense: o = in.bias[(h * Q + i) * K + j]; break;
+          case AttentionBias::None:
+          case AttentionBias::Shaw: break;
+        }
+      }
+  return out;
+}
+
+std::vector<double> attention_logits_reference(const AttentionParams& p, const AttentionHostInputs& in) {
+  check_inputs(p, in);
+  const std::vector<float> bias = attention_bias_reference(p, in);
+  const std::uint32_t D = p.head_dim, Q = p.queries, K = p.keys, group = p.heads / p.kv_heads;
+  const double s = p.effective_scale();
+  std::vector<double> logits(p.rows() * K);
+  for (std::uint32_t b = 0; b < p.batch; ++b)
+    for (std::uint32_t h = 0; h < p.heads; ++h) {
+      const std::size_t kv = (std::size_t{b} * p.kv_heads + h / group) * K;
+      for (std::uint32_t i = 0; i < Q; ++i) {
+        const float* q = &in.q[((std::size_t{b} * p.heads + h) * Q + i) * D];
+        double* row = &logits[((std::size_t{b} * p.heads + h) * Q + i) * K];
+        for (std::uint32_t j = 0; j < K; ++j) {
+          if (!key_visible(p, in, b, i, j)) {
+            row[j] = kNegInf;
+            continue;
+          }
+          double qk = dot(q, &in.k[(kv + j) * D], D);
+          const auto rp = relative_position(p, i, j);
+          if (p.bias == AttentionBias::Shaw && rp) qk += dot(q, &in.rel_keys[std::size_t{shaw_index(p, *rp)} * D], D);
+          row[j] = s * qk + bias[(std::size_t{h} * Q + i) * K + j];
+        }
+      }
+    }
+  return logits;
+}
+
+AttentionResult attention_reference(const AttentionParams& p, const AttentionHostInputs& in) {
+  const std::vector<double> logits = attention_logits_reference(p, in);
+  const std::uint32_t D = p.head_dim, Q = p.queries, K = p.keys, group = p.heads / p.kv_heads;
+  AttentionResult res{std::vector<float>(p.rows() * D, 0.0f), std::vector<float>(p.rows())};
+  std::vector<double> acc(D);
+  for (std::uint32_t b = 0; b < p.batch; ++b)
+    for (std::uint32_t h = 0; h < p.heads; ++h)
+      for (std::uint32_t i = 0; i < Q; ++i) {
+        const std::size_t row = (std::size_t{b} * p.heads + h) * Q + i;
+        const double* l = &logits[row * K];
+        const double m = *std::max_element(l, l + K);
+        if (m == kNegInf) {  // every key masked: zeros, never NaN
+          res.lse[row] = -std::numeric_limits<float>::infinity();
+          continue;
+        }
+        double sum = 0.0;
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (std::uint32_t j = 0; j < K; ++j) {
+          if (l[j] == kNegInf) continue;
+          const double w = std::exp(l[j] - m);
+          sum += w;
+          const float* v = &in.v[((std::size_t{b} * p.kv_heads + h / group) * K + j) * D];
+          const auto rp = relative_position(p, i, j);
+          const float* rv = p.bias == AttentionBias::Shaw && rp ? &in.rel_values[std::size_t{shaw_index(p, *rp)} * D] : nullptr;
+          for (std::uint32_t d = 0; d < D; ++d) acc[d] += w * (static_cast<double>(v[d]) + (rv ? rv[d] : 0.0));
+        }
+        for (std::uint32_t d = 0; d < D; ++d) res.out[row * D + d] = static_cast<float>(acc[d] / sum);
+        res.lse[row] = static_cast<float>(m + std::log(sum));
+      }
+  return res;
+}
+
+void AttentionMergeParams::validate() const {
+  require(parts >= 1, "parts", str(parts), "must be >= 1");
+  require(rows >= 1, "rows", str(rows), "must be >= 1");
+  require_head_dim(head_dim);
+  require(dtype == DType::F32 || dtype == DType::F16, "dtype", std::string(dtype_name(dtype)), "must be f32 or f16");
+  require(std::uint64_t{parts} * rows * head_dim / 4 <= 0xffffffffull, "parts * rows * head_dim / 4",
+          str(std::uint64_t{parts} * rows * head_dim / 4), "must be < 2^32");
+}
+
+AttentionResult attention_merge_reference(const AttentionMergeParams& p, std::span<const float> out, std::span<const float> lse) {
+  p.validate();
+  const std::uint64_t D = p.head_dim;
+  require_size(out, p.parts * p.rows * D, "partial out");
+  require_size(lse, p.parts * p.rows, "partial lse");
+  AttentionResult res{std::vector<float>(p.rows * D, 0.0f), std::vector<float>(p.rows)};
+  for (std::uint64_t r = 0; r < p.rows; ++r) {
+    double m = kNegInf;
+    for (std::uint32_t n = 0; n < p.parts; ++n) m = std::max(m, static_cast<double>(lse[n * p.rows + r]));
+    if (m == kNegInf) {
+      res.lse[r] = -std::numeric_limits<float>::infinity();
+      continue;
+    }
+    double sum = 0.0;
+    std::vector<double> acc(D, 0.0);
+    for (std::uint32_t n = 0; n < p.parts; ++n) {
+      const double l = lse[n * p.rows + r];
+      if (l == kNegInf) continue;
+      const double w = std::exp(l - m);
+      sum += w;
+      for (std::uint64_t d = 0; d < D; ++d) acc[d] += w * out[(n * p.rows + r) * D + d];
+    }
+    for (std::uint64_t d = 0; d < D; ++d) res.out[r * D + d] = static_cast<float>(acc[d] / sum);
+    res.lse[r] = static_cast<float>(m + std::log(sum));
+  }
+  return res;
+}
+
+}  // namespace relpos

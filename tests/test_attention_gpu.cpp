@@ -1,0 +1,304 @@
+// Fused attention on the GPU against the float64 reference: every bias mode with causal masks,
+// query offsets, key padding, memory prefixes, grouped-query heads, f16 and f32 storage, Q != K
+// and decoding (split keys merged by log-sum-exp); the T5 mode against the unfused GPU bias; the
+// merge op against attention over the whole key range; the split paths under lowered limits.
+#include <relpos/relpos.hpp>
+
+#include <limits>
+#include <random>
+
+#include "support/gpu_fixture.hpp"
+#include "support/test_data.hpp"
+
+using namespace relpos;
+using relpos::test::GpuTest;
+using relpos::test::gpu;
+using relpos::test::gpu_small_limits;
+using relpos::test::random_floats;
+using relpos::test::run;
+
+namespace {
+
+// Tolerances of normalised_error (max |got - want| / max(1, max |want|)):
+// f32: float32 dot products over D <= 64 terms, float32 sums over <= 1000 weights and the
+// device's exp/log (a few ulp) each stay near 1e-5 relative; 1e-4 leaves margin while any wrong
+// weight, bias or mask moves the result by far more.
+// f16: q, k, v are stored as halves (the reference reads the same rounded values); the output is
+// rounded to half once: 2^-11 relative, so 1e-3.
+constexpr double kTolF32 = 1e-4;
+constexpr double kTolF16 = 1e-3;
+
+struct Inputs {
+  std::vector<float> q, k, v, bias, rel_keys, rel_values;
+  std::vector<std::uint32_t> lengths;
+  AttentionHostInputs host() const { return {q, k, v, bias, rel_keys, rel_values, lengths}; }
+};
+
+// Rounds to what a float16 buffer holds when the op stores halves.
+std::vector<float> stored(const std::vector<float>& x, DType dtype) { return dtype == DType::F16 ? from_half(to_half(x)) : x; }
+
+Buffer upload(Context& ctx, const std::vector<float>& x, DType dtype) {
+  return dtype == DType::F16 ? make_buffer(ctx, to_half(x)) : make_buffer(ctx, x);
+}
+
+std::vector<float> download(const Buffer& b, std::size_t n, DType dtype) {
+  return dtype == DType::F16 ? from_half(b.download<std::uint16_t>(n)) : b.download<float>(n);
+}
+
+Inputs random_inputs(std::mt19937& rng, const AttentionParams& p) {
+  Inputs in;
+  const std::size_t D = p.head_dim, kv = std::size_t{p.batch} * p.kv_heads * p.keys * D;
+  in.q = stored(random_floats(rng, p.rows() * D), p.dtype);
+  in.k = stored(random_floats(rng, kv), p.dtype);
+  in.v = stored(random_floats(rng, kv), p.dtype);
+  if (p.bias == AttentionBias::Alibi) in.bias = random_floats(rng, p.heads, 0.0f, 1.0f);
+  else in.bias = random_floats(rng, p.bias_elements(), -3.0f, 3.0f);
+  if (p.bias == AttentionBias::Shaw) {
+    in.rel_keys = random_floats(rng, (2 * p.max_relative_position + 1) * D);
+    in.rel_values = random_floats(rng, (2 * p.max_relative_position + 1) * D);
+  }
+  return in;
+}
+
+AttentionResult gpu_attention(Context& ctx, const AttentionParams& p, const Inputs& in) {
+  const std::size_t n = p.rows() * p.head_dim;
+  Buffer q = upload(ctx, in.q, p.dtype), k = upload(ctx, in.k, p.dtype), v = upload(ctx, in.v, p.dtype);
+  Buffer out(ctx, n * dtype_size(p.dtype)), lse(ctx, p.rows() * 4);
+  Buffer bias, rk, rv, lengths;
+  AttentionBuffers b{&q, &k, &v, &out, &lse};
+  if (!in.bias.empty()) b.bias = &(bias = make_buffer(ctx, in.bias));
+  if (!in.rel_keys.empty()) {
+    b.rel_keys = &(rk = make_buffer(ctx, in.rel_keys));
+    b.rel_values = &(rv = make_buffer(ctx, in.rel_values));
+  }
+  if (!in.lengths.empty()) b.key_lengths = &(lengths = make_buffer(ctx, in.lengths));
+  run(ctx, [&](Recorder& r) { attention(r, p, b); });
+  return {download(out, n, p.dtype), lse.download<float>(p.rows())};
+}
+
+std::string describe(const AttentionParams& p) {
+  static const char* modes[] = {"none", "t5", "distance", "alibi", "shaw", "dense"};
+  return std::string(modes[static_cast<int>(p.bias)]) + " B=" + std::to_string(p.batch) + " H=" + std::to_string(p.heads) +
+         " Hkv=" + std::to_string(p.kv_heads) + " Q=" + std::to_string(p.queries) + " K=" + std::to_string(p.keys) +
+         " D=" + std::to_string(p.head_dim) + " " + std::string(dtype_name(p.dtype)) + (p.causal ? " causal" : "") +
+         " off=" + std::to_string(p.query_offset) + " M=" + std::to_string(p.memory_prefix) +
+         " splits=" + std::to_string(p.key_splits);
+}
+
+void expect_matches(Context& ctx, const AttentionParams& p, const Inputs& in) {
+  SCOPED_TRACE(describe(p));
+  const AttentionResult want = attention_reference(p, in.host());
+  const AttentionResult got = gpu_attention(ctx, p, in);
+  EXPECT_LE(normalised_error(got.out, want.out), p.dtype == DType::F16 ? kTolF16 : kTolF32);
+  EXPECT_LE(normalised_error(got.lse, want.lse), kTolF32);
+}
+
+AttentionParams random_params(std::mt19937& rng, AttentionBias bias, DType dtype) {
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  AttentionParams p;
+  p.bias = bias;
+  p.dtype = dtype;
+  p.batch = pick(1, 2);
+  p.kv_heads = pick(1, 2);
+  p.heads = p.kv_heads * pick(1, 3);
+  p.queries = pick(1, 40);
+  p.keys = pick(1, 70);
+  p.head_dim = pick(0, 1) ? 8 : 20;
+  p.causal = pick(0, 1);
+  switch (pick(0, 2)) {
+    case 0: p.query_offset = 0; break;
+    case 1: p.query_offset = std::int64_t{p.keys} - p.queries; break;
+    default: p.query_offset = pick(-6, 6); break;
+  }
+  if (pick(0, 2) == 0) p.memory_prefix = pick(0, std::min<int>(p.keys, 6));
+  if (pick(0, 1)) p.scale = 1.0f;
+  if (pick(0, 2) == 0) p.key_splits = pick(1, std::min<int>(p.keys, 4));
+  p.t5.bidirectional = pick(0, 1);
+  p.t5.num_buckets = pick(p.t5.bidirectional ? 4 : 2, 20);
+  p.t5.max_distance = p.t5.max_exact() + pick(1, 30);
+  p.t5.scale = pick(0, 1) ? 1.0f : 0.5f;
+  p.max_relative_position = pick(1, 5);
+  return p;
+}
+
+class AttentionGpu : public GpuTest {};
+
+constexpr AttentionBias kModes[] = {AttentionBias::None, AttentionBias::T5, AttentionBias::Distance,
+                                    AttentionBias::Alibi, AttentionBias::Shaw, AttentionBias::Dense};
+
+}  // namespace
+
+TEST_F(AttentionGpu, EveryBiasModeMatchesReference) {
+  std::mt19937 rng(2024);
+  for (int trial = 0; trial < 36; ++trial) {
+    const AttentionParams p = random_params(rng, kModes[trial % 6], trial % 12 < 6 ? DType::F32 : DType::F16);
+    Inputs in = random_inputs(rng, p);
+    if (trial % 3 == 0) {  // key padding, including a batch with no keys at all
+      std::uniform_int_distribution<std::uint32_t> len(0, p.keys);
+      for (std::uint32_t b = 0; b < p.batch; ++b) in.lengths.push_back(b == 1 ? 0 : len(rng));
+    }
+    expect_matches(gpu(), p, in);
+  }
+}
+
+// One query against a long cache: the keys are split across workgroups and merged by lse.
+TEST_F(AttentionGpu, DecodingSplitsKeysAndMerges) {
+  std::mt19937 rng(7);
+  for (AttentionBias mode : kModes)
+    for (DType dtype : {DType::F32, DType::F16}) {
+      AttentionParams p{.heads = 4, .kv_heads = 2, .queries = 1, .keys = 701, .head_dim = 20, .dtype = dtype, .scale = 1.0f,
+                        .query_offset = 701 - 5 - 1, .causal = true, .memory_prefix = 5, .bias = mode, .max_relative_position = 3};
+      p.t5.bidirectional = false;
+      Inputs in = random_inputs(rng, p);
+      in.lengths = {690};
+      expect_matches(gpu(), p, in);
+    }
+  // More splits than lanes in a workgroup, and splits past the last key (empty, lse = -inf).
+  const AttentionParams p{.batch = 2, .heads = 3, .kv_heads = 3, .queries = 1, .keys = 300, .head_dim = 8, .bias = AttentionBias::Alibi,
+                          .key_splits = 37};
+  expect_matches(gpu(), p, random_inputs(rng, p));
+}
+
+// T5 in the tile equals the unfused pipeline's bias: t5_bias materialised on the GPU, then fed to
+// the fused op as a dense bias. The same float values take the same path: bit-exact.
+TEST_F(AttentionGpu, T5MatchesMaterialisedGpuBias) {
+  std::mt19937 rng(11);
+  // D = 64 is in `relpos check`: its pipeline takes lavapipe many seconds to compile.
+  const AttentionParams p{.heads = 4, .kv_heads = 4, .queries = 33, .keys = 65, .head_dim = 16, .scale = 1.0f, .query_offset = 32,
+                          .causal = true, .bias = AttentionBias::T5};
+  const Inputs in = random_inputs(rng, p);
+  const AttentionResult fused = gpu_attention(gpu(), p, in);
+
+  Buffer table = make_buffer(gpu(), in.bias);
+  Buffer dense(gpu(), std::uint64_t{p.heads} * p.queries * p.keys * 4);
+  run(gpu(), [&](Recorder& r) { t5_bias(r, p.t5_row_params(), table, dense); });
+  AttentionParams pd = p;
+  pd.bias = AttentionBias::Dense;
+  Inputs ind = in;
+  ind.bias = dense.download<float>(std::size_t{p.heads} * p.queries * p.keys);
+  const AttentionResult unfused = gpu_attention(gpu(), pd, ind);
+  EXPECT_EQ(fused.out, unfused.out);
+  EXPECT_EQ(fused.lse, unfused.lse);
+  EXPECT_LE(normalised_error(fused.out, attention_reference(p, in.host()).out), kTolF32);
+}
+
+// attention_merge over results computed on separate key blocks (as ring attention or several
+// devices would) equals attention over the whole key range.
+TEST_F(AttentionGpu, MergeOpMatchesWholeKeyRange) {
+  std::mt19937 rng(13);
+  for (DType dtype : {DType::F32, DType::F16}) {
+    const AttentionParams p{.batch = 2, .heads = 2, .kv_heads = 1, .queries = 5, .keys = 23, .head_dim = 8, .dtype = dtype,
+                            .bias = AttentionBias::Dense};
+    Inputs in = random_inputs(rng, p);
+    for (std::uint32_t j = 0; j < 10; ++j) in.bias[3 * p.keys + j] = -std::numeric_limits<float>::infinity();
+    const std::uint32_t cuts[] = {0, 10, 11, 23};  // a block of one key, blocks masked for one row
+    const std::size_t rows = p.rows(), D = p.head_dim;
+    std::vector<float> parts_out, parts_lse;
+    for (int n = 0; n < 3; ++n) {
+      AttentionParams pb = p;
+      pb.keys = cuts[n + 1] - cuts[n];
+      Inputs ib;
+      ib.q = in.q;
+      for (std::uint32_t kv = 0; kv < p.batch * p.kv_heads; ++kv)
+        for (std::uint32_t j = cuts[n]; j < cuts[n + 1]; ++j) {
+          ib.k.insert(ib.k.end(), in.k.begin() + (kv * p.keys + j) * D, in.k.begin() + (kv * p.keys + j + 1) * D);
+          ib.v.insert(ib.v.end(), in.v.begin() + (kv * p.keys + j) * D, in.v.begin() + (kv * p.keys + j + 1) * D);
+        }
+      for (std::uint32_t r = 0; r < p.heads * p.queries; ++r)
+        ib.bias.insert(ib.bias.end(), in.bias.begin() + r * p.keys + cuts[n], in.bias.begin() + r * p.keys + cuts[n + 1]);
+      const AttentionResult part = gpu_attention(gpu(), pb, ib);
+      parts_out.insert(parts_out.end(), part.out.begin(), part.out.end());
+      parts_lse.insert(parts_lse.end(), part.lse.begin(), part.lse.end());
+    }
+    const AttentionMergeParams mp{3, rows, p.head_dim, dtype};
+    Buffer po = upload(gpu(), parts_out, dtype), pl = make_buffer(gpu(), parts_lse);
+    Buffer out(gpu(), rows * D * dtype_size(dtype)), lse(gpu(), rows * 4);
+    run(gpu(), [&](Recorder& r) { attention_merge(r, mp, po, pl, out, &lse); });
+    const AttentionResult want = attention_reference(p, in.host());
+    const double tol = dtype == DType::F16 ? 2 * kTolF16 : kTolF32;  // f16: the parts are rounded too
+    EXPECT_LE(normalised_error(download(out, rows * D, dtype), want.out), tol) << dtype_name(dtype);
+    EXPECT_LE(normalised_error(lse.download<float>(rows), want.lse), kTolF32);
+    const AttentionResult ref_merge = attention_merge_reference(mp, stored(parts_out, dtype), parts_lse);
+    EXPECT_LE(normalised_error(download(out, rows * D, dtype), ref_merge.out), dtype == DType::F16 ? kTolF16 : kTolF32);
+  }
+}
+
+// A 4 KiB binding range and 3 workgroups per dispatch: (batch, head) chunks, bias head ranges,
+// grouped dispatches and the merge's row chunks all take their split paths.
+TEST_F(AttentionGpu, SplitPathsUnderLoweredLimits) {
+  Context& ctx = gpu_small_limits();
+  std::mt19937 rng(17);
+  for (AttentionBias mode : kModes) {
+    const bool split = mode == AttentionBias::Shaw || mode == AttentionBias::T5;
+    const AttentionParams p{.batch = 2, .heads = 4, .kv_heads = 2, .queries = 9, .keys = 13, .head_dim = 8, .query_offset = 3,
+                            .causal = mode == AttentionBias::Alibi, .memory_prefix = 2, .bias = mode, .max_relative_position = 2,
+                            .key_splits = split ? 3u : 0u};
+    expect_matches(ctx, p, random_inputs(rng, p));
+  }
+  // Decoding: partial results over many bindings.
+  const AttentionParams p{.batch = 3, .heads = 2, .kv_heads = 2, .queries = 1, .keys = 100, .head_dim = 8, .key_splits = 7};
+  expect_matches(ctx, p, random_inputs(rng, p));
+}
+
+TEST_F(AttentionGpu, InvalidInputIsRejectedBeforeDispatch) {
+  Context& ctx = gpu();
+  const AttentionParams p{.heads = 4, .kv_heads = 2, .queries = 3, .keys = 5, .head_dim = 8};
+  Buffer q(ctx, 4 * 3 * 8 * 4), kv(ctx, 2 * 5 * 8 * 4), out(ctx, 4 * 3 * 8 * 4), small(ctx, 12);
+  AttentionBuffers ok{&q, &kv, &kv, &out};
+  Recorder r(ctx);
+  auto expect_invalid = [](auto&& f, const std::string& word) {
+    try {
+      f();
+      ADD_FAILURE() << "expected InvalidArgument mentioning " << word;
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << e.what();
+    }
+  };
+  auto with = [&](auto change, AttentionParams pp = {}) {
+    AttentionBuffers b = ok;
+    change(b);
+    return [=, &r] { attention(r, pp, b); };
+  };
+  const auto same = [](AttentionBuffers&) {};
+  auto bad = p;
+  bad.kv_heads = 3;
+  expect_invalid(with(same, bad), "kv_heads");
+  bad = p;
+  bad.head_dim = 264;
+  expect_invalid(with(same, bad), "head_dim");
+  bad.head_dim = 10;
+  expect_invalid(with(same, bad), "head_dim");
+  expect_invalid(with([&](AttentionBuffers& b) { b.q = &small; }, p), "q buffer");
+  expect_invalid(with([&](AttentionBuffers& b) { b.v = &small; }, p), "v buffer");
+  expect_invalid(with([&](AttentionBuffers& b) { b.out = &small; }, p), "out buffer");
+  expect_invalid(with([&](AttentionBuffers& b) { b.lse = &small; }, p), "lse buffer");
+  expect_invalid(with([&](AttentionBuffers& b) { b.key_lengths = &small; }, p), "key_lengths");
+  bad = p;
+  bad.dtype = DType::F16;  // the f32 buffers are twice the f16 size
+  expect_invalid(with(same, bad), "q buffer");
+  bad = p;
+  bad.bias = AttentionBias::Alibi;
+  expect_invalid(with(same, bad), "bias buffer");
+  bad.bias = AttentionBias::Shaw;
+  bad.max_relative_position = 1;
+  expect_invalid(with(same, bad), "rel_keys");
+  bad = p;
+  bad.key_splits = 6;
+  expect_invalid(with(same, bad), "key_splits");
+  // A single (batch, head) slab larger than the binding range names the buffer and the limit.
+  Context& tiny = gpu_small_limits();
+  AttentionParams big = p;
+  big.kv_heads = 4;
+  big.keys = 200;  // 200 * 8 * 4 = 6400 bytes per head of k
+  Buffer bq(tiny, 4 * 3 * 8 * 4), bkv(tiny, 4 * 200 * 8 * 4), bout(tiny, 4 * 3 * 8 * 4);
+  Recorder rt(tiny);
+  expect_invalid([&] { attention(rt, big, {&bq, &bkv, &bkv, &bout}); }, "maxStorageBufferRange");
+  AttentionMergeParams mp{2, 3, 8, DType::F32};
+  Buffer po(ctx, 2 * 3 * 8 * 4), pl(ctx, 2 * 3 * 4), mo(ctx, 3 * 8 * 4);
+  expect_invalid([&] { attention_merge(r, mp, po, small, mo); }, "partial_lse");
+  expect_invalid([&] { attention_merge(r, mp, small, pl, mo); }, "partial_out");
+  mp.head_dim = 6;
+  expect_invalid([&] { attention_merge(r, mp, po, pl, mo); }, "head_dim");
+  r.submit_and_wait();  // nothing was recorded
+  rt.submit_and_wait();
+}

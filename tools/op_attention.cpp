@@ -1,0 +1,329 @@
+// Fused attention in the tool: `run attention`, `run attention-merge`, their check cases and the
+// benchmarks (GFLOP/s of every bias mode beside no bias).
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <random>
+
+#include "registry.hpp"
+
+namespace relpos::tool {
+namespace {
+
+const std::map<std::string, AttentionBias> kBiasNames = {{"none", AttentionBias::None},   {"t5", AttentionBias::T5},
+                                                         {"distance", AttentionBias::Distance}, {"alibi", AttentionBias::Alibi},
+                                                         {"shaw", AttentionBias::Shaw},   {"dense", AttentionBias::Dense}};
+
+std::string bias_name(AttentionBias b) {
+  for (const auto& [name, v] : kBiasNames)
+    if (v == b) return name;
+  return "?";
+}
+
+// Every input of one attention call, as host floats and (once uploaded) device buffers.
+struct AttentionData {
+  AttentionParams p;
+  std::vector<float> q, k, v, bias, rel_keys, rel_values;
+  std::vector<std::uint32_t> lengths;
+  Buffer bq, bk, bv, bout, blse, bbias, brk, brv, blen;
+
+  AttentionHostInputs host() const { return {q, k, v, bias, rel_keys, rel_values, lengths}; }
+  void upload(Context& ctx) {
+    auto up = [&](const std::vector<float>& x) { return p.dtype == DType::F16 ? make_buffer(ctx, to_half(x)) : make_buffer(ctx, x); };
+    bq = up(q);
+    bk = up(k);
+    bv = up(v);
+    bout = Buffer(ctx, p.rows() * p.head_dim * dtype_size(p.dtype));
+    blse = Buffer(ctx, p.rows() * 4);
+    if (!bias.empty()) bbias = make_buffer(ctx, bias);
+    if (!rel_keys.empty()) {
+      brk = make_buffer(ctx, rel_keys);
+      brv = make_buffer(ctx, rel_values);
+    }
+    if (!lengths.empty()) blen = make_buffer(ctx, lengths);
+  }
+  AttentionBuffers buffers() const {
+    AttentionBuffers b{&bq, &bk, &bv, &bout, &blse};
+    if (bbias) b.bias = &bbias;
+    if (brk) {
+      b.rel_keys = &brk;
+      b.rel_values = &brv;
+    }
+    if (blen) b.key_lengths = &blen;
+    return b;
+  }
+  AttentionResult download() const {
+    const std::size_t n = p.rows() * p.head_dim;
+    return {p.dtype == DType::F16 ? from_half(bout.download<std::uint16_t>(n)) : bout.download<float>(n),
+            blse.download<float>(p.rows())};
+  }
+};
+
+// ---- run attention --------------------------------------------------------------------------
+
+std::vector<float> read_floats(const std::string& flag, const std::string& path, std::size_t dims, std::vector<std::uint64_t>& shape) {
+  if (path.empty()) throw InvalidArgument(flag + " is required for this --bias");
+  const NpyArray a = read_npy(path);
+  if (dims && a.shape.size() != dims)
+    throw InvalidArgument(flag + " " + path + ": must be " + std::to_string(dims) + "-D, got " + std::to_string(a.shape.size()) +
+                          " dimension(s)");
+  shape = a.shape;
+  return a.to_f32(flag + " " + path);
+}
+
+struct RunArgs {
+  std::string q, k, v, bias = "none", table, distance_row, slopes, rel_keys, rel_values, bias_tensor, key_lengths, lse, dtype = "f32";
+  std::optional<float> scale;
+  bool causal = false, causal_buckets = false, flax = false;
+  AttentionParams p;
+  RunOptions o;
+};
+
+void add_attention_run(CLI::App& run, Registry& reg) {
+  auto a = std::make_shared<RunArgs>();
+  auto* cmd = run.add_subcommand("attention", "fused attention with a relative position bias, out [B, H, Q, D]");
+  cmd->add_option("--q", a->q, "queries [B, H, Q, D] .npy")->required();
+  cmd->add_option("--k", a->k, "keys [B, Hkv, K, D] .npy (H a multiple of Hkv)")->required();
+  cmd->add_option("--v", a->v, "values [B, Hkv, K, D] .npy")->required();
+  cmd->add_option("--bias", a->bias, "position bias")->check(CLI::IsMember({"none", "t5", "distance", "alibi", "shaw", "dense"}));
+  cmd->add_option("--table", a->table, "t5: float [num_buckets, H] .npy");
+  cmd->add_option("--max-distance", a->p.t5.max_distance, "t5: distance from which all keys share the last bucket");
+  cmd->add_option("--num-buckets", a->p.t5.num_buckets, "t5: number of buckets (default: rows of the table)");
+  cmd->add_flag("--causal-buckets", a->causal_buckets, "t5: decoder buckets (default bidirectional)");
+  cmd->add_flag("--flax-eps", a->flax, "t5: flaxformer/t5x log convention");
+  cmd->add_option("--bias-scale", a->p.t5.scale, "t5: multiplies the table values (default 1)");
+  cmd->add_option("--distance-row", a->distance_row, "distance: float [H, Q + K - 1] .npy, index rp + query_offset + Q - 1");
+  cmd->add_option("--slopes", a->slopes, "alibi: float [H] .npy; bias -slope * |rp|");
+  cmd->add_option("--rel-keys", a->rel_keys, "shaw: float [2k + 1, D] .npy");
+  cmd->add_option("--rel-values", a->rel_values, "shaw: float [2k + 1, D] .npy");
+  cmd->add_option("--max-relative-position", a->p.max_relative_position, "shaw: k");
+  cmd->add_option("--bias-tensor", a->bias_tensor, "dense: float [H, Q, K] .npy");
+  cmd->add_option("--key-lengths", a->key_lengths, "int [B] .npy: keys j >= length are padding");
+  cmd->add_flag("--causal", a->causal, "mask keys after the query (memory keys stay visible)");
+  cmd->add_option("--query-offset", a->p.query_offset, "absolute position of query 0 among the local keys");
+  cmd->add_option("--memory-prefix", a->p.memory_prefix, "the first M keys are memories: no position bias, never masked causally");
+  cmd->add_option("--scale", a->scale, "multiplies q.k (default 1/sqrt(D); T5 models pass 1)");
+  cmd->add_option("--key-splits", a->p.key_splits, "split the keys of each row across workgroups (default: from the shape)");
+  cmd->add_option("--dtype", a->dtype, "storage of q, k, v and out")->check(CLI::IsMember({"f32", "f16"}));
+  cmd->add_option("--lse", a->lse, "also write the float32 log-sum-exp [B, H, Q] .npy");
+  add_run_options(*cmd, a->o);
+  reg.runs.push_back({cmd, [a] {
+                        AttentionData d;
+                        AttentionParams& p = d.p = a->p;
+                        p.bias = kBiasNames.at(a->bias);
+                        p.causal = a->causal;
+                        p.scale = a->scale;
+                        p.dtype = a->dtype == "f16" ? DType::F16 : DType::F32;
+                        p.t5.bidirectional = !a->causal_buckets;
+                        p.t5.log = a->flax ? T5Log::FlaxEps : T5Log::HuggingFace;
+                        std::vector<std::uint64_t> qs, ks, vs, s;
+                        d.q = read_floats("--q", a->q, 4, qs);
+                        d.k = read_floats("--k", a->k, 4, ks);
+                        d.v = read_floats("--v", a->v, 4, vs);
+                        if (ks != vs) throw InvalidArgument("--v: shape must equal --k's [B, Hkv, K, D]");
+                        if (qs[0] != ks[0] || qs[3] != ks[3])
+                          throw InvalidArgument("--k: batch and head_dim must equal --q's (" + std::to_string(qs[0]) + ", " +
+                                                std::to_string(qs[3]) + ")");
+                        p.batch = static_cast<std::uint32_t>(qs[0]);
+                        p.heads = static_cast<std::uint32_t>(qs[1]);
+                        p.queries = static_cast<std::uint32_t>(qs[2]);
+                        p.head_dim = static_cast<std::uint32_t>(qs[3]);
+                        p.kv_heads = static_cast<std::uint32_t>(ks[1]);
+                        p.keys = static_cast<std::uint32_t>(ks[2]);
+                        switch (p.bias) {
+                          case AttentionBias::T5:
+                            d.bias = read_floats("--table", a->table, 2, s);
+                            if (!a->p.t5.num_buckets || s[0] != a->p.t5.num_buckets) p.t5.num_buckets = static_cast<std::uint32_t>(s[0]);
+                            break;
+                          case AttentionBias::Distance: d.bias = read_floats("--distance-row", a->distance_row, 2, s); break;
+                          case AttentionBias::Alibi: d.bias = read_floats("--slopes", a->slopes, 1, s); break;
+                          case AttentionBias::Dense: d.bias = read_floats("--bias-tensor", a->bias_tensor, 3, s); break;
+                          case AttentionBias::Shaw:
+                            d.rel_keys = read_floats("--rel-keys", a->rel_keys, 2, s);
+                            d.rel_values = read_floats("--rel-values", a->rel_values, 2, s);
+                            break;
+                          case AttentionBias::None: break;
+                        }
+                        if (!a->key_lengths.empty()) {
+                          for (std::int32_t x : read_npy(a->key_lengths).to_i32("--key-lengths " + a->key_lengths)) {
+                            if (x < 0) throw InvalidArgument("--key-lengths: lengths must be >= 0, got " + std::to_string(x));
+                            d.lengths.push_back(static_cast<std::uint32_t>(x));
+                          }
+                        }
+                        p.validate();
+                        if (d.bias.size() != p.bias_elements())
+                          throw InvalidArgument("bias input holds " + std::to_string(d.bias.size()) + " values: --bias " + a->bias +
+                                                " needs " + std::to_string(p.bias_elements()) + " for this shape");
+                        if (p.dtype == DType::F16)  // what the f16 buffers hold
+                          for (auto* x : {&d.q, &d.k, &d.v}) *x = from_half(to_half(*x));
+                        AttentionResult res;
+                        if (a->o.reference) {
+                          res = attention_reference(p, d.host());
+                        } else {
+                          Context& ctx = tool_context();
+                          d.upload(ctx);
+                          Recorder r(ctx);
+                          attention(r, p, d.buffers());
+                          r.submit_and_wait();
+                          res = d.download();
+                        }
+                        write_floats(a->o.out, res.out, {p.batch, p.heads, p.queries, p.head_dim}, p.dtype);
+                        if (!a->lse.empty()) write_floats(a->lse, res.lse, {p.batch, p.heads, p.queries}, DType::F32);
+                      }});
+}
+
+void add_merge_run(CLI::App& run, Registry& reg) {
+  struct Args {
+    std::string parts, parts_lse, lse, dtype = "f32";
+    RunOptions o;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = run.add_subcommand("attention-merge", "merge attention over key blocks by log-sum-exp, out [..., D]");
+  cmd->add_option("--parts", a->parts, "partial outputs [N, ..., D] .npy")->required();
+  cmd->add_option("--parts-lse", a->parts_lse, "their float log-sum-exp [N, ...] .npy")->required();
+  cmd->add_option("--lse", a->lse, "also write the merged log-sum-exp .npy");
+  cmd->add_option("--dtype", a->dtype, "storage of the partial and merged outputs")->check(CLI::IsMember({"f32", "f16"}));
+  add_run_options(*cmd, a->o);
+  reg.runs.push_back({cmd, [a] {
+                        std::vector<std::uint64_t> ps, ls;
+                        std::vector<float> parts = read_floats("--parts", a->parts, 0, ps);
+                        const std::vector<float> lse = read_floats("--parts-lse", a->parts_lse, 0, ls);
+                        if (ps.size() < 2 || ls.size() != ps.size() - 1 || !std::equal(ls.begin(), ls.end(), ps.begin()))
+                          throw InvalidArgument("--parts-lse: shape must be --parts' shape without its last dimension");
+                        AttentionMergeParams mp;
+                        mp.parts = static_cast<std::uint32_t>(ps[0]);
+                        mp.head_dim = static_cast<std::uint32_t>(ps.back());
+                        mp.rows = mp.parts ? lse.size() / mp.parts : 0;
+                        mp.dtype = a->dtype == "f16" ? DType::F16 : DType::F32;
+                        mp.validate();
+                        if (mp.dtype == DType::F16) parts = from_half(to_half(parts));
+                        AttentionResult res;
+                        if (a->o.reference) {
+                          res = attention_merge_reference(mp, parts, lse);
+                        } else {
+                          Context& ctx = tool_context();
+                          Buffer po = mp.dtype == DType::F16 ? make_buffer(ctx, to_half(parts)) : make_buffer(ctx, parts);
+                          Buffer pl = make_buffer(ctx, lse), out(ctx, mp.rows * mp.head_dim * dtype_size(mp.dtype)), ol(ctx, mp.rows * 4);
+                          Recorder r(ctx);
+                          attention_merge(r, mp, po, pl, out, &ol);
+                          r.submit_and_wait();
+                          const std::size_t n = mp.rows * mp.head_dim;
+                          res = {mp.dtype == DType::F16 ? from_half(out.download<std::uint16_t>(n)) : out.download<float>(n),
+                                 ol.download<float>(mp.rows)};
+                        }
+                        std::vector<std::uint64_t> out_shape(ps.begin() + 1, ps.end()), lse_shape(ls.begin() + 1, ls.end());
+                        write_floats(a->o.out, res.out, out_shape, mp.dtype);
+                        if (!a->lse.empty()) write_floats(a->lse, res.lse, lse_shape, DType::F32);
+                      }});
+}
+
+// ---- check and bench ------------------------------------------------------------------------
+
+AttentionData random_data(const AttentionParams& p, unsigned seed) {
+  std::mt19937 rng(seed);
+  auto fill = [&](std::size_t n, float lo, float hi) {
+    std::uniform_real_distribution<float> u(lo, hi);
+    std::vector<float> x(n);
+    for (auto& e : x) e = u(rng);
+    return p.dtype == DType::F16 ? from_half(to_half(x)) : x;
+  };
+  AttentionData d;
+  d.p = p;
+  const std::size_t D = p.head_dim;
+  d.q = fill(p.rows() * D, -2.0f, 2.0f);
+  d.k = fill(std::size_t{p.batch} * p.kv_heads * p.keys * D, -2.0f, 2.0f);
+  d.v = fill(d.k.size(), -2.0f, 2.0f);
+  d.bias = fill(p.bias_elements(), p.bias == AttentionBias::Alibi ? 0.0f : -3.0f, p.bias == AttentionBias::Alibi ? 0.5f : 3.0f);
+  if (p.bias == AttentionBias::Shaw) {
+    d.rel_keys = fill((2 * p.max_relative_position + 1) * D, -1.0f, 1.0f);
+    d.rel_values = fill(d.rel_keys.size(), -1.0f, 1.0f);
+  }
+  return d;
+}
+
+std::string shape_of(const AttentionParams& p) {
+  return "B=" + std::to_string(p.batch) + ",H=" + std::to_string(p.heads) + (p.kv_heads != p.heads ? "/" + std::to_string(p.kv_heads) : "") +
+         ",Q=" + std::to_string(p.queries) + ",K=" + std::to_string(p.keys) + ",D=" + std::to_string(p.head_dim) + "," +
+         bias_name(p.bias) + (p.causal ? ",causal" : "") + (p.query_offset ? ",off=" + std::to_string(p.query_offset) : "") +
+         (p.memory_prefix ? ",M=" + std::to_string(p.memory_prefix) : "") + " " + std::string(dtype_name(p.dtype));
+}
+
+CheckResult check_attention(Context& ctx, const AttentionParams& p, bool padded) {
+  AttentionData d = random_data(p, 5);
+  if (padded)
+    for (std::uint32_t b = 0; b < p.batch; ++b) d.lengths.push_back(p.keys - (b * 7) % p.keys);
+  const AttentionResult want = attention_reference(p, d.host());
+  d.upload(ctx);
+  Recorder r(ctx);
+  attention(r, p, d.buffers());
+  r.submit_and_wait();
+  const AttentionResult got = d.download();
+  // float32 accumulation: ~1e-5 relative; f16 storage rounds the output once (2^-11).
+  return {std::max(normalised_error(got.out, want.out), normalised_error(got.lse, want.lse)), p.dtype == DType::F16 ? 1e-3 : 1e-4,
+          "max_err"};
+}
+
+void register_checks(Registry& reg) {
+  struct Cfg { std::uint32_t b, h, hkv, q, k, d; bool causal; std::int64_t off; std::uint32_t m; bool padded; };
+  const std::vector<Cfg> cfgs = {
+      {1, 4, 4, 77, 77, 64, false, 0, 0, false},    // encoder, Q = K, not a multiple of any tile
+      {2, 8, 2, 37, 101, 32, true, 64, 0, true},    // grouped-query, last-aligned causal, padding
+      {1, 4, 1, 1, 1000, 64, true, 999, 0, false},  // decoding step: split keys, lse merge
+      {1, 2, 2, 20, 52, 16, true, 0, 16, false},    // memory prefix of 16 retrieved keys
+  };
+  for (const auto& c : cfgs)
+    for (const auto& [name, bias] : kBiasNames)
+      for (DType dtype : {DType::F32, DType::F16}) {
+        AttentionParams p{.batch = c.b, .heads = c.h, .kv_heads = c.hkv, .queries = c.q, .keys = c.k, .head_dim = c.d, .dtype = dtype,
+                          .query_offset = c.off, .causal = c.causal, .memory_prefix = c.m, .bias = bias, .max_relative_position = 16};
+        if (bias == AttentionBias::T5) p.scale = 1.0f;
+        const bool padded = c.padded;
+        reg.checks.push_back({"attention", shape_of(p), [p, padded](Context& ctx) { return check_attention(ctx, p, padded); }});
+      }
+}
+
+// Multiply-adds of q·kᵀ and p·v: 4·B·H·Q·K·D floating-point operations.
+double gflop(const AttentionParams& p) { return 4.0 * p.rows() * p.keys * p.head_dim / 1e9; }
+
+void register_benches(Registry& reg) {
+  auto add = [&](AttentionParams p, bool in_short) {
+    const std::uint64_t es = dtype_size(p.dtype);
+    const std::uint64_t bytes = 2 * p.rows() * p.head_dim * es + 2ull * p.batch * p.kv_heads * p.keys * p.head_dim * es +
+                                p.bias_elements() * 4;
+    char shape[160];
+    std::snprintf(shape, sizeof shape, "[%u,%u,%u,%u,%u] %s %s %.2fGF", p.batch, p.heads, p.queries, p.keys, p.head_dim,
+                  bias_name(p.bias).c_str(), std::string(dtype_name(p.dtype)).c_str(), gflop(p));
+    reg.benches.push_back({"attention", shape, bytes, Ceiling::Copy, in_short, [p](Context& ctx) {
+                             auto d = std::make_shared<AttentionData>(random_data(p, 1));
+                             d->upload(ctx);
+                             BenchRun run;
+                             run.record = [d](Recorder& r) { attention(r, d->p, d->buffers()); };
+                             run.cpu = [d] { (void)attention_reference(d->p, d->host()); };
+                             run.keep = d;
+                             return run;
+                           }});
+  };
+  for (const auto& [name, bias] : kBiasNames) {
+    AttentionParams p{.heads = 8, .kv_heads = 8, .queries = 1024, .keys = 1024, .head_dim = 64, .bias = bias, .max_relative_position = 64};
+    add(p, false);
+    if (bias == AttentionBias::None || bias == AttentionBias::T5) {  // the short run: a quarter of the keys and queries
+      p.queries = p.keys = 256;
+      add(p, true);
+    }
+  }
+  // One decoding step against a long cache.
+  add({.heads = 8, .kv_heads = 8, .queries = 1, .keys = 16384, .head_dim = 64, .scale = 1.0f, .query_offset = 16383, .causal = true,
+       .bias = AttentionBias::T5},
+      false);
+}
+
+}  // namespace
+
+void register_attention(CLI::App& run, Registry& reg) {
+  add_attention_run(run, reg);
+  add_merge_run(run, reg);
+  register_checks(reg);
+  register_benches(reg);
+}
+
+}  // namespace relpos::tool
