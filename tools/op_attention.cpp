@@ -74,7 +74,8 @@ std::vector<float> read_floats(const std::string& flag, const std::string& path,
 struct RunArgs {
   std::string q, k, v, bias = "none", table, distance_row, slopes, rel_keys, rel_values, bias_tensor, key_lengths, lse, dtype = "f32";
   std::optional<float> scale;
-  bool causal = false, causal_buckets = false, flax = false;
+  bool causal = false, causal_buckets = false, flax = false, no_interleave = false;
+  double max_bias = 8.0;
   AttentionParams p;
   RunOptions o;
 };
@@ -93,7 +94,9 @@ void add_attention_run(CLI::App& run, Registry& reg) {
   cmd->add_flag("--flax-eps", a->flax, "t5: flaxformer/t5x log convention");
   cmd->add_option("--bias-scale", a->p.t5.scale, "t5: multiplies the table values (default 1)");
   cmd->add_option("--distance-row", a->distance_row, "distance: float [H, Q + K - 1] .npy, index rp + query_offset + Q - 1");
-  cmd->add_option("--slopes", a->slopes, "alibi: float [H] .npy; bias -slope * |rp|");
+  cmd->add_option("--slopes", a->slopes, "alibi: float [H] .npy; bias -slope * |rp| (default: alibi_slopes of H)");
+  cmd->add_option("--max-bias", a->max_bias, "alibi without --slopes: slopes 2^(-max_bias * h / H) (default 8)");
+  cmd->add_flag("--no-interleave", a->no_interleave, "alibi without --slopes: meliad's rule for H not a power of two");
   cmd->add_option("--rel-keys", a->rel_keys, "shaw: float [2k + 1, D] .npy");
   cmd->add_option("--rel-values", a->rel_values, "shaw: float [2k + 1, D] .npy");
   cmd->add_option("--max-relative-position", a->p.max_relative_position, "shaw: k");
@@ -136,7 +139,17 @@ void add_attention_run(CLI::App& run, Registry& reg) {
                             if (!a->p.t5.num_buckets || s[0] != a->p.t5.num_buckets) p.t5.num_buckets = static_cast<std::uint32_t>(s[0]);
                             break;
                           case AttentionBias::Distance: d.bias = read_floats("--distance-row", a->distance_row, 2, s); break;
-                          case AttentionBias::Alibi: d.bias = read_floats("--slopes", a->slopes, 1, s); break;
+                          case AttentionBias::Alibi:
+                            if (!a->slopes.empty()) {
+                              d.bias = read_floats("--slopes", a->slopes, 1, s);
+                            } else {  // the same slopes `relpos run alibi-slopes` writes
+                              AlibiParams ap;
+                              ap.heads = p.heads;
+                              ap.max_bias = a->max_bias;
+                              ap.rule = a->no_interleave ? AlibiSlopeRule::Geometric : AlibiSlopeRule::Interleaved;
+                              d.bias = alibi_slopes(ap);
+                            }
+                            break;
                           case AttentionBias::Dense: d.bias = read_floats("--bias-tensor", a->bias_tensor, 3, s); break;
                           case AttentionBias::Shaw:
                             d.rel_keys = read_floats("--rel-keys", a->rel_keys, 2, s);
