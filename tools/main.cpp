@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
   auto* run = app.add_subcommand("run", "run one operation on .npy inputs and write the result as .npy");
   run->require_subcommand(1);
   register_t5(*run, reg);
+  register_shaw(*run, reg);
 
   std::string check_filter;
   auto* check = app.add_subcommand("check", "check every operation against its CPU reference on this device");

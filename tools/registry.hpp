@@ -68,5 +68,6 @@ Context& tool_context();
 void write_floats(const std::string& path, const std::vector<float>& values, std::vector<std::uint64_t> shape, DType dtype);
 
 void register_t5(CLI::App& run, Registry& reg);
+void register_shaw(CLI::App& run, Registry& reg);
 
 }  // namespace relpos::tool
