@@ -7,6 +7,7 @@
 
 #include "support/gpu_fixture.hpp"
 #include "support/test_data.hpp"
+#include "support/tolerance.hpp"
 
 using namespace relpos;
 using relpos::test::data_lines;
@@ -15,15 +16,16 @@ using relpos::test::gpu;
 using relpos::test::gpu_small_limits;
 using relpos::test::random_floats;
 using relpos::test::run;
+using namespace relpos::test;
 
 namespace {
 
 class ShawGpu : public GpuTest {};
 
-// Float sums of n products of magnitude <= P: error <= n²·2^-24·P (Higham), and normalised_error
-// divides by max(1, max|want|) >= 1. An index off by one moves a value by O(1).
-double sum_bound(std::uint64_t n, double max_product) { return double(n) * double(n) * std::ldexp(1.0, -24) * max_product; }
-constexpr double kHalfRounding = 1.0 / 1024;
+std::vector<float> abs_of(std::vector<float> x) {
+  for (float& v : x) v = std::abs(v);
+  return x;
+}
 
 std::vector<float> as_stored(const std::vector<float>& x, DType t) { return t == DType::F16 ? from_half(to_half(x)) : x; }
 Buffer upload(Context& ctx, const std::vector<float>& x, DType t) {
@@ -74,8 +76,12 @@ void check_logits(Context& ctx, const ShawParams& p, DType q_dtype, bool materia
     if (materialised) shaw_logits_materialised_add(r, p, bq, bt, bl);
     else shaw_logits_add(r, p, bq, bt, bl, q_dtype);
   });
-  // depth products of |q·e| <= 4, times scale <= 1.5, then one addition.
-  EXPECT_LE(normalised_error(bl.download<float>(want.size()), want), sum_bound(p.depth, 6.0) + std::ldexp(1.0, -23));
+  ShawParams abs_p = p;
+  abs_p.scale = std::abs(p.scale);
+  const auto abs_term = shaw_logits_direct_reference(abs_p, abs_of(q), abs_of(table));
+  // depth products, then the addition into the logits.
+  const double tol = normalised(sum_error(p.depth + 1, max_abs(abs_term) + max_abs(logits)), want);
+  EXPECT_LE(normalised_error(bl.download<float>(want.size()), want), tol);
 }
 
 void check_values(Context& ctx, const ShawParams& p, DType out_dtype, std::mt19937& rng) {
@@ -87,9 +93,10 @@ void check_values(Context& ctx, const ShawParams& p, DType out_dtype, std::mt199
   for (std::size_t e = 0; e < want.size(); ++e) want[e] += term[e];
   Buffer bw = make_buffer(ctx, w), bt = make_buffer(ctx, table), bo = upload(ctx, out, out_dtype);
   run(ctx, [&](Recorder& r) { shaw_values_add(r, p, bw, bt, bo, out_dtype); });
-  // The edge buckets sum up to `keys` weights <= 1, then 2k+1 products <= 2 each: bounded by the
-  // sum over all keys of products <= 2.
-  const double tol = sum_bound(p.keys, 2.0) + sum_bound(p.table_rows(), 2.0) + (out_dtype == DType::F16 ? kHalfRounding : 0.0);
+  // The bucket sums (up to `keys` weights), then 2k+1 products, then the addition into out.
+  const auto abs_term = shaw_values_direct_reference(p, w, abs_of(table));
+  const double tol = normalised(sum_error(p.keys + p.table_rows() + 1, max_abs(abs_term) + max_abs(out)), want) +
+                     (out_dtype == DType::F16 ? kHalfRounding : 0.0);
   EXPECT_LE(normalised_error(download(bo, want.size(), out_dtype), want), tol);
 }
 
@@ -104,9 +111,9 @@ void check_attention(Context& ctx, const ShawAttentionParams& sp, std::mt19937& 
   Buffer bq = upload(ctx, q, a.dtype), bk = upload(ctx, k, a.dtype), bv = upload(ctx, v, a.dtype);
   Buffer bek = make_buffer(ctx, ek), bev = make_buffer(ctx, ev), out(ctx, want.size() * dtype_size(a.dtype));
   run(ctx, [&](Recorder& r) { shaw_attention(r, sp, bq, bk, bv, bek, bev, out); });
-  // Each logit is two depth-long sums (products <= 4); a logit error δ moves the output, a convex
-  // combination of |v + e| <= 4, by <= 8δ; then sums over keys and buckets of products <= 4.
-  const double tol = 8 * 2 * sum_bound(a.depth, 4.0) + sum_bound(a.keys, 4.0) + sum_bound(2 * sp.max_relative_position + 1, 4.0) +
+  // Each logit is a 2·depth-long sum of q·(k + e) products; the output sums over keys and buckets.
+  const double logit_error = sum_error(2 * a.depth, a.depth * max_abs(q) * (max_abs(k) + max_abs(ek))) * a.scale;
+  const double tol = normalised(attention_error(logit_error, a.keys + t / a.depth, max_abs(v) + max_abs(ev)), want) +
                      (a.dtype == DType::F16 ? kHalfRounding : 0.0);
   EXPECT_LE(normalised_error(download(out, want.size(), a.dtype), want), tol);
 }
