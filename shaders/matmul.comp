@@ -1,19 +1,19 @@
 #version 450
 // C = alpha·A·B' (+ C): each invocation keeps a 4×4 block of C in registers and walks the shared
 // dimension once (lavapipe runs invocations as SIMD lanes: registers and wide loads pay, shared
-// memory and barriers do not). A workgroup is TY × TX invocations, a (4·TY) × (4·TX) tile.
+// memory and barriers do not). A workgroup of 64 invocations is a (4·ty) × (4·tx) tile (push
+// constants rather than specialization constants: one pipeline serves every tile shape).
 // f32 accumulation whatever the storage; rows and columns past the edge are clamped on load and
 // skipped on store, so the inner loop has no branches.
 #extension GL_GOOGLE_include_directive : require
 #include "relpos_push/matmul.h"
 
 layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint TX = 8;       // invocations across columns
-layout(constant_id = 2) const bool B_T = false;  // B is [n][k] (A·Bᵀ) rather than [k][n]
-layout(constant_id = 3) const bool A_F16 = false;
-layout(constant_id = 4) const bool B_F16 = false;
-layout(constant_id = 5) const uint C_MODE = 0;   // 0: write f32, 1: write f16, 2: add f32, 3: add f16
-layout(constant_id = 6) const bool VEC4 = false; // k, bases and strides are multiples of 4: quad loads
+layout(constant_id = 1) const bool B_T = false;  // B is [n][k] (A·Bᵀ) rather than [k][n]
+layout(constant_id = 2) const bool A_F16 = false;
+layout(constant_id = 3) const bool B_F16 = false;
+layout(constant_id = 4) const uint C_MODE = 0;   // 0: write f32, 1: write f16, 2: add f32, 3: add f16
+layout(constant_id = 5) const bool VEC4 = false; // k, bases and strides are multiples of 4: quad loads
 
 layout(std430, binding = 0) readonly buffer A32 { float a32[]; };
 layout(std430, binding = 0) readonly buffer A32x4 { vec4 a32x4[]; };
@@ -53,11 +53,10 @@ void store_c(uint e, float v) {
 }
 
 void main() {
-  const uint TY = gl_WorkGroupSize.x / TX;
-  uint tx = gl_LocalInvocationID.x % TX, ty = gl_LocalInvocationID.x / TX;
-  uint row0 = (gl_WorkGroupID.y * TY + ty) * 4u;
-  uint col0 = ((pc.tile_n0 + gl_WorkGroupID.x) * TX + tx) * 4u;
-  if (row0 >= pc.m || col0 >= pc.n) return;
+  uint tx = gl_LocalInvocationID.x % pc.tx, ty = gl_LocalInvocationID.x / pc.tx;
+  uint row0 = (gl_WorkGroupID.y * pc.ty + ty) * 4u;
+  uint col0 = ((pc.tile_n0 + gl_WorkGroupID.x) * pc.tx + tx) * 4u;
+  if (ty >= pc.ty || row0 >= pc.m || col0 >= pc.n) return;
   uint z = gl_WorkGroupID.z;
   uint a_row[4], b_at[4];
   for (uint r = 0; r < 4u; ++r) a_row[r] = pc.a_base + z * pc.a_bs + min(row0 + r, pc.m - 1u) * pc.a_rs;

@@ -14,15 +14,11 @@ namespace relpos::detail {
 namespace {
 
 constexpr std::uint32_t kCastGroup = 64;
+constexpr std::uint32_t kMatmulGroup = 64;  // invocations; a tile uses tx * ty of them
 
-std::uint32_t pow2_at_least(std::uint64_t x) {
-  std::uint32_t p = 1;
-  while (p < x && p < 64) p *= 2;
-  return p;
-}
 
 struct Plan {
-  std::uint32_t tx = 8, ty = 8;       // invocations per workgroup across columns and rows
+  std::uint32_t tx = 8, ty = 8;       // invocations of a workgroup across columns and rows
   std::uint64_t batches_per = 1;      // batches per dispatch (gl_WorkGroupID.z)
   std::uint64_t rows_per = 0;         // rows of C per dispatch
   std::uint64_t cols_per = 0;         // columns of C per dispatch
@@ -42,19 +38,15 @@ bool c_needs_staging(const MatmulParams& p) {
 
 Plan plan(const DeviceLimits& lim, const MatmulParams& p) {
   Plan pl;
-  // Tiles shaped to the matrix: a skinny C (few columns, as P = q·rel_keysᵀ, or few rows, as
-  // tensor2tensor's per-query matmul) gets a skinny tile rather than a half-empty square one.
-  const std::uint32_t tx_need = pow2_at_least((p.n + 3) / 4), ty_need = pow2_at_least((p.m + 3) / 4);
-  if (tx_need * ty_need <= 64) {
-    pl.tx = tx_need;
-    pl.ty = ty_need;
-  } else if (tx_need < 8) {
-    pl.tx = tx_need;
-    pl.ty = 64 / tx_need;
-  } else if (ty_need < 8) {
-    pl.ty = ty_need;
-    pl.tx = 64 / ty_need;
-  }
+  // Tiles shaped to the matrix: a skinny C (few columns, as P = q·rel_keysᵀ with 2k+1 of them,
+  // or few rows, as tensor2tensor's per-query matmul) gets a skinny tile, and the columns are
+  // shared evenly between tiles of at most 16 quads (129 columns: 3 tiles of 11 quads, not 5 of 8).
+  const std::uint64_t quads = (p.n + 3) / 4, row_quads = (p.m + 3) / 4;
+  const std::uint64_t col_tiles = (quads + 15) / 16;
+  pl.tx = static_cast<std::uint32_t>((quads + col_tiles - 1) / col_tiles);
+  pl.ty = static_cast<std::uint32_t>(std::min<std::uint64_t>(std::max<std::uint32_t>(kMatmulGroup / pl.tx, 1), row_quads));
+  // Few rows: the idle invocations take more columns instead.
+  pl.tx = static_cast<std::uint32_t>(std::max<std::uint64_t>(pl.tx, std::min<std::uint64_t>(quads, kMatmulGroup / pl.ty)));
   const std::uint32_t ea = dtype_size(p.a_dtype), eb = dtype_size(p.b_dtype);
   const std::uint32_t ec = c_needs_staging(p) ? 4 : dtype_size(p.c_dtype);
   pl.a_extent = (p.m - 1ull) * p.a_row_stride + p.k;
@@ -87,7 +79,7 @@ Plan plan(const DeviceLimits& lim, const MatmulParams& p) {
             "a row of A and of C must fit one storage buffer binding of the device");
     // Each dispatch starts its own tiles at its first row: any row count per dispatch works.
     pl.rows_per = std::min(1 + (cap_a - p.k) / p.a_row_stride, 1 + (cap_c - p.n) / p.c_row_stride);
-    if (pl.rows_per < 4ull * pl.ty) pl.ty = std::min(pl.ty, pow2_at_least((pl.rows_per + 3) / 4));
+    if (pl.rows_per < 4ull * pl.ty) pl.ty = std::min<std::uint32_t>(pl.ty, static_cast<std::uint32_t>((pl.rows_per + 3) / 4));
   }
   pl.rows_per = std::min<std::uint64_t>(pl.rows_per, lim.max_workgroup_count[1] * 4ull * pl.ty);
   return pl;
@@ -140,6 +132,8 @@ void record_matmul(Recorder& r, const MatmulParams& p, const Buffer& a, const Bu
   pc.c_bs = static_cast<std::uint32_t>(p.c_batch_stride);
   pc.c_rs = static_cast<std::uint32_t>(p.c_row_stride);
   pc.alpha = p.alpha;
+  pc.tx = pl.tx;
+  pc.ty = pl.ty;
   auto quad = [](std::uint64_t x) { return x % 4 == 0; };
   for (std::uint64_t b0 = 0; b0 < p.batch; b0 += pl.batches_per) {
     const std::uint64_t nb = std::min<std::uint64_t>(pl.batches_per, p.batch - b0);
@@ -161,7 +155,7 @@ void record_matmul(Recorder& r, const MatmulParams& p, const Buffer& a, const Bu
         pc.a_base = wa.base;
         pc.b_base = wb.base;
         pc.c_base = static_cast<std::uint32_t>(wc.base + n0);
-        const std::vector<std::uint32_t> spec = {pl.tx * pl.ty, pl.tx, p.b_transposed ? 1u : 0u, p.a_dtype == DType::F16 ? 1u : 0u,
+        const std::vector<std::uint32_t> spec = {kMatmulGroup, p.b_transposed ? 1u : 0u, p.a_dtype == DType::F16 ? 1u : 0u,
                                                  p.b_dtype == DType::F16 ? 1u : 0u, c_mode, vec4 ? 1u : 0u};
         for_each_group_range(lim, div_up(n1 - n0, tn), [&](std::uint64_t first, std::uint32_t groups) {
           pc.tile_n0 = static_cast<std::uint32_t>(first);

@@ -19,6 +19,7 @@ namespace {
 using namespace detail;
 
 constexpr std::uint32_t kGroup = 64;
+constexpr std::uint32_t kGatherQuads = 4;  // quads of logits per invocation
 
 std::uint64_t rows_of(const ShawParams& p) { return std::uint64_t{p.batch} * p.heads * p.queries; }
 
@@ -73,7 +74,8 @@ push::ShawRowsPush rows_push(const ShawParams& p) {
 void record_gather(Recorder& r, const ShawParams& p, const Buffer& logits, const Buffer& pbuf) {
   const DeviceLimits& lim = r.context().limits();
   const std::uint64_t rows = rows_of(p), per = rows_per_chunk(lim, p, lim.max_workgroup_count[1]);
-  const std::uint64_t quad_groups = div_up(div_up(p.keys, 4), kGroup);
+  const std::uint64_t quads_per_group = std::uint64_t{kGroup} * kGatherQuads;
+  const std::uint64_t quad_groups = div_up(div_up(p.keys, 4), quads_per_group);
   push::ShawRowsPush pc = rows_push(p);
   for (std::uint64_t r0 = 0; r0 < rows; r0 += per) {
     const std::uint64_t n = std::min(per, rows - r0);
@@ -85,8 +87,8 @@ void record_gather(Recorder& r, const ShawParams& p, const Buffer& logits, const
     pc.t_base = wp.base;
     const bool vec4 = p.keys % 4 == 0 && wl.base % 4 == 0;
     for_each_group_range(lim, quad_groups, [&](std::uint64_t first, std::uint32_t groups) {
-      pc.first_quad = static_cast<std::uint32_t>(first * kGroup);
-      dispatch(r, "shaw_gather_add", {kGroup, vec4 ? 1u : 0u}, {wl.span, wp.span}, pc, groups, static_cast<std::uint32_t>(n));
+      pc.first_quad = static_cast<std::uint32_t>(first * quads_per_group);
+      dispatch(r, "shaw_gather_add", {kGroup, vec4 ? 1u : 0u, kGatherQuads}, {wl.span, wp.span}, pc, groups, static_cast<std::uint32_t>(n));
     });
   }
 }

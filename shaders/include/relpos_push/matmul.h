@@ -19,6 +19,8 @@ RELPOS_PUSH_BEGIN(MatmulPush) {
   uint c_bs;
   uint c_rs;
   float alpha;
+  uint tx;        // invocations of a workgroup across columns (4 columns each)
+  uint ty;        // and across rows; tx * ty <= 64
 }
 RELPOS_PUSH_END(MatmulPush)
 
