@@ -6,36 +6,19 @@
 #include <random>
 
 #include "support/gpu_fixture.hpp"
+#include "support/storage.hpp"
 #include "support/test_data.hpp"
 #include "support/tolerance.hpp"
 
 using namespace relpos;
-using relpos::test::GpuTest;
-using relpos::test::gpu;
-using relpos::test::gpu_small_limits;
-using relpos::test::random_floats;
-using relpos::test::run;
 using namespace relpos::test;
 
 namespace {
 
 class AttentionGpu : public GpuTest {};
 
-std::vector<float> abs_of(std::vector<float> x) {
-  for (float& v : x) v = std::abs(v);
-  return x;
-}
 
-std::vector<float> as_stored(const std::vector<float>& x, DType t) { return t == DType::F16 ? from_half(to_half(x)) : x; }
 
-Buffer upload(Context& ctx, const std::vector<float>& x, DType t) {
-  if (t == DType::F16) return make_buffer(ctx, to_half(x));
-  return make_buffer(ctx, x);
-}
-
-std::vector<float> download(const Buffer& b, std::size_t n, DType t) {
-  return t == DType::F16 ? from_half(b.download<std::uint16_t>(n)) : b.download<float>(n);
-}
 
 DType any_storage(std::mt19937& rng) { return std::uniform_int_distribution<int>(0, 1)(rng) ? DType::F16 : DType::F32; }
 

@@ -10,6 +10,7 @@
 #include <memory>
 #include <random>
 
+#include "support/shaw_seed.hpp"
 #include "support/test_data.hpp"
 
 using namespace relpos;
@@ -46,24 +47,14 @@ std::vector<float> random(std::size_t n, unsigned seed) {
 }  // namespace
 
 TEST(ShawCli, LogitsOfTheSeedAreExact) {
-  std::vector<float> q(120), table;
-  for (int e = 0; e < 120; ++e) q[e] = static_cast<float>(e);
-  std::vector<float> expected;
-  std::vector<float>* into = nullptr;
-  for (const auto& w : relpos::test::data_lines("shaw_seed002.txt")) {
-    if (w[0] == "index") into = nullptr;
-    else if (w[0] == "table") into = &table;
-    else if (w[0] == "expected") into = &expected;
-    else if (into)
-      for (const auto& x : w) into->push_back(std::stof(x));
-  }
-  const std::string args = "run shaw-logits --q " + save("q.npy", q, {2, 3, 4, 5}) + " --rel-keys " + save("e.npy", table, {5, 5}) +
+  const relpos::test::ShawSeed seed = relpos::test::shaw_seed();
+  const std::string args = "run shaw-logits --q " + save("q.npy", seed.q, {2, 3, 4, 5}) + " --rel-keys " + save("e.npy", seed.table, {5, 5}) +
                            " --max-relative-position 2 --keys 4 --out " + temp("o.npy");
   auto r = tool(args);
   ASSERT_EQ(r.status, 0) << r.output;
   auto a = read_npy(temp("o.npy"));
   EXPECT_EQ(a.shape, (std::vector<std::uint64_t>{2, 3, 4, 4}));
-  EXPECT_EQ(a.to_f32("o"), expected);
+  EXPECT_EQ(a.to_f32("o"), seed.expected);
 }
 
 TEST(ShawCli, LogitsWithKeysAddTheContentTerm) {

@@ -6,35 +6,18 @@
 #include <random>
 
 #include "support/gpu_fixture.hpp"
+#include "support/shaw_seed.hpp"
+#include "support/storage.hpp"
 #include "support/test_data.hpp"
 #include "support/tolerance.hpp"
 
 using namespace relpos;
-using relpos::test::data_lines;
-using relpos::test::GpuTest;
-using relpos::test::gpu;
-using relpos::test::gpu_small_limits;
-using relpos::test::random_floats;
-using relpos::test::run;
 using namespace relpos::test;
 
 namespace {
 
 class ShawGpu : public GpuTest {};
 
-std::vector<float> abs_of(std::vector<float> x) {
-  for (float& v : x) v = std::abs(v);
-  return x;
-}
-
-std::vector<float> as_stored(const std::vector<float>& x, DType t) { return t == DType::F16 ? from_half(to_half(x)) : x; }
-Buffer upload(Context& ctx, const std::vector<float>& x, DType t) {
-  if (t == DType::F16) return make_buffer(ctx, to_half(x));
-  return make_buffer(ctx, x);
-}
-std::vector<float> download(const Buffer& b, std::size_t n, DType t) {
-  return t == DType::F16 ? from_half(b.download<std::uint16_t>(n)) : b.download<float>(n);
-}
 
 // k from 1 to beyond the sequence, both alignments, cache mode, any offset.
 ShawParams random_params(std::mt19937& rng, std::uint32_t max_len) {
@@ -147,29 +130,15 @@ std::string describe(const ShawAttentionParams& p) {
 
 // seeds/002: integer inputs, so every product and sum is exact in float.
 TEST_F(ShawGpu, SeedExactInBothForms) {
-  std::vector<float> q(120), table, expected;
-  for (int e = 0; e < 120; ++e) q[e] = static_cast<float>(e);
-  std::vector<float>* into = nullptr;
-  for (const auto& w : data_lines("shaw_seed002.txt")) {
-    if (w[0] == "index") into = nullptr;
-    else if (w[0] == "table") into = &table;
-    else if (w[0] == "expected") into = &expected;
-    else if (into)
-      for (const auto& x : w) into->push_back(std::stof(x));
-  }
-  ShawParams p;
-  p.max_relative_position = 2;
-  p.batch = 2;
-  p.heads = 3;
-  p.queries = p.keys = 4;
-  p.depth = 5;
+  const ShawSeed seed = shaw_seed();
+  const ShawParams& p = seed.params;
   for (bool materialised : {false, true}) {
-    Buffer bq = make_buffer(gpu(), q), bt = make_buffer(gpu(), table), bl = make_buffer(gpu(), std::vector<float>(96, 0.0f));
+    Buffer bq = make_buffer(gpu(), seed.q), bt = make_buffer(gpu(), seed.table), bl = make_buffer(gpu(), std::vector<float>(96, 0.0f));
     run(gpu(), [&](Recorder& r) {
       if (materialised) shaw_logits_materialised_add(r, p, bq, bt, bl);
       else shaw_logits_add(r, p, bq, bt, bl);
     });
-    EXPECT_EQ(bl.download<float>(96), expected) << (materialised ? "materialised" : "cheap");
+    EXPECT_EQ(bl.download<float>(96), seed.expected) << (materialised ? "materialised" : "cheap");
   }
 }
 

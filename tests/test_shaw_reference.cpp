@@ -6,43 +6,13 @@
 
 #include <random>
 
+#include "support/shaw_seed.hpp"
 #include "support/test_data.hpp"
 
 using namespace relpos;
-using relpos::test::data_lines;
-using relpos::test::random_floats;
+using namespace relpos::test;
 
 namespace {
-
-struct Seed002 {
-  std::vector<std::int32_t> index;
-  std::vector<float> table, expected;
-};
-
-Seed002 load_seed() {
-  Seed002 s;
-  std::vector<float>* into = nullptr;
-  std::vector<float> index;
-  for (const auto& w : data_lines("shaw_seed002.txt")) {
-    if (w[0] == "index") into = &index;
-    else if (w[0] == "table") into = &s.table;
-    else if (w[0] == "expected") into = &s.expected;
-    else
-      for (const auto& x : w) into->push_back(std::stof(x));
-  }
-  for (float x : index) s.index.push_back(static_cast<std::int32_t>(x));
-  return s;
-}
-
-ShawParams seed_params() {
-  ShawParams p;
-  p.max_relative_position = 2;
-  p.batch = 2;
-  p.heads = 3;
-  p.queries = p.keys = 4;
-  p.depth = 5;
-  return p;
-}
 
 ShawParams random_params(std::mt19937& rng) {
   std::uniform_int_distribution<std::uint32_t> size(1, 9), kdist(1, 12);
@@ -66,17 +36,15 @@ ShawParams random_params(std::mt19937& rng) {
 }  // namespace
 
 TEST(ShawReference, SeedIndexTable) {
-  const Seed002 s = load_seed();
-  EXPECT_EQ(shaw_index_reference(seed_params()), s.index);
+  const ShawSeed s = shaw_seed();
+  EXPECT_EQ(shaw_index_reference(s.params), s.index);
   EXPECT_EQ(t2t_relative_positions_matrix(4, 4, 2, false), s.index);
 }
 
 TEST(ShawReference, SeedLogitsExactInBothForms) {
-  const Seed002 s = load_seed();
-  std::vector<float> q(120);
-  for (int e = 0; e < 120; ++e) q[e] = static_cast<float>(e);
-  EXPECT_EQ(shaw_logits_t2t_reference(seed_params(), q, s.table), s.expected);
-  EXPECT_EQ(shaw_logits_direct_reference(seed_params(), q, s.table), s.expected);
+  const ShawSeed s = shaw_seed();
+  EXPECT_EQ(shaw_logits_t2t_reference(s.params, s.q, s.table), s.expected);
+  EXPECT_EQ(shaw_logits_direct_reference(s.params, s.q, s.table), s.expected);
 }
 
 // tensor2tensor aligns the last query with the last key, and its cache mode is one query after
@@ -174,11 +142,11 @@ TEST(ShawReference, AttentionReductions) {
 }
 
 TEST(ShawReference, InvalidParameters) {
-  ShawParams p = seed_params();
+  ShawParams p = shaw_seed().params;
   const std::vector<float> q(120), table(25);
   p.max_relative_position = 0;
   EXPECT_THROW(shaw_logits_direct_reference(p, q, table), InvalidArgument);
-  p = seed_params();
+  p = shaw_seed().params;
   EXPECT_THROW(shaw_logits_t2t_reference(p, q, std::vector<float>(20)), InvalidArgument);
   EXPECT_THROW(shaw_values_direct_reference(p, std::vector<float>(95), table), InvalidArgument);
   EXPECT_THROW(t2t_relative_positions_matrix(5, 4, 2, false), InvalidArgument);

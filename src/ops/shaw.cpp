@@ -62,51 +62,49 @@ MatmulParams values_matmul(const ShawParams& p, DType out_dtype) {
   return m;
 }
 
-push::ShawRowsPush rows_push(const ShawParams& p) {
+// Splits the rows (b, h, i) into dispatches whose windows of x ([rows, keys]: logits or weights)
+// and t ([rows, 2k+1]: P or S) each fit one binding: f(push, x window, t window, rows).
+template <class F>
+void for_each_row_chunk(Recorder& r, const ShawParams& p, std::uint64_t max_rows_by_groups, const Buffer& x, const Buffer& t, F&& f) {
+  const DeviceLimits& lim = r.context().limits();
+  const std::uint64_t rows = rows_of(p), per = rows_per_chunk(lim, p, max_rows_by_groups);
   push::ShawRowsPush pc{};
   pc.queries = p.queries;
   pc.keys = p.keys;
   pc.query_offset = static_cast<std::int32_t>(p.query_offset);
   pc.max_rel = static_cast<std::int32_t>(p.max_relative_position);
-  return pc;
+  for (std::uint64_t r0 = 0; r0 < rows; r0 += per) {
+    const std::uint64_t n = std::min(per, rows - r0);
+    const Window wx = window(lim, x, r0 * p.keys, (r0 + n) * p.keys, 4);
+    const Window wt = window(lim, t, r0 * p.table_rows(), (r0 + n) * p.table_rows(), 4);
+    pc.rows = static_cast<std::uint32_t>(n);
+    pc.row0 = static_cast<std::uint32_t>(r0);
+    pc.x_base = wx.base;
+    pc.t_base = wt.base;
+    f(pc, wx, wt, n);
+  }
 }
 
 void record_gather(Recorder& r, const ShawParams& p, const Buffer& logits, const Buffer& pbuf) {
   const DeviceLimits& lim = r.context().limits();
-  const std::uint64_t rows = rows_of(p), per = rows_per_chunk(lim, p, lim.max_workgroup_count[1]);
   const std::uint64_t quads_per_group = std::uint64_t{kGroup} * kGatherQuads;
   const std::uint64_t quad_groups = div_up(div_up(p.keys, 4), quads_per_group);
-  push::ShawRowsPush pc = rows_push(p);
-  for (std::uint64_t r0 = 0; r0 < rows; r0 += per) {
-    const std::uint64_t n = std::min(per, rows - r0);
-    const Window wl = window(lim, logits, r0 * p.keys, (r0 + n) * p.keys, 4);
-    const Window wp = window(lim, pbuf, r0 * p.table_rows(), (r0 + n) * p.table_rows(), 4);
-    pc.rows = static_cast<std::uint32_t>(n);
-    pc.row0 = static_cast<std::uint32_t>(r0);
-    pc.x_base = wl.base;
-    pc.t_base = wp.base;
-    const bool vec4 = p.keys % 4 == 0 && wl.base % 4 == 0;
-    for_each_group_range(lim, quad_groups, [&](std::uint64_t first, std::uint32_t groups) {
-      pc.first_quad = static_cast<std::uint32_t>(first * quads_per_group);
-      dispatch(r, "shaw_gather_add", {kGroup, vec4 ? 1u : 0u, kGatherQuads}, {wl.span, wp.span}, pc, groups, static_cast<std::uint32_t>(n));
-    });
-  }
+  for_each_row_chunk(r, p, lim.max_workgroup_count[1], logits, pbuf,
+                     [&](push::ShawRowsPush& pc, const Window& wl, const Window& wp, std::uint64_t n) {
+                       const bool vec4 = p.keys % 4 == 0 && wl.base % 4 == 0;
+                       for_each_group_range(lim, quad_groups, [&](std::uint64_t first, std::uint32_t groups) {
+                         pc.first_quad = static_cast<std::uint32_t>(first * quads_per_group);
+                         dispatch(r, "shaw_gather_add", {kGroup, vec4 ? 1u : 0u, kGatherQuads}, {wl.span, wp.span}, pc, groups,
+                                  static_cast<std::uint32_t>(n));
+                       });
+                     });
 }
 
 void record_buckets(Recorder& r, const ShawParams& p, const Buffer& weights, const Buffer& s) {
-  const DeviceLimits& lim = r.context().limits();
-  const std::uint64_t rows = rows_of(p), per = rows_per_chunk(lim, p, std::uint64_t{lim.max_workgroup_count[0]} * kGroup);
-  push::ShawRowsPush pc = rows_push(p);
-  for (std::uint64_t r0 = 0; r0 < rows; r0 += per) {
-    const std::uint64_t n = std::min(per, rows - r0);
-    const Window ww = window(lim, weights, r0 * p.keys, (r0 + n) * p.keys, 4);
-    const Window ws = window(lim, s, r0 * p.table_rows(), (r0 + n) * p.table_rows(), 4);
-    pc.rows = static_cast<std::uint32_t>(n);
-    pc.row0 = static_cast<std::uint32_t>(r0);
-    pc.x_base = ww.base;
-    pc.t_base = ws.base;
+  const std::uint64_t max_rows = std::uint64_t{r.context().limits().max_workgroup_count[0]} * kGroup;
+  for_each_row_chunk(r, p, max_rows, weights, s, [&](push::ShawRowsPush& pc, const Window& ww, const Window& ws, std::uint64_t n) {
     dispatch(r, "shaw_buckets", {kGroup}, {ww.span, ws.span}, pc, div_up(n, kGroup));
-  }
+  });
 }
 
 Buffer& term_scratch(Recorder& r, const ShawParams& p) { return scratch(r, rows_of(p) * p.table_rows() * 4, MemoryUse::Device); }
