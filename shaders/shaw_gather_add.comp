@@ -14,10 +14,11 @@ layout(std430, binding = 0) buffer Logits { float logits[]; };
 layout(std430, binding = 0) buffer Logits4 { vec4 logits4[]; };
 layout(std430, binding = 1) readonly buffer P { float p[]; };
 
-vec4 term(uint t, int rp) {
+// lo and hi are P's edge values of the row (idx 0 and 2k), loaded once per invocation.
+vec4 term(uint t, int rp, float lo, float hi) {
   int k = pc.max_rel;
-  if (rp >= k) return vec4(p[t + k]);
-  if (rp + 3 <= -k) return vec4(p[t - k]);
+  if (rp >= k) return vec4(hi);
+  if (rp + 3 <= -k) return vec4(lo);
   return vec4(p[t + clamp(rp, -k, k)], p[t + clamp(rp + 1, -k, k)], p[t + clamp(rp + 2, -k, k)], p[t + clamp(rp + 3, -k, k)]);
 }
 
@@ -27,11 +28,12 @@ void main() {
   int i_abs = int((pc.row0 + row) % pc.queries) + pc.query_offset;
   uint x = pc.x_base + row * pc.keys;
   uint t = pc.t_base + row * uint(2 * pc.max_rel + 1) + uint(pc.max_rel);
+  float lo = p[t - uint(pc.max_rel)], hi = p[t + uint(pc.max_rel)];
   uint first = pc.first_quad + gl_WorkGroupID.x * gl_WorkGroupSize.x * QUADS + gl_LocalInvocationID.x;
   for (uint n = 0; n < QUADS; ++n) {
     uint j0 = (first + n * gl_WorkGroupSize.x) * 4u;
     if (j0 >= pc.keys) return;
-    vec4 add = term(t, int(j0) - i_abs);
+    vec4 add = term(t, int(j0) - i_abs, lo, hi);
     if (VEC4) {
       logits4[(x + j0) >> 2] += add;
     } else {
