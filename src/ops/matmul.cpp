@@ -60,7 +60,11 @@ Plan plan(const DeviceLimits& lim, const MatmulParams& p) {
     require(cap_b > fixed, "matmul B", std::to_string(pl.b_extent) + " elements per batch",
             "even one column of B must fit one storage buffer binding of the device (" + std::to_string(cap_b) + " elements)");
     pl.cols_per = p.b_transposed ? 1 + (cap_b - fixed) / p.b_row_stride : cap_b - fixed;
-    if (pl.cols_per >= 4) pl.cols_per = pl.cols_per / 4 * 4;
+    // Whole quads keep quad loads possible; with f16 C, an odd split would leave two dispatches
+    // writing the halves of one word.
+    pl.cols_per = pl.cols_per >= 4 ? pl.cols_per / 4 * 4 : pl.cols_per / 2 * 2 + (pl.cols_per == 1);
+    require(pl.cols_per >= 2 || ec == 4, "matmul B", std::to_string(pl.b_extent) + " elements per batch",
+            "an f16 C needs two columns of B to fit one storage buffer binding of the device");
     pl.b_extent = b_extent(p, pl.cols_per);
   }
   const std::uint64_t max_z = lim.max_workgroup_count[2];
