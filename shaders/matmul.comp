@@ -1,8 +1,9 @@
 #version 450
-// C = alpha·A·B' (+ C): each invocation keeps a 4×4 block of C in registers and walks the shared
-// dimension once (lavapipe runs invocations as SIMD lanes: registers and wide loads pay, shared
-// memory and barriers do not). A workgroup of 64 invocations is a (4·ty) × (4·tx) tile (push
-// constants rather than specialization constants: one pipeline serves every tile shape).
+// C = alpha·A·B' (+ C): each invocation keeps an RM×4 block of C and walks the shared dimension
+// once. lavapipe runs invocations as SIMD lanes and storage-buffer loads are what costs there:
+// 8 rows per invocation reuse each B load twice as often as 4 (P = q·rel_keysᵀ ran ~1.5× faster),
+// while shared memory and barriers do not pay. A workgroup of 64 invocations is an (8·ty) × (4·tx)
+// tile (push constants, not specialization constants: one pipeline serves every tile shape).
 // f32 accumulation whatever the storage; rows and columns past the edge are clamped on load and
 // skipped on store, so the inner loop has no branches.
 #extension GL_GOOGLE_include_directive : require
@@ -14,6 +15,7 @@ layout(constant_id = 2) const bool A_F16 = false;
 layout(constant_id = 3) const bool B_F16 = false;
 layout(constant_id = 4) const uint C_MODE = 0;   // 0: write f32, 1: write f16, 2: add f32, 3: add f16
 layout(constant_id = 5) const bool VEC4 = false; // k, bases and strides are multiples of 4: quad loads
+const uint RM = 8u;  // rows of C per invocation (kRows in src/ops/matmul.cpp)
 
 layout(std430, binding = 0) readonly buffer A32 { float a32[]; };
 layout(std430, binding = 0) readonly buffer A32x4 { vec4 a32x4[]; };
@@ -54,42 +56,42 @@ void store_c(uint e, float v) {
 
 void main() {
   uint tx = gl_LocalInvocationID.x % pc.tx, ty = gl_LocalInvocationID.x / pc.tx;
-  uint row0 = (gl_WorkGroupID.y * pc.ty + ty) * 4u;
+  uint row0 = (gl_WorkGroupID.y * pc.ty + ty) * RM;
   uint col0 = ((pc.tile_n0 + gl_WorkGroupID.x) * pc.tx + tx) * 4u;
   if (ty >= pc.ty || row0 >= pc.m || col0 >= pc.n) return;
   uint z = gl_WorkGroupID.z;
-  uint a_row[4], b_at[4];
-  for (uint r = 0; r < 4u; ++r) a_row[r] = pc.a_base + z * pc.a_bs + min(row0 + r, pc.m - 1u) * pc.a_rs;
+  uint a_row[RM], b_at[4];
+  for (uint r = 0; r < RM; ++r) a_row[r] = pc.a_base + z * pc.a_bs + min(row0 + r, pc.m - 1u) * pc.a_rs;
   uint b0 = pc.b_base + z * pc.b_bs;
   for (uint s = 0; s < 4u; ++s) b_at[s] = B_T ? b0 + min(col0 + s, pc.n - 1u) * pc.b_rs : b0 + min(col0 + s, pc.n - 1u);
 
-  vec4 acc[4] = vec4[4](vec4(0.0), vec4(0.0), vec4(0.0), vec4(0.0));  // acc[r][s]
+  vec4 acc[RM];  // acc[r][s]
+  for (uint r = 0; r < RM; ++r) acc[r] = vec4(0.0);
   if (VEC4 && B_T) {
     for (uint c = 0; c < pc.k; c += 4u) {
-      vec4 a[4], b[4];
-      for (uint r = 0; r < 4u; ++r) a[r] = load_a4(a_row[r] + c);
+      vec4 a[RM], b[4];
+      for (uint r = 0; r < RM; ++r) a[r] = load_a4(a_row[r] + c);
       for (uint s = 0; s < 4u; ++s) b[s] = load_b4(b_at[s] + c);
-      for (uint r = 0; r < 4u; ++r) acc[r] += vec4(dot(a[r], b[0]), dot(a[r], b[1]), dot(a[r], b[2]), dot(a[r], b[3]));
+      for (uint r = 0; r < RM; ++r) acc[r] += vec4(dot(a[r], b[0]), dot(a[r], b[1]), dot(a[r], b[2]), dot(a[r], b[3]));
     }
   } else if (VEC4) {
     // NN with n % 4 == 0: the four columns are one quad of each B row.
     for (uint c = 0; c < pc.k; c += 4u) {
-      vec4 a[4];
-      for (uint r = 0; r < 4u; ++r) a[r] = load_a4(a_row[r] + c);
+      vec4 a[RM];
+      for (uint r = 0; r < RM; ++r) a[r] = load_a4(a_row[r] + c);
       for (uint t = 0; t < 4u; ++t) {
         vec4 b = load_b4(b_at[0] + (c + t) * pc.b_rs);
-        for (uint r = 0; r < 4u; ++r) acc[r] += a[r][t] * b;
+        for (uint r = 0; r < RM; ++r) acc[r] += a[r][t] * b;
       }
     }
   } else {
     for (uint c = 0; c < pc.k; ++c) {
-      vec4 a = vec4(load_a(a_row[0] + c), load_a(a_row[1] + c), load_a(a_row[2] + c), load_a(a_row[3] + c));
       vec4 b;
       for (uint s = 0; s < 4u; ++s) b[s] = load_b(B_T ? b_at[s] + c : b_at[s] + c * pc.b_rs);
-      for (uint r = 0; r < 4u; ++r) acc[r] += a[r] * b;
+      for (uint r = 0; r < RM; ++r) acc[r] += load_a(a_row[r] + c) * b;
     }
   }
   uint c0 = pc.c_base + z * pc.c_bs;
-  for (uint r = 0; r < 4u && row0 + r < pc.m; ++r)
+  for (uint r = 0; r < RM && row0 + r < pc.m; ++r)
     for (uint s = 0; s < 4u && col0 + s < pc.n; ++s) store_c(c0 + (row0 + r) * pc.c_rs + col0 + s, pc.alpha * acc[r][s]);
 }

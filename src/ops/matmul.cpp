@@ -15,6 +15,7 @@ namespace {
 
 constexpr std::uint32_t kCastGroup = 64;
 constexpr std::uint32_t kMatmulGroup = 64;  // invocations; a tile uses tx * ty of them
+constexpr std::uint64_t kRows = 8;          // rows of C per invocation (RM in matmul.comp)
 
 
 struct Plan {
@@ -41,7 +42,7 @@ Plan plan(const DeviceLimits& lim, const MatmulParams& p) {
   // Tiles shaped to the matrix: a skinny C (few columns, as P = q·rel_keysᵀ with 2k+1 of them,
   // or few rows, as tensor2tensor's per-query matmul) gets a skinny tile, and the columns are
   // shared evenly between tiles of at most 16 quads (129 columns: 3 tiles of 11 quads, not 5 of 8).
-  const std::uint64_t quads = (p.n + 3) / 4, row_quads = (p.m + 3) / 4;
+  const std::uint64_t quads = (p.n + 3) / 4, row_quads = (p.m + kRows - 1) / kRows;
   const std::uint64_t col_tiles = (quads + 15) / 16;
   pl.tx = static_cast<std::uint32_t>((quads + col_tiles - 1) / col_tiles);
   pl.ty = static_cast<std::uint32_t>(std::min<std::uint64_t>(std::max<std::uint32_t>(kMatmulGroup / pl.tx, 1), row_quads));
@@ -83,9 +84,9 @@ Plan plan(const DeviceLimits& lim, const MatmulParams& p) {
             "a row of A and of C must fit one storage buffer binding of the device");
     // Each dispatch starts its own tiles at its first row: any row count per dispatch works.
     pl.rows_per = std::min(1 + (cap_a - p.k) / p.a_row_stride, 1 + (cap_c - p.n) / p.c_row_stride);
-    if (pl.rows_per < 4ull * pl.ty) pl.ty = std::min<std::uint32_t>(pl.ty, static_cast<std::uint32_t>((pl.rows_per + 3) / 4));
+    if (pl.rows_per < kRows * pl.ty) pl.ty = std::min<std::uint32_t>(pl.ty, static_cast<std::uint32_t>((pl.rows_per + kRows - 1) / kRows));
   }
-  pl.rows_per = std::min<std::uint64_t>(pl.rows_per, lim.max_workgroup_count[1] * 4ull * pl.ty);
+  pl.rows_per = std::min<std::uint64_t>(pl.rows_per, lim.max_workgroup_count[1] * kRows * pl.ty);
   return pl;
 }
 
@@ -126,7 +127,7 @@ void record_matmul(Recorder& r, const MatmulParams& p, const Buffer& a, const Bu
   const Plan pl = plan(lim, p);
   const std::uint32_t ea = dtype_size(p.a_dtype), eb = dtype_size(p.b_dtype), ec = dtype_size(p.c_dtype);
   const std::uint32_t c_mode = (p.c_dtype == DType::F16 ? 1u : 0u) + (p.accumulate ? 2u : 0u);
-  const std::uint64_t tm = 4ull * pl.ty, tn = 4ull * pl.tx;
+  const std::uint64_t tm = kRows * pl.ty, tn = 4ull * pl.tx;
   push::MatmulPush pc{};
   pc.k = p.k;
   pc.a_bs = static_cast<std::uint32_t>(p.a_batch_stride);
