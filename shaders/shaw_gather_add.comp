@@ -1,5 +1,5 @@
 #version 450
-// logits[row, j] += P[row, idx(i, j)]: Shaw's relative-key term from P = scale·q·rel_keysᵀ. Each
+// logits[row, j] (+)= P[row, idx(i, j)]: Shaw's relative-key term from P = scale·q·rel_keysᵀ. Each
 // invocation adds QUADS quads of four columns of one row (gl_WorkGroupID.y), workgroup-strided so
 // neighbouring invocations touch neighbouring quads. Beyond ±k a whole quad takes one edge value
 // of P (most of a long row), so it is one load broadcast instead of four clamped ones.
@@ -9,6 +9,7 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const bool VEC4 = false;  // keys and x_base are multiples of 4
 layout(constant_id = 2) const uint QUADS = 4;
+layout(constant_id = 3) const bool ADD = true;  // false: write the term instead of adding it
 
 layout(std430, binding = 0) buffer Logits { float logits[]; };
 layout(std430, binding = 0) buffer Logits4 { vec4 logits4[]; };
@@ -35,9 +36,9 @@ void main() {
     if (j0 >= pc.keys) return;
     vec4 add = term(t, int(j0) - i_abs, lo, hi);
     if (VEC4) {
-      logits4[(x + j0) >> 2] += add;
+      logits4[(x + j0) >> 2] = ADD ? logits4[(x + j0) >> 2] + add : add;
     } else {
-      for (uint l = 0; l < 4u && j0 + l < pc.keys; ++l) logits[x + j0 + l] += add[l];
+      for (uint l = 0; l < 4u && j0 + l < pc.keys; ++l) logits[x + j0 + l] = ADD ? logits[x + j0 + l] + add[l] : add[l];
     }
   }
 }

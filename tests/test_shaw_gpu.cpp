@@ -47,23 +47,28 @@ std::string describe(const ShawParams& p) {
 
 std::size_t rows(const ShawParams& p) { return std::size_t{p.batch} * p.heads * p.queries; }
 
-void check_logits(Context& ctx, const ShawParams& p, DType q_dtype, bool materialised, std::mt19937& rng) {
+// The relative-key term written (add = false: whatever the buffer held is replaced) or added into
+// random logits.
+void check_logits(Context& ctx, const ShawParams& p, DType q_dtype, bool materialised, bool add, std::mt19937& rng) {
   const auto q = as_stored(random_floats(rng, rows(p) * p.depth), q_dtype);
   const auto table = random_floats(rng, std::size_t{p.table_rows()} * p.depth);
   const auto logits = random_floats(rng, rows(p) * p.keys, -5.0f, 5.0f);
   const auto term = shaw_logits_direct_reference(p, q, table);
-  auto want = logits;
-  for (std::size_t e = 0; e < want.size(); ++e) want[e] += term[e];
+  auto want = term;
+  if (add)
+    for (std::size_t e = 0; e < want.size(); ++e) want[e] += logits[e];
   Buffer bq = upload(ctx, q, q_dtype), bt = make_buffer(ctx, table), bl = make_buffer(ctx, logits);
   run(ctx, [&](Recorder& r) {
-    if (materialised) shaw_logits_materialised_add(r, p, bq, bt, bl);
-    else shaw_logits_add(r, p, bq, bt, bl, q_dtype);
+    if (materialised && add) shaw_logits_materialised_add(r, p, bq, bt, bl);
+    else if (materialised) shaw_logits_materialised(r, p, bq, bt, bl);
+    else if (add) shaw_logits_add(r, p, bq, bt, bl, q_dtype);
+    else shaw_logits(r, p, bq, bt, bl, q_dtype);
   });
   ShawParams abs_p = p;
   abs_p.scale = std::abs(p.scale);
   const auto abs_term = shaw_logits_direct_reference(abs_p, abs_of(q), abs_of(table));
   // depth products, then the addition into the logits.
-  const double tol = normalised(sum_error(p.depth + 1, max_abs(abs_term) + max_abs(logits)), want);
+  const double tol = normalised(sum_error(p.depth + 1, max_abs(abs_term) + (add ? max_abs(logits) : 0.0)), want);
   EXPECT_LE(normalised_error(bl.download<float>(want.size()), want), tol);
 }
 
@@ -133,12 +138,17 @@ TEST_F(ShawGpu, SeedExactInBothForms) {
   const ShawSeed seed = shaw_seed();
   const ShawParams& p = seed.params;
   for (bool materialised : {false, true}) {
-    Buffer bq = make_buffer(gpu(), seed.q), bt = make_buffer(gpu(), seed.table), bl = make_buffer(gpu(), std::vector<float>(96, 0.0f));
+    // Written over a buffer of sevens, and added to zeros.
+    Buffer bq = make_buffer(gpu(), seed.q), bt = make_buffer(gpu(), seed.table), bl = make_buffer(gpu(), std::vector<float>(96, 7.0f));
+    Buffer bz = make_buffer(gpu(), std::vector<float>(96, 0.0f));
     run(gpu(), [&](Recorder& r) {
-      if (materialised) shaw_logits_materialised_add(r, p, bq, bt, bl);
-      else shaw_logits_add(r, p, bq, bt, bl);
+      if (materialised) shaw_logits_materialised(r, p, bq, bt, bl);
+      else shaw_logits(r, p, bq, bt, bl);
+      if (materialised) shaw_logits_materialised_add(r, p, bq, bt, bz);
+      else shaw_logits_add(r, p, bq, bt, bz);
     });
     EXPECT_EQ(bl.download<float>(96), seed.expected) << (materialised ? "materialised" : "cheap");
+    EXPECT_EQ(bz.download<float>(96), seed.expected) << (materialised ? "materialised add" : "cheap add");
   }
 }
 
@@ -147,8 +157,8 @@ TEST_F(ShawGpu, RelativeKeysMatchReference) {
   for (int trial = 0; trial < 24; ++trial) {
     const ShawParams p = random_params(rng, 40);
     SCOPED_TRACE(describe(p));
-    check_logits(gpu(), p, trial % 3 == 0 ? DType::F16 : DType::F32, false, rng);
-    if (trial % 4 == 0) check_logits(gpu(), p, DType::F32, true, rng);
+    check_logits(gpu(), p, trial % 3 == 0 ? DType::F16 : DType::F32, false, trial % 2 == 0, rng);
+    if (trial % 4 == 0) check_logits(gpu(), p, DType::F32, true, trial % 8 == 0, rng);
   }
 }
 
@@ -180,8 +190,8 @@ TEST_F(ShawGpu, SplitPathsUnderLoweredLimits) {
     p.keys = 50;
     p.query_offset = t2t_query_offset(p.queries, p.keys);
     SCOPED_TRACE(describe(p));
-    check_logits(ctx, p, DType::F32, false, rng);
-    check_logits(ctx, p, DType::F16, false, rng);
+    check_logits(ctx, p, DType::F32, false, true, rng);
+    check_logits(ctx, p, DType::F16, false, false, rng);
     check_values(ctx, p, trial == 1 ? DType::F16 : DType::F32, rng);
     ShawAttentionParams a = random_attention(rng, 40);
     a.attention.queries = 30 + trial;
@@ -196,7 +206,8 @@ TEST_F(ShawGpu, SplitPathsUnderLoweredLimits) {
   p.depth = 8;
   p.heads = 2;
   SCOPED_TRACE("materialised " + describe(p));
-  check_logits(ctx, p, DType::F32, true, rng);
+  check_logits(ctx, p, DType::F32, true, true, rng);
+  check_logits(ctx, p, DType::F32, true, false, rng);
 }
 
 TEST_F(ShawGpu, InvalidInputIsRejectedBeforeDispatch) {

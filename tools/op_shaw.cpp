@@ -58,9 +58,9 @@ void check_like_q(const std::string& flag, const Tensor& t, const ShawParams& p)
   require_dim(flag + " depth", t.shape[3], p.depth, "the depth of q");
 }
 
-// Runs f on a fresh output buffer (zeros) and downloads it.
+// Runs f on a fresh output buffer and downloads it.
 std::vector<float> run_gpu(Context& ctx, std::size_t out_elems, DType out_dtype, const std::function<void(Recorder&, Buffer&)>& f) {
-  Buffer out = make_buffer(ctx, std::vector<std::uint32_t>((out_elems * dtype_size(out_dtype) + 3) / 4, 0u));
+  Buffer out(ctx, out_elems * dtype_size(out_dtype));
   Recorder r(ctx);
   f(r, out);
   r.submit_and_wait();
@@ -132,8 +132,12 @@ void register_runs(CLI::App& run, Registry& reg) {
                             Buffer bq = make_buffer(ctx, q.values), be = make_buffer(ctx, e.values);
                             Buffer bk = o->k.empty() ? Buffer() : make_buffer(ctx, k.values);
                             out = run_gpu(ctx, n, DType::F32, [&](Recorder& r, Buffer& logits) {
-                              if (!o->k.empty()) attention_logits(r, a, bq, bk, logits);
-                              shaw_logits_add(r, p, bq, be, logits);
+                              if (o->k.empty()) {
+                                shaw_logits(r, p, bq, be, logits);
+                              } else {
+                                attention_logits(r, a, bq, bk, logits);
+                                shaw_logits_add(r, p, bq, be, logits);
+                              }
                             });
                           }
                           write_floats(o->o.out, out, {p.batch, p.heads, p.queries, p.keys}, DType::F32);

@@ -48,24 +48,27 @@ std::string shape_of(const ShawParams& p) {
          (p.query_offset ? " off=" + std::to_string(p.query_offset) : "");
 }
 
-// Relative-key term added into random logits, by the cheap form (q in q_dtype) or tensor2tensor's.
-CheckResult check_logits(Context& ctx, const ShawParams& p, DType q_dtype, bool materialised) {
+// The relative-key term written, or added into random logits, by the cheap form (q in q_dtype)
+// or tensor2tensor's.
+CheckResult check_logits(Context& ctx, const ShawParams& p, DType q_dtype, bool materialised, bool add) {
   const auto q = as_stored(random_values(rows(p) * p.depth, 1), q_dtype);
   const auto table = random_values(std::size_t{p.table_rows()} * p.depth, 2);
   const auto logits = random_values(rows(p) * p.keys, 3, -4.0f, 4.0f);
-  const auto term = shaw_logits_t2t_reference(p, q, table);
-  auto want = logits;
-  for (std::size_t e = 0; e < want.size(); ++e) want[e] += term[e];
+  auto want = shaw_logits_t2t_reference(p, q, table);
+  if (add)
+    for (std::size_t e = 0; e < want.size(); ++e) want[e] += logits[e];
   Buffer bq = stored(ctx, q, q_dtype), bt = make_buffer(ctx, table), bl = make_buffer(ctx, logits);
   Recorder r(ctx);
-  if (materialised) shaw_logits_materialised_add(r, p, bq, bt, bl);
-  else shaw_logits_add(r, p, bq, bt, bl, q_dtype);
+  if (materialised && add) shaw_logits_materialised_add(r, p, bq, bt, bl);
+  else if (materialised) shaw_logits_materialised(r, p, bq, bt, bl);
+  else if (add) shaw_logits_add(r, p, bq, bt, bl, q_dtype);
+  else shaw_logits(r, p, bq, bt, bl, q_dtype);
   r.submit_and_wait();
   ShawParams abs_p = p;
   abs_p.scale = std::abs(p.scale);
   const auto abs_term = shaw_logits_direct_reference(abs_p, abs_of(q), abs_of(table));
   return {normalised_error(bl.download<float>(want.size()), want),
-          normalised(sum_error(p.depth + 1, max_abs(abs_term) + max_abs(logits)), want), "max_err"};
+          normalised(sum_error(p.depth + 1, max_abs(abs_term) + (add ? max_abs(logits) : 0.0)), want), "max_err"};
 }
 
 CheckResult check_values(Context& ctx, const ShawParams& p, DType out_dtype) {
@@ -157,9 +160,10 @@ void register_shaw_checks(Registry& reg) {
   for (const Cfg& c : cfgs) {
     const ShawParams p = make(c);
     const std::string s = shape_of(p);
-    reg.checks.push_back({"shaw-logits", s + " f32", [p](Context& ctx) { return check_logits(ctx, p, DType::F32, false); }});
-    reg.checks.push_back({"shaw-logits", s + " f16", [p](Context& ctx) { return check_logits(ctx, p, DType::F16, false); }});
-    reg.checks.push_back({"shaw-logits-t2t", s, [p](Context& ctx) { return check_logits(ctx, p, DType::F32, true); }});
+    reg.checks.push_back({"shaw-logits", s + " f32", [p](Context& ctx) { return check_logits(ctx, p, DType::F32, false, false); }});
+    reg.checks.push_back({"shaw-logits", s + " f16", [p](Context& ctx) { return check_logits(ctx, p, DType::F16, false, false); }});
+    reg.checks.push_back({"shaw-logits-add", s + " f32", [p](Context& ctx) { return check_logits(ctx, p, DType::F32, false, true); }});
+    reg.checks.push_back({"shaw-logits-t2t", s, [p](Context& ctx) { return check_logits(ctx, p, DType::F32, true, false); }});
     reg.checks.push_back({"shaw-values", s + " f32", [p](Context& ctx) { return check_values(ctx, p, DType::F32); }});
     reg.checks.push_back({"shaw-values", s + " f16", [p](Context& ctx) { return check_values(ctx, p, DType::F16); }});
     for (DType t : {DType::F32, DType::F16}) {
@@ -185,8 +189,9 @@ void register_shaw_benches(Registry& reg) {
     const std::uint64_t term_bytes = rows(p) * p.table_rows() * 4;
     const std::uint64_t e_bytes = std::uint64_t{p.queries} * p.keys * p.depth * 4;
     struct State { std::vector<float> q, table, logits; Buffer bq, bt, bl; };
-    auto prepare = [p](bool materialised) {
-      return [p, materialised](Context& ctx) {
+    enum class Form { Cheap, CheapAdd, T2t };
+    auto prepare = [p](Form form) {
+      return [p, form](Context& ctx) {
         auto s = std::make_shared<State>();
         s->q = random_values(rows(p) * p.depth, 1);
         s->table = random_values(std::size_t{p.table_rows()} * p.depth, 2);
@@ -195,11 +200,12 @@ void register_shaw_benches(Registry& reg) {
         s->bt = make_buffer(ctx, s->table);
         s->bl = make_buffer(ctx, s->logits);
         BenchRun run;
-        if (materialised) {
-          run.record = [p, s](Recorder& r) { shaw_logits_materialised_add(r, p, s->bq, s->bt, s->bl); };
+        if (form == Form::T2t) {
+          run.record = [p, s](Recorder& r) { shaw_logits_materialised(r, p, s->bq, s->bt, s->bl); };
           run.cpu = [p, s] { (void)shaw_logits_t2t_reference(p, s->q, s->table); };
         } else {
-          run.record = [p, s](Recorder& r) { shaw_logits_add(r, p, s->bq, s->bt, s->bl); };
+          if (form == Form::Cheap) run.record = [p, s](Recorder& r) { shaw_logits(r, p, s->bq, s->bt, s->bl); };
+          else run.record = [p, s](Recorder& r) { shaw_logits_add(r, p, s->bq, s->bt, s->bl); };
           run.cpu = [p, s] { (void)shaw_logits_direct_reference(p, s->q, s->table); };
         }
         run.keep = s;
@@ -207,9 +213,13 @@ void register_shaw_benches(Registry& reg) {
       };
     };
     const std::string shape = shape_of(p);
-    // Cheap: read q, write and read P, read and write the logits. Materialised: write and read E.
-    reg.benches.push_back({"shaw-logits", shape, q_bytes + 2 * term_bytes + 2 * logits_bytes, Ceiling::Copy, k == 64, prepare(false)});
-    reg.benches.push_back({"shaw-logits-t2t", shape, q_bytes + 2 * e_bytes + 2 * logits_bytes, Ceiling::Copy, false, prepare(true)});
+    // The relative-key term [B, H, Q, K] written. Cheap: read q, write and read P, write the
+    // term. Materialised: write and read the [Q, K, d] embeddings, write the term.
+    reg.benches.push_back({"shaw-logits", shape, q_bytes + 2 * term_bytes + logits_bytes, Ceiling::Copy, k == 64, prepare(Form::Cheap)});
+    reg.benches.push_back({"shaw-logits-t2t", shape, q_bytes + 2 * e_bytes + logits_bytes, Ceiling::Copy, false, prepare(Form::T2t)});
+    if (k == 64)  // added in place: the logits are read too
+      reg.benches.push_back({"shaw-logits-add", shape, q_bytes + 2 * term_bytes + 2 * logits_bytes, Ceiling::Copy, false,
+                             prepare(Form::CheapAdd)});
   }
   ShawParams p = make({1, 8, 1024, 1024, 64, 64, 0});
   const std::uint64_t logits_bytes = rows(p) * p.keys * 4, qkv_bytes = rows(p) * p.depth * 4;

@@ -63,14 +63,19 @@ std::vector<float> shaw_attention_reference(const ShawAttentionParams& p, std::s
 // ---- GPU operations -------------------------------------------------------------------------
 // Tables are float32 [2k+1, D]; logits and weights float32 [B, H, Q, K]; q and out in `dtype`.
 
-// The cheap form: P = scale · q·rel_keysᵀ ([B, H, Q, 2k+1], scratch), then logits += P[.., idx(i, j)].
+// The cheap form: P = scale · q·rel_keysᵀ ([B, H, Q, 2k+1], scratch), then out = P[.., idx(i, j)]
+// (the relative-key term alone) or logits += P[.., idx(i, j)].
+void shaw_logits(Recorder& r, const ShawParams& p, const Buffer& q, const Buffer& rel_keys, const Buffer& out,
+                 DType q_dtype = DType::F32);
 void shaw_logits_add(Recorder& r, const ShawParams& p, const Buffer& q, const Buffer& rel_keys, const Buffer& logits,
                      DType q_dtype = DType::F32);
 // The cheap form: S[b,h,i,r] = Σ_{j: idx(i,j) = r} weights (scratch), then out += S · rel_values.
 void shaw_values_add(Recorder& r, const ShawParams& p, const Buffer& weights, const Buffer& rel_values, const Buffer& out,
                      DType out_dtype = DType::F32);
 // tensor2tensor's materialised form on the GPU (the benchmark baseline): writes the [Q, K, D]
-// embeddings (O(Q·K·D) memory, scratch) and adds their batched matmul with q into logits. q is f32.
+// embeddings (O(Q·K·D) memory, scratch) and writes (or adds into logits) their batched matmul
+// with q. q is f32.
+void shaw_logits_materialised(Recorder& r, const ShawParams& p, const Buffer& q, const Buffer& rel_keys, const Buffer& out);
 void shaw_logits_materialised_add(Recorder& r, const ShawParams& p, const Buffer& q, const Buffer& rel_keys,
                                   const Buffer& logits);
 // The unfused pipeline with relative keys and values; out [B, H, Q, D] in attention.dtype.

@@ -85,7 +85,8 @@ void for_each_row_chunk(Recorder& r, const ShawParams& p, std::uint64_t max_rows
   }
 }
 
-void record_gather(Recorder& r, const ShawParams& p, const Buffer& logits, const Buffer& pbuf) {
+// logits (+)= P[.., idx(i, j)].
+void record_gather(Recorder& r, const ShawParams& p, const Buffer& logits, const Buffer& pbuf, bool add) {
   const DeviceLimits& lim = r.context().limits();
   const std::uint64_t quads_per_group = std::uint64_t{kGroup} * kGatherQuads;
   const std::uint64_t quad_groups = div_up(div_up(p.keys, 4), quads_per_group);
@@ -94,7 +95,7 @@ void record_gather(Recorder& r, const ShawParams& p, const Buffer& logits, const
                        const bool vec4 = p.keys % 4 == 0 && wl.base % 4 == 0;
                        for_each_group_range(lim, quad_groups, [&](std::uint64_t first, std::uint32_t groups) {
                          pc.first_quad = static_cast<std::uint32_t>(first * quads_per_group);
-                         dispatch(r, "shaw_gather_add", {kGroup, vec4 ? 1u : 0u, kGatherQuads}, {wl.span, wp.span}, pc, groups,
+                         dispatch(r, "shaw_gather_add", {kGroup, vec4 ? 1u : 0u, kGatherQuads, add ? 1u : 0u}, {wl.span, wp.span}, pc, groups,
                                   static_cast<std::uint32_t>(n));
                        });
                      });
@@ -131,28 +132,17 @@ void check_values_add(const Recorder& r, const ShawParams& p, const Buffer& weig
   (void)rows_per_chunk(r.context().limits(), p, 1);
 }
 
-}  // namespace
-
-void shaw_logits_add(Recorder& r, const ShawParams& p, const Buffer& q, const Buffer& rel_keys, const Buffer& logits, DType q_dtype) {
+void logits_term(Recorder& r, const ShawParams& p, const Buffer& q, const Buffer& rel_keys, const Buffer& logits, DType q_dtype,
+                 bool add) {
   check_logits_add(r, p, q, rel_keys, logits, q_dtype);
   begin_op(r);
   Buffer& pbuf = term_scratch(r, p);
   record_matmul(r, p_matmul(p, q_dtype), q, rel_keys, pbuf);
   barrier(r);
-  record_gather(r, p, logits, pbuf);
+  record_gather(r, p, logits, pbuf, add);
 }
 
-void shaw_values_add(Recorder& r, const ShawParams& p, const Buffer& weights, const Buffer& rel_values, const Buffer& out,
-                     DType out_dtype) {
-  check_values_add(r, p, weights, rel_values, out, out_dtype);
-  begin_op(r);
-  Buffer& s = term_scratch(r, p);
-  record_buckets(r, p, weights, s);
-  barrier(r);
-  record_matmul(r, values_matmul(p, out_dtype), s, rel_values, out);
-}
-
-void shaw_logits_materialised_add(Recorder& r, const ShawParams& p, const Buffer& q, const Buffer& rel_keys, const Buffer& logits) {
+void materialised_term(Recorder& r, const ShawParams& p, const Buffer& q, const Buffer& rel_keys, const Buffer& logits, bool add) {
   check_logits_add(r, p, q, rel_keys, logits, DType::F32);
   const DeviceLimits& lim = r.context().limits();
   // tensor2tensor's batched matmul over query position: batch i, rows (b, h), columns j.
@@ -162,7 +152,7 @@ void shaw_logits_materialised_add(Recorder& r, const ShawParams& p, const Buffer
   m.n = p.keys;
   m.k = p.depth;
   m.b_transposed = true;
-  m.accumulate = true;
+  m.accumulate = add;
   m.alpha = p.scale;
   m.a_batch_stride = p.depth;
   m.a_row_stride = std::uint64_t{p.queries} * p.depth;
@@ -198,6 +188,34 @@ void shaw_logits_materialised_add(Recorder& r, const ShawParams& p, const Buffer
   record_matmul(r, m, q, e, logits);
 }
 
+}  // namespace
+
+void shaw_logits(Recorder& r, const ShawParams& p, const Buffer& q, const Buffer& rel_keys, const Buffer& out, DType q_dtype) {
+  logits_term(r, p, q, rel_keys, out, q_dtype, false);
+}
+
+void shaw_logits_add(Recorder& r, const ShawParams& p, const Buffer& q, const Buffer& rel_keys, const Buffer& logits, DType q_dtype) {
+  logits_term(r, p, q, rel_keys, logits, q_dtype, true);
+}
+
+void shaw_logits_materialised(Recorder& r, const ShawParams& p, const Buffer& q, const Buffer& rel_keys, const Buffer& out) {
+  materialised_term(r, p, q, rel_keys, out, false);
+}
+
+void shaw_logits_materialised_add(Recorder& r, const ShawParams& p, const Buffer& q, const Buffer& rel_keys, const Buffer& logits) {
+  materialised_term(r, p, q, rel_keys, logits, true);
+}
+
+void shaw_values_add(Recorder& r, const ShawParams& p, const Buffer& weights, const Buffer& rel_values, const Buffer& out,
+                     DType out_dtype) {
+  check_values_add(r, p, weights, rel_values, out, out_dtype);
+  begin_op(r);
+  Buffer& s = term_scratch(r, p);
+  record_buckets(r, p, weights, s);
+  barrier(r);
+  record_matmul(r, values_matmul(p, out_dtype), s, rel_values, out);
+}
+
 void shaw_attention(Recorder& r, const ShawAttentionParams& sp, const Buffer& q, const Buffer& k, const Buffer& v,
                     const Buffer& rel_keys, const Buffer& rel_values, const Buffer& out) {
   sp.validate();
@@ -218,7 +236,7 @@ void shaw_attention(Recorder& r, const ShawAttentionParams& sp, const Buffer& q,
   record_matmul(r, lm, q, k, logits);
   record_matmul(r, pm, q, rel_keys, terms);
   barrier(r);
-  record_gather(r, p, logits, terms);
+  record_gather(r, p, logits, terms, true);
   barrier(r);
   record_softmax(r, a, logits);
   barrier(r);
