@@ -85,19 +85,24 @@ void for_each_row_chunk(Recorder& r, const ShawParams& p, std::uint64_t max_rows
   }
 }
 
-// logits (+)= P[.., idx(i, j)].
+// logits (+)= P[.., idx(i, j)]: the broadcast pass and the band pass touch disjoint quads.
 void record_gather(Recorder& r, const ShawParams& p, const Buffer& logits, const Buffer& pbuf, bool add) {
   const DeviceLimits& lim = r.context().limits();
   const std::uint64_t quads_per_group = std::uint64_t{kGroup} * kGatherQuads;
   const std::uint64_t quad_groups = div_up(div_up(p.keys, 4), quads_per_group);
+  // Quads meeting -k < rp < k: at most (2k - 2) / 4 + 2 per row.
+  const std::uint64_t band_quads = std::min<std::uint64_t>((2ull * p.max_relative_position - 2) / 4 + 2, div_up(p.keys, 4));
   for_each_row_chunk(r, p, lim.max_workgroup_count[1], logits, pbuf,
                      [&](push::ShawRowsPush& pc, const Window& wl, const Window& wp, std::uint64_t n) {
-                       const bool vec4 = p.keys % 4 == 0 && wl.base % 4 == 0;
+                       const std::uint32_t vec4 = p.keys % 4 == 0 && wl.base % 4 == 0 ? 1u : 0u, mode = add ? 1u : 0u;
                        for_each_group_range(lim, quad_groups, [&](std::uint64_t first, std::uint32_t groups) {
                          pc.first_quad = static_cast<std::uint32_t>(first * quads_per_group);
-                         dispatch(r, "shaw_gather_add", {kGroup, vec4 ? 1u : 0u, kGatherQuads, add ? 1u : 0u}, {wl.span, wp.span}, pc, groups,
+                         dispatch(r, "shaw_gather_add", {kGroup, vec4, kGatherQuads, mode, 0u}, {wl.span, wp.span}, pc, groups,
                                   static_cast<std::uint32_t>(n));
                        });
+                       pc.first_quad = 0;
+                       dispatch(r, "shaw_gather_add", {kGroup, vec4, kGatherQuads, mode, 1u}, {wl.span, wp.span}, pc,
+                                div_up(band_quads, kGroup), static_cast<std::uint32_t>(n));
                      });
 }
 
