@@ -28,6 +28,9 @@ void ShawParams::validate() const {
   a.scale = scale;
   a.query_offset = query_offset;
   a.validate();
+  // The shaders take j - (i + query_offset) ± k in 32-bit signed arithmetic.
+  const std::int64_t reach = std::int64_t{queries} + keys + 2ll * max_relative_position + (query_offset < 0 ? -query_offset : query_offset);
+  require(reach < (std::int64_t{1} << 31), "queries + keys + 2k + |query_offset|", std::to_string(reach), "must be < 2^31");
   const std::uint64_t p_elems = std::uint64_t{batch} * heads * queries * table_rows();
   require(p_elems < 0xffffffffull, "batch * heads * queries * (2k + 1)", std::to_string(p_elems), "must be < 2^32 elements");
 }
