@@ -5,6 +5,7 @@
 #include <cmath>
 #include <random>
 
+#include "support/expect_invalid.hpp"
 #include "support/gpu_fixture.hpp"
 #include "support/storage.hpp"
 #include "support/test_data.hpp"
@@ -190,14 +191,6 @@ TEST_F(AttentionGpu, InvalidInputIsRejectedBeforeDispatch) {
   p.depth = 8;
   Buffer x(ctx, 4 * 8 * 4), small(ctx, 16), logits(ctx, 16 * 4);
   Recorder r(ctx);
-  auto expect_invalid = [](auto&& f, const std::string& word) {
-    try {
-      f();
-      ADD_FAILURE() << "expected InvalidArgument mentioning " << word;
-    } catch (const InvalidArgument& e) {
-      EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << e.what();
-    }
-  };
   expect_invalid([&] { unfused_attention(r, p, small, x, x, x); }, "q buffer");
   expect_invalid([&] { unfused_attention(r, p, x, x, small, x); }, "v buffer");
   expect_invalid([&] { unfused_attention(r, p, x, x, x, small); }, "out buffer");

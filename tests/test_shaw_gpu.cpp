@@ -5,6 +5,7 @@
 #include <cmath>
 #include <random>
 
+#include "support/expect_invalid.hpp"
 #include "support/gpu_fixture.hpp"
 #include "support/shaw_seed.hpp"
 #include "support/storage.hpp"
@@ -219,14 +220,6 @@ TEST_F(ShawGpu, InvalidInputIsRejectedBeforeDispatch) {
   p.heads = 2;
   Buffer q(ctx, 2 * 4 * 8 * 4), table(ctx, 5 * 8 * 4), logits(ctx, 2 * 16 * 4), small(ctx, 16);
   Recorder r(ctx);
-  auto expect_invalid = [](auto&& f, const std::string& word) {
-    try {
-      f();
-      ADD_FAILURE() << "expected InvalidArgument mentioning " << word;
-    } catch (const InvalidArgument& e) {
-      EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << e.what();
-    }
-  };
   ShawParams bad = p;
   bad.max_relative_position = 0;
   expect_invalid([&] { shaw_logits_add(r, bad, q, table, logits); }, "max_relative_position");
