@@ -178,7 +178,7 @@ TEST_F(AttentionGpu, UnfusedAttentionSplitPaths) {
   for (int trial = 0; trial < 4; ++trial) {
     AttentionParams p = random_attention(rng, 48);
     p.queries = 37 + trial;
-    p.keys = 45;
+    p.keys = trial % 2 ? 45 : 44;  // 44: the quad path of the softmax, with windows at any row
     SCOPED_TRACE(describe(p));
     check_attention(gpu_small_limits(), p, rng);
   }

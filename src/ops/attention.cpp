@@ -55,7 +55,8 @@ void record_softmax(Recorder& r, const AttentionParams& p, const Buffer& logits)
     pc.rows = static_cast<std::uint32_t>(n);
     pc.row0 = static_cast<std::uint32_t>(r0);
     pc.base = w.base;
-    dispatch(r, "masked_softmax", {kRowGroup}, {w.span, {&lengths}}, pc, div_up(n, kRowGroup));
+    const bool vec4 = p.keys % 4 == 0 && w.base % 4 == 0;
+    dispatch(r, "masked_softmax", {kRowGroup, vec4 ? 1u : 0u}, {w.span, {&lengths}}, pc, div_up(n, kRowGroup));
   }
 }
 
