@@ -6,8 +6,10 @@
 #include "relpos_push/shaw.h"
 
 layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const bool VEC4 = false;  // keys and x_base multiples of 4: quad loads
 
 layout(std430, binding = 0) readonly buffer Weights { float w[]; };
+layout(std430, binding = 0) readonly buffer Weights4 { vec4 w4[]; };
 layout(std430, binding = 1) writeonly buffer S { float s[]; };
 
 void main() {
@@ -18,14 +20,27 @@ void main() {
   uint x = pc.x_base + row * pc.keys;
   uint t = pc.t_base + row * uint(2 * k + 1);
   // Bucket 0: j <= i_abs - k. Bucket 2k: j >= i_abs + k.
+  int prefix_end = clamp(i_abs - k + 1, 0, keys), suffix_start = clamp(i_abs + k, 0, keys);
   float prefix = 0.0, suffix = 0.0;
-  int prefix_end = clamp(i_abs - k + 1, 0, keys);
-  for (int j = 0; j < prefix_end; ++j) prefix += w[x + uint(j)];
-  for (int j = clamp(i_abs + k, 0, keys); j < keys; ++j) suffix += w[x + uint(j)];
+  int j = 0;
+  if (VEC4) {
+    vec4 acc = vec4(0.0);
+    for (; j + 4 <= prefix_end; j += 4) acc += w4[(x + uint(j)) >> 2];
+    prefix = (acc.x + acc.y) + (acc.z + acc.w);
+  }
+  for (; j < prefix_end; ++j) prefix += w[x + uint(j)];
+  j = suffix_start;
+  if (VEC4) {
+    for (; j < keys && (j & 3) != 0; ++j) suffix += w[x + uint(j)];
+    vec4 acc = vec4(0.0);
+    for (; j < keys; j += 4) acc += w4[(x + uint(j)) >> 2];  // keys % 4 == 0: whole quads to the end
+    suffix += (acc.x + acc.y) + (acc.z + acc.w);
+  }
+  for (; j < keys; ++j) suffix += w[x + uint(j)];
   s[t] = prefix;
   s[t + uint(2 * k)] = suffix;
   for (int r = 1; r < 2 * k; ++r) {
-    int j = i_abs + r - k;
-    s[t + uint(r)] = (j >= 0 && j < keys) ? w[x + uint(j)] : 0.0;
+    int jr = i_abs + r - k;
+    s[t + uint(r)] = (jr >= 0 && jr < keys) ? w[x + uint(jr)] : 0.0;
   }
 }

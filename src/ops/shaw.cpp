@@ -109,7 +109,8 @@ void record_gather(Recorder& r, const ShawParams& p, const Buffer& logits, const
 void record_buckets(Recorder& r, const ShawParams& p, const Buffer& weights, const Buffer& s) {
   const std::uint64_t max_rows = std::uint64_t{r.context().limits().max_workgroup_count[0]} * kGroup;
   for_each_row_chunk(r, p, max_rows, weights, s, [&](push::ShawRowsPush& pc, const Window& ww, const Window& ws, std::uint64_t n) {
-    dispatch(r, "shaw_buckets", {kGroup}, {ww.span, ws.span}, pc, div_up(n, kGroup));
+    const bool vec4 = p.keys % 4 == 0 && ww.base % 4 == 0;
+    dispatch(r, "shaw_buckets", {kGroup, vec4 ? 1u : 0u}, {ww.span, ws.span}, pc, div_up(n, kGroup));
   });
 }
 
