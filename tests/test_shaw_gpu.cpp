@@ -188,7 +188,7 @@ TEST_F(ShawGpu, SplitPathsUnderLoweredLimits) {
     ShawParams p = random_params(rng, 40);
     p.batch = 2;
     p.queries = 33 + trial;
-    p.keys = 50;
+    p.keys = trial == 0 ? 48 : 50;  // 48: the quad paths, with windows at any row
     p.query_offset = t2t_query_offset(p.queries, p.keys);
     SCOPED_TRACE(describe(p));
     check_logits(ctx, p, DType::F32, false, true, rng);
