@@ -70,14 +70,14 @@ TEST(ShawCli, LogitsWithKeysAddTheContentTerm) {
   p.depth = 8;
   p.query_offset = 2;
   p.scale = 0.5f;
-  AttentionParams a;
+  UnfusedAttentionParams a;
   a.heads = 2;
   a.queries = 3;
   a.keys = 5;
   a.depth = 8;
   a.scale = 0.5f;
   auto want = shaw_logits_direct_reference(p, q, e);
-  const auto content = attention_logits_reference(a, q, k);
+  const auto content = unfused_logits_reference(a, q, k);
   for (std::size_t x = 0; x < want.size(); ++x) want[x] += content[x];
   // Sums of 8 products <= 1 in magnitude, times 0.5: far below 1e-5.
   EXPECT_LE(normalised_error(read_npy(temp("o2.npy")).to_f32("o2"), want), 1e-5);

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <random>
 
-#include "support/expect_invalid.hpp"
+#include "support/expect.hpp"
 #include "support/gpu_fixture.hpp"
 #include "support/shaw_seed.hpp"
 #include "support/storage.hpp"
@@ -90,7 +90,7 @@ void check_values(Context& ctx, const ShawParams& p, DType out_dtype, std::mt199
 }
 
 void check_attention(Context& ctx, const ShawAttentionParams& sp, std::mt19937& rng) {
-  const AttentionParams& a = sp.attention;
+  const UnfusedAttentionParams& a = sp.attention;
   const std::size_t bh = std::size_t{a.batch} * a.heads, t = (2 * sp.max_relative_position + 1) * a.depth;
   const auto q = as_stored(random_floats(rng, bh * a.queries * a.depth), a.dtype);
   const auto k = as_stored(random_floats(rng, bh * a.keys * a.depth), a.dtype);
@@ -111,7 +111,7 @@ ShawAttentionParams random_attention(std::mt19937& rng, std::uint32_t max_len) {
   const ShawParams s = random_params(rng, max_len);
   ShawAttentionParams p;
   p.max_relative_position = s.max_relative_position;
-  AttentionParams& a = p.attention;
+  UnfusedAttentionParams& a = p.attention;
   a.batch = s.batch;
   a.heads = s.heads;
   a.queries = s.queries;

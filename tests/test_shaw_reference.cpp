@@ -108,7 +108,7 @@ TEST(ShawReference, ValuesByHand) {
 TEST(ShawReference, AttentionReductions) {
   std::mt19937 rng(8);
   ShawAttentionParams p;
-  AttentionParams& a = p.attention;
+  UnfusedAttentionParams& a = p.attention;
   a.batch = 2;
   a.heads = 2;
   a.queries = 5;
@@ -121,13 +121,13 @@ TEST(ShawReference, AttentionReductions) {
   p.max_relative_position = 2;
   const auto q = random_floats(rng, 2 * 2 * 5 * 3), k = random_floats(rng, 2 * 2 * 7 * 3), v = random_floats(rng, 2 * 2 * 7 * 3);
   const std::vector<float> zeros(5 * 3, 0.0f);
-  const auto plain = attention_reference(a, q, k, v);
+  const auto plain = unfused_attention_reference(a, q, k, v);
   const auto shaw = shaw_attention_reference(p, q, k, v, zeros, zeros);
   ASSERT_EQ(plain.size(), shaw.size());
   for (std::size_t e = 0; e < plain.size(); ++e) EXPECT_NEAR(plain[e], shaw[e], 1e-6) << e;
   for (std::size_t g = 0; g < 4; ++g)
     for (std::size_t c = 0; c < 6; ++c) EXPECT_EQ(shaw[g * 15 + c], 0.0f);
-  auto w = attention_logits_reference(a, q, k);
+  auto w = unfused_logits_reference(a, q, k);
   masked_softmax_reference(a, w);
   for (std::uint32_t b = 0; b < 2; ++b)
     for (std::uint32_t i = 2; i < 5; ++i) {

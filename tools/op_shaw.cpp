@@ -112,7 +112,7 @@ void register_runs(CLI::App& run, Registry& reg) {
                           p.query_offset = o->align_last ? t2t_query_offset(p.queries, p.keys) : o->offset;
                           p.scale = o->scale;
                           p.validate();
-                          AttentionParams a;
+                          UnfusedAttentionParams a;
                           a.batch = p.batch;
                           a.heads = p.heads;
                           a.queries = p.queries;
@@ -124,7 +124,7 @@ void register_runs(CLI::App& run, Registry& reg) {
                           if (o->o.reference) {
                             out = shaw_logits_direct_reference(p, q.values, e.values);
                             if (!o->k.empty()) {
-                              const auto content = attention_logits_reference(a, q.values, k.values);
+                              const auto content = unfused_logits_reference(a, q.values, k.values);
                               for (std::size_t x = 0; x < n; ++x) out[x] += content[x];
                             }
                           } else {
@@ -135,7 +135,7 @@ void register_runs(CLI::App& run, Registry& reg) {
                               if (o->k.empty()) {
                                 shaw_logits(r, p, bq, be, logits);
                               } else {
-                                attention_logits(r, a, bq, bk, logits);
+                                unfused_logits(r, a, bq, bk, logits);
                                 shaw_logits_add(r, p, bq, be, logits);
                               }
                             });
@@ -180,7 +180,7 @@ void register_runs(CLI::App& run, Registry& reg) {
                           if (v.shape != k.shape) throw InvalidArgument("--v " + dims(v.shape) + ": must have the shape of --k " + dims(k.shape));
                           ShawAttentionParams p;
                           p.max_relative_position = o->max_rel;
-                          AttentionParams& a = p.attention;
+                          UnfusedAttentionParams& a = p.attention;
                           a.batch = s.batch;
                           a.heads = s.heads;
                           a.queries = s.queries;

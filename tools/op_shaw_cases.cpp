@@ -91,13 +91,13 @@ CheckResult check_values(Context& ctx, const ShawParams& p, DType out_dtype) {
 
 // The whole pipeline; without max_relative_position, plain unfused attention.
 CheckResult check_attention(Context& ctx, const ShawAttentionParams& sp, bool shaw) {
-  const AttentionParams& a = sp.attention;
+  const UnfusedAttentionParams& a = sp.attention;
   const std::size_t bh = std::size_t{a.batch} * a.heads, t = (2 * sp.max_relative_position + 1) * a.depth;
   const auto q = as_stored(random_values(bh * a.queries * a.depth, 7), a.dtype);
   const auto k = as_stored(random_values(bh * a.keys * a.depth, 8), a.dtype);
   const auto v = as_stored(random_values(bh * a.keys * a.depth, 9), a.dtype);
   const auto ek = random_values(t, 10), ev = random_values(t, 11);
-  const auto want = shaw ? shaw_attention_reference(sp, q, k, v, ek, ev) : attention_reference(a, q, k, v);
+  const auto want = shaw ? shaw_attention_reference(sp, q, k, v, ek, ev) : unfused_attention_reference(a, q, k, v);
   Buffer bq = stored(ctx, q, a.dtype), bk = stored(ctx, k, a.dtype), bv = stored(ctx, v, a.dtype);
   Buffer bek = make_buffer(ctx, ek), bev = make_buffer(ctx, ev), out(ctx, want.size() * dtype_size(a.dtype));
   Recorder r(ctx);
@@ -171,14 +171,14 @@ void register_shaw_checks(Registry& reg) {
       const auto a = attention_of(p, causal, t);
       const std::string tag = s + (causal ? " causal " : " ") + std::string(dtype_name(t));
       reg.checks.push_back({"shaw-attention", tag, [a](Context& ctx) { return check_attention(ctx, a, true); }});
-      reg.checks.push_back({"attention", tag, [a](Context& ctx) { return check_attention(ctx, a, false); }});
+      reg.checks.push_back({"unfused-attention", tag, [a](Context& ctx) { return check_attention(ctx, a, false); }});
     }
   }
   // Key padding and a fully masked batch.
   ShawAttentionParams a = attention_of(make({2, 2, 33, 40, 16, 8, 7}), true, DType::F32);
   a.attention.key_lengths = {0, 25};
   reg.checks.push_back({"shaw-attention", shape_of(a.shaw()) + " causal lengths=0,25", [a](Context& ctx) { return check_attention(ctx, a, true); }});
-  reg.checks.push_back({"attention", shape_of(a.shaw()) + " causal lengths=0,25", [a](Context& ctx) { return check_attention(ctx, a, false); }});
+  reg.checks.push_back({"unfused-attention", shape_of(a.shaw()) + " causal lengths=0,25", [a](Context& ctx) { return check_attention(ctx, a, false); }});
 }
 
 void register_shaw_benches(Registry& reg) {
@@ -244,9 +244,9 @@ void register_shaw_benches(Registry& reg) {
   for (bool shaw : {false, true}) {
     const ShawAttentionParams a = attention_of(p, true, DType::F32);
     const std::uint64_t bytes = 4 * logits_bytes + 4 * qkv_bytes + (shaw ? 4 * term_bytes + 2 * logits_bytes : 0);
-    reg.benches.push_back({shaw ? "shaw-attention" : "attention", shape_of(p) + " causal f32", bytes, Ceiling::Copy, false,
+    reg.benches.push_back({shaw ? "shaw-attention" : "unfused-attention", shape_of(p) + " causal f32", bytes, Ceiling::Copy, false,
                            [a, shaw](Context& ctx) {
-                             const AttentionParams& at = a.attention;
+                             const UnfusedAttentionParams& at = a.attention;
                              struct State { std::vector<float> q, k, v, ek, ev; Buffer bq, bk, bv, bek, bev, out; };
                              auto s = std::make_shared<State>();
                              const std::size_t n = std::size_t{at.heads} * at.queries * at.depth, t = (2 * a.max_relative_position + 1) * at.depth;
@@ -267,7 +267,7 @@ void register_shaw_benches(Registry& reg) {
                                run.cpu = [a, s] { (void)shaw_attention_reference(a, s->q, s->k, s->v, s->ek, s->ev); };
                              } else {
                                run.record = [a, s](Recorder& r) { unfused_attention(r, a.attention, s->bq, s->bk, s->bv, s->out); };
-                               run.cpu = [a, s] { (void)attention_reference(a.attention, s->q, s->k, s->v); };
+                               run.cpu = [a, s] { (void)unfused_attention_reference(a.attention, s->q, s->k, s->v); };
                              }
                              run.keep = s;
                              return run;

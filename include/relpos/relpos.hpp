@@ -8,7 +8,7 @@
 #include "relpos/npy.hpp"
 #include "relpos/recorder.hpp"
 #include "relpos/t5.hpp"
-#include "relpos/attention.hpp"
+#include "relpos/unfused_attention.hpp"
 #include "relpos/shaw.hpp"
 #include "relpos/compare.hpp"
 #include "relpos/ceiling.hpp"

@@ -6,7 +6,7 @@
 #include <span>
 #include <vector>
 
-#include "relpos/attention.hpp"
+#include "relpos/unfused_attention.hpp"
 #include "relpos/dtype.hpp"
 
 namespace relpos {
@@ -49,7 +49,7 @@ std::vector<float> shaw_values_direct_reference(const ShawParams& p, std::span<c
                                                 std::span<const float> rel_values);
 
 struct ShawAttentionParams {
-  AttentionParams attention;  // attention.scale multiplies both logit terms
+  UnfusedAttentionParams attention;  // attention.scale multiplies both logit terms
   std::uint32_t max_relative_position = 0;
   ShawParams shaw() const;
   void validate() const;

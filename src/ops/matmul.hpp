@@ -3,7 +3,7 @@
 // cast, without begin_op, so that a composite op places its own barriers.
 #include <cstdint>
 
-#include "relpos/attention.hpp"
+#include "relpos/unfused_attention.hpp"
 #include "relpos/buffer.hpp"
 #include "relpos/recorder.hpp"
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <string>
 
-#include "ops/attention.hpp"
+#include "ops/unfused_attention.hpp"
 #include "ops/matmul.hpp"
 #include "ops/window.hpp"
 #include "relpos/context.hpp"
@@ -225,7 +225,7 @@ void shaw_values_add(Recorder& r, const ShawParams& p, const Buffer& weights, co
 void shaw_attention(Recorder& r, const ShawAttentionParams& sp, const Buffer& q, const Buffer& k, const Buffer& v,
                     const Buffer& rel_keys, const Buffer& rel_values, const Buffer& out) {
   sp.validate();
-  const AttentionParams& a = sp.attention;
+  const UnfusedAttentionParams& a = sp.attention;
   const ShawParams p = sp.shaw();
   check_attention_buffers(a, &q, &k, &v, &out);
   check_table(p, rel_keys, "rel_keys");

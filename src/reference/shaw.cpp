@@ -19,7 +19,7 @@ void ShawParams::validate() const {
   require(max_relative_position >= 1, "max_relative_position", std::to_string(max_relative_position), "must be >= 1");
   require(max_relative_position <= (1u << 30), "max_relative_position", std::to_string(max_relative_position),
           "must be <= 2^30 (2k + 1 table rows fit 32 bits)");
-  AttentionParams a;
+  UnfusedAttentionParams a;
   a.batch = batch;
   a.heads = heads;
   a.queries = queries;
@@ -208,7 +208,7 @@ std::vector<float> shaw_attention_reference(const ShawAttentionParams& p, std::s
                                             std::span<const float> v, std::span<const float> rel_keys,
                                             std::span<const float> rel_values) {
   p.validate();
-  const AttentionParams& a = p.attention;
+  const UnfusedAttentionParams& a = p.attention;
   const ShawParams s = p.shaw();
   const std::size_t bh = std::size_t{a.batch} * a.heads, d = a.depth;
   check_inputs(s, q.size(), bh * a.queries * d, "q", rel_keys.size());

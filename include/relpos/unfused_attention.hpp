@@ -36,7 +36,7 @@ struct MatmulParams {
 // Dense, contiguous [batch, m, k] · [batch, k, n] (or [batch, n, k] when b_transposed).
 MatmulParams dense_matmul(std::uint32_t batch, std::uint32_t m, std::uint32_t n, std::uint32_t k, bool b_transposed);
 
-struct AttentionParams {
+struct UnfusedAttentionParams {
   std::uint32_t batch = 1, heads = 1, queries = 0, keys = 0, depth = 0;
   float scale = 1.0f;  // multiplies q·kᵀ (and Shaw's relative-key term); usually 1/sqrt(depth)
   bool causal = false;  // key j is masked for query i when j > i + query_offset
@@ -53,23 +53,23 @@ struct AttentionParams {
 std::vector<float> matmul_reference(const MatmulParams& p, std::span<const float> a, std::span<const float> b,
                                     std::span<const float> c_in = {});
 // [B, H, Q, K] = scale · q·kᵀ.
-std::vector<float> attention_logits_reference(const AttentionParams& p, std::span<const float> q, std::span<const float> k);
+std::vector<float> unfused_logits_reference(const UnfusedAttentionParams& p, std::span<const float> q, std::span<const float> k);
 // Row softmax of logits with the mask applied, in place; fully masked rows become zeros.
-void masked_softmax_reference(const AttentionParams& p, std::span<float> logits);
+void masked_softmax_reference(const UnfusedAttentionParams& p, std::span<float> logits);
 // [B, H, Q, D] = softmax(q·kᵀ·scale + mask) · v.
-std::vector<float> attention_reference(const AttentionParams& p, std::span<const float> q, std::span<const float> k,
+std::vector<float> unfused_attention_reference(const UnfusedAttentionParams& p, std::span<const float> q, std::span<const float> k,
                                        std::span<const float> v);
 
 // ---- GPU operations -------------------------------------------------------------------------
 // q [B,H,Q,D], k and v [B,H,K,D], out [B,H,Q,D] in p.dtype; logits and weights [B,H,Q,K] f32.
 
 void matmul(Recorder& r, const MatmulParams& p, const Buffer& a, const Buffer& b, const Buffer& c);
-void attention_logits(Recorder& r, const AttentionParams& p, const Buffer& q, const Buffer& k, const Buffer& logits);
+void unfused_logits(Recorder& r, const UnfusedAttentionParams& p, const Buffer& q, const Buffer& k, const Buffer& logits);
 // In place: logits -> weights.
-void masked_softmax(Recorder& r, const AttentionParams& p, const Buffer& logits);
-void attention_output(Recorder& r, const AttentionParams& p, const Buffer& weights, const Buffer& v, const Buffer& out);
+void masked_softmax(Recorder& r, const UnfusedAttentionParams& p, const Buffer& logits);
+void unfused_output(Recorder& r, const UnfusedAttentionParams& p, const Buffer& weights, const Buffer& v, const Buffer& out);
 // The whole pipeline; the [B,H,Q,K] logits live in a scratch buffer of the recording.
-void unfused_attention(Recorder& r, const AttentionParams& p, const Buffer& q, const Buffer& k, const Buffer& v,
+void unfused_attention(Recorder& r, const UnfusedAttentionParams& p, const Buffer& q, const Buffer& k, const Buffer& v,
                        const Buffer& out);
 
 }  // namespace relpos

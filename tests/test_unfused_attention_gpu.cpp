@@ -5,7 +5,7 @@
 #include <cmath>
 #include <random>
 
-#include "support/expect_invalid.hpp"
+#include "support/expect.hpp"
 #include "support/gpu_fixture.hpp"
 #include "support/storage.hpp"
 #include "support/test_data.hpp"
@@ -71,9 +71,9 @@ std::string describe(const MatmulParams& p) {
          std::string(dtype_name(p.a_dtype)) + std::string(dtype_name(p.b_dtype)) + std::string(dtype_name(p.c_dtype));
 }
 
-AttentionParams random_attention(std::mt19937& rng, std::uint32_t max_len) {
+UnfusedAttentionParams random_attention(std::mt19937& rng, std::uint32_t max_len) {
   std::uniform_int_distribution<std::uint32_t> len(1, max_len);
-  AttentionParams p;
+  UnfusedAttentionParams p;
   p.batch = std::uniform_int_distribution<std::uint32_t>(1, 2)(rng);
   p.heads = std::uniform_int_distribution<std::uint32_t>(1, 3)(rng);
   p.queries = len(rng);
@@ -92,7 +92,7 @@ AttentionParams random_attention(std::mt19937& rng, std::uint32_t max_len) {
   return p;
 }
 
-std::string describe(const AttentionParams& p) {
+std::string describe(const UnfusedAttentionParams& p) {
   std::string s = "B=" + std::to_string(p.batch) + " H=" + std::to_string(p.heads) + " Q=" + std::to_string(p.queries) +
                   " K=" + std::to_string(p.keys) + " D=" + std::to_string(p.depth) + (p.causal ? " causal" : "") +
                   " off=" + std::to_string(p.query_offset) + " " + std::string(dtype_name(p.dtype)) + " lengths=";
@@ -100,12 +100,12 @@ std::string describe(const AttentionParams& p) {
   return s;
 }
 
-void check_attention(Context& ctx, const AttentionParams& p, std::mt19937& rng) {
+void check_attention(Context& ctx, const UnfusedAttentionParams& p, std::mt19937& rng) {
   const std::size_t bh = std::size_t{p.batch} * p.heads;
   const auto q = as_stored(random_floats(rng, bh * p.queries * p.depth), p.dtype);
   const auto k = as_stored(random_floats(rng, bh * p.keys * p.depth), p.dtype);
   const auto v = as_stored(random_floats(rng, bh * p.keys * p.depth), p.dtype);
-  const auto want = attention_reference(p, q, k, v);
+  const auto want = unfused_attention_reference(p, q, k, v);
   Buffer bq = upload(ctx, q, p.dtype), bk = upload(ctx, k, p.dtype), bv = upload(ctx, v, p.dtype);
   Buffer out(ctx, want.size() * dtype_size(p.dtype));
   run(ctx, [&](Recorder& r) { unfused_attention(r, p, bq, bk, bv, out); });
@@ -143,7 +143,7 @@ TEST_F(AttentionGpu, MatmulSplitPathsUnderLoweredLimits) {
 TEST_F(AttentionGpu, SoftmaxMasksAndEmptyRows) {
   std::mt19937 rng(13);
   for (int trial = 0; trial < 12; ++trial) {
-    AttentionParams p = random_attention(rng, 40);
+    UnfusedAttentionParams p = random_attention(rng, 40);
     if (trial == 0) {  // every row of batch 0 empty, and the first rows of batch 1 (causal)
       p.batch = 2;
       p.causal = true;
@@ -167,7 +167,7 @@ TEST_F(AttentionGpu, SoftmaxMasksAndEmptyRows) {
 TEST_F(AttentionGpu, UnfusedAttentionMatchesReference) {
   std::mt19937 rng(14);
   for (int trial = 0; trial < 16; ++trial) {
-    const AttentionParams p = random_attention(rng, 48);
+    const UnfusedAttentionParams p = random_attention(rng, 48);
     SCOPED_TRACE(describe(p));
     check_attention(gpu(), p, rng);
   }
@@ -176,7 +176,7 @@ TEST_F(AttentionGpu, UnfusedAttentionMatchesReference) {
 TEST_F(AttentionGpu, UnfusedAttentionSplitPaths) {
   std::mt19937 rng(15);
   for (int trial = 0; trial < 4; ++trial) {
-    AttentionParams p = random_attention(rng, 48);
+    UnfusedAttentionParams p = random_attention(rng, 48);
     p.queries = 37 + trial;
     p.keys = trial % 2 ? 45 : 44;  // 44: the quad path of the softmax, with windows at any row
     SCOPED_TRACE(describe(p));
@@ -186,7 +186,7 @@ TEST_F(AttentionGpu, UnfusedAttentionSplitPaths) {
 
 TEST_F(AttentionGpu, InvalidInputIsRejectedBeforeDispatch) {
   Context& ctx = gpu();
-  AttentionParams p;
+  UnfusedAttentionParams p;
   p.queries = p.keys = 4;
   p.depth = 8;
   Buffer x(ctx, 4 * 8 * 4), small(ctx, 16), logits(ctx, 16 * 4);
@@ -195,7 +195,7 @@ TEST_F(AttentionGpu, InvalidInputIsRejectedBeforeDispatch) {
   expect_invalid([&] { unfused_attention(r, p, x, x, small, x); }, "v buffer");
   expect_invalid([&] { unfused_attention(r, p, x, x, x, small); }, "out buffer");
   expect_invalid([&] { masked_softmax(r, p, small); }, "logits");
-  AttentionParams bad = p;
+  UnfusedAttentionParams bad = p;
   bad.depth = 0;
   expect_invalid([&] { unfused_attention(r, bad, x, x, x, x); }, "depth");
   bad = p;

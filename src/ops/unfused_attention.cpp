@@ -3,7 +3,7 @@
 #include <cstring>
 #include <string>
 
-#include "ops/attention.hpp"
+#include "ops/unfused_attention.hpp"
 #include "ops/matmul.hpp"
 #include "ops/window.hpp"
 #include "relpos/context.hpp"
@@ -15,28 +15,28 @@ namespace {
 constexpr std::uint32_t kRowGroup = 64;
 }
 
-MatmulParams logits_matmul(const AttentionParams& p) {
+MatmulParams logits_matmul(const UnfusedAttentionParams& p) {
   MatmulParams m = dense_matmul(p.batch * p.heads, p.queries, p.keys, p.depth, true);
   m.alpha = p.scale;
   m.a_dtype = m.b_dtype = p.dtype;
   return m;
 }
 
-MatmulParams output_matmul(const AttentionParams& p, DType out_dtype) {
+MatmulParams output_matmul(const UnfusedAttentionParams& p, DType out_dtype) {
   MatmulParams m = dense_matmul(p.batch * p.heads, p.queries, p.depth, p.keys, false);
   m.b_dtype = p.dtype;
   m.c_dtype = out_dtype;
   return m;
 }
 
-void check_softmax(const Recorder& r, const AttentionParams& p, const Buffer& logits) {
+void check_softmax(const Recorder& r, const UnfusedAttentionParams& p, const Buffer& logits) {
   p.validate();
   require_buffer(logits, std::uint64_t{p.batch} * p.heads * p.queries * p.keys, 4, "logits", "f32 [batch, heads, queries, keys]");
   require(p.keys <= window_capacity(r.context().limits(), 4), "keys", std::to_string(p.keys),
           "a row of logits must fit one storage buffer binding of the device");
 }
 
-void record_softmax(Recorder& r, const AttentionParams& p, const Buffer& logits) {
+void record_softmax(Recorder& r, const UnfusedAttentionParams& p, const Buffer& logits) {
   const DeviceLimits& lim = r.context().limits();
   Buffer& lengths = scratch(r, std::max<std::size_t>(p.key_lengths.size(), 1) * 4, MemoryUse::Host);
   if (!p.key_lengths.empty()) std::memcpy(lengths.host_pointer(), p.key_lengths.data(), p.key_lengths.size() * 4);
@@ -60,7 +60,7 @@ void record_softmax(Recorder& r, const AttentionParams& p, const Buffer& logits)
   }
 }
 
-void check_attention_buffers(const AttentionParams& p, const Buffer* q, const Buffer* k, const Buffer* v, const Buffer* out) {
+void check_attention_buffers(const UnfusedAttentionParams& p, const Buffer* q, const Buffer* k, const Buffer* v, const Buffer* out) {
   const std::uint32_t e = dtype_size(p.dtype);
   const std::uint64_t bh = std::uint64_t{p.batch} * p.heads;
   if (q) require_buffer(*q, bh * p.queries * p.depth, e, "q", "[batch, heads, queries, depth]");
@@ -71,7 +71,7 @@ void check_attention_buffers(const AttentionParams& p, const Buffer* q, const Bu
 
 }  // namespace detail
 
-void attention_logits(Recorder& r, const AttentionParams& p, const Buffer& q, const Buffer& k, const Buffer& logits) {
+void unfused_logits(Recorder& r, const UnfusedAttentionParams& p, const Buffer& q, const Buffer& k, const Buffer& logits) {
   p.validate();
   detail::check_attention_buffers(p, &q, &k, nullptr, nullptr);
   const MatmulParams m = detail::logits_matmul(p);
@@ -80,13 +80,13 @@ void attention_logits(Recorder& r, const AttentionParams& p, const Buffer& q, co
   detail::record_matmul(r, m, q, k, logits);
 }
 
-void masked_softmax(Recorder& r, const AttentionParams& p, const Buffer& logits) {
+void masked_softmax(Recorder& r, const UnfusedAttentionParams& p, const Buffer& logits) {
   detail::check_softmax(r, p, logits);
   detail::begin_op(r);
   detail::record_softmax(r, p, logits);
 }
 
-void attention_output(Recorder& r, const AttentionParams& p, const Buffer& weights, const Buffer& v, const Buffer& out) {
+void unfused_output(Recorder& r, const UnfusedAttentionParams& p, const Buffer& weights, const Buffer& v, const Buffer& out) {
   p.validate();
   detail::check_attention_buffers(p, nullptr, nullptr, &v, &out);
   const MatmulParams m = detail::output_matmul(p, p.dtype);
@@ -95,7 +95,7 @@ void attention_output(Recorder& r, const AttentionParams& p, const Buffer& weigh
   detail::record_matmul(r, m, weights, v, out);
 }
 
-void unfused_attention(Recorder& r, const AttentionParams& p, const Buffer& q, const Buffer& k, const Buffer& v,
+void unfused_attention(Recorder& r, const UnfusedAttentionParams& p, const Buffer& q, const Buffer& k, const Buffer& v,
                        const Buffer& out) {
   p.validate();
   detail::check_attention_buffers(p, &q, &k, &v, &out);

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "reference/checks.hpp"
-#include "relpos/attention.hpp"
+#include "relpos/unfused_attention.hpp"
 #include "relpos/error.hpp"
 
 namespace relpos {
@@ -66,7 +66,7 @@ MatmulParams dense_matmul(std::uint32_t batch, std::uint32_t m, std::uint32_t n,
   return p;
 }
 
-void AttentionParams::validate() const {
+void UnfusedAttentionParams::validate() const {
   require(batch >= 1, "batch", std::to_string(batch), "must be >= 1");
   require(heads >= 1, "heads", std::to_string(heads), "must be >= 1");
   require(queries >= 1, "queries", std::to_string(queries), "must be >= 1");
@@ -89,7 +89,7 @@ void AttentionParams::validate() const {
     require(e < 0xffffffffull, name, std::to_string(e), "must be < 2^32 elements");
 }
 
-bool AttentionParams::masked(std::uint32_t b, std::uint32_t i, std::uint32_t j) const {
+bool UnfusedAttentionParams::masked(std::uint32_t b, std::uint32_t i, std::uint32_t j) const {
   if (causal && static_cast<std::int64_t>(j) > static_cast<std::int64_t>(i) + query_offset) return true;
   return !key_lengths.empty() && j >= key_lengths[b];
 }
@@ -119,7 +119,7 @@ std::vector<float> matmul_reference(const MatmulParams& p, std::span<const float
   return c;
 }
 
-std::vector<float> attention_logits_reference(const AttentionParams& p, std::span<const float> q, std::span<const float> k) {
+std::vector<float> unfused_logits_reference(const UnfusedAttentionParams& p, std::span<const float> q, std::span<const float> k) {
   p.validate();
   const std::size_t bh = std::size_t{p.batch} * p.heads;
   require_span(q.size(), bh * p.queries * p.depth, "q");
@@ -136,7 +136,7 @@ std::vector<float> attention_logits_reference(const AttentionParams& p, std::spa
   return logits;
 }
 
-void masked_softmax_reference(const AttentionParams& p, std::span<float> logits) {
+void masked_softmax_reference(const UnfusedAttentionParams& p, std::span<float> logits) {
   p.validate();
   require_span(logits.size(), std::size_t{p.batch} * p.heads * p.queries * p.keys, "logits");
   for (std::uint32_t b = 0; b < p.batch; ++b)
@@ -154,9 +154,9 @@ void masked_softmax_reference(const AttentionParams& p, std::span<float> logits)
       }
 }
 
-std::vector<float> attention_reference(const AttentionParams& p, std::span<const float> q, std::span<const float> k,
+std::vector<float> unfused_attention_reference(const UnfusedAttentionParams& p, std::span<const float> q, std::span<const float> k,
                                        std::span<const float> v) {
-  std::vector<float> w = attention_logits_reference(p, q, k);
+  std::vector<float> w = unfused_logits_reference(p, q, k);
   masked_softmax_reference(p, w);
   const std::size_t bh = std::size_t{p.batch} * p.heads;
   require_span(v.size(), bh * p.keys * p.depth, "v");
