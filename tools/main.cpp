@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
   register_rope(*run, reg);
   register_fourier(*run, reg);
   register_attention(*run, reg);
+  register_shaw(*run, reg);
 
   std::string check_filter;
   auto* check = app.add_subcommand("check", "check every operation against its CPU reference on this device");

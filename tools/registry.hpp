@@ -72,5 +72,6 @@ void register_alibi(CLI::App& run, Registry& reg);
 void register_rope(CLI::App& run, Registry& reg);
 void register_fourier(CLI::App& run, Registry& reg);
 void register_attention(CLI::App& run, Registry& reg);
+void register_shaw(CLI::App& run, Registry& reg);
 
 }  // namespace relpos::tool

@@ -9,6 +9,8 @@
 #include "relpos/recorder.hpp"
 #include "relpos/t5.hpp"
 #include "relpos/fourier.hpp"
+#include "relpos/unfused_attention.hpp"
+#include "relpos/shaw.hpp"
 #include "relpos/compare.hpp"
 #include "relpos/ceiling.hpp"
 #include "relpos/alibi.hpp"

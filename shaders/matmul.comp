@@ -1,0 +1,97 @@
+#version 450
+// C = alpha·A·B' (+ C): each invocation keeps an RM×4 block of C and walks the shared dimension
+// once. lavapipe runs invocations as SIMD lanes and storage-buffer loads are what costs there:
+// 8 rows per invocation reuse each B load twice as often as 4 (P = q·rel_keysᵀ ran ~1.5× faster),
+// while shared memory and barriers do not pay. A workgroup of 64 invocations is an (8·ty) × (4·tx)
+// tile (push constants, not specialization constants: one pipeline serves every tile shape).
+// f32 accumulation whatever the storage; rows and columns past the edge are clamped on load and
+// skipped on store, so the inner loop has no branches.
+#extension GL_GOOGLE_include_directive : require
+#include "relpos_push/matmul.h"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const bool B_T = false;  // B is [n][k] (A·Bᵀ) rather than [k][n]
+layout(constant_id = 2) const bool A_F16 = false;
+layout(constant_id = 3) const bool B_F16 = false;
+layout(constant_id = 4) const uint C_MODE = 0;   // 0: write f32, 1: write f16, 2: add f32, 3: add f16
+layout(constant_id = 5) const bool VEC4 = false; // k, bases and strides are multiples of 4: quad loads
+const uint RM = 8u;  // rows of C per invocation (kRows in src/ops/matmul.cpp)
+
+layout(std430, binding = 0) readonly buffer A32 { float a32[]; };
+layout(std430, binding = 0) readonly buffer A32x4 { vec4 a32x4[]; };
+layout(std430, binding = 0) readonly buffer A16 { uint a16[]; };
+layout(std430, binding = 0) readonly buffer A16x4 { uvec2 a16x4[]; };
+layout(std430, binding = 1) readonly buffer B32 { float b32[]; };
+layout(std430, binding = 1) readonly buffer B32x4 { vec4 b32x4[]; };
+layout(std430, binding = 1) readonly buffer B16 { uint b16[]; };
+layout(std430, binding = 1) readonly buffer B16x4 { uvec2 b16x4[]; };
+layout(std430, binding = 2) buffer C32 { float c32[]; };
+layout(std430, binding = 2) buffer C16 { uint c16[]; };
+
+float load_a(uint e) { return A_F16 ? unpackHalf2x16(a16[e >> 1])[e & 1u] : a32[e]; }
+float load_b(uint e) { return B_F16 ? unpackHalf2x16(b16[e >> 1])[e & 1u] : b32[e]; }
+// e is a multiple of 4.
+vec4 load_a4(uint e) {
+  if (A_F16) { uvec2 w = a16x4[e >> 2]; return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
+  return a32x4[e >> 2];
+}
+vec4 load_b4(uint e) {
+  if (B_F16) { uvec2 w = b16x4[e >> 2]; return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
+  return b32x4[e >> 2];
+}
+
+void store_c(uint e, float v) {
+  if (C_MODE == 0u) {
+    c32[e] = v;
+  } else if (C_MODE == 2u) {
+    c32[e] = c32[e] + v;
+  } else {
+    uint w = e >> 1, lane = e & 1u;
+    uint old = c16[w];
+    if (C_MODE == 3u) v += unpackHalf2x16(old)[lane];
+    uint h = packHalf2x16(vec2(v, 0.0)) & 0xffffu;
+    c16[w] = lane == 0u ? (old & 0xffff0000u) | h : (old & 0xffffu) | (h << 16);
+  }
+}
+
+void main() {
+  uint tx = gl_LocalInvocationID.x % pc.tx, ty = gl_LocalInvocationID.x / pc.tx;
+  uint row0 = (gl_WorkGroupID.y * pc.ty + ty) * RM;
+  uint col0 = ((pc.tile_n0 + gl_WorkGroupID.x) * pc.tx + tx) * 4u;
+  if (ty >= pc.ty || row0 >= pc.m || col0 >= pc.n) return;
+  uint z = gl_WorkGroupID.z;
+  uint a_row[RM], b_at[4];
+  for (uint r = 0; r < RM; ++r) a_row[r] = pc.a_base + z * pc.a_bs + min(row0 + r, pc.m - 1u) * pc.a_rs;
+  uint b0 = pc.b_base + z * pc.b_bs;
+  for (uint s = 0; s < 4u; ++s) b_at[s] = B_T ? b0 + min(col0 + s, pc.n - 1u) * pc.b_rs : b0 + min(col0 + s, pc.n - 1u);
+
+  vec4 acc[RM];  // acc[r][s]
+  for (uint r = 0; r < RM; ++r) acc[r] = vec4(0.0);
+  if (VEC4 && B_T) {
+    for (uint c = 0; c < pc.k; c += 4u) {
+      vec4 a[RM], b[4];
+      for (uint r = 0; r < RM; ++r) a[r] = load_a4(a_row[r] + c);
+      for (uint s = 0; s < 4u; ++s) b[s] = load_b4(b_at[s] + c);
+      for (uint r = 0; r < RM; ++r) acc[r] += vec4(dot(a[r], b[0]), dot(a[r], b[1]), dot(a[r], b[2]), dot(a[r], b[3]));
+    }
+  } else if (VEC4) {
+    // NN with n % 4 == 0: the four columns are one quad of each B row.
+    for (uint c = 0; c < pc.k; c += 4u) {
+      vec4 a[RM];
+      for (uint r = 0; r < RM; ++r) a[r] = load_a4(a_row[r] + c);
+      for (uint t = 0; t < 4u; ++t) {
+        vec4 b = load_b4(b_at[0] + (c + t) * pc.b_rs);
+        for (uint r = 0; r < RM; ++r) acc[r] += a[r][t] * b;
+      }
+    }
+  } else {
+    for (uint c = 0; c < pc.k; ++c) {
+      vec4 b;
+      for (uint s = 0; s < 4u; ++s) b[s] = load_b(B_T ? b_at[s] + c : b_at[s] + c * pc.b_rs);
+      for (uint r = 0; r < RM; ++r) acc[r] += load_a(a_row[r] + c) * b;
+    }
+  }
+  uint c0 = pc.c_base + z * pc.c_bs;
+  for (uint r = 0; r < RM && row0 + r < pc.m; ++r)
+    for (uint s = 0; s < 4u && col0 + s < pc.n; ++s) store_c(c0 + (row0 + r) * pc.c_rs + col0 + s, pc.alpha * acc[r][s]);
+}

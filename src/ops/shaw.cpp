@@ -1,0 +1,261 @@
+// Shaw relative keys and values on the GPU, in the cheap form: P = scale·q·rel_keysᵀ is
+// [B·H·Q, 2k+1] and the logits gather from it; the weights are bucketed into S [B·H·Q, 2k+1] and
+// out += S·rel_values. Nothing of size Q·K·D exists, except in tensor2tensor's materialised form
+// kept as the benchmark baseline.
+#include <algorithm>
+#include <string>
+
+#include "ops/unfused_attention.hpp"
+#include "ops/matmul.hpp"
+#include "ops/window.hpp"
+#include "relpos/context.hpp"
+#include "relpos/shaw.hpp"
+#include "relpos_push/shaw.h"
+#include "relpos_push/shaw_materialise.h"
+
+namespace relpos {
+namespace {
+
+using namespace detail;
+
+constexpr std::uint32_t kGroup = 64;
+constexpr std::uint32_t kGatherQuads = 4;  // quads of logits per invocation
+
+std::uint64_t rows_of(const ShawParams& p) { return std::uint64_t{p.batch} * p.heads * p.queries; }
+
+void check_table(const ShawParams& p, const Buffer& table, const char* name) {
+  const std::uint64_t need = std::uint64_t{p.table_rows()} * p.depth * 4;
+  require(table.size() == need, std::string(name) + " buffer", std::to_string(table.size()) + " bytes",
+          "must be float32 [2k + 1, depth] = [" + std::to_string(p.table_rows()) + ", " + std::to_string(p.depth) + "] = " +
+              std::to_string(need) + " bytes");
+}
+
+void require_storage(DType t, const char* name) {
+  require(t == DType::F32 || t == DType::F16, name, std::string(dtype_name(t)), "must be f32 or f16");
+}
+
+// Rows of [rows, keys] and [rows, 2k+1] tensors per dispatch of the row kernels.
+std::uint64_t rows_per_chunk(const DeviceLimits& lim, const ShawParams& p, std::uint64_t max_rows_by_groups) {
+  const std::uint64_t cap = window_capacity(lim, 4);
+  const std::uint64_t per = std::min({cap / p.keys, cap / p.table_rows(), max_rows_by_groups});
+  require(per > 0, "keys and 2k + 1", std::to_string(p.keys) + " and " + std::to_string(p.table_rows()),
+          "a row of logits and of the relative terms must fit one storage buffer binding of the device (" +
+              std::to_string(cap) + " floats)");
+  return per;
+}
+
+// P = scale · q·rel_keysᵀ: [B·H·Q, D] · [2k+1, D]ᵀ.
+MatmulParams p_matmul(const ShawParams& p, DType q_dtype) {
+  MatmulParams m = dense_matmul(1, static_cast<std::uint32_t>(rows_of(p)), p.table_rows(), p.depth, true);
+  m.b_batch_stride = 0;
+  m.alpha = p.scale;
+  m.a_dtype = q_dtype;
+  return m;
+}
+
+// out (+)= S·rel_values: [B·H·Q, 2k+1] · [2k+1, D].
+MatmulParams values_matmul(const ShawParams& p, DType out_dtype) {
+  MatmulParams m = dense_matmul(1, static_cast<std::uint32_t>(rows_of(p)), p.depth, p.table_rows(), false);
+  m.b_batch_stride = 0;
+  m.accumulate = true;
+  m.c_dtype = out_dtype;
+  return m;
+}
+
+// Splits the rows (b, h, i) into dispatches whose windows of x ([rows, keys]: logits or weights)
+// and t ([rows, 2k+1]: P or S) each fit one binding: f(push, x window, t window, rows).
+template <class F>
+void for_each_row_chunk(Recorder& r, const ShawParams& p, std::uint64_t max_rows_by_groups, const Buffer& x, const Buffer& t, F&& f) {
+  const DeviceLimits& lim = r.context().limits();
+  const std::uint64_t rows = rows_of(p), per = rows_per_chunk(lim, p, max_rows_by_groups);
+  push::ShawRowsPush pc{};
+  pc.queries = p.queries;
+  pc.keys = p.keys;
+  pc.query_offset = static_cast<std::int32_t>(p.query_offset);
+  pc.max_rel = static_cast<std::int32_t>(p.max_relative_position);
+  for (std::uint64_t r0 = 0; r0 < rows; r0 += per) {
+    const std::uint64_t n = std::min(per, rows - r0);
+    const Window wx = window(lim, x, r0 * p.keys, (r0 + n) * p.keys, 4);
+    const Window wt = window(lim, t, r0 * p.table_rows(), (r0 + n) * p.table_rows(), 4);
+    pc.rows = static_cast<std::uint32_t>(n);
+    pc.row0 = static_cast<std::uint32_t>(r0);
+    pc.x_base = wx.base;
+    pc.t_base = wt.base;
+    f(pc, wx, wt, n);
+  }
+}
+
+// logits (+)= P[.., idx(i, j)]: the broadcast pass and the band pass touch disjoint quads.
+void record_gather(Recorder& r, const ShawParams& p, const Buffer& logits, const Buffer& pbuf, bool add) {
+  const DeviceLimits& lim = r.context().limits();
+  const std::uint64_t quads_per_group = std::uint64_t{kGroup} * kGatherQuads;
+  const std::uint64_t quad_groups = div_up(div_up(p.keys, 4), quads_per_group);
+  // Quads meeting -k < rp < k: at most (2k - 2) / 4 + 2 per row.
+  const std::uint64_t band_quads = std::min<std::uint64_t>((2ull * p.max_relative_position - 2) / 4 + 2, div_up(p.keys, 4));
+  for_each_row_chunk(r, p, lim.max_workgroup_count[1], logits, pbuf,
+                     [&](push::ShawRowsPush& pc, const Window& wl, const Window& wp, std::uint64_t n) {
+                       const std::uint32_t vec4 = p.keys % 4 == 0 && wl.base % 4 == 0 ? 1u : 0u, mode = add ? 1u : 0u;
+                       for_each_group_range(lim, quad_groups, [&](std::uint64_t first, std::uint32_t groups) {
+                         pc.first_quad = static_cast<std::uint32_t>(first * quads_per_group);
+                         dispatch(r, "shaw_gather_add", {kGroup, vec4, kGatherQuads, mode, 0u}, {wl.span, wp.span}, pc, groups,
+                                  static_cast<std::uint32_t>(n));
+                       });
+                       pc.first_quad = 0;
+                       dispatch(r, "shaw_gather_add", {kGroup, vec4, kGatherQuads, mode, 1u}, {wl.span, wp.span}, pc,
+                                div_up(band_quads, kGroup), static_cast<std::uint32_t>(n));
+                     });
+}
+
+void record_buckets(Recorder& r, const ShawParams& p, const Buffer& weights, const Buffer& s) {
+  const std::uint64_t max_rows = std::uint64_t{r.context().limits().max_workgroup_count[0]} * kGroup;
+  for_each_row_chunk(r, p, max_rows, weights, s, [&](push::ShawRowsPush& pc, const Window& ww, const Window& ws, std::uint64_t n) {
+    const bool vec4 = p.keys % 4 == 0 && ww.base % 4 == 0;
+    dispatch(r, "shaw_buckets", {kGroup, vec4 ? 1u : 0u}, {ww.span, ws.span}, pc, div_up(n, kGroup));
+  });
+}
+
+Buffer& term_scratch(Recorder& r, const ShawParams& p) { return scratch(r, rows_of(p) * p.table_rows() * 4, MemoryUse::Device); }
+
+void check_logits_add(const Recorder& r, const ShawParams& p, const Buffer& q, const Buffer& rel_keys, const Buffer& logits,
+                      DType q_dtype) {
+  p.validate();
+  require_storage(q_dtype, "q_dtype");
+  require_buffer(q, rows_of(p) * p.depth, dtype_size(q_dtype), "q", "[batch, heads, queries, depth]");
+  check_table(p, rel_keys, "rel_keys");
+  require_buffer(logits, rows_of(p) * p.keys, 4, "logits", "f32 [batch, heads, queries, keys]");
+  check_matmul_plan(r, p_matmul(p, q_dtype));
+  (void)rows_per_chunk(r.context().limits(), p, 1);
+}
+
+void check_values_add(const Recorder& r, const ShawParams& p, const Buffer& weights, const Buffer& rel_values, const Buffer& out,
+                      DType out_dtype) {
+  p.validate();
+  require_storage(out_dtype, "out_dtype");
+  require_buffer(weights, rows_of(p) * p.keys, 4, "weights", "f32 [batch, heads, queries, keys]");
+  check_table(p, rel_values, "rel_values");
+  require_buffer(out, rows_of(p) * p.depth, dtype_size(out_dtype), "out", "[batch, heads, queries, depth]");
+  check_matmul_plan(r, values_matmul(p, out_dtype));
+  (void)rows_per_chunk(r.context().limits(), p, 1);
+}
+
+void logits_term(Recorder& r, const ShawParams& p, const Buffer& q, const Buffer& rel_keys, const Buffer& logits, DType q_dtype,
+                 bool add) {
+  check_logits_add(r, p, q, rel_keys, logits, q_dtype);
+  begin_op(r);
+  Buffer& pbuf = term_scratch(r, p);
+  record_matmul(r, p_matmul(p, q_dtype), q, rel_keys, pbuf);
+  barrier(r);
+  record_gather(r, p, logits, pbuf, add);
+}
+
+void materialised_term(Recorder& r, const ShawParams& p, const Buffer& q, const Buffer& rel_keys, const Buffer& logits, bool add) {
+  check_logits_add(r, p, q, rel_keys, logits, DType::F32);
+  const DeviceLimits& lim = r.context().limits();
+  // tensor2tensor's batched matmul over query position: batch i, rows (b, h), columns j.
+  MatmulParams m;
+  m.batch = p.queries;
+  m.m = p.batch * p.heads;
+  m.n = p.keys;
+  m.k = p.depth;
+  m.b_transposed = true;
+  m.accumulate = add;
+  m.alpha = p.scale;
+  m.a_batch_stride = p.depth;
+  m.a_row_stride = std::uint64_t{p.queries} * p.depth;
+  m.b_batch_stride = std::uint64_t{p.keys} * p.depth;
+  m.b_row_stride = p.depth;
+  m.c_batch_stride = p.keys;
+  m.c_row_stride = std::uint64_t{p.queries} * p.keys;
+  check_matmul_plan(r, m);
+  const std::uint64_t pairs = std::uint64_t{p.queries} * p.keys;
+  const std::uint64_t e_bytes = checked_elements({pairs, p.depth, 4}, "materialised embeddings");
+  require(e_bytes <= lim.max_memory_allocation_size || lim.max_memory_allocation_size == 0, "queries * keys * depth",
+          std::to_string(pairs * p.depth), "the materialised embeddings exceed the device's largest allocation");
+  const std::uint64_t per = std::min<std::uint64_t>(window_capacity(lim, 4) / p.depth, std::uint64_t{lim.max_workgroup_count[0]} * kGroup);
+  require(per > 0 && std::uint64_t{p.table_rows()} * p.depth <= window_capacity(lim, 4), "depth", std::to_string(p.depth),
+          "the table and a row of embeddings must fit one storage buffer binding of the device");
+  begin_op(r);
+  Buffer& e = scratch(r, e_bytes, MemoryUse::Device);
+  push::ShawMaterialisePush pc{};
+  pc.keys = p.keys;
+  pc.depth = p.depth;
+  pc.query_offset = static_cast<std::int32_t>(p.query_offset);
+  pc.max_rel = static_cast<std::int32_t>(p.max_relative_position);
+  for (std::uint64_t first = 0; first < pairs; first += per) {
+    const std::uint64_t n = std::min(per, pairs - first);
+    const Window we = window(lim, e, first * p.depth, (first + n) * p.depth, 4);
+    pc.pairs = static_cast<std::uint32_t>(n);
+    pc.pair0 = static_cast<std::uint32_t>(first);
+    pc.e_base = we.base;
+    const bool vec4 = p.depth % 4 == 0 && we.base % 4 == 0;
+    dispatch(r, "shaw_materialise", {kGroup, vec4 ? 1u : 0u}, {{&rel_keys}, we.span}, pc, div_up(n, kGroup));
+  }
+  barrier(r);
+  record_matmul(r, m, q, e, logits);
+}
+
+}  // namespace
+
+void shaw_logits(Recorder& r, const ShawParams& p, const Buffer& q, const Buffer& rel_keys, const Buffer& out, DType q_dtype) {
+  logits_term(r, p, q, rel_keys, out, q_dtype, false);
+}
+
+void shaw_logits_add(Recorder& r, const ShawParams& p, const Buffer& q, const Buffer& rel_keys, const Buffer& logits, DType q_dtype) {
+  logits_term(r, p, q, rel_keys, logits, q_dtype, true);
+}
+
+void shaw_logits_materialised(Recorder& r, const ShawParams& p, const Buffer& q, const Buffer& rel_keys, const Buffer& out) {
+  materialised_term(r, p, q, rel_keys, out, false);
+}
+
+void shaw_logits_materialised_add(Recorder& r, const ShawParams& p, const Buffer& q, const Buffer& rel_keys, const Buffer& logits) {
+  materialised_term(r, p, q, rel_keys, logits, true);
+}
+
+void shaw_values_add(Recorder& r, const ShawParams& p, const Buffer& weights, const Buffer& rel_values, const Buffer& out,
+                     DType out_dtype) {
+  check_values_add(r, p, weights, rel_values, out, out_dtype);
+  begin_op(r);
+  Buffer& s = term_scratch(r, p);
+  record_buckets(r, p, weights, s);
+  barrier(r);
+  record_matmul(r, values_matmul(p, out_dtype), s, rel_values, out);
+}
+
+void shaw_attention(Recorder& r, const ShawAttentionParams& sp, const Buffer& q, const Buffer& k, const Buffer& v,
+                    const Buffer& rel_keys, const Buffer& rel_values, const Buffer& out) {
+  sp.validate();
+  const UnfusedAttentionParams& a = sp.attention;
+  const ShawParams p = sp.shaw();
+  check_attention_buffers(a, &q, &k, &v, &out);
+  check_table(p, rel_keys, "rel_keys");
+  check_table(p, rel_values, "rel_values");
+  const MatmulParams lm = logits_matmul(a), om = output_matmul(a, DType::F32), pm = p_matmul(p, a.dtype);
+  const MatmulParams vm = values_matmul(p, DType::F32);
+  for (const MatmulParams* m : {&lm, &om, &pm, &vm}) check_matmul_plan(r, *m);
+  (void)rows_per_chunk(r.context().limits(), p, 1);
+  Buffer& logits = scratch(r, lm.c_elements() * 4, MemoryUse::Device);
+  check_softmax(r, a, logits);
+
+  begin_op(r);
+  Buffer& terms = term_scratch(r, p);  // P, then S
+  record_matmul(r, lm, q, k, logits);
+  record_matmul(r, pm, q, rel_keys, terms);
+  barrier(r);
+  record_gather(r, p, logits, terms, true);
+  barrier(r);
+  record_softmax(r, a, logits);
+  barrier(r);
+  // f32 accumulates in out itself; f16 in an f32 buffer rounded once at the end.
+  const Buffer& acc = a.dtype == DType::F32 ? out : scratch(r, om.c_elements() * 4, MemoryUse::Device);
+  record_matmul(r, om, logits, v, acc);
+  record_buckets(r, p, logits, terms);
+  barrier(r);
+  record_matmul(r, vm, terms, rel_values, acc);
+  if (a.dtype == DType::F16) {
+    barrier(r);
+    record_cast_f16(r, acc, out, om.c_elements(), false);
+  }
+}
+
+}  // namespace relpos

@@ -1,0 +1,115 @@
+// The unfused attention pipeline on the GPU: q·kᵀ·scale (matmul), masked softmax, weights·v.
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "ops/unfused_attention.hpp"
+#include "ops/matmul.hpp"
+#include "ops/window.hpp"
+#include "relpos/context.hpp"
+#include "relpos_push/softmax.h"
+
+namespace relpos {
+namespace detail {
+namespace {
+constexpr std::uint32_t kRowGroup = 64;
+}
+
+MatmulParams logits_matmul(const UnfusedAttentionParams& p) {
+  MatmulParams m = dense_matmul(p.batch * p.heads, p.queries, p.keys, p.depth, true);
+  m.alpha = p.scale;
+  m.a_dtype = m.b_dtype = p.dtype;
+  return m;
+}
+
+MatmulParams output_matmul(const UnfusedAttentionParams& p, DType out_dtype) {
+  MatmulParams m = dense_matmul(p.batch * p.heads, p.queries, p.depth, p.keys, false);
+  m.b_dtype = p.dtype;
+  m.c_dtype = out_dtype;
+  return m;
+}
+
+void check_softmax(const Recorder& r, const UnfusedAttentionParams& p, const Buffer& logits) {
+  p.validate();
+  require_buffer(logits, std::uint64_t{p.batch} * p.heads * p.queries * p.keys, 4, "logits", "f32 [batch, heads, queries, keys]");
+  require(p.keys <= window_capacity(r.context().limits(), 4), "keys", std::to_string(p.keys),
+          "a row of logits must fit one storage buffer binding of the device");
+}
+
+void record_softmax(Recorder& r, const UnfusedAttentionParams& p, const Buffer& logits) {
+  const DeviceLimits& lim = r.context().limits();
+  Buffer& lengths = scratch(r, std::max<std::size_t>(p.key_lengths.size(), 1) * 4, MemoryUse::Host);
+  if (!p.key_lengths.empty()) std::memcpy(lengths.host_pointer(), p.key_lengths.data(), p.key_lengths.size() * 4);
+  const std::uint64_t rows = std::uint64_t{p.batch} * p.heads * p.queries;
+  const std::uint64_t per = std::min<std::uint64_t>(window_capacity(lim, 4) / p.keys, std::uint64_t{lim.max_workgroup_count[0]} * kRowGroup);
+  push::SoftmaxPush pc{};
+  pc.queries = p.queries;
+  pc.keys = p.keys;
+  pc.heads = p.heads;
+  pc.causal = p.causal ? 1 : 0;
+  pc.query_offset = static_cast<std::int32_t>(p.query_offset);
+  pc.has_lengths = p.key_lengths.empty() ? 0 : 1;
+  for (std::uint64_t r0 = 0; r0 < rows; r0 += per) {
+    const std::uint64_t n = std::min(per, rows - r0);
+    const Window w = window(lim, logits, r0 * p.keys, (r0 + n) * p.keys, 4);
+    pc.rows = static_cast<std::uint32_t>(n);
+    pc.row0 = static_cast<std::uint32_t>(r0);
+    pc.base = w.base;
+    const bool vec4 = p.keys % 4 == 0 && w.base % 4 == 0;
+    dispatch(r, "masked_softmax", {kRowGroup, vec4 ? 1u : 0u}, {w.span, {&lengths}}, pc, div_up(n, kRowGroup));
+  }
+}
+
+void check_attention_buffers(const UnfusedAttentionParams& p, const Buffer* q, const Buffer* k, const Buffer* v, const Buffer* out) {
+  const std::uint32_t e = dtype_size(p.dtype);
+  const std::uint64_t bh = std::uint64_t{p.batch} * p.heads;
+  if (q) require_buffer(*q, bh * p.queries * p.depth, e, "q", "[batch, heads, queries, depth]");
+  if (k) require_buffer(*k, bh * p.keys * p.depth, e, "k", "[batch, heads, keys, depth]");
+  if (v) require_buffer(*v, bh * p.keys * p.depth, e, "v", "[batch, heads, keys, depth]");
+  if (out) require_buffer(*out, bh * p.queries * p.depth, e, "out", "[batch, heads, queries, depth]");
+}
+
+}  // namespace detail
+
+void unfused_logits(Recorder& r, const UnfusedAttentionParams& p, const Buffer& q, const Buffer& k, const Buffer& logits) {
+  p.validate();
+  detail::check_attention_buffers(p, &q, &k, nullptr, nullptr);
+  const MatmulParams m = detail::logits_matmul(p);
+  detail::check_matmul(r, m, q, k, logits);
+  detail::begin_op(r);
+  detail::record_matmul(r, m, q, k, logits);
+}
+
+void masked_softmax(Recorder& r, const UnfusedAttentionParams& p, const Buffer& logits) {
+  detail::check_softmax(r, p, logits);
+  detail::begin_op(r);
+  detail::record_softmax(r, p, logits);
+}
+
+void unfused_output(Recorder& r, const UnfusedAttentionParams& p, const Buffer& weights, const Buffer& v, const Buffer& out) {
+  p.validate();
+  detail::check_attention_buffers(p, nullptr, nullptr, &v, &out);
+  const MatmulParams m = detail::output_matmul(p, p.dtype);
+  detail::check_matmul(r, m, weights, v, out);
+  detail::begin_op(r);
+  detail::record_matmul(r, m, weights, v, out);
+}
+
+void unfused_attention(Recorder& r, const UnfusedAttentionParams& p, const Buffer& q, const Buffer& k, const Buffer& v,
+                       const Buffer& out) {
+  p.validate();
+  detail::check_attention_buffers(p, &q, &k, &v, &out);
+  const MatmulParams lm = detail::logits_matmul(p), om = detail::output_matmul(p, p.dtype);
+  detail::check_matmul_plan(r, lm);
+  detail::check_matmul_plan(r, om);
+  Buffer& logits = detail::scratch(r, lm.c_elements() * 4, MemoryUse::Device);
+  detail::check_softmax(r, p, logits);
+  detail::begin_op(r);
+  detail::record_matmul(r, lm, q, k, logits);
+  detail::barrier(r);
+  detail::record_softmax(r, p, logits);
+  detail::barrier(r);
+  detail::record_matmul(r, om, logits, v, out);
+}
+
+}  // namespace relpos

@@ -1,0 +1,175 @@
+// CPU reference for the attention building blocks (SPEC.md §7): sums in double, one rounding to
+// float at the end, so the reference is as close to the exact value as float storage allows.
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "reference/checks.hpp"
+#include "relpos/unfused_attention.hpp"
+#include "relpos/error.hpp"
+
+namespace relpos {
+
+using detail::require;
+
+namespace {
+void require_storage(DType t, const std::string& name) {
+  require(t == DType::F32 || t == DType::F16, name, std::string(dtype_name(t)), "must be f32 or f16");
+}
+void require_span(std::size_t have, std::uint64_t need, const std::string& name) {
+  require(have >= need, name, std::to_string(have) + " values", "must hold at least " + std::to_string(need));
+}
+}  // namespace
+
+void MatmulParams::validate() const {
+  require(batch >= 1, "batch", std::to_string(batch), "must be >= 1");
+  require(m >= 1, "m", std::to_string(m), "must be >= 1");
+  require(n >= 1, "n", std::to_string(n), "must be >= 1");
+  require(k >= 1, "k", std::to_string(k), "must be >= 1");
+  require(std::isfinite(alpha), "alpha", std::to_string(alpha), "must be finite");
+  require_storage(a_dtype, "a_dtype");
+  require_storage(b_dtype, "b_dtype");
+  require_storage(c_dtype, "c_dtype");
+  require(a_row_stride >= k, "a_row_stride", std::to_string(a_row_stride), "must be >= k = " + std::to_string(k));
+  const std::uint32_t b_cols = b_transposed ? k : n;
+  require(b_row_stride >= b_cols, "b_row_stride", std::to_string(b_row_stride), "must be >= " + std::to_string(b_cols));
+  require(c_row_stride >= n, "c_row_stride", std::to_string(c_row_stride), "must be >= n = " + std::to_string(n));
+  // Shaders index each operand with 32-bit element offsets.
+  for (auto [name, e] : {std::pair{"A", a_elements()}, {"B", b_elements()}, {"C", c_elements()}})
+    require(e < 0xffffffffull, std::string("matmul operand ") + name, std::to_string(e) + " elements", "must be < 2^32 elements");
+}
+
+std::uint64_t MatmulParams::a_elements() const {
+  return detail::checked_elements({batch - 1ull, a_batch_stride}, "A") + detail::checked_elements({m - 1ull, a_row_stride}, "A") + k;
+}
+std::uint64_t MatmulParams::b_elements() const {
+  const std::uint64_t rows = b_transposed ? n : k, cols = b_transposed ? k : n;
+  return detail::checked_elements({batch - 1ull, b_batch_stride}, "B") + detail::checked_elements({rows - 1, b_row_stride}, "B") + cols;
+}
+std::uint64_t MatmulParams::c_elements() const {
+  return detail::checked_elements({batch - 1ull, c_batch_stride}, "C") + detail::checked_elements({m - 1ull, c_row_stride}, "C") + n;
+}
+
+MatmulParams dense_matmul(std::uint32_t batch, std::uint32_t m, std::uint32_t n, std::uint32_t k, bool b_transposed) {
+  MatmulParams p;
+  p.batch = batch;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.b_transposed = b_transposed;
+  p.a_batch_stride = std::uint64_t{m} * k;
+  p.a_row_stride = k;
+  p.b_batch_stride = std::uint64_t{k} * n;
+  p.b_row_stride = b_transposed ? k : n;
+  p.c_batch_stride = std::uint64_t{m} * n;
+  p.c_row_stride = n;
+  return p;
+}
+
+void UnfusedAttentionParams::validate() const {
+  require(batch >= 1, "batch", std::to_string(batch), "must be >= 1");
+  require(heads >= 1, "heads", std::to_string(heads), "must be >= 1");
+  require(queries >= 1, "queries", std::to_string(queries), "must be >= 1");
+  require(keys >= 1, "keys", std::to_string(keys), "must be >= 1");
+  require(depth >= 1, "depth", std::to_string(depth), "must be >= 1");
+  require(std::isfinite(scale), "scale", std::to_string(scale), "must be finite");
+  require_storage(dtype, "dtype");
+  require(key_lengths.empty() || key_lengths.size() == batch, "key_lengths", std::to_string(key_lengths.size()) + " lengths",
+          "must be empty or one per batch (" + std::to_string(batch) + ")");
+  for (std::uint32_t len : key_lengths)
+    require(len <= keys, "key_lengths", std::to_string(len), "must be <= keys = " + std::to_string(keys));
+  constexpr std::int64_t kMax = std::numeric_limits<std::int32_t>::max();
+  require(query_offset > -kMax / 2 && query_offset < kMax / 2, "query_offset", std::to_string(query_offset),
+          "must be within +-2^30 (relative positions are 32-bit on the GPU)");
+  const std::uint64_t rows = detail::checked_elements({batch, heads, queries}, "batch * heads * queries");
+  require(rows < 0xffffffffull, "batch * heads * queries", std::to_string(rows), "must be < 2^32");
+  for (auto [name, e] : {std::pair{"batch * heads * queries * keys", detail::checked_elements({rows, keys}, "logits")},
+                         {"batch * heads * queries * depth", detail::checked_elements({rows, depth}, "q")},
+                         {"batch * heads * keys * depth", detail::checked_elements({batch, heads, keys, depth}, "k")}})
+    require(e < 0xffffffffull, name, std::to_string(e), "must be < 2^32 elements");
+}
+
+bool UnfusedAttentionParams::masked(std::uint32_t b, std::uint32_t i, std::uint32_t j) const {
+  if (causal && static_cast<std::int64_t>(j) > static_cast<std::int64_t>(i) + query_offset) return true;
+  return !key_lengths.empty() && j >= key_lengths[b];
+}
+
+std::vector<float> matmul_reference(const MatmulParams& p, std::span<const float> a, std::span<const float> b,
+                                    std::span<const float> c_in) {
+  p.validate();
+  require_span(a.size(), p.a_elements(), "A");
+  require_span(b.size(), p.b_elements(), "B");
+  std::vector<float> c(p.c_elements(), 0.0f);
+  if (p.accumulate) {
+    require_span(c_in.size(), p.c_elements(), "C");
+    std::copy(c_in.begin(), c_in.begin() + static_cast<std::ptrdiff_t>(c.size()), c.begin());
+  }
+  for (std::uint64_t bt = 0; bt < p.batch; ++bt)
+    for (std::uint64_t i = 0; i < p.m; ++i)
+      for (std::uint64_t j = 0; j < p.n; ++j) {
+        double s = 0.0;
+        for (std::uint64_t t = 0; t < p.k; ++t) {
+          const float bv = p.b_transposed ? b[bt * p.b_batch_stride + j * p.b_row_stride + t]
+                                          : b[bt * p.b_batch_stride + t * p.b_row_stride + j];
+          s += static_cast<double>(a[bt * p.a_batch_stride + i * p.a_row_stride + t]) * bv;
+        }
+        float& out = c[bt * p.c_batch_stride + i * p.c_row_stride + j];
+        out = static_cast<float>((p.accumulate ? out : 0.0) + p.alpha * s);
+      }
+  return c;
+}
+
+std::vector<float> unfused_logits_reference(const UnfusedAttentionParams& p, std::span<const float> q, std::span<const float> k) {
+  p.validate();
+  const std::size_t bh = std::size_t{p.batch} * p.heads;
+  require_span(q.size(), bh * p.queries * p.depth, "q");
+  require_span(k.size(), bh * p.keys * p.depth, "k");
+  std::vector<float> logits(bh * p.queries * p.keys);
+  for (std::size_t g = 0; g < bh; ++g)
+    for (std::size_t i = 0; i < p.queries; ++i)
+      for (std::size_t j = 0; j < p.keys; ++j) {
+        double s = 0.0;
+        for (std::size_t c = 0; c < p.depth; ++c)
+          s += static_cast<double>(q[(g * p.queries + i) * p.depth + c]) * k[(g * p.keys + j) * p.depth + c];
+        logits[(g * p.queries + i) * p.keys + j] = static_cast<float>(s * p.scale);
+      }
+  return logits;
+}
+
+void masked_softmax_reference(const UnfusedAttentionParams& p, std::span<float> logits) {
+  p.validate();
+  require_span(logits.size(), std::size_t{p.batch} * p.heads * p.queries * p.keys, "logits");
+  for (std::uint32_t b = 0; b < p.batch; ++b)
+    for (std::uint32_t h = 0; h < p.heads; ++h)
+      for (std::uint32_t i = 0; i < p.queries; ++i) {
+        float* row = logits.data() + ((std::size_t{b} * p.heads + h) * p.queries + i) * p.keys;
+        double mx = -std::numeric_limits<double>::infinity();
+        for (std::uint32_t j = 0; j < p.keys; ++j)
+          if (!p.masked(b, i, j)) mx = std::max(mx, static_cast<double>(row[j]));
+        double sum = 0.0;
+        for (std::uint32_t j = 0; j < p.keys; ++j)
+          if (!p.masked(b, i, j)) sum += std::exp(row[j] - mx);
+        for (std::uint32_t j = 0; j < p.keys; ++j)
+          row[j] = p.masked(b, i, j) ? 0.0f : static_cast<float>(std::exp(row[j] - mx) / sum);
+      }
+}
+
+std::vector<float> unfused_attention_reference(const UnfusedAttentionParams& p, std::span<const float> q, std::span<const float> k,
+                                       std::span<const float> v) {
+  std::vector<float> w = unfused_logits_reference(p, q, k);
+  masked_softmax_reference(p, w);
+  const std::size_t bh = std::size_t{p.batch} * p.heads;
+  require_span(v.size(), bh * p.keys * p.depth, "v");
+  std::vector<float> out(bh * p.queries * p.depth);
+  for (std::size_t g = 0; g < bh; ++g)
+    for (std::size_t i = 0; i < p.queries; ++i)
+      for (std::size_t c = 0; c < p.depth; ++c) {
+        double s = 0.0;
+        for (std::size_t j = 0; j < p.keys; ++j)
+          s += static_cast<double>(w[(g * p.queries + i) * p.keys + j]) * v[(g * p.keys + j) * p.depth + c];
+        out[(g * p.queries + i) * p.depth + c] = static_cast<float>(s);
+      }
+  return out;
+}
+
+}  // namespace relpos

@@ -1,0 +1,228 @@
+// Shaw relative keys and values in the tool: `run shaw-logits`, `run shaw-attention`, their
+// check cases (cheap form, tensor2tensor's materialised form, values, the pipelines) and the
+// benchmarks (the cheap relative-key term against tensor2tensor's materialised form).
+#include <cmath>
+#include <random>
+#include <sstream>
+
+#include "registry.hpp"
+#include "shaw_cases.hpp"
+
+namespace relpos::tool {
+namespace {
+
+// A float .npy of exactly `rank` dimensions.
+struct Tensor {
+  std::vector<std::uint64_t> shape;
+  std::vector<float> values;
+};
+
+Tensor read_tensor(const std::string& flag, const std::string& path, std::size_t rank, const std::string& layout) {
+  const NpyArray a = read_npy(path);
+  if (a.shape.size() != rank)
+    throw InvalidArgument(flag + " " + path + ": must be " + std::to_string(rank) + "-D " + layout + ", got " +
+                          std::to_string(a.shape.size()) + " dimension(s)");
+  for (std::uint64_t d : a.shape)
+    if (d == 0 || d > 0xffffffffull) throw InvalidArgument(flag + " " + path + ": dimensions must be in [1, 2^32)");
+  return {a.shape, a.to_f32(flag + " " + path)};
+}
+
+std::string dims(const std::vector<std::uint64_t>& s) {
+  std::string out = "[";
+  for (std::size_t k = 0; k < s.size(); ++k) out += (k ? ", " : "") + std::to_string(s[k]);
+  return out + "]";
+}
+
+void require_dim(const std::string& what, std::uint64_t got, std::uint64_t want, const std::string& why) {
+  if (got != want)
+    throw InvalidArgument(what + " = " + std::to_string(got) + ": must equal " + std::to_string(want) + " (" + why + ")");
+}
+
+// q [B, H, Q, d] and the table [2K+1, d] give the parameters; k and v [B, H, keys, d] must agree.
+ShawParams params_from(const Tensor& q, const Tensor& table, std::uint32_t max_rel) {
+  ShawParams p;
+  p.max_relative_position = max_rel;
+  p.batch = static_cast<std::uint32_t>(q.shape[0]);
+  p.heads = static_cast<std::uint32_t>(q.shape[1]);
+  p.queries = static_cast<std::uint32_t>(q.shape[2]);
+  p.depth = static_cast<std::uint32_t>(q.shape[3]);
+  if (max_rel < 1) throw InvalidArgument("--max-relative-position = " + std::to_string(max_rel) + ": must be >= 1");
+  require_dim("rel table rows", table.shape[0], 2ull * max_rel + 1, "2 * max_relative_position + 1");
+  require_dim("rel table depth", table.shape[1], p.depth, "the depth of q");
+  return p;
+}
+
+void check_like_q(const std::string& flag, const Tensor& t, const ShawParams& p) {
+  require_dim(flag + " batch", t.shape[0], p.batch, "the batch of q");
+  require_dim(flag + " heads", t.shape[1], p.heads, "the heads of q");
+  require_dim(flag + " depth", t.shape[3], p.depth, "the depth of q");
+}
+
+// Runs f on a fresh output buffer and downloads it.
+std::vector<float> run_gpu(Context& ctx, std::size_t out_elems, DType out_dtype, const std::function<void(Recorder&, Buffer&)>& f) {
+  Buffer out(ctx, out_elems * dtype_size(out_dtype));
+  Recorder r(ctx);
+  f(r, out);
+  r.submit_and_wait();
+  return out_dtype == DType::F16 ? from_half(out.download<std::uint16_t>(out_elems)) : out.download<float>(out_elems);
+}
+
+Buffer stored(Context& ctx, const std::vector<float>& x, DType t) {
+  if (t == DType::F16) return make_buffer(ctx, to_half(x));
+  return make_buffer(ctx, x);
+}
+
+std::vector<float> as_stored(const std::vector<float>& x, DType t) { return t == DType::F16 ? from_half(to_half(x)) : x; }
+
+void register_runs(CLI::App& run, Registry& reg) {
+  {
+    struct Opt {
+      std::string q, rel_keys, k;
+      std::uint32_t max_rel = 0, keys = 0;
+      std::int64_t offset = 0;
+      bool align_last = false;
+      float scale = 1.0f;
+      RunOptions o;
+    };
+    auto o = std::make_shared<Opt>();
+    auto* cmd = run.add_subcommand("shaw-logits", "Shaw relative-key logits [B, H, Q, keys]: q·rel_keys[idx]ᵀ (+ q·kᵀ with --k), times --scale");
+    cmd->add_option("--q", o->q, "float32 q [B, H, Q, d] .npy")->required();
+    cmd->add_option("--rel-keys", o->rel_keys, "float32 relative keys [2K+1, d] .npy")->required();
+    cmd->add_option("--max-relative-position", o->max_rel, "K: relative positions are clipped to [-K, K]")->required();
+    cmd->add_option("--k", o->k, "float32 keys [B, H, keys, d] .npy: adds the content term q·kᵀ");
+    cmd->add_option("--keys", o->keys, "number of keys without --k");
+    cmd->add_option("--query-offset", o->offset, "absolute position of query 0 (rp = j - i - offset; default 0)");
+    cmd->add_flag("--align-last", o->align_last, "tensor2tensor's alignment: query offset = keys - Q (overrides --query-offset)");
+    cmd->add_option("--scale", o->scale, "multiplies the logits (default 1: q already scaled)");
+    add_run_options(*cmd, o->o);
+    reg.runs.push_back({cmd, [o] {
+                          const Tensor q = read_tensor("--q", o->q, 4, "[B, H, Q, d]");
+                          const Tensor e = read_tensor("--rel-keys", o->rel_keys, 2, "[2K+1, d]");
+                          ShawParams p = params_from(q, e, o->max_rel);
+                          Tensor k;
+                          if (!o->k.empty()) {
+                            k = read_tensor("--k", o->k, 4, "[B, H, keys, d]");
+                            check_like_q("--k", k, p);
+                            if (o->keys) require_dim("--keys", o->keys, k.shape[2], "the keys of --k");
+                            p.keys = static_cast<std::uint32_t>(k.shape[2]);
+                          } else {
+                            if (!o->keys) throw InvalidArgument("--keys: required without --k (the number of keys)");
+                            p.keys = o->keys;
+                          }
+                          p.query_offset = o->align_last ? t2t_query_offset(p.queries, p.keys) : o->offset;
+                          p.scale = o->scale;
+                          p.validate();
+                          UnfusedAttentionParams a;
+                          a.batch = p.batch;
+                          a.heads = p.heads;
+                          a.queries = p.queries;
+                          a.keys = p.keys;
+                          a.depth = p.depth;
+                          a.scale = p.scale;
+                          const std::size_t n = std::size_t{p.batch} * p.heads * p.queries * p.keys;
+                          std::vector<float> out;
+                          if (o->o.reference) {
+                            out = shaw_logits_direct_reference(p, q.values, e.values);
+                            if (!o->k.empty()) {
+                              const auto content = unfused_logits_reference(a, q.values, k.values);
+                              for (std::size_t x = 0; x < n; ++x) out[x] += content[x];
+                            }
+                          } else {
+                            Context& ctx = tool_context();
+                            Buffer bq = make_buffer(ctx, q.values), be = make_buffer(ctx, e.values);
+                            Buffer bk = o->k.empty() ? Buffer() : make_buffer(ctx, k.values);
+                            out = run_gpu(ctx, n, DType::F32, [&](Recorder& r, Buffer& logits) {
+                              if (o->k.empty()) {
+                                shaw_logits(r, p, bq, be, logits);
+                              } else {
+                                unfused_logits(r, a, bq, bk, logits);
+                                shaw_logits_add(r, p, bq, be, logits);
+                              }
+                            });
+                          }
+                          write_floats(o->o.out, out, {p.batch, p.heads, p.queries, p.keys}, DType::F32);
+                        }});
+  }
+  {
+    struct Opt {
+      std::string q, k, v, rel_keys, rel_values, dtype = "f32", lengths;
+      std::uint32_t max_rel = 0;
+      std::int64_t offset = 0;
+      bool causal = false, align_last = false;
+      float scale = NAN;
+      RunOptions o;
+    };
+    auto o = std::make_shared<Opt>();
+    auto* cmd = run.add_subcommand("shaw-attention", "attention with Shaw relative keys and values, out [B, H, Q, d]");
+    cmd->add_option("--q", o->q, "q [B, H, Q, d] .npy")->required();
+    cmd->add_option("--k", o->k, "k [B, H, keys, d] .npy")->required();
+    cmd->add_option("--v", o->v, "v [B, H, keys, d] .npy")->required();
+    cmd->add_option("--rel-keys", o->rel_keys, "relative keys [2K+1, d] .npy")->required();
+    cmd->add_option("--rel-values", o->rel_values, "relative values [2K+1, d] .npy")->required();
+    cmd->add_option("--max-relative-position", o->max_rel, "K: relative positions are clipped to [-K, K]")->required();
+    cmd->add_flag("--causal", o->causal, "mask key j for query i when j > i + query offset");
+    cmd->add_option("--query-offset", o->offset, "absolute position of query 0 (default 0)");
+    cmd->add_flag("--align-last", o->align_last, "tensor2tensor's alignment: query offset = keys - Q (overrides --query-offset)");
+    cmd->add_option("--scale", o->scale, "multiplies both logit terms (default 1/sqrt(d))");
+    cmd->add_option("--key-lengths", o->lengths, "key padding: comma-separated valid key count per batch");
+    cmd->add_option("--dtype", o->dtype, "storage of q, k, v and out (f32 accumulation either way)")->check(CLI::IsMember({"f32", "f16"}));
+    add_run_options(*cmd, o->o);
+    reg.runs.push_back({cmd, [o] {
+                          const Tensor q = read_tensor("--q", o->q, 4, "[B, H, Q, d]");
+                          const Tensor k = read_tensor("--k", o->k, 4, "[B, H, keys, d]");
+                          const Tensor v = read_tensor("--v", o->v, 4, "[B, H, keys, d]");
+                          const Tensor ek = read_tensor("--rel-keys", o->rel_keys, 2, "[2K+1, d]");
+                          const Tensor ev = read_tensor("--rel-values", o->rel_values, 2, "[2K+1, d]");
+                          const ShawParams s = params_from(q, ek, o->max_rel);
+                          (void)params_from(q, ev, o->max_rel);
+                          check_like_q("--k", k, s);
+                          check_like_q("--v", v, s);
+                          if (v.shape != k.shape) throw InvalidArgument("--v " + dims(v.shape) + ": must have the shape of --k " + dims(k.shape));
+                          ShawAttentionParams p;
+                          p.max_relative_position = o->max_rel;
+                          UnfusedAttentionParams& a = p.attention;
+                          a.batch = s.batch;
+                          a.heads = s.heads;
+                          a.queries = s.queries;
+                          a.keys = static_cast<std::uint32_t>(k.shape[2]);
+                          a.depth = s.depth;
+                          a.causal = o->causal;
+                          a.query_offset = o->align_last ? t2t_query_offset(a.queries, a.keys) : o->offset;
+                          a.scale = std::isnan(o->scale) ? 1.0f / std::sqrt(static_cast<float>(a.depth)) : o->scale;
+                          a.dtype = o->dtype == "f16" ? DType::F16 : DType::F32;
+                          if (!o->lengths.empty()) {
+                            std::stringstream in(o->lengths);
+                            for (std::string item; std::getline(in, item, ',');) {
+                              try {
+                                a.key_lengths.push_back(static_cast<std::uint32_t>(std::stoul(item)));
+                              } catch (const std::exception&) {
+                                throw InvalidArgument("--key-lengths: '" + item + "' is not a key count");
+                              }
+                            }
+                          }
+                          p.validate();
+                          std::vector<float> out;
+                          const std::size_t n = std::size_t{a.batch} * a.heads * a.queries * a.depth;
+                          if (o->o.reference) {
+                            out = shaw_attention_reference(p, as_stored(q.values, a.dtype), as_stored(k.values, a.dtype),
+                                                           as_stored(v.values, a.dtype), ek.values, ev.values);
+                          } else {
+                            Context& ctx = tool_context();
+                            Buffer bq = stored(ctx, q.values, a.dtype), bk = stored(ctx, k.values, a.dtype), bv = stored(ctx, v.values, a.dtype);
+                            Buffer bek = make_buffer(ctx, ek.values), bev = make_buffer(ctx, ev.values);
+                            out = run_gpu(ctx, n, a.dtype, [&](Recorder& r, Buffer& b) { shaw_attention(r, p, bq, bk, bv, bek, bev, b); });
+                          }
+                          write_floats(o->o.out, out, {a.batch, a.heads, a.queries, a.depth}, a.dtype);
+                        }});
+  }
+}
+
+}  // namespace
+
+void register_shaw(CLI::App& run, Registry& reg) {
+  register_runs(run, reg);
+  register_shaw_checks(reg);
+  register_shaw_benches(reg);
+}
+
+}  // namespace relpos::tool
