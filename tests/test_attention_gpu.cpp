@@ -7,6 +7,7 @@
 #include <limits>
 #include <random>
 
+#include "support/expect.hpp"
 #include "support/gpu_fixture.hpp"
 #include "support/test_data.hpp"
 
@@ -301,4 +302,46 @@ TEST_F(AttentionGpu, InvalidInputIsRejectedBeforeDispatch) {
   expect_invalid([&] { attention_merge(r, mp, po, pl, mo); }, "head_dim");
   r.submit_and_wait();  // nothing was recorded
   rt.submit_and_wait();
+}
+
+// The fused op against the library's unfused GPU pipeline (the T5 bias materialised into the
+// logits, softmax, weights·v) on the same device, f32 and f16, with and without causal masks.
+TEST_F(AttentionGpu, MatchesTheUnfusedGpuPipeline) {
+  std::mt19937 rng(404);
+  for (auto [bias, causal, dtype] : {std::tuple{AttentionBias::T5, false, DType::F32}, {AttentionBias::T5, true, DType::F32},
+                                     {AttentionBias::T5, true, DType::F16}, {AttentionBias::None, true, DType::F32}}) {
+    AttentionParams p{.batch = 2, .heads = 3, .kv_heads = 3, .queries = 19, .keys = 37, .head_dim = 16, .dtype = dtype,
+                      .scale = 1.0f, .query_offset = 11, .causal = causal, .bias = bias};
+    p.t5.num_buckets = 12;
+    p.t5.max_distance = 20;
+    p.t5.bidirectional = !causal;
+    SCOPED_TRACE(describe(p));
+    const Inputs in = random_inputs(rng, p);
+    const std::size_t n = p.rows() * p.head_dim;
+    Buffer q = upload(gpu(), in.q, p.dtype), k = upload(gpu(), in.k, p.dtype), v = upload(gpu(), in.v, p.dtype);
+    Buffer fused(gpu(), n * dtype_size(dtype)), unfused(gpu(), n * dtype_size(dtype)), lse(gpu(), p.rows() * 4);
+    Buffer table = make_buffer(gpu(), in.bias.empty() ? std::vector<float>(4) : in.bias);
+    Buffer logits(gpu(), attention_unfused_logits_bytes(p));
+    AttentionBuffers bf{&q, &k, &v, &fused, &lse}, bu{&q, &k, &v, &unfused};
+    if (bias == AttentionBias::T5) bf.bias = bu.bias = &table;
+    run(gpu(), [&](Recorder& r) {
+      attention(r, p, bf);
+      attention_unfused(r, p, bu, logits);
+    });
+    EXPECT_LE(normalised_error(download(fused, n, dtype), download(unfused, n, dtype)), dtype == DType::F16 ? kTolF16 : kTolF32);
+  }
+}
+
+TEST_F(AttentionGpu, UnfusedPipelineRejectsWhatItCannotDoBeforeRecording) {
+  AttentionParams p{.heads = 4, .kv_heads = 2, .queries = 3, .keys = 5, .head_dim = 8};
+  Buffer q(gpu(), 4 * 3 * 8 * 4), kv(gpu(), 2 * 5 * 8 * 4), out(gpu(), 4 * 3 * 8 * 4), logits(gpu(), 4 * 3 * 5 * 4);
+  Recorder r(gpu());
+  relpos::test::expect_invalid([&] { attention_unfused(r, p, {&q, &kv, &kv, &out}, logits); }, "kv_heads");
+  p.kv_heads = 4;
+  Buffer kv4(gpu(), 4 * 5 * 8 * 4), small(gpu(), 16);
+  relpos::test::expect_invalid([&] { attention_unfused(r, p, {&q, &kv4, &kv4, &out}, small); }, "logits buffer");
+  relpos::test::expect_invalid([&] { attention_unfused(r, p, {&q, &kv4, &kv4, &small}, logits); }, "out buffer");
+  p.bias = AttentionBias::Alibi;
+  relpos::test::expect_invalid([&] { attention_unfused(r, p, {&q, &kv4, &kv4, &out}, logits); }, "bias");
+  EXPECT_EQ(r.dispatch_count(), 0u);
 }

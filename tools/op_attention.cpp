@@ -324,6 +324,25 @@ void register_benches(Registry& reg) {
       add(p, true);
     }
   }
+  // The unfused pipeline at the fused T5 case's shape (the 2x comparison): the same bytes
+  // counted, so the two lines' ms compare directly; it also allocates the [B, H, Q, K] logits.
+  for (std::uint32_t n : {1024u, 256u}) {
+    AttentionParams p{.heads = 8, .kv_heads = 8, .queries = n, .keys = n, .head_dim = 64, .bias = AttentionBias::T5};
+    const std::uint64_t bytes = 4 * p.rows() * p.head_dim * 4 + p.bias_elements() * 4;
+    char shape[160];
+    std::snprintf(shape, sizeof shape, "[1,8,%u,%u,64] t5 f32 %.2fGF +%lluMiB", n, n, gflop(p),
+                  static_cast<unsigned long long>(attention_unfused_logits_bytes(p) >> 20));
+    reg.benches.push_back({"attention-unfused", shape, bytes, Ceiling::Copy, n == 256, [p](Context& ctx) {
+                             auto d = std::make_shared<AttentionData>(random_data(p, 1));
+                             d->upload(ctx);
+                             auto logits = std::make_shared<Buffer>(ctx, attention_unfused_logits_bytes(p));
+                             BenchRun run;
+                             run.record = [d, logits](Recorder& r) { attention_unfused(r, d->p, d->buffers(), *logits); };
+                             run.cpu = [d] { (void)attention_reference(d->p, d->host()); };
+                             run.keep = std::make_shared<std::pair<std::shared_ptr<AttentionData>, std::shared_ptr<Buffer>>>(d, logits);
+                             return run;
+                           }});
+  }
   // One decoding step against a long cache.
   add({.heads = 8, .kv_heads = 8, .queries = 1, .keys = 16384, .head_dim = 64, .scale = 1.0f, .query_offset = 16383, .causal = true,
        .bias = AttentionBias::T5},

@@ -97,6 +97,13 @@ struct AttentionBuffers {
 // Records the fused op. Everything is checked first (InvalidArgument).
 void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& b);
 
+// The same attention unfused, from the library's blocks: q·kᵀ·scale into `logits` (float32
+// [B, H, Q, K], attention_unfused_logits_bytes()), the T5 bias added there, the masked softmax,
+// then weights·v. For the none and t5 modes, kv_heads == heads, no memory prefix or key lengths:
+// the baseline the fused op is tested and benchmarked against.
+std::uint64_t attention_unfused_logits_bytes(const AttentionParams& p);
+void attention_unfused(Recorder& r, const AttentionParams& p, const AttentionBuffers& b, const Buffer& logits);
+
 // ---- Log-sum-exp merge of partial attention over key blocks ------------------------------
 // parts results over disjoint key blocks: out [parts, rows, D], lse [parts, rows] (rows = B·H·Q).
 // merged lse = log Σ_n exp(lse_n); out = Σ_n exp(lse_n - lse) · out_n. Blocks with lse = -inf
