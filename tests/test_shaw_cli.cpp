@@ -13,24 +13,12 @@
 #include "support/shaw_seed.hpp"
 #include "support/test_data.hpp"
 
+#include "support/run_tool.hpp"
+
 using namespace relpos;
+using relpos::test::tool;
 
 namespace {
-
-struct Result {
-  int status;
-  std::string output;
-};
-
-Result tool(const std::string& args) {
-  const std::string cmd = std::string(RELPOS_TOOL) + " " + args + " 2>&1";
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
-  std::string out;
-  std::array<char, 4096> buf;
-  while (std::size_t n = std::fread(buf.data(), 1, buf.size(), pipe.get())) out.append(buf.data(), n);
-  const int status = pclose(pipe.release());
-  return {WEXITSTATUS(status), out};
-}
 
 std::string temp(const std::string& name) { return (std::filesystem::temp_directory_path() / ("relpos_shaw_cli_" + name)).string(); }
 
