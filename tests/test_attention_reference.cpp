@@ -8,10 +8,12 @@
 #include <limits>
 #include <random>
 
+#include "support/expect.hpp"
 #include "support/test_data.hpp"
 
 using namespace relpos;
 using relpos::test::data_lines;
+using relpos::test::expect_invalid;
 using relpos::test::random_floats;
 
 namespace {
@@ -21,16 +23,6 @@ AttentionParams shape(std::uint32_t b, std::uint32_t h, std::uint32_t hkv, std::
 }
 
 float parse(const std::string& s) { return s == "-inf" ? -std::numeric_limits<float>::infinity() : std::stof(s); }
-
-template <class F>
-void expect_invalid(F&& f, const std::string& word) {
-  try {
-    f();
-    ADD_FAILURE() << "expected InvalidArgument mentioning " << word;
-  } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << e.what();
-  }
-}
 
 }  // namespace
 
