@@ -6,6 +6,7 @@
 // never stored.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
+#extension GL_KHR_shader_subgroup_shuffle : require
 #include "relpos_push/attention.h"
 
 layout(local_size_x_id = 0) in;
@@ -14,6 +15,11 @@ layout(constant_id = 2) const uint KEY_BLOCK = 8;   // keys scored before one so
 layout(constant_id = 3) const uint IN_HALF = 0u;    // q, k, v stored as float16
 layout(constant_id = 4) const uint OUT_HALF = 0u;   // out stored as float16
 layout(constant_id = 5) const uint ROWS = 1u;       // query rows per invocation, sharing each key and value load
+// 1: KEY_BLOCK equals the subgroup size and the subgroup is full; lane u loads key j0 + u of the
+// block and the others take it by subgroupShuffle. A CPU device (lavapipe) runs each storage
+// buffer load as a loop over its SIMD lanes, so one load per lane and block, instead of one per
+// lane and key, divides that cost by the subgroup size; a shuffle there is a register extract.
+layout(constant_id = 6) const uint SHARE_LOADS = 0u;
 
 // float32 storage is read as vec4 words, float16 as uvec2 words (four halves); both views alias.
 layout(std430, binding = 0) readonly buffer Q32 { vec4 q32[]; };
@@ -109,17 +115,23 @@ void main() {
     float sc[ROWS * KEY_BLOCK];
     float block_max[ROWS];
     [[unroll]] for (uint r = 0u; r < ROWS; ++r) block_max[r] = NEG_INF;
-    for (uint u = 0u; u < n; ++u) {
+    // Shared loads: a lane past the end reloads the last key (finite; its scores are masked).
+    const uint j_mine = min(j0 + gl_SubgroupInvocationID, j_end - 1u);
+    vec4 mine[D4];
+    if (SHARE_LOADS != 0u) [[unroll]] for (uint d = 0u; d < D4; ++d) mine[d] = load_k(kv_word + j_mine * D4 + d);
+    const uint u_end = SHARE_LOADS != 0u ? KEY_BLOCK : n;  // a constant bound when shared: unrolled
+    for (uint u = 0u; u < u_end; ++u) {
       const uint j = j0 + u;
+      const uint jb = min(j, j_end - 1u);  // past the end (shared loads only): any in-range bias
       vec4 key[D4];  // loaded once for all rows
-      [[unroll]] for (uint d = 0u; d < D4; ++d) key[d] = load_k(kv_word + j * D4 + d);
+      [[unroll]] for (uint d = 0u; d < D4; ++d) key[d] = SHARE_LOADS != 0u ? subgroupShuffle(mine[d], u) : load_k(kv_word + j * D4 + d);
       [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
         float x = 0.0;
         [[unroll]] for (uint d = 0u; d < D4; ++d) x += dot(q[r * D4 + d], key[d]);
         if (j >= M && mode != RELPOS_ATTN_NONE) {
           const int rp = int(j) + rp_base[r];
           if (mode == RELPOS_ATTN_ROW || mode == RELPOS_ATTN_DENSE) {
-            x += bias[bias_base[r] + j];
+            x += bias[bias_base[r] + jb];
           } else if (mode == RELPOS_ATTN_ALIBI) {
             x -= slope * float(abs(rp));
           } else {
@@ -148,10 +160,11 @@ void main() {
       w_hi[r] *= alpha;
       [[unroll]] for (uint d = 0u; d < D4; ++d) acc[r * D4 + d] *= alpha;
     }
-    for (uint u = 0u; u < n; ++u) {
+    if (SHARE_LOADS != 0u) [[unroll]] for (uint d = 0u; d < D4; ++d) mine[d] = load_v(kv_word + j_mine * D4 + d);
+    for (uint u = 0u; u < u_end; ++u) {
       const uint j = j0 + u;
       vec4 value[D4];
-      [[unroll]] for (uint d = 0u; d < D4; ++d) value[d] = load_v(kv_word + j * D4 + d);
+      [[unroll]] for (uint d = 0u; d < D4; ++d) value[d] = SHARE_LOADS != 0u ? subgroupShuffle(mine[d], u) : load_v(kv_word + j * D4 + d);
       [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
         const float s = sc[r * KEY_BLOCK + u];
         const float p = s == NEG_INF ? 0.0 : exp(s - m[r]);

@@ -40,6 +40,7 @@ struct DeviceLimits {
   std::uint32_t max_push_constants_size = 0;
   std::uint64_t max_memory_allocation_size = 0;
   std::uint32_t subgroup_size = 0;
+  bool subgroup_shuffle = false;  // compute shaders may use subgroupShuffle (GroupNonUniformShuffle)
   double timestamp_period_ns = 0.0;
   bool timestamps = false;  // the compute queue supports timestamp queries
 };

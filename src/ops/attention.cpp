@@ -29,13 +29,18 @@ struct Tiles {
   // Rows times key splits below which the keys are split: enough workgroups to fill the device
   // (a CPU device runs a few threads, and each workgroup costs it a task).
   std::uint32_t target_items;
+  bool share_loads;  // key blocks loaded one key per subgroup lane and shuffled (SHARE_LOADS)
 };
 Tiles pick_tiles(const Context& ctx) {
   const DeviceLimits& lim = ctx.limits();
   const std::uint32_t sub = std::max<std::uint32_t>(lim.subgroup_size, 1);
   const std::uint32_t cap = std::min<std::uint32_t>(lim.max_workgroup_invocations, lim.max_workgroup_size[0]);
   const bool cpu = ctx.device_info().type == DeviceType::Cpu;
-  return {std::clamp<std::uint32_t>(sub * 4, 1, std::min<std::uint32_t>(cap, 64)), cpu ? 4u : 1u, 8, cpu ? 64u : 1024u};
+  const std::uint32_t lanes = std::clamp<std::uint32_t>(sub * 4, 1, std::min<std::uint32_t>(cap, 64));
+  // A CPU device runs each storage load as a loop over its SIMD lanes (the subgroup): there the
+  // lanes of a subgroup load one key each and shuffle them, so a key block is one subgroup.
+  const bool share = cpu && lim.subgroup_shuffle && sub > 1 && lanes % sub == 0;
+  return {lanes, cpu ? 4u : 1u, share ? sub : 8u, cpu ? 64u : 1024u, share};
 }
 
 // At least this many keys per split, so that the merge stays small beside the attention itself.
@@ -258,7 +263,9 @@ void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& bu
   pc.shaw_k = p.max_relative_position;
   pc.has_lengths = bufs.key_lengths ? 1 : 0;
   const std::vector<std::uint32_t> spec = {lanes, p.head_dim / 4, tiles.key_block, p.dtype == DType::F16 ? 1u : 0u,
-                                           S == 1 && p.dtype == DType::F16 ? 1u : 0u, rows_per_lane};
+                                           S == 1 && p.dtype == DType::F16 ? 1u : 0u, rows_per_lane,
+                                           // every lane of a subgroup must walk the same keys
+                                           tiles.share_loads && !lane_splits && lanes % tiles.key_block == 0 ? 1u : 0u};
   const detail::BufferSpan rel_keys = mode == RELPOS_ATTN_SHAW ? detail::BufferSpan{bufs.rel_keys} : detail::BufferSpan{&dummy};
   const detail::BufferSpan rel_values = mode == RELPOS_ATTN_SHAW ? detail::BufferSpan{bufs.rel_values} : detail::BufferSpan{&dummy};
   const detail::BufferSpan lengths = bufs.key_lengths ? detail::BufferSpan{bufs.key_lengths} : detail::BufferSpan{&dummy};

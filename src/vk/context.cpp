@@ -182,6 +182,8 @@ void read_limits(Device& d) {
   o.max_push_constants_size = l.maxPushConstantsSize;
   o.max_memory_allocation_size = m3.maxMemoryAllocationSize;
   o.subgroup_size = sub.subgroupSize;
+  o.subgroup_shuffle = (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0 &&
+                       (sub.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) != 0;
   o.timestamp_period_ns = l.timestampPeriod;
   std::uint32_t n = 0;
   vkGetPhysicalDeviceQueueFamilyProperties(d.physical, &n, nullptr);
