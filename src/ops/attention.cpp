@@ -266,6 +266,8 @@ void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& bu
                                            S == 1 && p.dtype == DType::F16 ? 1u : 0u, rows_per_lane,
                                            // every lane of a subgroup must walk the same keys
                                            tiles.share_loads && !lane_splits && lanes % tiles.key_block == 0 ? 1u : 0u};
+  // Only the variant that shares loads declares the subgroup-shuffle capability.
+  const char* shader = spec[6] ? "attention_fused_shuffle" : "attention_fused";
   const detail::BufferSpan rel_keys = mode == RELPOS_ATTN_SHAW ? detail::BufferSpan{bufs.rel_keys} : detail::BufferSpan{&dummy};
   const detail::BufferSpan rel_values = mode == RELPOS_ATTN_SHAW ? detail::BufferSpan{bufs.rel_values} : detail::BufferSpan{&dummy};
   const detail::BufferSpan lengths = bufs.key_lengths ? detail::BufferSpan{bufs.key_lengths} : detail::BufferSpan{&dummy};
@@ -283,7 +285,7 @@ void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& bu
     v_span.buffer = bufs.v;  // v has k's layout: the same range
     detail::for_each_group_range(lim, (bh1 - bh0) * groups_per_bh, [&](std::uint64_t first, std::uint32_t groups) {
       pc.first_group = static_cast<std::uint32_t>(first);
-      detail::dispatch(r, "attention_fused", spec,
+      detail::dispatch(r, shader, spec,
                        {b[0].span, b[1].span, v_span, b[2].span, b[3].span, mode == RELPOS_ATTN_SHAW ? rel_values : b[4].span,
                         rel_keys, lengths},
                        pc, groups);

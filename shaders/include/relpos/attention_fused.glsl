@@ -1,0 +1,198 @@
+// The body of attention_fused.comp and attention_fused_shuffle.comp, which differ only in
+// SHARED_LOAD: subgroupShuffle where the device has it, nothing where SHARE_LOADS is always 0 (so
+// that SPIR-V for devices without subgroup shuffles declares no shuffle capability).
+// Fused attention with a relative position bias. Each invocation owns ROWS query rows of one key
+// split: the scaled queries and the output accumulators stay in registers, keys are visited in blocks
+// of KEY_BLOCK with one online-softmax rescale per block, and the bias of each key is computed
+// from the per-distance row, the slope, Shaw's tables or the dense bias. The [Q, K] scores are
+// never stored.
+#extension GL_EXT_control_flow_attributes : require
+#include "relpos_push/attention.h"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint D4 = 16;         // head_dim / 4
+layout(constant_id = 2) const uint KEY_BLOCK = 8;   // keys scored before one softmax rescale
+layout(constant_id = 3) const uint IN_HALF = 0u;    // q, k, v stored as float16
+layout(constant_id = 4) const uint OUT_HALF = 0u;   // out stored as float16
+layout(constant_id = 5) const uint ROWS = 1u;       // query rows per invocation, sharing each key and value load
+// 1: KEY_BLOCK equals the subgroup size and the subgroup is full; lane u loads key j0 + u of the
+// block and the others take it by subgroupShuffle. A CPU device (lavapipe) runs each storage
+// buffer load as a loop over its SIMD lanes, so one load per lane and block, instead of one per
+// lane and key, divides that cost by the subgroup size; a shuffle there is a register extract.
+layout(constant_id = 6) const uint SHARE_LOADS = 0u;
+
+// float32 storage is read as vec4 words, float16 as uvec2 words (four halves); both views alias.
+layout(std430, binding = 0) readonly buffer Q32 { vec4 q32[]; };
+layout(std430, binding = 0) readonly buffer Q16 { uvec2 q16[]; };
+layout(std430, binding = 1) readonly buffer K32 { vec4 k32[]; };
+layout(std430, binding = 1) readonly buffer K16 { uvec2 k16[]; };
+layout(std430, binding = 2) readonly buffer V32 { vec4 v32[]; };
+layout(std430, binding = 2) readonly buffer V16 { uvec2 v16[]; };
+layout(std430, binding = 3) writeonly buffer O32 { vec4 o32[]; };
+layout(std430, binding = 3) writeonly buffer O16 { uvec2 o16[]; };
+layout(std430, binding = 4) writeonly buffer Lse { float lse[]; };
+// Shaw has no other bias input: its rel_values take the bias binding (the runtime binds 8 at most).
+layout(std430, binding = 5) readonly buffer Bias { float bias[]; };
+layout(std430, binding = 5) readonly buffer RelValues { vec4 rel_values[]; };
+layout(std430, binding = 6) readonly buffer RelKeys { vec4 rel_keys[]; };
+layout(std430, binding = 7) readonly buffer KeyLengths { uint key_lengths[]; };
+
+vec4 unpack4(uvec2 u) { return vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y)); }
+vec4 load_q(uint w) { return IN_HALF != 0u ? unpack4(q16[w]) : q32[w]; }
+vec4 load_k(uint w) { return IN_HALF != 0u ? unpack4(k16[w]) : k32[w]; }
+vec4 load_v(uint w) { return IN_HALF != 0u ? unpack4(v16[w]) : v32[w]; }
+
+void main() {
+  const float NEG_INF = uintBitsToFloat(0xff800000u);
+  const uint WG = gl_WorkGroupSize.x, lane = gl_LocalInvocationID.x;
+  // Workgroup g covers WG * ROWS queries of one (batch, head) and one key split, so the key range
+  // it walks is the same for all its lanes and their key loads share one address.
+  // With one query (decoding), lanes take consecutive splits instead: their loads then fetch
+  // different keys rather than the same one.
+  const uint g = pc.first_group + gl_WorkGroupID.x;
+  const uint bh = pc.bh_first + g / pc.groups_per_bh;
+  const uint rem = g % pc.groups_per_bh, q_tiles = pc.groups_per_bh / pc.split_groups;
+  const bool lane_splits = pc.lane_splits != 0u;
+  const uint split = lane_splits ? (rem / q_tiles) * WG + lane : rem / q_tiles;
+  const uint i_first = lane_splits ? 0u : (rem % q_tiles) * WG * ROWS;
+  const uint b = bh / pc.heads, h = bh % pc.heads;
+  const uint M = pc.memory_prefix;
+
+  // Every mask is a bound on the keys: padding for the batch, causality for each query (memory
+  // keys stay visible). The workgroup walks up to the bound of its last query.
+  const uint j_begin = min(split * pc.split_len, pc.keys);
+  uint j_end = min(pc.keys, j_begin + pc.split_len);
+  if (pc.has_lengths != 0u) j_end = min(j_end, key_lengths[b]);
+  if (pc.causal != 0u) {
+    const int last_abs = int(min(i_first + WG * ROWS, pc.queries) - 1u) + pc.query_offset;
+    j_end = min(j_end, M + uint(max(last_abs + 1, 0)));
+  }
+
+  const uint mode = pc.bias_mode;
+  const int kk = int(pc.shaw_k);
+  const uint last_rel = 2u * pc.shaw_k;
+  const float slope = mode == RELPOS_ATTN_ALIBI ? bias[h - pc.bias_shift] : 0.0;
+  const uint kv_word = (b * pc.kv_heads + h / pc.kv_group) * pc.keys * D4 - pc.kv_shift;
+
+  // Per row r (query i_first + r * WG + lane; idle lanes shadow the last query): the scaled query,
+  // the accumulator, the running max and sum. Shaw's two edge buckets take every far key, so
+  // their q·rel_keys and weight sums are scalars, rescaled with the output; an interior bucket
+  // holds one key per row and is added at once.
+  vec4 q[ROWS * D4], acc[ROWS * D4];
+  float m[ROWS], l[ROWS], p_lo[ROWS], p_hi[ROWS], w_lo[ROWS], w_hi[ROWS];
+  uint lane_end[ROWS], bias_base[ROWS], q_word[ROWS];
+  int rp_base[ROWS];  // rp = j + rp_base
+  [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+    const uint i = lane_splits ? 0u : min(i_first + r * WG + lane, pc.queries - 1u);
+    const int i_abs = int(i) + pc.query_offset;
+    lane_end[r] = pc.causal != 0u ? min(j_end, M + uint(max(i_abs + 1, 0))) : j_end;
+    rp_base[r] = -int(M) - i_abs;
+    // Bias index of key j >= M is bias_base + j (wraps harmlessly in between).
+    bias_base[r] = mode == RELPOS_ATTN_ROW     ? h * (pc.queries + pc.keys - 1u) + (pc.queries - 1u - i) - M - pc.bias_shift
+                   : mode == RELPOS_ATTN_DENSE ? (h * pc.queries + i) * pc.keys - pc.bias_shift
+                                               : 0u;
+    m[r] = NEG_INF;
+    l[r] = 0.0;
+    p_lo[r] = 0.0;
+    p_hi[r] = 0.0;
+    w_lo[r] = 0.0;
+    w_hi[r] = 0.0;
+    q_word[r] = (bh * pc.queries + i) * D4 - pc.q_shift;
+    [[unroll]] for (uint d = 0u; d < D4; ++d) {
+      q[r * D4 + d] = load_q(q_word[r] + d) * pc.scale;
+      acc[r * D4 + d] = vec4(0.0);
+    }
+    if (mode == RELPOS_ATTN_SHAW) {
+      [[unroll]] for (uint d = 0u; d < D4; ++d) {
+        p_lo[r] += dot(q[r * D4 + d], rel_keys[d]);
+        p_hi[r] += dot(q[r * D4 + d], rel_keys[last_rel * D4 + d]);
+      }
+    }
+  }
+
+  for (uint j0 = j_begin; j0 < j_end; j0 += KEY_BLOCK) {
+    const uint n = min(KEY_BLOCK, j_end - j0);
+    float sc[ROWS * KEY_BLOCK];
+    float block_max[ROWS];
+    [[unroll]] for (uint r = 0u; r < ROWS; ++r) block_max[r] = NEG_INF;
+    // Shared loads: a lane past the end reloads the last key (finite; its scores are masked).
+    const uint j_mine = min(j0 + LANE_IN_SUBGROUP, j_end - 1u);
+    vec4 mine[D4];
+    if (SHARE_LOADS != 0u) [[unroll]] for (uint d = 0u; d < D4; ++d) mine[d] = load_k(kv_word + j_mine * D4 + d);
+    const uint u_end = SHARE_LOADS != 0u ? KEY_BLOCK : n;  // a constant bound when shared: unrolled
+    for (uint u = 0u; u < u_end; ++u) {
+      const uint j = j0 + u;
+      const uint jb = min(j, j_end - 1u);  // past the end (shared loads only): any in-range bias
+      vec4 key[D4];  // loaded once for all rows
+      [[unroll]] for (uint d = 0u; d < D4; ++d) key[d] = SHARE_LOADS != 0u ? SHARED_LOAD(mine[d], u) : load_k(kv_word + j * D4 + d);
+      [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+        float x = 0.0;
+        [[unroll]] for (uint d = 0u; d < D4; ++d) x += dot(q[r * D4 + d], key[d]);
+        if (j >= M && mode != RELPOS_ATTN_NONE) {
+          const int rp = int(j) + rp_base[r];
+          if (mode == RELPOS_ATTN_ROW || mode == RELPOS_ATTN_DENSE) {
+            x += bias[bias_base[r] + jb];
+          } else if (mode == RELPOS_ATTN_ALIBI) {
+            x -= slope * float(abs(rp));
+          } else {
+            const uint idx = uint(clamp(rp, -kk, kk) + kk);
+            if (idx == 0u) x += p_lo[r];
+            else if (idx == last_rel) x += p_hi[r];
+            else {  // near the diagonal only: re-read the query rather than unroll ROWS more dots
+              float pr = 0.0;
+              for (uint d = 0u; d < D4; ++d) pr += dot(load_q(q_word[r] + d), rel_keys[idx * D4 + d]);
+              x += pr * pc.scale;
+            }
+          }
+        }
+        x = j < lane_end[r] ? x : NEG_INF;
+        sc[r * KEY_BLOCK + u] = x;
+        block_max[r] = max(block_max[r], x);
+      }
+    }
+    // Branch-free rescale: a row whose keys are all masked so far keeps m = -inf and zeros.
+    [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+      const float m_new = max(m[r], block_max[r]);
+      const float alpha = m[r] == NEG_INF ? 0.0 : exp(m[r] - m_new);
+      m[r] = m_new;
+      l[r] *= alpha;
+      w_lo[r] *= alpha;
+      w_hi[r] *= alpha;
+      [[unroll]] for (uint d = 0u; d < D4; ++d) acc[r * D4 + d] *= alpha;
+    }
+    if (SHARE_LOADS != 0u) [[unroll]] for (uint d = 0u; d < D4; ++d) mine[d] = load_v(kv_word + j_mine * D4 + d);
+    for (uint u = 0u; u < u_end; ++u) {
+      const uint j = j0 + u;
+      vec4 value[D4];
+      [[unroll]] for (uint d = 0u; d < D4; ++d) value[d] = SHARE_LOADS != 0u ? SHARED_LOAD(mine[d], u) : load_v(kv_word + j * D4 + d);
+      [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+        const float s = sc[r * KEY_BLOCK + u];
+        const float p = s == NEG_INF ? 0.0 : exp(s - m[r]);
+        l[r] += p;
+        [[unroll]] for (uint d = 0u; d < D4; ++d) acc[r * D4 + d] += p * value[d];
+        if (mode == RELPOS_ATTN_SHAW && j >= M && p > 0.0) {
+          const uint idx = uint(clamp(int(j) + rp_base[r], -kk, kk) + kk);
+          if (idx == 0u) w_lo[r] += p;
+          else if (idx == last_rel) w_hi[r] += p;
+          else [[unroll]] for (uint d = 0u; d < D4; ++d) acc[r * D4 + d] += p * rel_values[idx * D4 + d];
+        }
+      }
+    }
+  }
+
+  [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+    const uint i = lane_splits ? 0u : i_first + r * WG + lane;
+    if (i >= pc.queries || split >= pc.splits) continue;
+    const float inv = l[r] > 0.0 ? 1.0 / l[r] : 0.0;  // a fully masked row gives zeros
+    const uint out_row = (bh * pc.queries + i) * pc.splits + split;
+    const uint out_word = out_row * D4 - pc.out_shift;
+    [[unroll]] for (uint d = 0u; d < D4; ++d) {
+      vec4 x = acc[r * D4 + d];
+      if (mode == RELPOS_ATTN_SHAW) x += w_lo[r] * rel_values[d] + w_hi[r] * rel_values[last_rel * D4 + d];
+      x *= inv;
+      if (OUT_HALF != 0u) o16[out_word + d] = uvec2(packHalf2x16(x.xy), packHalf2x16(x.zw));
+      else o32[out_word + d] = x;
+    }
+    lse[out_row - pc.lse_shift] = l[r] > 0.0 ? m[r] + log(l[r]) : NEG_INF;
+  }
+}
