@@ -24,4 +24,9 @@ std::vector<float> download_floats(const Buffer& buffer, std::size_t count, DTyp
   return buffer.download<float>(count);
 }
 
+std::vector<float> rounded_to_storage(std::span<const float> values, DType dtype) {
+  if (dtype == DType::F16) return from_half(to_half(values));
+  return {values.begin(), values.end()};
+}
+
 }  // namespace relpos

@@ -35,23 +35,13 @@ struct Inputs {
   AttentionHostInputs host() const { return {q, k, v, bias, rel_keys, rel_values, lengths}; }
 };
 
-// Rounds to what a float16 buffer holds when the op stores halves.
-std::vector<float> stored(const std::vector<float>& x, DType dtype) { return dtype == DType::F16 ? from_half(to_half(x)) : x; }
-
-Buffer upload(Context& ctx, const std::vector<float>& x, DType dtype) {
-  return dtype == DType::F16 ? make_buffer(ctx, to_half(x)) : make_buffer(ctx, x);
-}
-
-std::vector<float> download(const Buffer& b, std::size_t n, DType dtype) {
-  return dtype == DType::F16 ? from_half(b.download<std::uint16_t>(n)) : b.download<float>(n);
-}
 
 Inputs random_inputs(std::mt19937& rng, const AttentionParams& p) {
   Inputs in;
   const std::size_t D = p.head_dim, kv = std::size_t{p.batch} * p.kv_heads * p.keys * D;
-  in.q = stored(random_floats(rng, p.rows() * D), p.dtype);
-  in.k = stored(random_floats(rng, kv), p.dtype);
-  in.v = stored(random_floats(rng, kv), p.dtype);
+  in.q = rounded_to_storage(random_floats(rng, p.rows() * D), p.dtype);
+  in.k = rounded_to_storage(random_floats(rng, kv), p.dtype);
+  in.v = rounded_to_storage(random_floats(rng, kv), p.dtype);
   if (p.bias == AttentionBias::Alibi) in.bias = random_floats(rng, p.heads, 0.0f, 1.0f);
   else in.bias = random_floats(rng, p.bias_elements(), -3.0f, 3.0f);
   if (p.bias == AttentionBias::Shaw) {
@@ -63,7 +53,7 @@ Inputs random_inputs(std::mt19937& rng, const AttentionParams& p) {
 
 AttentionResult gpu_attention(Context& ctx, const AttentionParams& p, const Inputs& in) {
   const std::size_t n = p.rows() * p.head_dim;
-  Buffer q = upload(ctx, in.q, p.dtype), k = upload(ctx, in.k, p.dtype), v = upload(ctx, in.v, p.dtype);
+  Buffer q = make_float_buffer(ctx, in.q, p.dtype), k = make_float_buffer(ctx, in.k, p.dtype), v = make_float_buffer(ctx, in.v, p.dtype);
   Buffer out(ctx, n * dtype_size(p.dtype)), lse(ctx, p.rows() * 4);
   Buffer bias, rk, rv, lengths;
   AttentionBuffers b{&q, &k, &v, &out, &lse};
@@ -74,7 +64,7 @@ AttentionResult gpu_attention(Context& ctx, const AttentionParams& p, const Inpu
   }
   if (!in.lengths.empty()) b.key_lengths = &(lengths = make_buffer(ctx, in.lengths));
   run(ctx, [&](Recorder& r) { attention(r, p, b); });
-  return {download(out, n, p.dtype), lse.download<float>(p.rows())};
+  return {download_floats(out, n, p.dtype), lse.download<float>(p.rows())};
 }
 
 std::string describe(const AttentionParams& p) {
@@ -212,15 +202,15 @@ TEST_F(AttentionGpu, MergeOpMatchesWholeKeyRange) {
       parts_lse.insert(parts_lse.end(), part.lse.begin(), part.lse.end());
     }
     const AttentionMergeParams mp{3, rows, p.head_dim, dtype};
-    Buffer po = upload(gpu(), parts_out, dtype), pl = make_buffer(gpu(), parts_lse);
+    Buffer po = make_float_buffer(gpu(), parts_out, dtype), pl = make_buffer(gpu(), parts_lse);
     Buffer out(gpu(), rows * D * dtype_size(dtype)), lse(gpu(), rows * 4);
     run(gpu(), [&](Recorder& r) { attention_merge(r, mp, po, pl, out, &lse); });
     const AttentionResult want = attention_reference(p, in.host());
     const double tol = dtype == DType::F16 ? 2 * kTolF16 : kTolF32;  // f16: the parts are rounded too
-    EXPECT_LE(normalised_error(download(out, rows * D, dtype), want.out), tol) << dtype_name(dtype);
+    EXPECT_LE(normalised_error(download_floats(out, rows * D, dtype), want.out), tol) << dtype_name(dtype);
     EXPECT_LE(normalised_error(lse.download<float>(rows), want.lse), kTolF32);
-    const AttentionResult ref_merge = attention_merge_reference(mp, stored(parts_out, dtype), parts_lse);
-    EXPECT_LE(normalised_error(download(out, rows * D, dtype), ref_merge.out), dtype == DType::F16 ? kTolF16 : kTolF32);
+    const AttentionResult ref_merge = attention_merge_reference(mp, rounded_to_storage(parts_out, dtype), parts_lse);
+    EXPECT_LE(normalised_error(download_floats(out, rows * D, dtype), ref_merge.out), dtype == DType::F16 ? kTolF16 : kTolF32);
   }
 }
 
@@ -318,7 +308,7 @@ TEST_F(AttentionGpu, MatchesTheUnfusedGpuPipeline) {
     SCOPED_TRACE(describe(p));
     const Inputs in = random_inputs(rng, p);
     const std::size_t n = p.rows() * p.head_dim;
-    Buffer q = upload(gpu(), in.q, p.dtype), k = upload(gpu(), in.k, p.dtype), v = upload(gpu(), in.v, p.dtype);
+    Buffer q = make_float_buffer(gpu(), in.q, p.dtype), k = make_float_buffer(gpu(), in.k, p.dtype), v = make_float_buffer(gpu(), in.v, p.dtype);
     Buffer fused(gpu(), n * dtype_size(dtype)), unfused(gpu(), n * dtype_size(dtype)), lse(gpu(), p.rows() * 4);
     Buffer table = make_buffer(gpu(), in.bias.empty() ? std::vector<float>(4) : in.bias);
     Buffer logits(gpu(), attention_unfused_logits_bytes(p));
@@ -328,7 +318,7 @@ TEST_F(AttentionGpu, MatchesTheUnfusedGpuPipeline) {
       attention(r, p, bf);
       attention_unfused(r, p, bu, logits);
     });
-    EXPECT_LE(normalised_error(download(fused, n, dtype), download(unfused, n, dtype)), dtype == DType::F16 ? kTolF16 : kTolF32);
+    EXPECT_LE(normalised_error(download_floats(fused, n, dtype), download_floats(unfused, n, dtype)), dtype == DType::F16 ? kTolF16 : kTolF32);
   }
 }
 

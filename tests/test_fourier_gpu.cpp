@@ -49,7 +49,7 @@ std::vector<float> gpu_bias(Context& ctx, const FourierParams& p, const std::vec
   Buffer rb = make_buffer(ctx, rot);
   Buffer out(ctx, n * dtype_size(dtype));
   run(ctx, [&](Recorder& r) { fourier_bias(r, p, rb, out, path, dtype); });
-  return dtype == DType::F16 ? from_half(out.download<std::uint16_t>(n)) : out.download<float>(n);
+  return download_floats(out, n, dtype);
 }
 
 // Q != K, every kind of offset (default last-aligned, first-aligned, decoding step, far), odd head

@@ -71,7 +71,6 @@ std::string describe(const Case& c) {
          (c.dtype == DType::F16 ? " f16" : " f32") + (c.in_place ? " in-place" : " out") + (c.use_positions ? " positions" : "");
 }
 
-std::vector<float> stored(const std::vector<float>& v, DType dtype) { return dtype == DType::F16 ? from_half(to_half(v)) : v; }
 
 // Runs the case on the GPU and checks it against the reference; the pass-through features and
 // (out of place) the untouched input must be bit-exact.
@@ -79,7 +78,7 @@ void expect_matches(Context& ctx, const Case& c, std::mt19937& rng, std::int32_t
   SCOPED_TRACE(describe(c));
   const RopeParams& p = c.p;
   const std::size_t n = p.elements();
-  const std::vector<float> x = stored(random_floats(rng, n, -3.0f, 3.0f), c.dtype);
+  const std::vector<float> x = rounded_to_storage(random_floats(rng, n, -3.0f, 3.0f), c.dtype);
   std::vector<std::int32_t> positions;
   if (c.use_positions) {
     positions.resize(std::size_t{p.batch} * p.seq);
@@ -88,7 +87,7 @@ void expect_matches(Context& ctx, const Case& c, std::mt19937& rng, std::int32_t
   }
   std::vector<float> want = x;
   rope_reference(p, want, positions);
-  want = stored(want, c.dtype);
+  want = rounded_to_storage(want, c.dtype);
 
   Buffer xb = make_float_buffer(ctx, x, c.dtype);
   Buffer out(ctx, n * dtype_size(c.dtype));

@@ -51,14 +51,14 @@ std::size_t rows(const ShawParams& p) { return std::size_t{p.batch} * p.heads * 
 // The relative-key term written (add = false: whatever the buffer held is replaced) or added into
 // random logits.
 void check_logits(Context& ctx, const ShawParams& p, DType q_dtype, bool materialised, bool add, std::mt19937& rng) {
-  const auto q = as_stored(random_floats(rng, rows(p) * p.depth), q_dtype);
+  const auto q = rounded_to_storage(random_floats(rng, rows(p) * p.depth), q_dtype);
   const auto table = random_floats(rng, std::size_t{p.table_rows()} * p.depth);
   const auto logits = random_floats(rng, rows(p) * p.keys, -5.0f, 5.0f);
   const auto term = shaw_logits_direct_reference(p, q, table);
   auto want = term;
   if (add)
     for (std::size_t e = 0; e < want.size(); ++e) want[e] += logits[e];
-  Buffer bq = upload(ctx, q, q_dtype), bt = make_buffer(ctx, table), bl = make_buffer(ctx, logits);
+  Buffer bq = make_float_buffer(ctx, q, q_dtype), bt = make_buffer(ctx, table), bl = make_buffer(ctx, logits);
   run(ctx, [&](Recorder& r) {
     if (materialised && add) shaw_logits_materialised_add(r, p, bq, bt, bl);
     else if (materialised) shaw_logits_materialised(r, p, bq, bt, bl);
@@ -76,35 +76,35 @@ void check_logits(Context& ctx, const ShawParams& p, DType q_dtype, bool materia
 void check_values(Context& ctx, const ShawParams& p, DType out_dtype, std::mt19937& rng) {
   const auto w = random_floats(rng, rows(p) * p.keys, 0.0f, 1.0f);
   const auto table = random_floats(rng, std::size_t{p.table_rows()} * p.depth);
-  const auto out = as_stored(random_floats(rng, rows(p) * p.depth), out_dtype);
+  const auto out = rounded_to_storage(random_floats(rng, rows(p) * p.depth), out_dtype);
   const auto term = shaw_values_direct_reference(p, w, table);
   auto want = out;
   for (std::size_t e = 0; e < want.size(); ++e) want[e] += term[e];
-  Buffer bw = make_buffer(ctx, w), bt = make_buffer(ctx, table), bo = upload(ctx, out, out_dtype);
+  Buffer bw = make_buffer(ctx, w), bt = make_buffer(ctx, table), bo = make_float_buffer(ctx, out, out_dtype);
   run(ctx, [&](Recorder& r) { shaw_values_add(r, p, bw, bt, bo, out_dtype); });
   // The bucket sums (up to `keys` weights), then 2k+1 products, then the addition into out.
   const auto abs_term = shaw_values_direct_reference(p, w, abs_of(table));
   const double tol = normalised(sum_error(p.keys + p.table_rows() + 1, max_abs(abs_term) + max_abs(out)), want) +
                      (out_dtype == DType::F16 ? kHalfRounding : 0.0);
-  EXPECT_LE(normalised_error(download(bo, want.size(), out_dtype), want), tol);
+  EXPECT_LE(normalised_error(download_floats(bo, want.size(), out_dtype), want), tol);
 }
 
 void check_attention(Context& ctx, const ShawAttentionParams& sp, std::mt19937& rng) {
   const UnfusedAttentionParams& a = sp.attention;
   const std::size_t bh = std::size_t{a.batch} * a.heads, t = (2 * sp.max_relative_position + 1) * a.depth;
-  const auto q = as_stored(random_floats(rng, bh * a.queries * a.depth), a.dtype);
-  const auto k = as_stored(random_floats(rng, bh * a.keys * a.depth), a.dtype);
-  const auto v = as_stored(random_floats(rng, bh * a.keys * a.depth), a.dtype);
+  const auto q = rounded_to_storage(random_floats(rng, bh * a.queries * a.depth), a.dtype);
+  const auto k = rounded_to_storage(random_floats(rng, bh * a.keys * a.depth), a.dtype);
+  const auto v = rounded_to_storage(random_floats(rng, bh * a.keys * a.depth), a.dtype);
   const auto ek = random_floats(rng, t), ev = random_floats(rng, t);
   const auto want = shaw_attention_reference(sp, q, k, v, ek, ev);
-  Buffer bq = upload(ctx, q, a.dtype), bk = upload(ctx, k, a.dtype), bv = upload(ctx, v, a.dtype);
+  Buffer bq = make_float_buffer(ctx, q, a.dtype), bk = make_float_buffer(ctx, k, a.dtype), bv = make_float_buffer(ctx, v, a.dtype);
   Buffer bek = make_buffer(ctx, ek), bev = make_buffer(ctx, ev), out(ctx, want.size() * dtype_size(a.dtype));
   run(ctx, [&](Recorder& r) { shaw_attention(r, sp, bq, bk, bv, bek, bev, out); });
   // Each logit is a 2·depth-long sum of q·(k + e) products; the output sums over keys and buckets.
   const double logit_error = sum_error(2 * a.depth, a.depth * max_abs(q) * (max_abs(k) + max_abs(ek))) * a.scale;
   const double tol = normalised(attention_error(logit_error, a.keys + t / a.depth, max_abs(v) + max_abs(ev)), want) +
                      (a.dtype == DType::F16 ? kHalfRounding : 0.0);
-  EXPECT_LE(normalised_error(download(out, want.size(), a.dtype), want), tol);
+  EXPECT_LE(normalised_error(download_floats(out, want.size(), a.dtype), want), tol);
 }
 
 ShawAttentionParams random_attention(std::mt19937& rng, std::uint32_t max_len) {

@@ -59,9 +59,7 @@ std::vector<float> gpu_bias(Context& ctx, const T5Params& p, const std::vector<f
   Buffer t = make_buffer(ctx, table);
   Buffer out(ctx, n * dtype_size(dtype));
   run(ctx, [&](Recorder& r) { t5_bias(r, p, t, out, dtype); });
-  if (dtype == DType::F32) return out.download<float>(n);
-  auto h = out.download<std::uint16_t>(n);
-  return from_half(h);
+  return download_floats(out, n, dtype);
 }
 
 class T5Gpu : public GpuTest {};

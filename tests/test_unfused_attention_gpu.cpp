@@ -51,17 +51,17 @@ MatmulParams random_matmul(std::mt19937& rng) {
 }
 
 void check_matmul(Context& ctx, const MatmulParams& p, std::mt19937& rng) {
-  const auto a = as_stored(random_floats(rng, p.a_elements()), p.a_dtype);
-  const auto b = as_stored(random_floats(rng, p.b_elements()), p.b_dtype);
-  const auto c = as_stored(random_floats(rng, p.c_elements()), p.c_dtype);
+  const auto a = rounded_to_storage(random_floats(rng, p.a_elements()), p.a_dtype);
+  const auto b = rounded_to_storage(random_floats(rng, p.b_elements()), p.b_dtype);
+  const auto c = rounded_to_storage(random_floats(rng, p.c_elements()), p.c_dtype);
   const auto want = matmul_reference(p, a, b, c);
-  Buffer ba = upload(ctx, a, p.a_dtype), bb = upload(ctx, b, p.b_dtype), bc = upload(ctx, c, p.c_dtype);
+  Buffer ba = make_float_buffer(ctx, a, p.a_dtype), bb = make_float_buffer(ctx, b, p.b_dtype), bc = make_float_buffer(ctx, c, p.c_dtype);
   run(ctx, [&](Recorder& r) { matmul(r, p, ba, bb, bc); });
   MatmulParams abs_p = p;
   abs_p.alpha = std::abs(p.alpha);
   const auto abs_sum = matmul_reference(abs_p, abs_of(a), abs_of(b), abs_of(c));
   const double tol = normalised(sum_error(p.k + 1, max_abs(abs_sum)), want) + (p.c_dtype == DType::F16 ? kHalfRounding : 0.0);
-  EXPECT_LE(normalised_error(download(bc, c.size(), p.c_dtype), want), tol);
+  EXPECT_LE(normalised_error(download_floats(bc, c.size(), p.c_dtype), want), tol);
 }
 
 std::string describe(const MatmulParams& p) {
@@ -102,16 +102,16 @@ std::string describe(const UnfusedAttentionParams& p) {
 
 void check_attention(Context& ctx, const UnfusedAttentionParams& p, std::mt19937& rng) {
   const std::size_t bh = std::size_t{p.batch} * p.heads;
-  const auto q = as_stored(random_floats(rng, bh * p.queries * p.depth), p.dtype);
-  const auto k = as_stored(random_floats(rng, bh * p.keys * p.depth), p.dtype);
-  const auto v = as_stored(random_floats(rng, bh * p.keys * p.depth), p.dtype);
+  const auto q = rounded_to_storage(random_floats(rng, bh * p.queries * p.depth), p.dtype);
+  const auto k = rounded_to_storage(random_floats(rng, bh * p.keys * p.depth), p.dtype);
+  const auto v = rounded_to_storage(random_floats(rng, bh * p.keys * p.depth), p.dtype);
   const auto want = unfused_attention_reference(p, q, k, v);
-  Buffer bq = upload(ctx, q, p.dtype), bk = upload(ctx, k, p.dtype), bv = upload(ctx, v, p.dtype);
+  Buffer bq = make_float_buffer(ctx, q, p.dtype), bk = make_float_buffer(ctx, k, p.dtype), bv = make_float_buffer(ctx, v, p.dtype);
   Buffer out(ctx, want.size() * dtype_size(p.dtype));
   run(ctx, [&](Recorder& r) { unfused_attention(r, p, bq, bk, bv, out); });
   const double logit_error = sum_error(p.depth, p.depth * max_abs(q) * max_abs(k)) * p.scale;
   const double tol = normalised(attention_error(logit_error, p.keys, max_abs(v)), want) + (p.dtype == DType::F16 ? kHalfRounding : 0.0);
-  EXPECT_LE(normalised_error(download(out, want.size(), p.dtype), want), tol);
+  EXPECT_LE(normalised_error(download_floats(out, want.size(), p.dtype), want), tol);
 }
 
 }  // namespace

@@ -29,7 +29,7 @@ struct AttentionData {
 
   AttentionHostInputs host() const { return {q, k, v, bias, rel_keys, rel_values, lengths}; }
   void upload(Context& ctx) {
-    auto up = [&](const std::vector<float>& x) { return p.dtype == DType::F16 ? make_buffer(ctx, to_half(x)) : make_buffer(ctx, x); };
+    auto up = [&](const std::vector<float>& x) { return make_float_buffer(ctx, x, p.dtype); };
     bq = up(q);
     bk = up(k);
     bv = up(v);
@@ -54,7 +54,7 @@ struct AttentionData {
   }
   AttentionResult download() const {
     const std::size_t n = p.rows() * p.head_dim;
-    return {p.dtype == DType::F16 ? from_half(bout.download<std::uint16_t>(n)) : bout.download<float>(n),
+    return {download_floats(bout, n, p.dtype),
             blse.download<float>(p.rows())};
   }
 };
@@ -215,13 +215,13 @@ void add_merge_run(CLI::App& run, Registry& reg) {
                           res = attention_merge_reference(mp, parts, lse);
                         } else {
                           Context& ctx = tool_context();
-                          Buffer po = mp.dtype == DType::F16 ? make_buffer(ctx, to_half(parts)) : make_buffer(ctx, parts);
+                          Buffer po = make_float_buffer(ctx, parts, mp.dtype);
                           Buffer pl = make_buffer(ctx, lse), out(ctx, mp.rows * mp.head_dim * dtype_size(mp.dtype)), ol(ctx, mp.rows * 4);
                           Recorder r(ctx);
                           attention_merge(r, mp, po, pl, out, &ol);
                           r.submit_and_wait();
                           const std::size_t n = mp.rows * mp.head_dim;
-                          res = {mp.dtype == DType::F16 ? from_half(out.download<std::uint16_t>(n)) : out.download<float>(n),
+                          res = {download_floats(out, n, mp.dtype),
                                  ol.download<float>(mp.rows)};
                         }
                         std::vector<std::uint64_t> out_shape(ps.begin() + 1, ps.end()), lse_shape(ls.begin() + 1, ls.end());
@@ -238,7 +238,7 @@ AttentionData random_data(const AttentionParams& p, unsigned seed) {
     std::uniform_real_distribution<float> u(lo, hi);
     std::vector<float> x(n);
     for (auto& e : x) e = u(rng);
-    return p.dtype == DType::F16 ? from_half(to_half(x)) : x;
+    return rounded_to_storage(x, p.dtype);
   };
   AttentionData d;
   d.p = p;

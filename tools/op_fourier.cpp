@@ -45,7 +45,7 @@ std::vector<float> gpu_bias(Context& ctx, const FourierParams& p, const std::vec
   Recorder r(ctx);
   fourier_bias(r, p, rb, out, path, dtype);
   r.submit_and_wait();
-  return dtype == DType::F16 ? from_half(out.download<std::uint16_t>(n)) : out.download<float>(n);
+  return download_floats(out, n, dtype);
 }
 
 CheckResult check_sinusoidal(Context& ctx, const SinusoidalParams& p) {
@@ -75,11 +75,11 @@ CheckResult check_add(Context& ctx, const FourierParams& p, DType dtype) {
   std::vector<float> want = logits;
   fourier_bias_add_reference(p, rot, want);
   Buffer rb = make_buffer(ctx, rot);
-  Buffer l = dtype == DType::F16 ? make_buffer(ctx, to_half(logits)) : make_buffer(ctx, logits);
+  Buffer l = make_float_buffer(ctx, logits, dtype);
   Recorder r(ctx);
   fourier_bias_add(r, p, rb, l, dtype);
   r.submit_and_wait();
-  const auto got = dtype == DType::F16 ? from_half(l.download<std::uint16_t>(n)) : l.download<float>(n);
+  const auto got = download_floats(l, n, dtype);
   // The add rounds once more: 2^-24 of the sum in f32 (2^-11 in f16, inside tolerance()).
   return {normalised_error(got, want), tolerance(fourier_error_bound(p, rot, FourierPath::Distance), want, dtype) + 0x1p-24,
           "max_err"};

@@ -64,15 +64,10 @@ std::vector<float> run_gpu(Context& ctx, std::size_t out_elems, DType out_dtype,
   Recorder r(ctx);
   f(r, out);
   r.submit_and_wait();
-  return out_dtype == DType::F16 ? from_half(out.download<std::uint16_t>(out_elems)) : out.download<float>(out_elems);
+  return download_floats(out, out_elems, out_dtype);
 }
 
-Buffer stored(Context& ctx, const std::vector<float>& x, DType t) {
-  if (t == DType::F16) return make_buffer(ctx, to_half(x));
-  return make_buffer(ctx, x);
-}
 
-std::vector<float> as_stored(const std::vector<float>& x, DType t) { return t == DType::F16 ? from_half(to_half(x)) : x; }
 
 void register_runs(CLI::App& run, Registry& reg) {
   {
@@ -204,11 +199,11 @@ void register_runs(CLI::App& run, Registry& reg) {
                           std::vector<float> out;
                           const std::size_t n = std::size_t{a.batch} * a.heads * a.queries * a.depth;
                           if (o->o.reference) {
-                            out = shaw_attention_reference(p, as_stored(q.values, a.dtype), as_stored(k.values, a.dtype),
-                                                           as_stored(v.values, a.dtype), ek.values, ev.values);
+                            out = shaw_attention_reference(p, rounded_to_storage(q.values, a.dtype), rounded_to_storage(k.values, a.dtype),
+                                                           rounded_to_storage(v.values, a.dtype), ek.values, ev.values);
                           } else {
                             Context& ctx = tool_context();
-                            Buffer bq = stored(ctx, q.values, a.dtype), bk = stored(ctx, k.values, a.dtype), bv = stored(ctx, v.values, a.dtype);
+                            Buffer bq = make_float_buffer(ctx, q.values, a.dtype), bk = make_float_buffer(ctx, k.values, a.dtype), bv = make_float_buffer(ctx, v.values, a.dtype);
                             Buffer bek = make_buffer(ctx, ek.values), bev = make_buffer(ctx, ev.values);
                             out = run_gpu(ctx, n, a.dtype, [&](Recorder& r, Buffer& b) { shaw_attention(r, p, bq, bk, bv, bek, bev, b); });
                           }

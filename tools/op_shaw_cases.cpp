@@ -31,14 +31,6 @@ double sum_error(std::uint64_t n, double abs_sum) { return static_cast<double>(n
 double normalised(double abs_error, const std::vector<float>& want) { return abs_error / std::max(1.0, max_abs(want)); }
 constexpr double kHalfRounding = 0x1p-10;  // one rounding of the result to half, either way
 
-std::vector<float> as_stored(const std::vector<float>& x, DType t) { return t == DType::F16 ? from_half(to_half(x)) : x; }
-Buffer stored(Context& ctx, const std::vector<float>& x, DType t) {
-  if (t == DType::F16) return make_buffer(ctx, to_half(x));
-  return make_buffer(ctx, x);
-}
-std::vector<float> fetch(const Buffer& b, std::size_t n, DType t) {
-  return t == DType::F16 ? from_half(b.download<std::uint16_t>(n)) : b.download<float>(n);
-}
 
 std::size_t rows(const ShawParams& p) { return std::size_t{p.batch} * p.heads * p.queries; }
 
@@ -51,13 +43,13 @@ std::string shape_of(const ShawParams& p) {
 // The relative-key term written, or added into random logits, by the cheap form (q in q_dtype)
 // or tensor2tensor's.
 CheckResult check_logits(Context& ctx, const ShawParams& p, DType q_dtype, bool materialised, bool add) {
-  const auto q = as_stored(random_values(rows(p) * p.depth, 1), q_dtype);
+  const auto q = rounded_to_storage(random_values(rows(p) * p.depth, 1), q_dtype);
   const auto table = random_values(std::size_t{p.table_rows()} * p.depth, 2);
   const auto logits = random_values(rows(p) * p.keys, 3, -4.0f, 4.0f);
   auto want = shaw_logits_t2t_reference(p, q, table);
   if (add)
     for (std::size_t e = 0; e < want.size(); ++e) want[e] += logits[e];
-  Buffer bq = stored(ctx, q, q_dtype), bt = make_buffer(ctx, table), bl = make_buffer(ctx, logits);
+  Buffer bq = make_float_buffer(ctx, q, q_dtype), bt = make_buffer(ctx, table), bl = make_buffer(ctx, logits);
   Recorder r(ctx);
   if (materialised && add) shaw_logits_materialised_add(r, p, bq, bt, bl);
   else if (materialised) shaw_logits_materialised(r, p, bq, bt, bl);
@@ -74,11 +66,11 @@ CheckResult check_logits(Context& ctx, const ShawParams& p, DType q_dtype, bool 
 CheckResult check_values(Context& ctx, const ShawParams& p, DType out_dtype) {
   const auto w = random_values(rows(p) * p.keys, 4, 0.0f, 1.0f);
   const auto table = random_values(std::size_t{p.table_rows()} * p.depth, 5);
-  const auto out = as_stored(random_values(rows(p) * p.depth, 6), out_dtype);
+  const auto out = rounded_to_storage(random_values(rows(p) * p.depth, 6), out_dtype);
   const auto term = shaw_values_t2t_reference(p, w, table);
   auto want = out;
   for (std::size_t e = 0; e < want.size(); ++e) want[e] += term[e];
-  Buffer bw = make_buffer(ctx, w), bt = make_buffer(ctx, table), bo = stored(ctx, out, out_dtype);
+  Buffer bw = make_buffer(ctx, w), bt = make_buffer(ctx, table), bo = make_float_buffer(ctx, out, out_dtype);
   Recorder r(ctx);
   shaw_values_add(r, p, bw, bt, bo, out_dtype);
   r.submit_and_wait();
@@ -86,19 +78,19 @@ CheckResult check_values(Context& ctx, const ShawParams& p, DType out_dtype) {
   const auto abs_term = shaw_values_direct_reference(p, w, abs_of(table));
   const double tol = normalised(sum_error(p.keys + p.table_rows() + 1, max_abs(abs_term) + max_abs(out)), want) +
                      (out_dtype == DType::F16 ? kHalfRounding : 0.0);
-  return {normalised_error(fetch(bo, want.size(), out_dtype), want), tol, "max_err"};
+  return {normalised_error(download_floats(bo, want.size(), out_dtype), want), tol, "max_err"};
 }
 
 // The whole pipeline; without max_relative_position, plain unfused attention.
 CheckResult check_attention(Context& ctx, const ShawAttentionParams& sp, bool shaw) {
   const UnfusedAttentionParams& a = sp.attention;
   const std::size_t bh = std::size_t{a.batch} * a.heads, t = (2 * sp.max_relative_position + 1) * a.depth;
-  const auto q = as_stored(random_values(bh * a.queries * a.depth, 7), a.dtype);
-  const auto k = as_stored(random_values(bh * a.keys * a.depth, 8), a.dtype);
-  const auto v = as_stored(random_values(bh * a.keys * a.depth, 9), a.dtype);
+  const auto q = rounded_to_storage(random_values(bh * a.queries * a.depth, 7), a.dtype);
+  const auto k = rounded_to_storage(random_values(bh * a.keys * a.depth, 8), a.dtype);
+  const auto v = rounded_to_storage(random_values(bh * a.keys * a.depth, 9), a.dtype);
   const auto ek = random_values(t, 10), ev = random_values(t, 11);
   const auto want = shaw ? shaw_attention_reference(sp, q, k, v, ek, ev) : unfused_attention_reference(a, q, k, v);
-  Buffer bq = stored(ctx, q, a.dtype), bk = stored(ctx, k, a.dtype), bv = stored(ctx, v, a.dtype);
+  Buffer bq = make_float_buffer(ctx, q, a.dtype), bk = make_float_buffer(ctx, k, a.dtype), bv = make_float_buffer(ctx, v, a.dtype);
   Buffer bek = make_buffer(ctx, ek), bev = make_buffer(ctx, ev), out(ctx, want.size() * dtype_size(a.dtype));
   Recorder r(ctx);
   if (shaw) shaw_attention(r, sp, bq, bk, bv, bek, bev, out);
@@ -111,7 +103,7 @@ CheckResult check_attention(Context& ctx, const ShawAttentionParams& sp, bool sh
   const double max_value = max_abs(v) + (shaw ? max_abs(ev) : 0.0);
   const double tol = normalised(max_value * (2 * logit_error + (a.keys + t / a.depth + 64) * 0x1p-24), want) +
                      (a.dtype == DType::F16 ? kHalfRounding : 0.0);
-  return {normalised_error(fetch(out, want.size(), a.dtype), want), tol, "max_err"};
+  return {normalised_error(download_floats(out, want.size(), a.dtype), want), tol, "max_err"};
 }
 
 struct Cfg {

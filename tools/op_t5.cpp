@@ -67,7 +67,7 @@ CheckResult check_bias(Context& ctx, const T5Params& p, DType dtype, bool add) {
   if (add) t5_bias_add(r, p, t, out, dtype);
   else t5_bias(r, p, t, out, dtype);
   r.submit_and_wait();
-  const std::vector<float> got = dtype == DType::F16 ? from_half(out.download<std::uint16_t>(n)) : out.download<float>(n);
+  const std::vector<float> got = download_floats(out, n, dtype);
   // f32 is a gather and one multiply (or add): exact. f16 adds one rounding to half: 2^-10 relative.
   return {normalised_error(got, want), dtype == DType::F16 ? 1.0 / 1024 : 0.0, "max_err"};
 }
@@ -212,7 +212,7 @@ void register_t5(CLI::App& run, Registry& reg) {
                             Recorder r(ctx);
                             t5_bias(r, *p, tb, b, out_dtype);
                             r.submit_and_wait();
-                            out = out_dtype == DType::F16 ? from_half(b.download<std::uint16_t>(n)) : b.download<float>(n);
+                            out = download_floats(b, n, out_dtype);
                           }
                           write_floats(o->out, out, {p->heads, p->queries, p->keys}, out_dtype);
                         }});

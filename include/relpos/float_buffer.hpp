@@ -14,5 +14,8 @@ namespace relpos {
 Buffer make_float_buffer(Context& ctx, std::span<const float> values, DType dtype);
 // The first `count` values of an f32 or f16 buffer, as float.
 std::vector<float> download_floats(const Buffer& buffer, std::size_t count, DType dtype);
+// `values` as a buffer of `dtype` holds them: rounded to half for F16, unchanged for F32 (what a
+// reference must read to be compared with a GPU op that stores halves).
+std::vector<float> rounded_to_storage(std::span<const float> values, DType dtype);
 
 }  // namespace relpos
