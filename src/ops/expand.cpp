@@ -1,6 +1,5 @@
 #include "ops/expand.hpp"
 
-#include <cstdlib>
 #include <numeric>
 #include <string>
 
@@ -13,9 +12,9 @@ namespace {
 constexpr std::uint32_t kGroup = 64;
 constexpr std::uint32_t kQuadsPerInvocation = 4;  // flat path
 // Diagonal steps per invocation on the whole-quad path: stores per source load.
-static const std::uint32_t kDiagonal = std::getenv("XD") ? std::atoi(std::getenv("XD")) : 16;
+constexpr std::uint32_t kDiagonal = 16;
 // Neighbouring diagonals per invocation: each store of a step is this many vectors long.
-static const std::uint32_t kUnroll = std::getenv("XU") ? std::atoi(std::getenv("XU")) : 2;
+constexpr std::uint32_t kUnroll = 2;
 // Invocations along x of the whole-vector path, whose workgroups are `vec` rows of them: 256 in all
 // where the device allows it (lavapipe pays per workgroup), else what fits (128 is guaranteed).
 std::uint32_t rows_group(const DeviceLimits& lim, std::uint32_t vec) {
