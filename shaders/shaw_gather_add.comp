@@ -2,57 +2,75 @@
 // logits[row, j] (+)= P[row, idx(i, j)]: Shaw's relative-key term from P = scale·q·rel_keysᵀ, in
 // two passes over disjoint quads of four columns (so they need no barrier between them):
 // - BAND = false: every quad entirely beyond ±k takes one of the row's two edge values of P, a
-//   broadcast (lavapipe runs both sides of a divergent branch, so the clamped loads of the band
-//   would otherwise be paid by every quad);
-// - BAND = true: the few quads of the row that meet the band (-k < rp < k), with clamped loads.
-// Rows are gl_WorkGroupID.y; the row's query index is taken once per invocation.
+//   broadcast. Lanes lie along a row, each storing UNROLL neighbouring quads, and a workgroup walks
+//   ROWS rows (lavapipe pays per workgroup, and per separate run of stores).
+// - BAND = true: the few quads of each row that meet the band (-k < rp < k), with clamped loads.
+//   One lane per row walks that row's band, so every lane runs the same number of steps.
+// lavapipe turns each push-constant or buffer read in a loop into an eight-lane gather, so the
+// loops read nothing they can read before.
 #extension GL_GOOGLE_include_directive : require
 #include "relpos_push/shaw.h"
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const bool VEC4 = false;  // keys and x_base are multiples of 4
-layout(constant_id = 2) const uint QUADS = 4;     // quads per invocation (broadcast pass)
+layout(constant_id = 2) const uint UNROLL = 4;    // neighbouring quads per lane (broadcast pass)
 layout(constant_id = 3) const bool ADD = true;    // false: write the term instead of adding it
 layout(constant_id = 4) const bool BAND = false;
+layout(constant_id = 5) const uint ROWS = 16;     // rows per workgroup (broadcast pass)
 
 layout(std430, binding = 0) buffer Logits { float logits[]; };
 layout(std430, binding = 0) buffer Logits4 { vec4 logits4[]; };
 layout(std430, binding = 1) readonly buffer P { float p[]; };
 
 // Columns j0 .. j0 + 3 of the row starting at element x (the last quad of a row may be partial).
-void store(uint x, uint j0, vec4 v) {
+void store(uint x, uint j0, uint keys, vec4 v) {
   uint e = x + j0;
   if (VEC4) {
     logits4[e >> 2] = ADD ? logits4[e >> 2] + v : v;
   } else {
-    for (uint l = 0; l < 4u && j0 + l < pc.keys; ++l) logits[e + l] = ADD ? logits[e + l] + v[l] : v[l];
+    for (uint l = 0; l < 4u && j0 + l < keys; ++l) logits[e + l] = ADD ? logits[e + l] + v[l] : v[l];
   }
 }
 
 void main() {
-  uint row = gl_WorkGroupID.y;
-  if (row >= pc.rows) return;
-  int k = pc.max_rel;
-  int i_abs = int((pc.row0 + row) % pc.queries) + pc.query_offset;
-  uint x = pc.x_base + row * pc.keys;
-  uint t = pc.t_base + row * uint(2 * k + 1) + uint(k);
-  uint quads = (pc.keys + 3u) / 4u;
-  // Quads [band_first, band_last] hold the columns with -k < j - i_abs < k.
-  int band_first = (i_abs - k + 1) >> 2, band_last = (i_abs + k - 1) >> 2;  // floor division
+  uint rows = pc.rows, queries = pc.queries, keys = pc.keys, x_base = pc.x_base;
+  int k = pc.max_rel, query_offset = pc.query_offset;
+  uint quads = (keys + 3u) / 4u;
+  uint t_stride = uint(2 * k + 1);
   if (BAND) {
-    int q = max(band_first, 0) + int(gl_GlobalInvocationID.x);
-    if (q > band_last || q >= int(quads)) return;
-    int rp = 4 * q - i_abs;
-    store(x, uint(4 * q), vec4(p[t + clamp(rp, -k, k)], p[t + clamp(rp + 1, -k, k)], p[t + clamp(rp + 2, -k, k)],
-                                p[t + clamp(rp + 3, -k, k)]));
+    uint row = gl_GlobalInvocationID.x;
+    if (row >= rows) return;
+    int i_abs = int((pc.row0 + row) % queries) + query_offset;
+    uint x = x_base + row * keys;
+    uint t = pc.t_base + row * t_stride + uint(k);
+    // Quads [band_first, band_last] hold the columns with -k < j - i_abs < k; every row has at
+    // most (2k - 2) / 4 + 2 of them.
+    int band_first = (i_abs - k + 1) >> 2, band_last = (i_abs + k - 1) >> 2;  // floor division
+    int first = max(band_first, 0), last = min(band_last, int(quads) - 1);
+    uint steps = (2u * uint(k) - 2u) / 4u + 2u;
+    for (uint s = 0u; s < steps; ++s) {
+      int q = first + int(s);
+      if (q > last) break;
+      int rp = 4 * q - i_abs;
+      store(x, uint(4 * q), keys, vec4(p[t + clamp(rp, -k, k)], p[t + clamp(rp + 1, -k, k)], p[t + clamp(rp + 2, -k, k)],
+                                       p[t + clamp(rp + 3, -k, k)]));
+    }
     return;
   }
-  float lo = p[t - uint(k)], hi = p[t + uint(k)];
-  uint first = pc.first_quad + gl_WorkGroupID.x * gl_WorkGroupSize.x * QUADS + gl_LocalInvocationID.x;
-  for (uint n = 0; n < QUADS; ++n) {
-    uint q = first + n * gl_WorkGroupSize.x;
-    if (q >= quads) return;
-    if (int(q) >= band_first && int(q) <= band_last) continue;
-    store(x, 4u * q, vec4(int(4u * q) > i_abs ? hi : lo));
+  uint row = gl_WorkGroupID.y * ROWS;
+  uint i = (pc.row0 + row) % queries;
+  uint x = x_base + row * keys;
+  uint t = pc.t_base + row * t_stride;
+  uint q0 = (pc.first_quad + gl_GlobalInvocationID.x) * UNROLL;
+  for (uint n = 0u; n < ROWS; ++n, ++row, x += keys, t += t_stride) {
+    if (row >= rows) break;
+    int i_abs = int(i) + query_offset;
+    int band_first = (i_abs - k + 1) >> 2, band_last = (i_abs + k - 1) >> 2;
+    float lo = p[t], hi = p[t + 2u * uint(k)];
+    for (uint u = 0u; u < UNROLL; ++u) {
+      uint q = q0 + u;
+      if (q < quads && (int(q) < band_first || int(q) > band_last)) store(x, 4u * q, keys, vec4(int(4u * q) > i_abs ? hi : lo));
+    }
+    if (++i == queries) i = 0u;
   }
 }

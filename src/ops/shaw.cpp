@@ -19,7 +19,8 @@ namespace {
 using namespace detail;
 
 constexpr std::uint32_t kGroup = 64;
-constexpr std::uint32_t kGatherQuads = 4;  // quads of logits per invocation
+constexpr std::uint32_t kGatherUnroll = 4;  // neighbouring quads of logits per invocation (broadcast pass)
+constexpr std::uint32_t kGatherRows = 16;   // rows per workgroup (broadcast pass)
 
 std::uint64_t rows_of(const ShawParams& p) { return std::uint64_t{p.batch} * p.heads * p.queries; }
 
@@ -88,22 +89,20 @@ void for_each_row_chunk(Recorder& r, const ShawParams& p, std::uint64_t max_rows
 // logits (+)= P[.., idx(i, j)]: the broadcast pass and the band pass touch disjoint quads.
 void record_gather(Recorder& r, const ShawParams& p, const Buffer& logits, const Buffer& pbuf, bool add) {
   const DeviceLimits& lim = r.context().limits();
-  const std::uint64_t quads_per_group = std::uint64_t{kGroup} * kGatherQuads;
+  const std::uint64_t quads_per_group = std::uint64_t{kGroup} * kGatherUnroll;
   const std::uint64_t quad_groups = div_up(div_up(p.keys, 4), quads_per_group);
-  // Quads meeting -k < rp < k: at most (2k - 2) / 4 + 2 per row.
-  const std::uint64_t band_quads = std::min<std::uint64_t>((2ull * p.max_relative_position - 2) / 4 + 2, div_up(p.keys, 4));
-  for_each_row_chunk(r, p, lim.max_workgroup_count[1], logits, pbuf,
-                     [&](push::ShawRowsPush& pc, const Window& wl, const Window& wp, std::uint64_t n) {
-                       const std::uint32_t vec4 = p.keys % 4 == 0 && wl.base % 4 == 0 ? 1u : 0u, mode = add ? 1u : 0u;
-                       for_each_group_range(lim, quad_groups, [&](std::uint64_t first, std::uint32_t groups) {
-                         pc.first_quad = static_cast<std::uint32_t>(first * quads_per_group);
-                         dispatch(r, "shaw_gather_add", {kGroup, vec4, kGatherQuads, mode, 0u}, {wl.span, wp.span}, pc, groups,
-                                  static_cast<std::uint32_t>(n));
-                       });
-                       pc.first_quad = 0;
-                       dispatch(r, "shaw_gather_add", {kGroup, vec4, kGatherQuads, mode, 1u}, {wl.span, wp.span}, pc,
-                                div_up(band_quads, kGroup), static_cast<std::uint32_t>(n));
-                     });
+  const std::uint64_t max_rows = std::min<std::uint64_t>(std::uint64_t{lim.max_workgroup_count[1]} * kGatherRows,
+                                                         std::uint64_t{lim.max_workgroup_count[0]} * kGroup);
+  for_each_row_chunk(r, p, max_rows, logits, pbuf, [&](push::ShawRowsPush& pc, const Window& wl, const Window& wp, std::uint64_t n) {
+    const std::uint32_t vec4 = p.keys % 4 == 0 && wl.base % 4 == 0 ? 1u : 0u, mode = add ? 1u : 0u;
+    for_each_group_range(lim, quad_groups, [&](std::uint64_t first, std::uint32_t groups) {
+      pc.first_quad = static_cast<std::uint32_t>(first * kGroup);
+      dispatch(r, "shaw_gather_add", {kGroup, vec4, kGatherUnroll, mode, 0u, kGatherRows}, {wl.span, wp.span}, pc, groups,
+               div_up(n, kGatherRows));
+    });
+    pc.first_quad = 0;
+    dispatch(r, "shaw_gather_add", {kGroup, vec4, kGatherUnroll, mode, 1u, kGatherRows}, {wl.span, wp.span}, pc, div_up(n, kGroup));
+  });
 }
 
 void record_buckets(Recorder& r, const ShawParams& p, const Buffer& weights, const Buffer& s) {
