@@ -65,10 +65,12 @@ void main() {
   uint b0 = pc.b_base + z * pc.b_bs;
   for (uint s = 0; s < 4u; ++s) b_at[s] = B_T ? b0 + min(col0 + s, pc.n - 1u) * pc.b_rs : b0 + min(col0 + s, pc.n - 1u);
 
+  // The loops read no push constant: lavapipe makes each such read an eight-lane gather.
+  uint depth = pc.k, b_rs = pc.b_rs;
   vec4 acc[RM];  // acc[r][s]
   for (uint r = 0; r < RM; ++r) acc[r] = vec4(0.0);
   if (VEC4 && B_T) {
-    for (uint c = 0; c < pc.k; c += 4u) {
+    for (uint c = 0; c < depth; c += 4u) {
       vec4 a[RM], b[4];
       for (uint r = 0; r < RM; ++r) a[r] = load_a4(a_row[r] + c);
       for (uint s = 0; s < 4u; ++s) b[s] = load_b4(b_at[s] + c);
@@ -76,18 +78,18 @@ void main() {
     }
   } else if (VEC4) {
     // NN with n % 4 == 0: the four columns are one quad of each B row.
-    for (uint c = 0; c < pc.k; c += 4u) {
+    for (uint c = 0; c < depth; c += 4u) {
       vec4 a[RM];
       for (uint r = 0; r < RM; ++r) a[r] = load_a4(a_row[r] + c);
       for (uint t = 0; t < 4u; ++t) {
-        vec4 b = load_b4(b_at[0] + (c + t) * pc.b_rs);
+        vec4 b = load_b4(b_at[0] + (c + t) * b_rs);
         for (uint r = 0; r < RM; ++r) acc[r] += a[r][t] * b;
       }
     }
   } else {
-    for (uint c = 0; c < pc.k; ++c) {
+    for (uint c = 0; c < depth; ++c) {
       vec4 b;
-      for (uint s = 0; s < 4u; ++s) b[s] = load_b(B_T ? b_at[s] + c : b_at[s] + c * pc.b_rs);
+      for (uint s = 0; s < 4u; ++s) b[s] = load_b(B_T ? b_at[s] + c : b_at[s] + c * b_rs);
       for (uint r = 0; r < RM; ++r) acc[r] += load_a(a_row[r] + c) * b;
     }
   }

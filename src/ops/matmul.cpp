@@ -16,6 +16,42 @@ namespace {
 constexpr std::uint32_t kCastGroup = 64;
 constexpr std::uint32_t kMatmulGroup = 64;  // invocations; a tile uses tx * ty of them
 constexpr std::uint64_t kRows = 8;          // rows of C per invocation (RM in matmul.comp)
+constexpr std::uint32_t kSharedRows = 2;    // rows of C per lane in matmul_nt_shared.comp (RM)
+
+// matmul_nt_shared.comp's tile, where it applies: A·Bᵀ on a CPU device whose subgroups can
+// shuffle (each storage load there is a loop over the subgroup's lanes, so sharing B's loads is
+// what pays), with enough rows to give each lane its own.
+struct SharedTile {
+  bool use = false;
+  std::uint32_t lanes = 0;  // workgroup: whole subgroups
+  std::uint32_t sub = 0;    // subgroup size
+  std::uint32_t quads = 0;  // column quads per tile (NQ)
+  std::uint64_t rows() const { return std::uint64_t{lanes} * kSharedRows; }
+};
+
+SharedTile shared_tile(const Context& ctx, const MatmulParams& p) {
+  const DeviceLimits& lim = ctx.limits();
+  const std::uint32_t sub = lim.subgroup_size;
+  SharedTile t;
+  if (ctx.device_info().type != DeviceType::Cpu || !lim.subgroup_shuffle || sub < 2 || kMatmulGroup % sub != 0 ||
+      !p.b_transposed || p.m < 2ull * sub * kSharedRows)
+    return t;
+  t.use = true;
+  t.sub = sub;
+  const std::uint64_t subgroups = (p.m + std::uint64_t{sub} * kSharedRows - 1) / (std::uint64_t{sub} * kSharedRows);
+  t.lanes = sub * static_cast<std::uint32_t>(std::min<std::uint64_t>(subgroups, kMatmulGroup / sub));
+  // Column tiles of 8, 16 or 32: the one with the fewest lane-loop instructions per step of the
+  // shared dimension (a quad load costs about 160 over the eight lanes, a shuffle 4 per value, a
+  // multiply-add 1), so 2k + 1 = 33 columns take tiles of 16 and 129 take tiles of 32.
+  double best = 0;
+  for (std::uint32_t nq : {2u, 4u, 8u}) {
+    const std::uint32_t nc = 4 * nq;
+    const double tiles = static_cast<double>((p.n + nc - 1) / nc);
+    const double cost = tiles * ((kSharedRows + (nc + sub - 1) / sub) * 160.0 + nc * 4.0 + kSharedRows * nc * 4.0);
+    if (t.quads == 0 || cost < best) best = cost, t.quads = nq;
+  }
+  return t;
+}
 
 
 struct Plan {
@@ -37,7 +73,7 @@ bool c_needs_staging(const MatmulParams& p) {
   return p.c_dtype == DType::F16 && (p.c_row_stride % 2 != 0 || (p.batch > 1 && p.c_batch_stride % 2 != 0));
 }
 
-Plan plan(const DeviceLimits& lim, const MatmulParams& p) {
+Plan plan(const DeviceLimits& lim, const MatmulParams& p, const SharedTile& st) {
   Plan pl;
   // Tiles shaped to the matrix: a skinny C (few columns, as P = q·rel_keysᵀ with 2k+1 of them,
   // or few rows, as tensor2tensor's per-query matmul) gets a skinny tile, and the columns are
@@ -87,6 +123,7 @@ Plan plan(const DeviceLimits& lim, const MatmulParams& p) {
     if (pl.rows_per < kRows * pl.ty) pl.ty = std::min<std::uint32_t>(pl.ty, static_cast<std::uint32_t>((pl.rows_per + kRows - 1) / kRows));
   }
   pl.rows_per = std::min<std::uint64_t>(pl.rows_per, lim.max_workgroup_count[1] * kRows * pl.ty);
+  if (st.use) pl.rows_per = std::min<std::uint64_t>(pl.rows_per, lim.max_workgroup_count[1] * st.rows());
   return pl;
 }
 
@@ -101,7 +138,7 @@ void check_matmul_plan(const Recorder& r, const MatmulParams& p) {
   if (c_needs_staging(p))
     require(p.c_row_stride == p.n && (p.batch == 1 || p.c_batch_stride == std::uint64_t{p.m} * p.n), "c_row_stride",
             std::to_string(p.c_row_stride), "an f16 C with odd strides must be dense (c_row_stride = n, c_batch_stride = m * n)");
-  (void)plan(r.context().limits(), p);
+  (void)plan(r.context().limits(), p, shared_tile(r.context(), p));
 }
 
 void check_matmul(const Recorder& r, const MatmulParams& p, const Buffer& a, const Buffer& b, const Buffer& c) {
@@ -124,7 +161,8 @@ void record_matmul(Recorder& r, const MatmulParams& p, const Buffer& a, const Bu
     return;
   }
   const DeviceLimits& lim = r.context().limits();
-  const Plan pl = plan(lim, p);
+  const SharedTile st = shared_tile(r.context(), p);
+  const Plan pl = plan(lim, p, st);
   const std::uint32_t ea = dtype_size(p.a_dtype), eb = dtype_size(p.b_dtype), ec = dtype_size(p.c_dtype);
   const std::uint32_t c_mode = (p.c_dtype == DType::F16 ? 1u : 0u) + (p.accumulate ? 2u : 0u);
   const std::uint64_t tm = kRows * pl.ty, tn = 4ull * pl.tx;
@@ -160,8 +198,17 @@ void record_matmul(Recorder& r, const MatmulParams& p, const Buffer& a, const Bu
         pc.a_base = wa.base;
         pc.b_base = wb.base;
         pc.c_base = static_cast<std::uint32_t>(wc.base + n0);
-        const std::vector<std::uint32_t> spec = {kMatmulGroup, p.b_transposed ? 1u : 0u, p.a_dtype == DType::F16 ? 1u : 0u,
-                                                 p.b_dtype == DType::F16 ? 1u : 0u, c_mode, vec4 ? 1u : 0u};
+        const std::uint32_t a16 = p.a_dtype == DType::F16 ? 1u : 0u, b16 = p.b_dtype == DType::F16 ? 1u : 0u;
+        if (vec4 && st.use) {
+          const std::uint64_t cols = 4ull * st.quads;
+          for_each_group_range(lim, div_up(n1 - n0, cols), [&](std::uint64_t first, std::uint32_t groups) {
+            pc.tile_n0 = static_cast<std::uint32_t>(first);
+            dispatch(r, "matmul_nt_shared", {st.lanes, st.sub, a16, b16, c_mode, kSharedRows, st.quads}, {wa.span, wb.span, wc.span},
+                     pc, groups, div_up(m1 - m0, st.rows()), static_cast<std::uint32_t>(nb));
+          });
+          continue;
+        }
+        const std::vector<std::uint32_t> spec = {kMatmulGroup, p.b_transposed ? 1u : 0u, a16, b16, c_mode, vec4 ? 1u : 0u};
         for_each_group_range(lim, div_up(n1 - n0, tn), [&](std::uint64_t first, std::uint32_t groups) {
           pc.tile_n0 = static_cast<std::uint32_t>(first);
           dispatch(r, "matmul", spec, {wa.span, wb.span, wc.span}, pc, groups, div_up(m1 - m0, tm), static_cast<std::uint32_t>(nb));

@@ -1,0 +1,88 @@
+#version 450
+// C = alpha·A·Bᵀ (+ C) for quad-aligned operands on CPU devices, where every storage-buffer load is
+// a loop over the SIMD lanes (the subgroup) and the shared operand is what costs: each lane keeps
+// RM rows of C across the subgroup's NC columns, loads its own rows of A, and loads only every
+// SG-th row of B, which subgroupShuffle hands to the other lanes. A step of four along the shared
+// dimension then loads RM + NC / SG quads per lane for 4·RM·NC multiply-adds (matmul.comp: 12 for 128).
+// Workgroup: its subgroups stacked along the rows, one column tile of NC. Lanes never leave early
+// (the shuffles need them all): rows and columns past the edge are clamped on load, skipped on store.
+#extension GL_GOOGLE_include_directive : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#include "relpos_push/matmul.h"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint SG = 8;       // subgroup size
+layout(constant_id = 2) const bool A_F16 = false;
+layout(constant_id = 3) const bool B_F16 = false;
+layout(constant_id = 4) const uint C_MODE = 0;   // 0: write f32, 1: write f16, 2: add f32, 3: add f16
+layout(constant_id = 5) const uint RM = 2;       // rows of C per lane
+layout(constant_id = 6) const uint NQ = 8;       // quads of columns per subgroup tile (NC = 4·NQ)
+const uint NC = 4u * NQ;
+const uint OWN = (NC + SG - 1u) / SG;            // rows of B each lane loads per step
+
+layout(std430, binding = 0) readonly buffer A32x4 { vec4 a32x4[]; };
+layout(std430, binding = 0) readonly buffer A16x4 { uvec2 a16x4[]; };
+layout(std430, binding = 1) readonly buffer B32x4 { vec4 b32x4[]; };
+layout(std430, binding = 1) readonly buffer B16x4 { uvec2 b16x4[]; };
+layout(std430, binding = 2) buffer C32 { float c32[]; };
+layout(std430, binding = 2) buffer C16 { uint c16[]; };
+
+// e is a multiple of 4.
+vec4 load_a4(uint e) {
+  if (A_F16) { uvec2 w = a16x4[e >> 2]; return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
+  return a32x4[e >> 2];
+}
+vec4 load_b4(uint e) {
+  if (B_F16) { uvec2 w = b16x4[e >> 2]; return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
+  return b32x4[e >> 2];
+}
+
+void store_c(uint e, float v) {
+  if (C_MODE == 0u) {
+    c32[e] = v;
+  } else if (C_MODE == 2u) {
+    c32[e] = c32[e] + v;
+  } else {
+    uint w = e >> 1, lane = e & 1u;
+    uint old = c16[w];
+    if (C_MODE == 3u) v += unpackHalf2x16(old)[lane];
+    uint h = packHalf2x16(vec2(v, 0.0)) & 0xffffu;
+    c16[w] = lane == 0u ? (old & 0xffff0000u) | h : (old & 0xffffu) | (h << 16);
+  }
+}
+
+void main() {
+  // Push constants read once: lavapipe makes each read inside a loop an eight-lane gather.
+  uint m = pc.m, n = pc.n, depth = pc.k;
+  uint lane = gl_SubgroupInvocationID;
+  uint row0 = ((gl_WorkGroupID.y * gl_NumSubgroups + gl_SubgroupID) * SG + lane) * RM;
+  uint col0 = (pc.tile_n0 + gl_WorkGroupID.x) * NC;
+  uint z = gl_WorkGroupID.z;
+  uint a_at[RM], b_at[OWN];
+  for (uint r = 0u; r < RM; ++r) a_at[r] = pc.a_base + z * pc.a_bs + min(row0 + r, m - 1u) * pc.a_rs;
+  for (uint t = 0u; t < OWN; ++t) b_at[t] = pc.b_base + z * pc.b_bs + min(col0 + lane + SG * t, n - 1u) * pc.b_rs;
+
+  vec4 acc[RM][NQ];  // acc[r][jq][s]: row row0 + r, column col0 + 4 jq + s
+  for (uint r = 0u; r < RM; ++r)
+    for (uint jq = 0u; jq < NQ; ++jq) acc[r][jq] = vec4(0.0);
+  for (uint c = 0u; c < depth; c += 4u) {
+    vec4 a[RM], own[OWN];
+    for (uint r = 0u; r < RM; ++r) a[r] = load_a4(a_at[r] + c);
+    for (uint t = 0u; t < OWN; ++t) own[t] = load_b4(b_at[t] + c);
+    for (uint jq = 0u; jq < NQ; ++jq) {
+      // Column j = 4 jq + s was loaded by lane j % SG as its row j / SG.
+      vec4 b0 = subgroupShuffle(own[(4u * jq) / SG], (4u * jq) % SG);
+      vec4 b1 = subgroupShuffle(own[(4u * jq + 1u) / SG], (4u * jq + 1u) % SG);
+      vec4 b2 = subgroupShuffle(own[(4u * jq + 2u) / SG], (4u * jq + 2u) % SG);
+      vec4 b3 = subgroupShuffle(own[(4u * jq + 3u) / SG], (4u * jq + 3u) % SG);
+      for (uint r = 0u; r < RM; ++r) acc[r][jq] += vec4(dot(a[r], b0), dot(a[r], b1), dot(a[r], b2), dot(a[r], b3));
+    }
+  }
+  uint c0 = pc.c_base + z * pc.c_bs, c_rs = pc.c_rs;
+  float alpha = pc.alpha;
+  for (uint r = 0u; r < RM; ++r)
+    for (uint jq = 0u; jq < NQ; ++jq)
+      for (uint s = 0u; s < 4u; ++s)
+        if (row0 + r < m && col0 + 4u * jq + s < n) store_c(c0 + (row0 + r) * c_rs + col0 + 4u * jq + s, alpha * acc[r][jq][s]);
+}
