@@ -125,31 +125,33 @@ TEST_F(AttentionGpu, MatmulRandomLayoutsAndDtypes) {
   }
 }
 
-// A·Bᵀ with quad-aligned operands and at least 32 rows: on lavapipe (subgroups of 8 that shuffle)
-// this is matmul_nt_shared.comp, whose column tiles are 8, 16 or 32 wide by the column count and
-// whose workgroups hold 2 to 8 subgroups by the row count. Every tile width, partial tiles of rows
-// and columns, strided and batched operands, and every storage and C mode.
-TEST_F(AttentionGpu, MatmulTransposedSharedTiles) {
+// Quad-aligned operands and at least 32 rows: on lavapipe (subgroups of 8 that shuffle) this is
+// matmul_shared.comp, whose column tiles are 8, 16 or 32 wide by the column count and whose
+// workgroups hold 2 to 8 subgroups by the row count. A·Bᵀ and A·B, every tile width, partial tiles
+// of rows and columns, strided and batched operands, and every storage and C mode.
+TEST_F(AttentionGpu, MatmulSharedTiles) {
   std::mt19937 rng(13);
   int trial = 0;
-  for (std::uint32_t m : {32u, 47u, 129u, 600u})
-    for (std::uint32_t n : {1u, 5u, 33u, 64u, 129u}) {
-      MatmulParams p = dense_matmul(1 + trial % 3, m, n, 4 * (1 + trial % 5), true);
-      if (trial % 2) {  // strided, still quad-aligned
-        p.a_row_stride = p.k + 4;
-        p.a_batch_stride = p.a_row_stride * p.m + 8;
-        p.b_row_stride = p.k + 8;
-        p.b_batch_stride = trial % 4 == 1 ? 0 : p.b_row_stride * p.n + 4;
+  for (bool nt : {true, false})
+    for (std::uint32_t m : {32u, 47u, 129u, 600u})
+      for (std::uint32_t n : {4u, 8u, 36u, 64u, 132u}) {
+        // A·Bᵀ also with columns that are not whole quads.
+        MatmulParams p = dense_matmul(1 + trial % 3, m, nt && trial % 2 ? n - 3 : n, 4 * (1 + trial % 5), nt);
+        if (trial % 2) {  // strided, still quad-aligned
+          p.a_row_stride = p.k + 4;
+          p.a_batch_stride = p.a_row_stride * p.m + 8;
+          p.b_row_stride = (nt ? p.k : p.n) + 8;
+          p.b_batch_stride = trial % 4 == 1 ? 0 : p.b_row_stride * (nt ? p.n : p.k) + 4;
+        }
+        p.accumulate = trial % 3 == 1;
+        p.alpha = 0.75f;
+        p.a_dtype = trial % 4 == 2 ? DType::F16 : DType::F32;
+        p.b_dtype = trial % 5 == 3 ? DType::F16 : DType::F32;
+        p.c_dtype = trial % 6 >= 4 ? DType::F16 : DType::F32;
+        ++trial;
+        SCOPED_TRACE(describe(p));
+        check_matmul(gpu(), p, rng);
       }
-      p.accumulate = trial % 3 == 1;
-      p.alpha = 0.75f;
-      p.a_dtype = trial % 4 == 2 ? DType::F16 : DType::F32;
-      p.b_dtype = trial % 5 == 3 ? DType::F16 : DType::F32;
-      p.c_dtype = trial % 6 >= 4 ? DType::F16 : DType::F32;
-      ++trial;
-      SCOPED_TRACE(describe(p));
-      check_matmul(gpu(), p, rng);
-    }
 }
 
 // A 4 KiB binding limit and 3 workgroups per dimension: batches, rows and column tiles all split.

@@ -16,11 +16,11 @@ namespace {
 constexpr std::uint32_t kCastGroup = 64;
 constexpr std::uint32_t kMatmulGroup = 64;  // invocations; a tile uses tx * ty of them
 constexpr std::uint64_t kRows = 8;          // rows of C per invocation (RM in matmul.comp)
-constexpr std::uint32_t kSharedRows = 2;    // rows of C per lane in matmul_nt_shared.comp (RM)
+constexpr std::uint32_t kSharedRows = 2;    // rows of C per lane in matmul_shared.comp (RM)
 
-// matmul_nt_shared.comp's tile, where it applies: A·Bᵀ on a CPU device whose subgroups can
-// shuffle (each storage load there is a loop over the subgroup's lanes, so sharing B's loads is
-// what pays), with enough rows to give each lane its own.
+// matmul_shared.comp's tile, where it applies: a CPU device whose subgroups can shuffle (each
+// storage load there is a loop over the subgroup's lanes, so sharing B's loads is what pays), and
+// enough rows to give each lane its own. Quad alignment is decided per dispatch.
 struct SharedTile {
   bool use = false;
   std::uint32_t lanes = 0;  // workgroup: whole subgroups
@@ -34,7 +34,7 @@ SharedTile shared_tile(const Context& ctx, const MatmulParams& p) {
   const std::uint32_t sub = lim.subgroup_size;
   SharedTile t;
   if (ctx.device_info().type != DeviceType::Cpu || !lim.subgroup_shuffle || sub < 2 || kMatmulGroup % sub != 0 ||
-      !p.b_transposed || p.m < 2ull * sub * kSharedRows)
+      p.m < 2ull * sub * kSharedRows)
     return t;
   t.use = true;
   t.sub = sub;
@@ -203,7 +203,8 @@ void record_matmul(Recorder& r, const MatmulParams& p, const Buffer& a, const Bu
           const std::uint64_t cols = 4ull * st.quads;
           for_each_group_range(lim, div_up(n1 - n0, cols), [&](std::uint64_t first, std::uint32_t groups) {
             pc.tile_n0 = static_cast<std::uint32_t>(first);
-            dispatch(r, "matmul_nt_shared", {st.lanes, st.sub, a16, b16, c_mode, kSharedRows, st.quads}, {wa.span, wb.span, wc.span},
+            dispatch(r, "matmul_shared", {st.lanes, st.sub, a16, b16, c_mode, kSharedRows, st.quads, p.b_transposed ? 1u : 0u},
+                     {wa.span, wb.span, wc.span},
                      pc, groups, div_up(m1 - m0, st.rows()), static_cast<std::uint32_t>(nb));
           });
           continue;

@@ -1,9 +1,10 @@
 #version 450
-// C = alpha·A·Bᵀ (+ C) for quad-aligned operands on CPU devices, where every storage-buffer load is
+// C = alpha·A·B' (+ C) for quad-aligned operands on CPU devices, where every storage-buffer load is
 // a loop over the SIMD lanes (the subgroup) and the shared operand is what costs: each lane keeps
-// RM rows of C across the subgroup's NC columns, loads its own rows of A, and loads only every
-// SG-th row of B, which subgroupShuffle hands to the other lanes. A step of four along the shared
-// dimension then loads RM + NC / SG quads per lane for 4·RM·NC multiply-adds (matmul.comp: 12 for 128).
+// RM rows of C across the subgroup's NC columns and loads its own rows of A, while the 4·NQ quads
+// of B that a step of four along the shared dimension needs (NC rows of B for A·Bᵀ; four rows of
+// NQ quads for A·B) are loaded one per lane in turn and handed round by subgroupShuffle. A step
+// then loads RM + 4·NQ / SG quads per lane for 4·RM·NC multiply-adds (matmul.comp: 12 for 128).
 // Workgroup: its subgroups stacked along the rows, one column tile of NC. Lanes never leave early
 // (the shuffles need them all): rows and columns past the edge are clamped on load, skipped on store.
 #extension GL_GOOGLE_include_directive : require
@@ -18,8 +19,9 @@ layout(constant_id = 3) const bool B_F16 = false;
 layout(constant_id = 4) const uint C_MODE = 0;   // 0: write f32, 1: write f16, 2: add f32, 3: add f16
 layout(constant_id = 5) const uint RM = 2;       // rows of C per lane
 layout(constant_id = 6) const uint NQ = 8;       // quads of columns per subgroup tile (NC = 4·NQ)
+layout(constant_id = 7) const bool B_T = true;   // B is [n][k] (A·Bᵀ) rather than [k][n]
 const uint NC = 4u * NQ;
-const uint OWN = (NC + SG - 1u) / SG;            // rows of B each lane loads per step
+const uint OWN = (NC + SG - 1u) / SG;            // quads of B each lane loads per step
 
 layout(std430, binding = 0) readonly buffer A32x4 { vec4 a32x4[]; };
 layout(std430, binding = 0) readonly buffer A16x4 { uvec2 a16x4[]; };
@@ -61,15 +63,31 @@ void main() {
   uint z = gl_WorkGroupID.z;
   uint a_at[RM], b_at[OWN];
   for (uint r = 0u; r < RM; ++r) a_at[r] = pc.a_base + z * pc.a_bs + min(row0 + r, m - 1u) * pc.a_rs;
-  for (uint t = 0u; t < OWN; ++t) b_at[t] = pc.b_base + z * pc.b_bs + min(col0 + lane + SG * t, n - 1u) * pc.b_rs;
+  // Quad u = lane + SG t of the step: A·Bᵀ: row col0 + u of B; A·B: row u / NQ of the step, quad
+  // u % NQ of the tile (n is a multiple of 4 there). Rows of A·Bᵀ advance by 4 elements a step,
+  // those of A·B by 4 rows.
+  uint b_step = B_T ? 4u : 4u * pc.b_rs;
+  for (uint t = 0u; t < OWN; ++t) {
+    uint u = lane + SG * t;
+    b_at[t] = pc.b_base + z * pc.b_bs +
+              (B_T ? min(col0 + u, n - 1u) * pc.b_rs : min(u / NQ, 3u) * pc.b_rs + min(col0 + 4u * (u % NQ), n - 4u));
+  }
 
   vec4 acc[RM][NQ];  // acc[r][jq][s]: row row0 + r, column col0 + 4 jq + s
   for (uint r = 0u; r < RM; ++r)
     for (uint jq = 0u; jq < NQ; ++jq) acc[r][jq] = vec4(0.0);
-  for (uint c = 0u; c < depth; c += 4u) {
+  for (uint c = 0u, b_off = 0u; c < depth; c += 4u, b_off += b_step) {
     vec4 a[RM], own[OWN];
     for (uint r = 0u; r < RM; ++r) a[r] = load_a4(a_at[r] + c);
-    for (uint t = 0u; t < OWN; ++t) own[t] = load_b4(b_at[t] + c);
+    for (uint t = 0u; t < OWN; ++t) own[t] = load_b4(b_at[t] + b_off);
+    if (!B_T) {
+      for (uint t = 0u; t < 4u; ++t)
+        for (uint jq = 0u; jq < NQ; ++jq) {
+          vec4 b = subgroupShuffle(own[(t * NQ + jq) / SG], (t * NQ + jq) % SG);
+          for (uint r = 0u; r < RM; ++r) acc[r][jq] += a[r][t] * b;
+        }
+      continue;
+    }
     for (uint jq = 0u; jq < NQ; ++jq) {
       // Column j = 4 jq + s was loaded by lane j % SG as its row j / SG.
       vec4 b0 = subgroupShuffle(own[(4u * jq) / SG], (4u * jq) % SG);
