@@ -19,12 +19,14 @@ double median(std::vector<double> v) {
 
 struct Timing {
   double op_ms, ceiling_ms;
+  double baseline_ms = 0;  // 0 without a baseline
+  double speedup = 0;      // median over the runs of baseline_ms / op_ms, each pair from one round
 };
 
-// Median GPU milliseconds of `op` and of `ceiling` over `repeat` timed runs each, after two
-// warm-up runs. The two alternate within one submission, so both see the same machine load.
+// Median GPU milliseconds of `op`, `ceiling` (and `baseline`) over `repeat` timed runs each, after
+// two warm-up runs. They alternate within one submission, so all see the same machine load.
 Timing time_gpu(Context& ctx, const std::function<void(Recorder&)>& op, const std::function<void(Recorder&)>& ceiling,
-                int repeat) {
+                const std::function<void(Recorder&)>& baseline, int repeat) {
   Recorder r(ctx);
   // Warm-up (pipeline compilation, first touch of memory), timed once to size the run: slow ops
   // (the direct Fourier path takes seconds on a CPU device) repeat fewer times, never fewer than 3.
@@ -32,12 +34,17 @@ Timing time_gpu(Context& ctx, const std::function<void(Recorder&)>& op, const st
   op(r);
   const auto w1 = r.write_timestamp();
   ceiling(r);
+  const auto w2 = r.write_timestamp();
+  if (baseline) baseline(r);
+  const auto w3 = r.write_timestamp();
   op(r);
   ceiling(r);
+  if (baseline) baseline(r);
   r.submit_and_wait();
-  const double warm_ms = r.elapsed_ms(w0, w1);
+  const double warm_ms = r.elapsed_ms(w0, w1) + r.elapsed_ms(w2, w3);
   constexpr double kBudgetMs = 20000.0;
   if (warm_ms * repeat > kBudgetMs) repeat = std::max(3, static_cast<int>(kBudgetMs / warm_ms));
+  const int per_round = baseline ? 3 : 2;
   std::vector<std::uint32_t> marks;
   marks.push_back(r.write_timestamp());
   for (int k = 0; k < repeat; ++k) {
@@ -45,14 +52,25 @@ Timing time_gpu(Context& ctx, const std::function<void(Recorder&)>& op, const st
     marks.push_back(r.write_timestamp());
     ceiling(r);
     marks.push_back(r.write_timestamp());
+    if (baseline) {
+      baseline(r);
+      marks.push_back(r.write_timestamp());
+    }
   }
   r.submit_and_wait();
-  std::vector<double> op_ms, ceiling_ms;
+  std::vector<double> op_ms, ceiling_ms, baseline_ms, speedup;
   for (int k = 0; k < repeat; ++k) {
-    op_ms.push_back(r.elapsed_ms(marks[2 * k], marks[2 * k + 1]));
-    ceiling_ms.push_back(r.elapsed_ms(marks[2 * k + 1], marks[2 * k + 2]));
+    const std::size_t m = static_cast<std::size_t>(per_round) * k;
+    op_ms.push_back(r.elapsed_ms(marks[m], marks[m + 1]));
+    ceiling_ms.push_back(r.elapsed_ms(marks[m + 1], marks[m + 2]));
+    if (baseline) {
+      baseline_ms.push_back(r.elapsed_ms(marks[m + 2], marks[m + 3]));
+      speedup.push_back(baseline_ms.back() / op_ms.back());
+    }
   }
-  return {median(op_ms), median(ceiling_ms)};
+  Timing t{median(op_ms), median(ceiling_ms)};
+  if (baseline) t.baseline_ms = median(baseline_ms), t.speedup = median(speedup);
+  return t;
 }
 
 double time_cpu(const std::function<void()>& cpu) {
@@ -98,7 +116,8 @@ int bench_command(Registry& reg, const std::string& filter, bool json, bool shor
     if (!filter.empty() && c.op.find(filter) == std::string::npos) continue;
     BenchRun run = c.prepare(ctx);
     const CeilingRun ceiling(ctx, c.ceiling, c.bytes);
-    const auto [gpu_ms, ceil_ms] = time_gpu(ctx, run.record, std::cref(ceiling), repeat);
+    const Timing t = time_gpu(ctx, run.record, std::cref(ceiling), run.record_baseline, repeat);
+    const double gpu_ms = t.op_ms, ceil_ms = t.ceiling_ms;
     const double cpu_ms = run.cpu ? time_cpu(run.cpu) : 0.0;
     const double gbps = c.bytes / (gpu_ms * 1e6), ceiling_gbps = c.bytes / (ceil_ms * 1e6);
     nlohmann::json rec = {{"op", c.op},
@@ -112,10 +131,17 @@ int bench_command(Registry& reg, const std::string& filter, bool json, bool shor
                           {"ceiling_ratio", gbps / ceiling_gbps},
                           {"cpu_ms", cpu_ms},
                           {"speedup_vs_cpu", cpu_ms > 0 ? cpu_ms / gpu_ms : 0.0}};
+    if (run.record_baseline) {
+      rec["baseline"] = run.baseline;
+      rec["baseline_ms"] = t.baseline_ms;
+      rec["speedup_vs_baseline"] = t.speedup;
+    }
     records.push_back(rec);
     if (!json) {
-      std::printf("%-18s %-28s %10.3f %10.1f %9.2f %6.2f (%3.0f%%) %10.1f %8.1fx\n", c.op.c_str(), c.shape.c_str(), gpu_ms,
+      std::printf("%-18s %-28s %10.3f %10.1f %9.2f %6.2f (%3.0f%%) %10.1f %8.1fx", c.op.c_str(), c.shape.c_str(), gpu_ms,
                   c.bytes / 1e6, gbps, ceiling_gbps, 100.0 * gbps / ceiling_gbps, cpu_ms, cpu_ms / gpu_ms);
+      if (run.record_baseline) std::printf("  %.1fx vs %s (%.1f ms)", t.speedup, run.baseline.c_str(), t.baseline_ms);
+      std::printf("\n");
       std::fflush(stdout);
     }
   }

@@ -313,6 +313,13 @@ void register_benches(Registry& reg) {
                              run.record = [d](Recorder& r) { attention(r, d->p, d->buffers()); };
                              run.cpu = [d] { (void)attention_reference(d->p, d->host()); };
                              run.keep = d;
+                             if (d->p.bias == AttentionBias::None || d->p.bias == AttentionBias::T5) {
+                               // The ratio, measured in one submission: the unfused pipeline.
+                               auto logits = std::make_shared<Buffer>(ctx, attention_unfused_logits_bytes(d->p));
+                               run.baseline = "unfused";
+                               run.record_baseline = [d, logits](Recorder& r) { attention_unfused(r, d->p, d->buffers(), *logits); };
+                               run.keep = std::make_shared<std::pair<std::shared_ptr<AttentionData>, std::shared_ptr<Buffer>>>(d, logits);
+                             }
                              return run;
                            }});
   };

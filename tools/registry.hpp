@@ -29,6 +29,10 @@ struct BenchRun {
   std::function<void(Recorder&)> record;  // one execution of the GPU op
   std::function<void()> cpu;              // the CPU reference of the same work
   std::shared_ptr<void> keep;             // owns the buffers and inputs
+  // Optional: another implementation of the same work (an issue's speed target is a ratio to it),
+  // timed in the same submission as the op, so that both see the same machine load.
+  std::string baseline;
+  std::function<void(Recorder&)> record_baseline;
 };
 
 enum class Ceiling { Write, Copy };
