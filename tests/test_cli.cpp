@@ -101,6 +101,20 @@ TEST(Cli, BenchJsonHasTheDocumentedFields) {
     EXPECT_NE(r.output.find(field), std::string::npos) << field << " in " << r.output;
 }
 
+// Cases whose target is a ratio to another implementation time it in the same submission.
+TEST(Cli, BenchJsonReportsTheSameSubmissionBaseline) {
+  auto r = tool("bench --json --filter attention --repeat 1 --short");
+  ASSERT_EQ(r.status, 0) << r.output;
+  for (const char* field : {"\"baseline\": \"unfused\"", "\"baseline_ms\"", "\"speedup_vs_baseline\""})
+    EXPECT_NE(r.output.find(field), std::string::npos) << field << " in " << r.output;
+  // The unfused pipeline's own line has no baseline.
+  const auto unfused = r.output.find("\"op\": \"attention-unfused\"");
+  ASSERT_NE(unfused, std::string::npos) << r.output;
+  const auto record_end = r.output.find('}', unfused);
+  const auto record_start = r.output.rfind('{', unfused);
+  EXPECT_EQ(r.output.substr(record_start, record_end - record_start).find("baseline"), std::string::npos) << r.output;
+}
+
 TEST(Cli, AlibiSlopesAndBias) {
   auto r = tool("run alibi-slopes --heads 6 --out " + temp("slopes.npy"));
   ASSERT_EQ(r.status, 0) << r.output;
