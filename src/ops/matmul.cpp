@@ -199,20 +199,17 @@ void record_matmul(Recorder& r, const MatmulParams& p, const Buffer& a, const Bu
         pc.b_base = wb.base;
         pc.c_base = static_cast<std::uint32_t>(wc.base + n0);
         const std::uint32_t a16 = p.a_dtype == DType::F16 ? 1u : 0u, b16 = p.b_dtype == DType::F16 ? 1u : 0u;
-        if (vec4 && st.use) {
-          const std::uint64_t cols = 4ull * st.quads;
-          for_each_group_range(lim, div_up(n1 - n0, cols), [&](std::uint64_t first, std::uint32_t groups) {
-            pc.tile_n0 = static_cast<std::uint32_t>(first);
-            dispatch(r, "matmul_shared", {st.lanes, st.sub, a16, b16, c_mode, kSharedRows, st.quads, p.b_transposed ? 1u : 0u},
-                     {wa.span, wb.span, wc.span},
-                     pc, groups, div_up(m1 - m0, st.rows()), static_cast<std::uint32_t>(nb));
-          });
-          continue;
-        }
-        const std::vector<std::uint32_t> spec = {kMatmulGroup, p.b_transposed ? 1u : 0u, a16, b16, c_mode, vec4 ? 1u : 0u};
-        for_each_group_range(lim, div_up(n1 - n0, tn), [&](std::uint64_t first, std::uint32_t groups) {
+        const std::uint32_t bt = p.b_transposed ? 1u : 0u;
+        // matmul_shared where it applies (quad loads and a CPU device), matmul.comp otherwise.
+        const bool shared = vec4 && st.use;
+        const std::vector<std::uint32_t> spec =
+            shared ? std::vector<std::uint32_t>{st.lanes, st.sub, a16, b16, c_mode, kSharedRows, st.quads, bt}
+                   : std::vector<std::uint32_t>{kMatmulGroup, bt, a16, b16, c_mode, vec4 ? 1u : 0u};
+        const std::uint64_t tile_rows = shared ? st.rows() : tm, tile_cols = shared ? 4ull * st.quads : tn;
+        for_each_group_range(lim, div_up(n1 - n0, tile_cols), [&](std::uint64_t first, std::uint32_t groups) {
           pc.tile_n0 = static_cast<std::uint32_t>(first);
-          dispatch(r, "matmul", spec, {wa.span, wb.span, wc.span}, pc, groups, div_up(m1 - m0, tm), static_cast<std::uint32_t>(nb));
+          dispatch(r, shared ? "matmul_shared" : "matmul", spec, {wa.span, wb.span, wc.span}, pc, groups, div_up(m1 - m0, tile_rows),
+                   static_cast<std::uint32_t>(nb));
         });
       }
     }
