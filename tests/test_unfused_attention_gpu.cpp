@@ -152,6 +152,14 @@ TEST_F(AttentionGpu, MatmulSharedTiles) {
         SCOPED_TRACE(describe(p));
         check_matmul(gpu(), p, rng);
       }
+  // At most 3 workgroups per dimension: column tiles and row tiles take several dispatches, each
+  // starting at its own tile.
+  for (bool nt : {true, false}) {
+    MatmulParams p = dense_matmul(2, 600, nt ? 130 : 136, 8, nt);
+    p.accumulate = nt;
+    SCOPED_TRACE("few workgroups " + describe(p));
+    check_matmul(gpu_few_workgroups(), p, rng);
+  }
 }
 
 // A 4 KiB binding limit and 3 workgroups per dimension: batches, rows and column tiles all split.

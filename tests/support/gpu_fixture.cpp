@@ -36,6 +36,15 @@ Context& gpu_small_limits() {
   return ctx;
 }
 
+Context& gpu_few_workgroups() {
+  static Context ctx = [] {
+    ContextOptions o = validated_options();
+    o.max_workgroup_count = 3;
+    return Context(o);
+  }();
+  return ctx;
+}
+
 std::vector<std::string> take_validation_messages() {
   std::lock_guard lock(g_mutex);
   return std::exchange(g_messages, {});

@@ -15,6 +15,9 @@ Context& gpu();
 // A context on the same device whose limits are lowered so that small tensors take the split
 // paths: a 4 KiB maxStorageBufferRange and at most 3 workgroups per dispatch dimension.
 Context& gpu_small_limits();
+// Only the workgroup count lowered (3 per dimension): rows too long for a 4 KiB binding can still
+// take several dispatches along them.
+Context& gpu_few_workgroups();
 
 // Messages the layer reported since the last call.
 std::vector<std::string> take_validation_messages();
