@@ -61,7 +61,7 @@ void main() {
   uint i = (pc.row0 + row) % queries;
   uint x = x_base + row * keys;
   uint t = pc.t_base + row * t_stride;
-  uint q0 = (pc.first_quad + gl_GlobalInvocationID.x) * UNROLL;
+  uint q0 = pc.first_quad + gl_GlobalInvocationID.x * UNROLL;
   for (uint n = 0u; n < ROWS; ++n, ++row, x += keys, t += t_stride) {
     if (row >= rows) break;
     int i_abs = int(i) + query_offset;

@@ -201,6 +201,18 @@ TEST_F(ShawGpu, SplitPathsUnderLoweredLimits) {
     SCOPED_TRACE(describe(a));
     check_attention(ctx, a, rng);
   }
+  // Rows longer than 3 workgroups of the gather's broadcast pass (256 quads each): the columns
+  // take several dispatches, each starting at its own quad.
+  Context& few = gpu_few_workgroups();
+  ShawParams wide;
+  wide.max_relative_position = 5;
+  wide.queries = 3;
+  wide.keys = 3 * 1024 + 40;
+  wide.depth = 4;
+  wide.query_offset = 1500;
+  SCOPED_TRACE("wide " + describe(wide));
+  check_logits(few, wide, DType::F32, false, true, rng);
+  check_logits(few, wide, DType::F32, false, false, rng);
   ShawParams p;
   p.max_relative_position = 3;
   p.queries = p.keys = 12;

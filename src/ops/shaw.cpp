@@ -96,7 +96,7 @@ void record_gather(Recorder& r, const ShawParams& p, const Buffer& logits, const
   for_each_row_chunk(r, p, max_rows, logits, pbuf, [&](push::ShawRowsPush& pc, const Window& wl, const Window& wp, std::uint64_t n) {
     const std::uint32_t vec4 = p.keys % 4 == 0 && wl.base % 4 == 0 ? 1u : 0u, mode = add ? 1u : 0u;
     for_each_group_range(lim, quad_groups, [&](std::uint64_t first, std::uint32_t groups) {
-      pc.first_quad = static_cast<std::uint32_t>(first * kGroup);
+      pc.first_quad = static_cast<std::uint32_t>(first * quads_per_group);
       dispatch(r, "shaw_gather_add", {kGroup, vec4, kGatherUnroll, mode, 0u, kGatherRows}, {wl.span, wp.span}, pc, groups,
                div_up(n, kGatherRows));
     });
