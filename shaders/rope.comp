@@ -26,6 +26,13 @@ layout(std430, binding = 2) buffer O2 { uvec2 o2[]; };
 layout(std430, binding = 2) buffer O1 { uint o1[]; };
 layout(std430, binding = 3) readonly buffer Positions { int positions[]; };
 
+// The push constants the loops use, read once at the start of main: lavapipe turns a push-constant
+// read inside a loop or a branch into an 8-lane gather (docs/ARCHITECTURE.md).
+uint half_dim, rot_dim, head_dim, units, l_stride, l_div, p_mod, l_mul;
+bool use_positions;
+int position_offset;
+float cos_scale, sin_scale;
+
 // sin and cos of float32 angles |a| < 2^24. k = round(a * 2/pi) and r = a - k * pi/2 with
 // pi/2 = C1H + C1L + C2 + C3, where C1H and C1L have 12 significant bits and k is split into
 // kh (a multiple of 4096) and |kl| < 4096: the four products k * C1 are exact without fma (lavapipe
@@ -56,16 +63,16 @@ void sincos4(vec4 a, out vec4 s, out vec4 c) {
 }
 
 int position_of(uint p, uint lb) {
-  uint index = (pc.p_mod != 0u ? p % pc.p_mod : p) + lb * pc.l_mul;
-  return pc.use_positions != 0u ? positions[index] : pc.position_offset + int(index);
+  uint index = (p_mod != 0u ? p % p_mod : p) + lb * l_mul;
+  return use_positions ? positions[index] : position_offset + int(index);
 }
 
 // cos and sin of four angles pos * f, times scale (and the inverse's sign).
 void angles(int pos, vec4 f, out vec4 c, out vec4 s) {
   precise vec4 a = float(pos) * f;  // HuggingFace's float32 product, one rounding
   sincos4(a, s, c);
-  c *= pc.scale;
-  s *= pc.scale * pc.sin_sign;
+  c *= cos_scale;
+  s *= sin_scale;
 }
 
 vec4 freq4(uint k0) { return vec4(inv_freq[k0], inv_freq[k0 + 1u], inv_freq[k0 + 2u], inv_freq[k0 + 3u]); }
@@ -114,7 +121,7 @@ void rotate4(inout vec4 a, inout vec4 b, vec4 c, vec4 s) {
 // Four pairs of the row starting at element `row` (a multiple of 4): quads q0 and q1.
 void rotate_unit(uint row, uint u, vec4 c, vec4 s) {
   uint q0 = GPTJ != 0u ? (row >> 2) + 2u * u : (row >> 2) + u;
-  uint q1 = GPTJ != 0u ? q0 + 1u : q0 + (pc.half_dim >> 2);
+  uint q1 = GPTJ != 0u ? q0 + 1u : q0 + (half_dim >> 2);
   vec4 a = load_quad(q0), b = load_quad(q1);
   rotate4(a, b, c, s);
   store_quad(q0, a);
@@ -136,7 +143,7 @@ void store8(uint q, vec4 lo, vec4 hi) {
 // Eight pairs of the row starting at element `row` (a multiple of 8): words w0 and w1.
 void rotate_wide(uint row, uint u, vec4 c0, vec4 s0, vec4 c1, vec4 s1) {
   uint w0 = GPTJ != 0u ? (row >> 3) + 2u * u : (row >> 3) + u;
-  uint w1 = GPTJ != 0u ? w0 + 1u : w0 + (pc.half_dim >> 3);
+  uint w1 = GPTJ != 0u ? w0 + 1u : w0 + (half_dim >> 3);
   vec4 a0, a1, b0, b1;
   load8(w0, a0, a1);
   load8(w1, b0, b1);
@@ -152,19 +159,31 @@ void rotate_wide(uint row, uint u, vec4 c0, vec4 s0, vec4 c1, vec4 s1) {
 }
 
 void rotate_row_scalar(uint row, int pos) {
-  for (uint k = 0u; k < pc.half_dim; ++k) {
+  for (uint k = 0u; k < half_dim; ++k) {
     vec4 c, s;
     angles(pos, vec4(inv_freq[k]), c, s);
-    uint ea = row + (GPTJ != 0u ? 2u * k : k), eb = row + (GPTJ != 0u ? 2u * k + 1u : k + pc.half_dim);
+    uint ea = row + (GPTJ != 0u ? 2u * k : k), eb = row + (GPTJ != 0u ? 2u * k + 1u : k + half_dim);
     float x = load1(ea), y = load1(eb);
     store1(ea, x * c.x - y * s.x);
     store1(eb, x * s.x + y * c.x);
   }
   if (IN_PLACE == 0u)
-    for (uint e = pc.rot_dim; e < pc.head_dim; ++e) store1(row + e, load1(row + e));
+    for (uint e = rot_dim; e < head_dim; ++e) store1(row + e, load1(row + e));
 }
 
 void main() {
+  half_dim = pc.half_dim;
+  rot_dim = pc.rot_dim;
+  head_dim = pc.head_dim;
+  units = pc.units;
+  l_stride = pc.l_stride;
+  l_div = pc.l_div;
+  p_mod = pc.p_mod;
+  l_mul = pc.l_mul;
+  use_positions = pc.use_positions != 0u;
+  position_offset = pc.position_offset;
+  cos_scale = pc.scale;
+  sin_scale = pc.scale * pc.sin_sign;
   uint u = gl_GlobalInvocationID.x;
   uint pl = gl_GlobalInvocationID.y;
   if (u >= pc.units + pc.tail_units || pl >= pc.p_count) return;
@@ -173,31 +192,31 @@ void main() {
   uint l1 = min(l0 + pc.l_per_invocation, pc.l_count);
   // b = (l_first + l) / l_div, kept incrementally so the loop divides once.
   uint lg = pc.l_first + l0;
-  uint lb = pc.l_div != 0u ? lg / pc.l_div : 0u;
-  uint lh = pc.l_div != 0u ? lg - lb * pc.l_div : 0u;
-  uint row = pc.base + pl * pc.p_stride + l0 * pc.l_stride;
-  bool tail = u >= pc.units;
+  uint lb = l_div != 0u ? lg / l_div : 0u;
+  uint lh = l_div != 0u ? lg - lb * l_div : 0u;
+  uint row = pc.base + pl * pc.p_stride + l0 * l_stride;
+  bool tail = u >= units;
   int pos = position_of(p, lb);
   const uint pairs = WIDE != 0u ? 8u : 4u;  // per unit
   vec4 c0 = vec4(1.0), s0 = vec4(0.0), c1 = vec4(1.0), s1 = vec4(0.0);
   bool rotating = QUAD != 0u && !tail;
   if (rotating) angles(pos, freq4(pairs * u), c0, s0);
   if (rotating && WIDE != 0u) angles(pos, freq4(pairs * u + 4u), c1, s1);
-  for (uint l = l0; l < l1; ++l, row += pc.l_stride) {
+  for (uint l = l0; l < l1; ++l, row += l_stride) {
     if (QUAD == 0u) {
       rotate_row_scalar(row, pos);
     } else if (tail && WIDE != 0u) {
-      uint w = ((row + pc.rot_dim) >> 3) + (u - pc.units);
+      uint w = ((row + rot_dim) >> 3) + (u - units);
       o4[w] = x4[w];  // tail units exist out of place only
     } else if (tail) {
-      uint q = ((row + pc.rot_dim) >> 2) + (u - pc.units);
+      uint q = ((row + rot_dim) >> 2) + (u - units);
       store_quad(q, load_quad(q));
     } else if (WIDE != 0u) {
       rotate_wide(row, u, c0, s0, c1, s1);
     } else {
       rotate_unit(row, u, c0, s0);
     }
-    if (pc.l_div != 0u && ++lh == pc.l_div) {
+    if (l_div != 0u && ++lh == l_div) {
       lh = 0u;
       ++lb;
       pos = position_of(p, lb);
