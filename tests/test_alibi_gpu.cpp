@@ -2,7 +2,10 @@
 // one add), f16 within one half ulp; masked entries -inf in every dtype.
 #include <relpos/relpos.hpp>
 
+#include <cstdlib>
+#include <optional>
 #include <random>
+#include <string>
 
 #include "support/expect.hpp"
 #include "support/gpu_fixture.hpp"
@@ -13,6 +16,7 @@ using relpos::test::expect_half_close;
 using relpos::test::expect_invalid;
 using relpos::test::GpuTest;
 using relpos::test::gpu;
+using relpos::test::gpu_expansion;
 using relpos::test::gpu_small_limits;
 using relpos::test::random_floats;
 using relpos::test::run;
@@ -84,6 +88,89 @@ class AlibiGpu : public GpuTest {};
 TEST_F(AlibiGpu, RandomConfigurationsMatchReference) {
   std::mt19937 rng(404);
   for (int trial = 0; trial < 24; ++trial) expect_matches(gpu(), random_params(rng), rng);
+}
+
+// Both expansion paths, forced on whatever device runs the tests, over the random configurations.
+TEST_F(AlibiGpu, BothExpansionPathsMatchReference) {
+  for (DistanceExpansion path : {DistanceExpansion::Shader, DistanceExpansion::Copies}) {
+    SCOPED_TRACE(path == DistanceExpansion::Copies ? "copies" : "shader");
+    std::mt19937 rng(405);
+    for (int trial = 0; trial < 10; ++trial) expect_matches(gpu_expansion(path), random_params(rng), rng);
+  }
+}
+
+namespace {
+
+// Dispatches alibi_bias records on `ctx` (the copy path leaves only the per-distance row's, and for
+// f16 its rounding), after checking the result against the reference.
+std::uint32_t bias_dispatches(Context& ctx, std::uint32_t keys, DType dtype) {
+  AlibiParams p;
+  p.heads = 2;
+  p.queries = 6;
+  p.keys = keys;
+  p.causal = false;
+  const std::size_t n = std::size_t{p.heads} * p.queries * p.keys;
+  Buffer out(ctx, n * dtype_size(dtype));
+  Recorder r(ctx);
+  alibi_bias(r, p, out, dtype);
+  const std::uint32_t dispatches = r.dispatch_count();
+  r.submit_and_wait();
+  if (dtype == DType::F32) EXPECT_EQ(download_floats(out, n, dtype), alibi_bias_reference(p));
+  return dispatches;
+}
+
+// Sets LP_NUM_THREADS (the thread count Auto reads for llvmpipe) for one scope.
+class ScopedThreads {
+ public:
+  explicit ScopedThreads(const char* value) {
+    if (const char* old = std::getenv("LP_NUM_THREADS")) old_ = old;
+    setenv("LP_NUM_THREADS", value, 1);
+  }
+  ~ScopedThreads() {
+    if (old_) setenv("LP_NUM_THREADS", old_->c_str(), 1);
+    else unsetenv("LP_NUM_THREADS");
+  }
+
+ private:
+  std::optional<std::string> old_;
+};
+
+}  // namespace
+
+// DistanceExpansion picks the path: Copies and Shader always; Auto copies on CPU devices with at
+// most 4 threads once a row is 1 KiB, and takes the shader on GPUs.
+TEST_F(AlibiGpu, ExpansionOptionPicksThePath) {
+  Context& copies = gpu_expansion(DistanceExpansion::Copies);
+  Context& shader = gpu_expansion(DistanceExpansion::Shader);
+  EXPECT_EQ(bias_dispatches(copies, 12, DType::F32), 1u);
+  EXPECT_EQ(bias_dispatches(copies, 13, DType::F16), 2u);
+  EXPECT_EQ(bias_dispatches(shader, 12, DType::F32), 3u);  // row, shifted copies, expansion
+  EXPECT_EQ(bias_dispatches(shader, 13, DType::F32), 2u);  // row, flat expansion
+  {
+    // Adds into logits always take the shader.
+    AlibiParams p;
+    p.keys = 4096;
+    Buffer logits(copies, p.keys * 4);
+    Recorder r(copies);
+    alibi_bias_add(r, p, logits);
+    EXPECT_EQ(r.dispatch_count(), 3u);
+    r.submit_and_wait();
+  }
+  if (gpu().device_info().type != DeviceType::Cpu) {
+    EXPECT_EQ(bias_dispatches(gpu(), 4096, DType::F32), 3u);
+    return;
+  }
+  {
+    ScopedThreads threads("2");
+    EXPECT_EQ(bias_dispatches(gpu(), 256, DType::F32), 1u);
+    EXPECT_EQ(bias_dispatches(gpu(), 255, DType::F32), 2u);
+    EXPECT_EQ(bias_dispatches(gpu(), 512, DType::F16), 2u);
+    EXPECT_EQ(bias_dispatches(gpu(), 504, DType::F16), 3u);
+  }
+  {
+    ScopedThreads threads("5");
+    EXPECT_EQ(bias_dispatches(gpu(), 4096, DType::F32), 3u);
+  }
 }
 
 // Under a 4 KiB binding limit and 3 workgroups per dispatch the expansion takes many chunks.

@@ -97,7 +97,8 @@ TEST(Cli, CheckPassesOnThisDevice) {
 TEST(Cli, BenchJsonHasTheDocumentedFields) {
   auto r = tool("bench --json --filter t5-bias --repeat 1 --short");
   ASSERT_EQ(r.status, 0) << r.output;
-  for (const char* field : {"\"op\"", "\"shape\"", "\"median_ms\"", "\"gbps\"", "\"ceiling_gbps\"", "\"cpu_ms\""})
+  for (const char* field : {"\"op\"", "\"shape\"", "\"median_ms\"", "\"gbps\"", "\"ceiling_gbps\"", "\"transfer_ceiling_gbps\"",
+                            "\"transfer_ceiling_ratio\"", "\"cpu_ms\""})
     EXPECT_NE(r.output.find(field), std::string::npos) << field << " in " << r.output;
 }
 
@@ -140,6 +141,24 @@ TEST(Cli, AlibiSlopesAndBias) {
   EXPECT_EQ(got[4], -std::numeric_limits<float>::infinity());  // query 0 (position 3), key 4
   r = tool("run alibi-bias --heads 0 --queries 4 --keys 4 --out " + temp("alibi.npy"));
   EXPECT_NE(r.status, 0);
+}
+
+// --expansion forces the path of the per-distance biases; both write the reference's bits.
+TEST(Cli, ExpansionOptionPicksEitherPath) {
+  AlibiParams p;
+  p.heads = 3;
+  p.queries = 40;
+  p.keys = 72;
+  p.causal = true;
+  for (const char* path : {"shader", "copies", "auto"}) {
+    auto r = tool(std::string("--expansion ") + path + " run alibi-bias --heads 3 --queries 40 --keys 72 --causal --out " +
+                  temp("alibi_e.npy"));
+    ASSERT_EQ(r.status, 0) << path << ": " << r.output;
+    EXPECT_EQ(read_npy(temp("alibi_e.npy")).to_f32("alibi"), alibi_bias_reference(p)) << path;
+  }
+  auto r = tool("--expansion memcpy devices");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("--expansion"), std::string::npos) << r.output;
 }
 
 TEST(Cli, RopeRotatesNpyInItsDtype) {

@@ -13,6 +13,7 @@ using namespace relpos;
 using relpos::test::expect_invalid;
 using relpos::test::GpuTest;
 using relpos::test::gpu;
+using relpos::test::gpu_expansion;
 using relpos::test::gpu_small_limits;
 using relpos::test::random_floats;
 using relpos::test::run;
@@ -176,6 +177,28 @@ TEST_F(FourierGpu, HalfOutputAndInPlaceAdd) {
     Buffer l16 = make_buffer(gpu(), to_half(logits));
     run(gpu(), [&](Recorder& r) { fourier_bias_add(r, p, rb, l16, DType::F16); });
     EXPECT_LE(normalised_error(from_half(l16.download<std::uint16_t>(n)), sum16), normalised(bound, sum16) + std::ldexp(1.0, -11));
+  }
+}
+
+// The distance path's output written by the shader and by transfer copies (DistanceExpansion) is
+// the same expansion of the same row: identical bits, f32 and f16, and within the bound.
+TEST_F(FourierGpu, BothExpansionPathsWriteTheSameBits) {
+  std::mt19937 rng(61);
+  Context& shader = gpu_expansion(DistanceExpansion::Shader);
+  Context& copies = gpu_expansion(DistanceExpansion::Copies);
+  for (int trial = 0; trial < 6; ++trial) {
+    FourierParams p = random_params(rng);
+    if (trial == 0) p.keys = 300;  // rows of several vectors, and more rows than one copy command takes
+    if (trial == 0) p.queries = 1400;
+    SCOPED_TRACE(describe(p));
+    const auto rot = random_floats(rng, std::size_t{p.heads} * p.vector_size, -1.0f, 1.0f);
+    const auto want = fourier_bias_reference(p, rot);
+    for (DType dtype : {DType::F32, DType::F16}) {
+      const auto by_copies = gpu_bias(copies, p, rot, FourierPath::Distance, dtype);
+      ASSERT_EQ(by_copies, gpu_bias(shader, p, rot, FourierPath::Distance, dtype)) << dtype_name(dtype);
+      const double half = dtype == DType::F16 ? std::ldexp(1.0, -11) : 0.0;
+      EXPECT_LE(normalised_error(by_copies, want), normalised(distance_bound(p, rot), want) + half) << dtype_name(dtype);
+    }
   }
 }
 

@@ -9,6 +9,7 @@
 using namespace relpos;
 using relpos::test::GpuTest;
 using relpos::test::gpu;
+using relpos::test::gpu_expansion;
 using relpos::test::run;
 
 namespace {
@@ -135,6 +136,87 @@ TEST_F(Runtime, ValidationMessagesAreReported) {
   EXPECT_FALSE(relpos::test::take_validation_messages().empty());
 }
 
+// The benchmark ceilings, by shader and by transfer command, write exactly their bytes: a ceiling
+// that wrote less would flatter no op but undersell every one.
+TEST_F(Runtime, CeilingKernelsWriteTheirBytes) {
+  Context& ctx = gpu();
+  const std::vector<std::uint32_t> before(100, 7u);
+  std::vector<std::uint32_t> source(100);
+  for (std::uint32_t k = 0; k < source.size(); ++k) source[k] = k * 2654435761u;
+  for (bool transfer : {false, true}) {
+    SCOPED_TRACE(transfer ? "transfer" : "shader");
+    Buffer a = make_buffer(ctx, before), b = make_buffer(ctx, source);
+    run(ctx, [&](Recorder& r) {
+      if (transfer) fill_u32_transfer(r, a, 96 * 4, 0xabcdu);
+      else fill_u32(r, a, 96 * 4, 0xabcdu);
+    });
+    std::vector<std::uint32_t> want = before;
+    std::fill(want.begin(), want.begin() + 96, 0xabcdu);
+    EXPECT_EQ(a.download<std::uint32_t>(100), want);
+    run(ctx, [&](Recorder& r) {
+      if (transfer) copy_transfer(r, b, a, 64 * 4);
+      else copy_u32(r, b, a, 64 * 4);
+    });
+    std::copy(source.begin(), source.begin() + 64, want.begin());
+    EXPECT_EQ(a.download<std::uint32_t>(100), want);
+    Recorder r(ctx);
+    EXPECT_THROW(transfer ? fill_u32_transfer(r, a, 101 * 4, 0) : fill_u32(r, a, 104 * 4, 0), InvalidArgument);
+    EXPECT_THROW(transfer ? copy_transfer(r, b, a, 6) : copy_u32(r, b, a, 8), InvalidArgument);
+  }
+}
+
+// An application's buffer without TRANSFER_DST usage (or with its usage unknown) is written by the
+// shader even where copies are asked for, since a copy into it would be invalid; with the usage
+// given, by transfer copies. Validation would report the invalid copy.
+TEST_F(Runtime, ExternalBuffersTakeCopiesOnlyWithTransferDstUsage) {
+  Context& ctx = gpu_expansion(DistanceExpansion::Copies);
+  const VkDevice device = ctx.vk_device();
+  auto get = [&](const char* name) { return vkGetDeviceProcAddr(device, name); };
+  auto create = reinterpret_cast<PFN_vkCreateBuffer>(get("vkCreateBuffer"));
+  auto destroy = reinterpret_cast<PFN_vkDestroyBuffer>(get("vkDestroyBuffer"));
+  auto requirements = reinterpret_cast<PFN_vkGetBufferMemoryRequirements>(get("vkGetBufferMemoryRequirements"));
+  auto allocate = reinterpret_cast<PFN_vkAllocateMemory>(get("vkAllocateMemory"));
+  auto free_memory = reinterpret_cast<PFN_vkFreeMemory>(get("vkFreeMemory"));
+  auto bind = reinterpret_cast<PFN_vkBindBufferMemory>(get("vkBindBufferMemory"));
+  AlibiParams p;
+  p.heads = 2;
+  p.queries = 5;
+  p.keys = 16;
+  const std::uint64_t bytes = 2 * 5 * 16 * 4;
+  constexpr VkBufferUsageFlags kNoDst = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT;
+  struct Case {
+    VkBufferUsageFlags created, told;
+    std::uint32_t dispatches;  // 1: the per-distance row, then copies; 3: row, shifted copies, expansion
+  };
+  for (const Case c : {Case{kNoDst, 0, 3}, Case{kNoDst, kNoDst, 3}, Case{kNoDst | VK_BUFFER_USAGE_TRANSFER_DST_BIT, 0, 3},
+                       Case{kNoDst | VK_BUFFER_USAGE_TRANSFER_DST_BIT, kNoDst | VK_BUFFER_USAGE_TRANSFER_DST_BIT, 1}}) {
+    VkBufferCreateInfo bi{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+    bi.size = bytes;
+    bi.usage = c.created;
+    VkBuffer buf = VK_NULL_HANDLE;
+    ASSERT_EQ(create(device, &bi, nullptr, &buf), VK_SUCCESS);
+    VkMemoryRequirements req{};
+    requirements(device, buf, &req);
+    VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+    ai.allocationSize = req.size;
+    while (!(req.memoryTypeBits & (1u << ai.memoryTypeIndex))) ++ai.memoryTypeIndex;
+    VkDeviceMemory mem = VK_NULL_HANDLE;
+    ASSERT_EQ(allocate(device, &ai, nullptr, &mem), VK_SUCCESS);
+    ASSERT_EQ(bind(device, buf, mem, 0), VK_SUCCESS);
+    {
+      Buffer out = Buffer::external(ctx, buf, bytes, c.told);
+      EXPECT_EQ(out.transfer_writable(), c.dispatches == 1);
+      Recorder r(ctx);
+      alibi_bias(r, p, out);
+      EXPECT_EQ(r.dispatch_count(), c.dispatches) << "usage " << c.created << " told " << c.told;
+      r.submit_and_wait();
+      EXPECT_EQ(out.download<float>(bytes / 4), alibi_bias_reference(p));
+    }
+    destroy(device, buf, nullptr);
+    free_memory(device, mem, nullptr);
+  }
+}
+
 // An application with its own instance, device, queue and command buffer (made through the system
 // loader's exported functions) adopts them into relpos and records T5 into its own command buffer.
 TEST(AdoptedDevice, RecordsIntoTheApplicationsCommandBuffer) {
@@ -180,8 +262,14 @@ TEST(AdoptedDevice, RecordsIntoTheApplicationsCommandBuffer) {
   VkCommandBuffer cb;
   ASSERT_EQ(vkAllocateCommandBuffers(device, &cai, &cb), VK_SUCCESS);
 
-  {
-    Context ctx(AdoptedVulkan{instance, pd, device, queue, family, vkGetInstanceProcAddr});
+  // Both expansion paths: the shader's dispatches and the transfer copies land in the application's
+  // command buffer, and release() makes either visible to the host.
+  for (DistanceExpansion path : {DistanceExpansion::Shader, DistanceExpansion::Copies}) {
+    SCOPED_TRACE(path == DistanceExpansion::Copies ? "copies" : "shader");
+    ASSERT_EQ(vkResetCommandPool(device, pool, 0), VK_SUCCESS);
+    ContextOptions options;
+    options.distance_expansion = path;
+    Context ctx(AdoptedVulkan{instance, pd, device, queue, family, vkGetInstanceProcAddr}, options);
     T5Params p;
     p.queries = 20;
     p.keys = 30;

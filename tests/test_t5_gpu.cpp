@@ -12,6 +12,7 @@ using relpos::test::expect_half_close;
 using relpos::test::expect_invalid;
 using relpos::test::GpuTest;
 using relpos::test::gpu;
+using relpos::test::gpu_expansion;
 using relpos::test::gpu_small_limits;
 using relpos::test::random_floats;
 using relpos::test::run;
@@ -173,6 +174,29 @@ TEST_F(T5Gpu, WholeVectorRowsInEveryMode) {
   }
 }
 
+// Buckets and bias written by the shader and by transfer copies (DistanceExpansion), each forced
+// whatever the device: rows of any length (one value, unaligned f16 windows, whole vectors), and
+// more rows than one copy command takes (4096).
+TEST_F(T5Gpu, BothExpansionPathsMatchReference) {
+  std::mt19937 rng(13);
+  for (DistanceExpansion path : {DistanceExpansion::Shader, DistanceExpansion::Copies}) {
+    Context& ctx = gpu_expansion(path);
+    for (auto [q, k, h] : {std::tuple{1500u, 7u, 3u}, {37u, 41u, 2u}, {1u, 3000u, 2u}, {64u, 256u, 1u}, {9u, 1u, 2u}}) {
+      T5Params p;
+      p.queries = q;
+      p.keys = k;
+      p.heads = h;
+      p.query_offset = -5;
+      SCOPED_TRACE(describe(p) + (path == DistanceExpansion::Copies ? " copies" : " shader"));
+      ASSERT_EQ(gpu_buckets(ctx, p), t5_buckets_reference(p));
+      auto table = random_floats(rng, std::size_t{p.num_buckets} * p.heads);
+      auto want = t5_bias_reference(p, table);
+      ASSERT_EQ(gpu_bias(ctx, p, table, DType::F32), want);
+      expect_half_close(gpu_bias(ctx, p, table, DType::F16), want, "f16 bias");
+    }
+  }
+}
+
 // With a 4 KiB binding limit and 3 workgroups per dispatch, every output takes many chunks,
 // chunk starts fall mid-row, and the last quad of a chunk is partial.
 TEST_F(T5Gpu, SplitPathsUnderLoweredLimits) {
@@ -201,18 +225,21 @@ TEST_F(T5Gpu, SplitPathsUnderLoweredLimits) {
   }
 }
 
-// [16, 4096, 4096] float32 is 1 GiB: eight times lavapipe's 128 MiB binding limit.
+// [16, 4096, 4096] float32 is 1 GiB: eight times lavapipe's 128 MiB binding limit, so the shader
+// expansion takes several chunks. (Transfer copies bind nothing; under synchronization validation
+// their 65536 overlapping source windows would cost the layer about 15 s.)
 TEST_F(T5Gpu, OneGibibyteBias) {
+  Context& ctx = gpu_expansion(DistanceExpansion::Shader);
   T5Params p;
   p.queries = p.keys = 4096;
   p.heads = 16;
   std::mt19937 rng(3);
   auto table = random_floats(rng, std::size_t{p.num_buckets} * p.heads);
   const std::size_t n = std::size_t{p.heads} * p.queries * p.keys;
-  Buffer t = make_buffer(gpu(), table);
-  Buffer out(gpu(), n * 4);
-  ASSERT_GT(out.size(), gpu().limits().max_storage_buffer_range);
-  run(gpu(), [&](Recorder& r) { t5_bias(r, p, t, out, DType::F32); });
+  Buffer t = make_buffer(ctx, table);
+  Buffer out(ctx, n * 4);
+  ASSERT_GT(out.size(), ctx.limits().max_storage_buffer_range);
+  run(ctx, [&](Recorder& r) { t5_bias(r, p, t, out, DType::F32); });
   std::vector<float> got(n);
   out.download(got.data(), n * 4);
   // The reference per distance, expanded on the host (the full reference would take seconds).

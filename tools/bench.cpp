@@ -17,59 +17,44 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// Median GPU milliseconds of each stream (the op first; then the ceilings; a baseline last, if
+// any) over `repeat` rounds, after two warm-up rounds. Every round runs each stream once, in one
+// submission, so all see the same machine load.
 struct Timing {
-  double op_ms, ceiling_ms;
-  double baseline_ms = 0;  // 0 without a baseline
-  double speedup = 0;      // median over the runs of baseline_ms / op_ms, each pair from one round
+  std::vector<double> ms;  // per stream
+  double speedup = 0;      // with a baseline: median over the rounds of baseline_ms / op_ms
 };
 
-// Median GPU milliseconds of `op`, `ceiling` (and `baseline`) over `repeat` timed runs each, after
-// two warm-up runs. They alternate within one submission, so all see the same machine load.
-Timing time_gpu(Context& ctx, const std::function<void(Recorder&)>& op, const std::function<void(Recorder&)>& ceiling,
-                const std::function<void(Recorder&)>& baseline, int repeat) {
+Timing time_gpu(Context& ctx, const std::vector<std::function<void(Recorder&)>>& streams, bool has_baseline, int repeat) {
   Recorder r(ctx);
   // Warm-up (pipeline compilation, first touch of memory), timed once to size the run: slow ops
   // (the direct Fourier path takes seconds on a CPU device) repeat fewer times, never fewer than 3.
   const auto w0 = r.write_timestamp();
-  op(r);
+  for (const auto& s : streams) s(r);
   const auto w1 = r.write_timestamp();
-  ceiling(r);
-  const auto w2 = r.write_timestamp();
-  if (baseline) baseline(r);
-  const auto w3 = r.write_timestamp();
-  op(r);
-  ceiling(r);
-  if (baseline) baseline(r);
+  for (const auto& s : streams) s(r);
   r.submit_and_wait();
-  const double warm_ms = r.elapsed_ms(w0, w1) + r.elapsed_ms(w2, w3);
+  const double warm_ms = r.elapsed_ms(w0, w1);
   constexpr double kBudgetMs = 20000.0;
   if (warm_ms * repeat > kBudgetMs) repeat = std::max(3, static_cast<int>(kBudgetMs / warm_ms));
-  const int per_round = baseline ? 3 : 2;
+  const std::size_t n = streams.size();
   std::vector<std::uint32_t> marks;
   marks.push_back(r.write_timestamp());
-  for (int k = 0; k < repeat; ++k) {
-    op(r);
-    marks.push_back(r.write_timestamp());
-    ceiling(r);
-    marks.push_back(r.write_timestamp());
-    if (baseline) {
-      baseline(r);
+  for (int k = 0; k < repeat; ++k)
+    for (const auto& s : streams) {
+      s(r);
       marks.push_back(r.write_timestamp());
     }
-  }
   r.submit_and_wait();
-  std::vector<double> op_ms, ceiling_ms, baseline_ms, speedup;
+  std::vector<std::vector<double>> ms(n);
+  std::vector<double> speedup;
   for (int k = 0; k < repeat; ++k) {
-    const std::size_t m = static_cast<std::size_t>(per_round) * k;
-    op_ms.push_back(r.elapsed_ms(marks[m], marks[m + 1]));
-    ceiling_ms.push_back(r.elapsed_ms(marks[m + 1], marks[m + 2]));
-    if (baseline) {
-      baseline_ms.push_back(r.elapsed_ms(marks[m + 2], marks[m + 3]));
-      speedup.push_back(baseline_ms.back() / op_ms.back());
-    }
+    for (std::size_t i = 0; i < n; ++i) ms[i].push_back(r.elapsed_ms(marks[k * n + i], marks[k * n + i + 1]));
+    if (has_baseline) speedup.push_back(ms[n - 1].back() / ms[0].back());
   }
-  Timing t{median(op_ms), median(ceiling_ms)};
-  if (baseline) t.baseline_ms = median(baseline_ms), t.speedup = median(speedup);
+  Timing t;
+  for (auto& v : ms) t.ms.push_back(median(v));
+  if (has_baseline) t.speedup = median(speedup);
   return t;
 }
 
@@ -84,8 +69,8 @@ double time_cpu(const std::function<void()>& cpu) {
   return median(ms);
 }
 
-// The ceiling kernel over the same number of bytes: a vec4 fill (write), or a vec4 copy that reads
-// and writes half of them each (copy).
+// The ceiling over the same number of bytes: a vec4 fill (write), or a vec4 copy that reads and
+// writes half of them each (copy); by a shader, and by transfer commands.
 struct CeilingRun {
   Buffer a, b;
   std::uint64_t bytes = 0;
@@ -96,9 +81,14 @@ struct CeilingRun {
     a = Buffer(ctx, bytes);
     if (k == Ceiling::Copy) b = Buffer(ctx, bytes);
   }
-  void operator()(Recorder& r) const {
+  void shader(Recorder& r) const {
     if (kind == Ceiling::Write) fill_u32(r, a, bytes, 0x3f800000u);
     else copy_u32(r, a, b, bytes);
+  }
+  // The same bytes by transfer commands (memset and memcpy on CPU devices).
+  void transfer(Recorder& r) const {
+    if (kind == Ceiling::Write) fill_u32_transfer(r, a, bytes, 0x3f800000u);
+    else copy_transfer(r, a, b, bytes);
   }
 };
 
@@ -116,10 +106,14 @@ int bench_command(Registry& reg, const std::string& filter, bool json, bool shor
     if (!filter.empty() && c.op.find(filter) == std::string::npos) continue;
     BenchRun run = c.prepare(ctx);
     const CeilingRun ceiling(ctx, c.ceiling, c.bytes);
-    const Timing t = time_gpu(ctx, run.record, std::cref(ceiling), run.record_baseline, repeat);
-    const double gpu_ms = t.op_ms, ceil_ms = t.ceiling_ms;
+    std::vector<std::function<void(Recorder&)>> streams = {run.record, [&](Recorder& r) { ceiling.shader(r); },
+                                                           [&](Recorder& r) { ceiling.transfer(r); }};
+    if (run.record_baseline) streams.push_back(run.record_baseline);
+    const Timing t = time_gpu(ctx, streams, static_cast<bool>(run.record_baseline), repeat);
+    const double gpu_ms = t.ms[0];
     const double cpu_ms = run.cpu ? time_cpu(run.cpu) : 0.0;
-    const double gbps = c.bytes / (gpu_ms * 1e6), ceiling_gbps = c.bytes / (ceil_ms * 1e6);
+    const double gbps = c.bytes / (gpu_ms * 1e6), ceiling_gbps = c.bytes / (t.ms[1] * 1e6);
+    const double transfer_gbps = c.bytes / (t.ms[2] * 1e6);
     nlohmann::json rec = {{"op", c.op},
                           {"shape", c.shape},
                           {"device", ctx.device_info().name},
@@ -129,18 +123,21 @@ int bench_command(Registry& reg, const std::string& filter, bool json, bool shor
                           {"ceiling", c.ceiling == Ceiling::Write ? "write" : "copy"},
                           {"ceiling_gbps", ceiling_gbps},
                           {"ceiling_ratio", gbps / ceiling_gbps},
+                          {"transfer_ceiling_gbps", transfer_gbps},
+                          {"transfer_ceiling_ratio", gbps / transfer_gbps},
                           {"cpu_ms", cpu_ms},
                           {"speedup_vs_cpu", cpu_ms > 0 ? cpu_ms / gpu_ms : 0.0}};
     if (run.record_baseline) {
       rec["baseline"] = run.baseline;
-      rec["baseline_ms"] = t.baseline_ms;
+      rec["baseline_ms"] = t.ms.back();
       rec["speedup_vs_baseline"] = t.speedup;
     }
     records.push_back(rec);
     if (!json) {
       std::printf("%-18s %-28s %10.3f %10.1f %9.2f %6.2f (%3.0f%%) %10.1f %8.1fx", c.op.c_str(), c.shape.c_str(), gpu_ms,
                   c.bytes / 1e6, gbps, ceiling_gbps, 100.0 * gbps / ceiling_gbps, cpu_ms, cpu_ms / gpu_ms);
-      if (run.record_baseline) std::printf("  %.1fx vs %s (%.1f ms)", t.speedup, run.baseline.c_str(), t.baseline_ms);
+      if (run.record_baseline) std::printf("  %.1fx vs %s (%.1f ms)", t.speedup, run.baseline.c_str(), t.ms.back());
+      std::printf("  transfer %.2f (%.0f%%)", transfer_gbps, 100.0 * gbps / transfer_gbps);
       std::printf("\n");
       std::fflush(stdout);
     }

@@ -14,6 +14,7 @@ int bench_command(Registry& reg, const std::string& filter, bool json, bool shor
 namespace {
 std::string g_device;
 bool g_validation = false;
+std::string g_expansion_name = "auto";
 }  // namespace
 
 Context& tool_context() {
@@ -22,6 +23,9 @@ Context& tool_context() {
     ContextOptions o;
     o.device = g_device;
     o.validation = g_validation;
+    o.distance_expansion = g_expansion_name == "shader"   ? DistanceExpansion::Shader
+                           : g_expansion_name == "copies" ? DistanceExpansion::Copies
+                                                          : DistanceExpansion::Auto;
     ctx.emplace(o);
   }
   return *ctx;
@@ -49,6 +53,10 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.add_option("--device", g_device, "device index or name substring (default: RELPOS_DEVICE, then discrete > integrated > virtual > CPU)");
   app.add_flag("--validation", g_validation, "enable the Vulkan validation layers (also RELPOS_VALIDATION=1)");
+  app.add_option("--expansion", g_expansion_name,
+                 "how per-distance biases (t5, alibi, fourier) write [.., Q, K]: auto (default; copies on CPU devices with "
+                 "few threads), shader or copies")
+      ->check(CLI::IsMember({"auto", "shader", "copies"}));
 
   Registry reg;
   auto* devices = app.add_subcommand("devices", "list the Vulkan devices; '*' marks the one relpos would use");

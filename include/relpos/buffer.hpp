@@ -28,8 +28,10 @@ class Buffer {
   Buffer(Context& ctx, std::uint64_t bytes, MemoryUse use = MemoryUse::Device);
   Buffer(const std::shared_ptr<detail::Device>& device, std::uint64_t bytes, MemoryUse use = MemoryUse::Device);
   // Wraps an application's buffer (created with STORAGE_BUFFER usage, and TRANSFER_SRC/DST for
-  // upload/download). relpos never frees it.
-  static Buffer external(Context& ctx, VkBuffer buffer, std::uint64_t bytes);
+  // upload/download). relpos never frees it. `usage`: the flags it was created with, where the
+  // application passes them; with TRANSFER_DST relpos may write it with transfer copies (see
+  // DistanceExpansion), without it (or unknown, 0) only with shaders.
+  static Buffer external(Context& ctx, VkBuffer buffer, std::uint64_t bytes, VkBufferUsageFlags usage = 0);
   ~Buffer();
   Buffer(Buffer&& other) noexcept;
   Buffer& operator=(Buffer&& other) noexcept;
@@ -41,6 +43,8 @@ class Buffer {
   // The VkBuffer's own size: size() rounded up, so shaders may store whole 4- and 16-byte words.
   std::uint64_t capacity() const { return capacity_; }
   VkBuffer handle() const { return buffer_; }
+  // Transfer commands may write it (every buffer relpos creates; external ones created so).
+  bool transfer_writable() const { return (usage_ & VK_BUFFER_USAGE_TRANSFER_DST_BIT) != 0; }
   bool host_mapped() const { return mapped_ != nullptr; }
   // The mapping of a host-visible buffer (nullptr otherwise). Writing through it does not wait for
   // the device: only for buffers no submitted work is using.
@@ -71,6 +75,7 @@ class Buffer {
   std::uint64_t size_ = 0;
   std::uint64_t capacity_ = 0;
   bool owned_ = false;
+  VkBufferUsageFlags usage_ = 0;
 };
 
 // Makes a buffer holding `values`.

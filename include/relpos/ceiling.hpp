@@ -16,4 +16,10 @@ void fill_u32(Recorder& r, const Buffer& out, std::uint64_t bytes, std::uint32_t
 // the device's copy ceiling (it moves 2 * bytes).
 void copy_u32(Recorder& r, const Buffer& src, const Buffer& dst, std::uint64_t bytes);
 
+// The same two through transfer commands (vkCmdFillBuffer, vkCmdCopyBuffer). CPU devices run
+// them as memset and memcpy, faster than any shader's stores there: the ceiling of the per-distance
+// biases' copy path (DistanceExpansion). `bytes` a multiple of 4.
+void fill_u32_transfer(Recorder& r, const Buffer& out, std::uint64_t bytes, std::uint32_t value);
+void copy_transfer(Recorder& r, const Buffer& src, const Buffer& dst, std::uint64_t bytes);
+
 }  // namespace relpos

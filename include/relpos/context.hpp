@@ -51,6 +51,16 @@ struct ValidationMessage {
   std::string text;
 };
 
+// How the per-distance biases (T5, ALiBi, Fourier) write their [.., Q, K] output. Every output row
+// is a window of one per-distance row, so it can be a compute shader's stores or a transfer copy of
+// the window. CPU devices run a copy as a memcpy on their queue thread, which writes faster than
+// their shader stores; GPUs do better with the shader. Adds into logits always use the shader.
+enum class DistanceExpansion {
+  Auto,    // copies on CPU devices with at most 4 threads and rows of at least 1 KiB; shader otherwise
+  Shader,  // always the compute shader
+  Copies,  // transfer copies whenever the output buffer allows transfer writes
+};
+
 struct ContextOptions {
   // Device selector: an index into the device list, or a case-insensitive substring of the device
   // name. Empty: the RELPOS_DEVICE environment variable, then the first discrete GPU, integrated
@@ -67,6 +77,7 @@ struct ContextOptions {
   // Never map MemoryUse::Device buffers, even where device memory is host-visible, so uploads and
   // downloads take the staging path a discrete GPU uses. For tests of that path.
   bool staging_only = false;
+  DistanceExpansion distance_expansion = DistanceExpansion::Auto;
 };
 
 // An application's own Vulkan objects. relpos loads its own function pointers for them (volk's
@@ -100,6 +111,7 @@ class Context {
 
   const DeviceInfo& device_info() const;
   const DeviceLimits& limits() const;
+  DistanceExpansion distance_expansion() const;
   bool validation_enabled() const;
   // Validation warnings and errors received so far.
   std::uint64_t validation_message_count() const;

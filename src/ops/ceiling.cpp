@@ -42,4 +42,18 @@ void copy_u32(Recorder& r, const Buffer& src, const Buffer& dst, std::uint64_t b
   }
 }
 
+void fill_u32_transfer(Recorder& r, const Buffer& out, std::uint64_t bytes, std::uint32_t value) {
+  detail::require(bytes % 4 == 0 && bytes > 0 && bytes <= out.size(), "bytes", std::to_string(bytes),
+                  "must be a positive multiple of 4 and at most the buffer size " + std::to_string(out.size()));
+  detail::begin_op(r);
+  detail::fill_words(r, out, 0, bytes, value);
+}
+
+void copy_transfer(Recorder& r, const Buffer& src, const Buffer& dst, std::uint64_t bytes) {
+  detail::require(bytes % 4 == 0 && bytes > 0 && bytes <= src.size() && bytes <= dst.size(), "bytes", std::to_string(bytes),
+                  "must be a positive multiple of 4 and at most both buffer sizes");
+  detail::begin_op(r);
+  detail::copy_regions(r, src, dst, {VkBufferCopy{0, 0, bytes}});
+}
+
 }  // namespace relpos

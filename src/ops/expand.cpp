@@ -1,7 +1,9 @@
 #include "ops/expand.hpp"
 
+#include <cstdlib>
 #include <numeric>
 #include <string>
+#include <thread>
 
 #include "reference/checks.hpp"
 #include "relpos_push/expand.h"
@@ -21,6 +23,77 @@ std::uint32_t rows_group(const DeviceLimits& lim, std::uint32_t vec) {
   if (lim.max_workgroup_size[1] < vec) return 0;
   return std::min<std::uint32_t>({256 / vec, lim.max_workgroup_invocations / vec, lim.max_workgroup_size[0]});
 }
+
+// Transfer copies, where they pay (DistanceExpansion::Auto): on CPU devices a copy region is a
+// memcpy on the queue thread, about 0.35 us of overhead plus ~10 GB/s, against ~2 GB/s per
+// thread for the shader's stores (lavapipe, 2-core VM: docs/ARCHITECTURE.md). Rows from 1 KiB;
+// from about 4 threads the shader's parallel stores catch up with the one copying thread.
+constexpr std::uint64_t kCopyMinRowBytes = 1024;
+constexpr std::uint32_t kCopyMaxThreads = 4;
+// Regions per vkCmdCopyBuffer. The validation layer's checks of one command grow with the square
+// of its regions (16384 rows: 12.6 s in commands of 4096, 0.14 s in commands of 32); lavapipe runs
+// commands of 32 as fast as one large one.
+constexpr std::size_t kRegionsPerCommand = 32;
+
+// The threads llvmpipe runs shaders on: LP_NUM_THREADS, else the host's CPUs.
+std::uint32_t cpu_device_threads() {
+  if (const char* e = std::getenv("LP_NUM_THREADS")) return std::max(1, std::atoi(e));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+bool expand_by_copies(const Context& ctx, const ExpandShape& s, const Buffer& out, ExpandMode mode) {
+  if ((mode != ExpandMode::Copy32 && mode != ExpandMode::WriteF16) || !out.transfer_writable()) return false;
+  switch (ctx.distance_expansion()) {
+    case DistanceExpansion::Shader: return false;
+    case DistanceExpansion::Copies: return true;
+    case DistanceExpansion::Auto: break;
+  }
+  return ctx.device_info().type == DeviceType::Cpu && std::uint64_t{s.keys} * expand_elem_bytes(mode) >= kCopyMinRowBytes &&
+         cpu_device_threads() <= kCopyMaxThreads;
+}
+
+// Output row r = (b, h, i) is the window at Q - 1 - i of head h's row: one copy region per row,
+// from the rows themselves (32-bit values) or from their f16 rounding.
+void copy_windows(Recorder& r, const ExpandShape& s, const Buffer& distance_rows, const Buffer& out, ExpandMode mode) {
+  const std::uint64_t row_len = static_cast<std::uint64_t>(s.queries) + s.keys - 1;
+  const Buffer* src = &distance_rows;
+  std::uint64_t pitch = row_len;  // source elements from one head's row to the next
+  std::uint64_t elem_bytes = 4;
+  if (mode == ExpandMode::WriteF16) {
+    // expand_shift with one unshifted copy per head, rounded to f16 once per distance; an even
+    // pitch keeps each 32-bit word of halves within one head.
+    pitch = (row_len + 1) / 2 * 2;
+    elem_bytes = 2;
+    Buffer& halves = scratch(r, s.heads * pitch * 2, MemoryUse::Device);
+    push::ExpandPush sp{};
+    sp.queries = s.queries;
+    sp.keys = s.keys;
+    sp.heads = s.heads;
+    sp.row_len = static_cast<std::uint32_t>(row_len);
+    sp.shifted_len = static_cast<std::uint32_t>(pitch);
+    const std::uint64_t words = s.heads * pitch / 2;
+    sp.count = static_cast<std::uint32_t>(words);
+    for_each_group_range(r.context().limits(), div_up(words, kGroup), [&](std::uint64_t first_group, std::uint32_t groups) {
+      sp.first_row = static_cast<std::uint32_t>(first_group * kGroup);
+      dispatch(r, "expand_shift", {kGroup, 1u, 1u}, {{&distance_rows}, {&halves}}, sp, groups);
+    });
+    barrier(r);
+    src = &halves;
+  }
+  std::vector<VkBufferCopy> regions;
+  regions.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(s.rows, kRegionsPerCommand)));
+  const std::uint64_t row_bytes = std::uint64_t{s.keys} * elem_bytes;
+  for (std::uint64_t row = 0; row < s.rows; ++row) {
+    const std::uint64_t i = row % s.queries, h = (row / s.queries) % s.heads;
+    regions.push_back({(h * pitch + s.queries - 1 - i) * elem_bytes, row * row_bytes, row_bytes});
+    if (regions.size() == kRegionsPerCommand) {
+      copy_regions(r, *src, out, regions);
+      regions.clear();
+    }
+  }
+  copy_regions(r, *src, out, regions);
+}
+
 }  // namespace
 
 ExpandMode expand_mode(DType dtype, bool add) {
@@ -52,6 +125,10 @@ void expand_distance(Recorder& r, const ExpandShape& s, const Buffer& distance_r
   const std::uint64_t row_len = static_cast<std::uint64_t>(s.queries) + s.keys - 1;
   require(distance_rows.size() >= row_len * s.heads * 4, "per-distance rows buffer", std::to_string(distance_rows.size()) + " bytes",
           "must hold heads * (queries + keys - 1) 32-bit values");
+  if (expand_by_copies(r.context(), s, out, mode)) {
+    copy_windows(r, s, distance_rows, out, mode);
+    return;
+  }
   const auto& lim = r.context().limits();
   const std::vector<std::uint32_t> spec = {kGroup, static_cast<std::uint32_t>(mode), kQuadsPerInvocation};
   push::ExpandPush pc{};

@@ -30,5 +30,7 @@ void expand_distance(Recorder& r, const ExpandShape& shape, const Buffer& distan
 
 // The mode that writes (or adds into) a tensor of `dtype`.
 ExpandMode expand_mode(DType dtype, bool add);
+// Bytes per output element of a mode: 2 for the f16 modes, else 4.
+std::uint32_t expand_elem_bytes(ExpandMode mode);
 
 }  // namespace relpos::detail

@@ -102,6 +102,7 @@ Buffer::Buffer(const std::shared_ptr<detail::Device>& device, std::uint64_t byte
   VkBufferCreateInfo bi{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
   bi.size = capacity_;
   bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  usage_ = bi.usage;
   bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   detail::vk_check(d.vk.vkCreateBuffer(d.device, &bi, nullptr, &buffer_), "vkCreateBuffer");
   try {
@@ -122,13 +123,14 @@ Buffer::Buffer(const std::shared_ptr<detail::Device>& device, std::uint64_t byte
   }
 }
 
-Buffer Buffer::external(Context& ctx, VkBuffer buffer, std::uint64_t bytes) {
+Buffer Buffer::external(Context& ctx, VkBuffer buffer, std::uint64_t bytes, VkBufferUsageFlags usage) {
   if (!buffer || bytes == 0) throw InvalidArgument("Buffer::external: a VkBuffer and a size > 0 are required");
   Buffer b;
   b.device_ = ctx.device();
   b.buffer_ = buffer;
   b.size_ = b.capacity_ = bytes;
   b.owned_ = false;
+  b.usage_ = usage;
   return b;
 }
 
@@ -145,6 +147,7 @@ void Buffer::release() noexcept {
   mapped_ = nullptr;
   size_ = capacity_ = 0;
   owned_ = false;
+  usage_ = 0;
 }
 
 Buffer::~Buffer() { release(); }
@@ -161,6 +164,7 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
     size_ = std::exchange(o.size_, 0);
     capacity_ = std::exchange(o.capacity_, 0);
     owned_ = std::exchange(o.owned_, false);
+    usage_ = std::exchange(o.usage_, 0);
   }
   return *this;
 }

@@ -195,6 +195,7 @@ void read_limits(Device& d) {
 
 void apply_overrides(Device& d, const ContextOptions& opt) {
   d.staging_only = opt.staging_only;
+  d.distance_expansion = opt.distance_expansion;
   if (opt.max_storage_buffer_range)
     d.limits.max_storage_buffer_range = std::min<std::uint64_t>(d.limits.max_storage_buffer_range, opt.max_storage_buffer_range);
   if (opt.max_workgroup_count)
@@ -373,6 +374,7 @@ Context& Context::operator=(Context&&) noexcept = default;
 
 const DeviceInfo& Context::device_info() const { return device_->info; }
 const DeviceLimits& Context::limits() const { return device_->limits; }
+DistanceExpansion Context::distance_expansion() const { return device_->distance_expansion; }
 bool Context::validation_enabled() const { return device_->validation; }
 std::uint64_t Context::validation_message_count() const { return device_->validation_messages.load(); }
 VkDevice Context::vk_device() const { return device_->device; }

@@ -39,6 +39,7 @@ struct Device {
   VkPhysicalDeviceMemoryProperties memory{};
   bool validation = false;
   bool staging_only = false;
+  DistanceExpansion distance_expansion = DistanceExpansion::Auto;
   std::atomic<std::uint64_t> validation_messages{0};
   std::function<void(const ValidationMessage&)> on_message;
 

@@ -63,6 +63,11 @@ void dispatch(Recorder& r, std::string_view shader, const std::vector<std::uint3
   dispatch(r, shader, spec, bindings, &push, sizeof(Push), groups_x, groups_y, groups_z);
 }
 
+// Records transfer copies from `src` to `dst` (vkCmdCopyBuffer): the regions must lie inside both.
+void copy_regions(Recorder& r, const Buffer& src, const Buffer& dst, const std::vector<VkBufferCopy>& regions);
+// Records vkCmdFillBuffer of `bytes` (a multiple of 4) at `offset` with the 32-bit `value`.
+void fill_words(Recorder& r, const Buffer& dst, std::uint64_t offset, std::uint64_t bytes, std::uint32_t value);
+
 // [first, first + count) of a flat element range.
 struct ElementChunk {
   std::uint64_t first;

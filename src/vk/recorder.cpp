@@ -140,6 +140,17 @@ void dispatch(Recorder& r, std::string_view shader, const std::vector<std::uint3
   ++s.dispatches;
 }
 
+void copy_regions(Recorder& r, const Buffer& src, const Buffer& dst, const std::vector<VkBufferCopy>& regions) {
+  if (regions.empty()) return;
+  auto& s = r.state();
+  s.dev->vk.vkCmdCopyBuffer(s.cb, src.handle(), dst.handle(), static_cast<std::uint32_t>(regions.size()), regions.data());
+}
+
+void fill_words(Recorder& r, const Buffer& dst, std::uint64_t offset, std::uint64_t bytes, std::uint32_t value) {
+  auto& s = r.state();
+  s.dev->vk.vkCmdFillBuffer(s.cb, dst.handle(), offset, bytes, value);
+}
+
 std::vector<ElementChunk> element_chunks(const DeviceLimits& lim, std::uint64_t total, std::uint32_t elem_bytes,
                                          std::uint64_t elems_per_group) {
   // A chunk starts on a whole quad of elements at an offset the device can bind.

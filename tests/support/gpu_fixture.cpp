@@ -45,6 +45,19 @@ Context& gpu_few_workgroups() {
   return ctx;
 }
 
+Context& gpu_expansion(DistanceExpansion path) {
+  auto make = [](DistanceExpansion e) {
+    ContextOptions o = validated_options();
+    o.distance_expansion = e;
+    return Context(o);
+  };
+  if (path == DistanceExpansion::Auto) return gpu();
+  static Context shader = make(DistanceExpansion::Shader);
+  if (path == DistanceExpansion::Shader) return shader;
+  static Context copies = make(DistanceExpansion::Copies);
+  return copies;
+}
+
 std::vector<std::string> take_validation_messages() {
   std::lock_guard lock(g_mutex);
   return std::exchange(g_messages, {});

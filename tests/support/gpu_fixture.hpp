@@ -19,6 +19,10 @@ Context& gpu_small_limits();
 // take several dispatches along them.
 Context& gpu_few_workgroups();
 
+// A validated context whose per-distance biases always take one path (Shader or Copies), whatever
+// the device: each path is tested on every device.
+Context& gpu_expansion(DistanceExpansion path);
+
 // Messages the layer reported since the last call.
 std::vector<std::string> take_validation_messages();
 
