@@ -15,6 +15,7 @@ using namespace relpos;
 using relpos::test::GpuTest;
 using relpos::test::gpu;
 using relpos::test::gpu_small_limits;
+using relpos::test::gpu_without_shuffles;
 using relpos::test::random_floats;
 using relpos::test::run;
 
@@ -129,6 +130,16 @@ TEST_F(AttentionGpu, EveryBiasModeMatchesReference) {
       for (std::uint32_t b = 0; b < p.batch; ++b) in.lengths.push_back(b == 1 ? 0 : len(rng));
     }
     expect_matches(gpu(), p, in);
+  }
+}
+
+// The kernels a device without subgroup shuffles gets (no shared key loads in the fused op,
+// matmul.comp in the unfused pipeline), run here on a context that hides the shuffles.
+TEST_F(AttentionGpu, EveryBiasModeWithoutSubgroupShuffles) {
+  std::mt19937 rng(2025);
+  for (int trial = 0; trial < 12; ++trial) {
+    const AttentionParams p = random_params(rng, kModes[trial % 6], trial % 4 < 2 ? DType::F32 : DType::F16);
+    expect_matches(gpu_without_shuffles(), p, random_inputs(rng, p));
   }
 }
 

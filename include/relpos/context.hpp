@@ -77,6 +77,9 @@ struct ContextOptions {
   // Never map MemoryUse::Device buffers, even where device memory is host-visible, so uploads and
   // downloads take the staging path a discrete GPU uses. For tests of that path.
   bool staging_only = false;
+  // Treat the device as one without subgroup shuffles, so that the kernels such devices get run.
+  // For tests of those kernels on devices that have shuffles.
+  bool no_subgroup_shuffles = false;
   DistanceExpansion distance_expansion = DistanceExpansion::Auto;
 };
 

@@ -196,6 +196,7 @@ void read_limits(Device& d) {
 void apply_overrides(Device& d, const ContextOptions& opt) {
   d.staging_only = opt.staging_only;
   d.distance_expansion = opt.distance_expansion;
+  if (opt.no_subgroup_shuffles) d.limits.subgroup_shuffle = false;
   if (opt.max_storage_buffer_range)
     d.limits.max_storage_buffer_range = std::min<std::uint64_t>(d.limits.max_storage_buffer_range, opt.max_storage_buffer_range);
   if (opt.max_workgroup_count)

@@ -58,6 +58,15 @@ Context& gpu_expansion(DistanceExpansion path) {
   return copies;
 }
 
+Context& gpu_without_shuffles() {
+  static Context ctx = [] {
+    ContextOptions o = validated_options();
+    o.no_subgroup_shuffles = true;
+    return Context(o);
+  }();
+  return ctx;
+}
+
 std::vector<std::string> take_validation_messages() {
   std::lock_guard lock(g_mutex);
   return std::exchange(g_messages, {});

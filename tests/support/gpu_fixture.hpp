@@ -23,6 +23,11 @@ Context& gpu_few_workgroups();
 // the device: each path is tested on every device.
 Context& gpu_expansion(DistanceExpansion path);
 
+// A validated context that treats the device as one without subgroup shuffles: the kernels
+// other devices get (matmul.comp instead of matmul_shared, fused attention without shared key
+// loads, the Fourier row without shared rotation loads).
+Context& gpu_without_shuffles();
+
 // Messages the layer reported since the last call.
 std::vector<std::string> take_validation_messages();
 
