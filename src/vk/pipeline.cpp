@@ -32,7 +32,10 @@ std::uint32_t binding_count(const EmbeddedShader& s) {
 
 const Pipeline& Device::pipeline(std::string_view shader, const std::vector<std::uint32_t>& spec) {
   std::string key(shader);
-  for (auto v : spec) key += ":" + std::to_string(v);
+  for (auto v : spec) {
+    key += ':';
+    key += std::to_string(v);
+  }
   std::lock_guard lock(pipeline_mutex);
   if (auto it = pipelines.find(key); it != pipelines.end()) return it->second;
 
