@@ -16,6 +16,12 @@ layout(constant_id = 4) const uint QUAD = 1;
 layout(constant_id = 5) const uint IN_PLACE = 1;
 // f16 with rot_dim % 16 == 0 and head_dim % 8 == 0: a unit is eight pairs, 16-byte loads of halves.
 layout(constant_id = 6) const uint WIDE = 0;
+// What a dispatch may need, as constants so that lavapipe compiles the rest out: it runs both sides
+// of every branch under a lane mask, so a branch no lane takes still costs its loads and its
+// sincos. L_POSITIONS: the position changes along l (a position buffer with BHSD, l_div != 0);
+// TAIL: units past rot_dim copy the pass-through features (out of place, tail_units != 0).
+layout(constant_id = 7) const uint L_POSITIONS = 0;
+layout(constant_id = 8) const uint TAIL = 0;
 
 layout(std430, binding = 0) readonly buffer Freq { float inv_freq[]; };
 layout(std430, binding = 1) buffer X4 { uvec4 x4[]; };
@@ -195,7 +201,7 @@ void main() {
   uint lb = l_div != 0u ? lg / l_div : 0u;
   uint lh = l_div != 0u ? lg - lb * l_div : 0u;
   uint row = pc.base + pl * pc.p_stride + l0 * l_stride;
-  bool tail = u >= units;
+  bool tail = TAIL != 0u && u >= units;
   int pos = position_of(p, lb);
   const uint pairs = WIDE != 0u ? 8u : 4u;  // per unit
   vec4 c0 = vec4(1.0), s0 = vec4(0.0), c1 = vec4(1.0), s1 = vec4(0.0);
@@ -205,10 +211,10 @@ void main() {
   for (uint l = l0; l < l1; ++l, row += l_stride) {
     if (QUAD == 0u) {
       rotate_row_scalar(row, pos);
-    } else if (tail && WIDE != 0u) {
+    } else if (TAIL != 0u && tail && WIDE != 0u) {
       uint w = ((row + rot_dim) >> 3) + (u - units);
       o4[w] = x4[w];  // tail units exist out of place only
-    } else if (tail) {
+    } else if (TAIL != 0u && tail) {
       uint q = ((row + rot_dim) >> 2) + (u - units);
       store_quad(q, load_quad(q));
     } else if (WIDE != 0u) {
@@ -216,7 +222,7 @@ void main() {
     } else {
       rotate_unit(row, u, c0, s0);
     }
-    if (l_div != 0u && ++lh == l_div) {
+    if (L_POSITIONS != 0u && ++lh == l_div) {
       lh = 0u;
       ++lb;
       pos = position_of(p, lb);

@@ -131,6 +131,27 @@ TEST_F(RopeGpu, FarPositionsStayAccurate) {
   }
 }
 
+// Long sequences give each invocation a block of several (batch, head) rows: with BHSD and a
+// position buffer the block crosses from one batch into the next, whose positions differ, so
+// the angles are recomputed inside the loop (L_POSITIONS); out of place, the pass-through tail
+// units copy every row of the block (TAIL). 3 x 3 rows in blocks of 5 cross at rows 3 and 6.
+TEST_F(RopeGpu, InvocationBlocksCrossBatches) {
+  std::mt19937 rng(31);
+  for (auto [in_place, dtype, rot] : {std::tuple{true, DType::F32, 0u}, {false, DType::F32, 8u}, {false, DType::F16, 16u}}) {
+    Case c;
+    c.p.batch = 3;
+    c.p.heads = 3;
+    c.p.seq = 4096;
+    c.p.head_dim = 32;
+    c.p.rotary_dim = rot;
+    c.p.layout = RopeLayout::BHSD;
+    c.in_place = in_place;
+    c.dtype = dtype;
+    c.use_positions = true;
+    expect_matches(gpu(), c, rng);
+  }
+}
+
 // With a 4 KiB binding limit and 3 workgroups per dispatch dimension, tensors split into
 // rectangles of rows at unaligned offsets, in both layouts (BHSD rows of one head span S * D).
 TEST_F(RopeGpu, SplitPathsUnderLoweredLimits) {

@@ -106,7 +106,8 @@ void record(Recorder& r, const RopeParams& p, const Buffer& x, const Buffer* out
   Buffer& freq = detail::scratch(r, fr.inv_freq.size() * 4, MemoryUse::Host);
   std::memcpy(freq.host_pointer(), fr.inv_freq.data(), fr.inv_freq.size() * 4);  // fresh: no GPU work uses it yet
   const std::vector<std::uint32_t> spec = {wg_x, wg_y, dtype == DType::F16 ? 1u : 0u, p.style == RopeStyle::GptJ ? 1u : 0u,
-                                           quad ? 1u : 0u, in_place ? 1u : 0u, wide ? 1u : 0u};
+                                           quad ? 1u : 0u, in_place ? 1u : 0u, wide ? 1u : 0u,
+                                           pc.l_div != 0 ? 1u : 0u, pc.tail_units != 0 ? 1u : 0u};
   const Buffer& dst = in_place ? x : *out;
   detail::begin_op(r);
   for (std::uint64_t p0 = 0; p0 < g.p_count; p0 += np)
