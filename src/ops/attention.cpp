@@ -258,14 +258,13 @@ void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& bu
   pc.memory_prefix = p.memory_prefix;
   pc.query_offset = static_cast<std::int32_t>(p.query_offset);
   pc.causal = p.causal ? 1 : 0;
-  pc.bias_mode = mode;
   pc.scale = p.effective_scale();
   pc.shaw_k = p.max_relative_position;
   pc.has_lengths = bufs.key_lengths ? 1 : 0;
   const std::vector<std::uint32_t> spec = {lanes, p.head_dim / 4, tiles.key_block, p.dtype == DType::F16 ? 1u : 0u,
                                            S == 1 && p.dtype == DType::F16 ? 1u : 0u, rows_per_lane,
                                            // every lane of a subgroup must walk the same keys
-                                           tiles.share_loads && !lane_splits && lanes % tiles.key_block == 0 ? 1u : 0u};
+                                           tiles.share_loads && !lane_splits && lanes % tiles.key_block == 0 ? 1u : 0u, mode};
   // Only the variant that shares loads declares the subgroup-shuffle capability.
   const char* shader = spec[6] ? "attention_fused_shuffle" : "attention_fused";
   const detail::BufferSpan rel_keys = mode == RELPOS_ATTN_SHAW ? detail::BufferSpan{bufs.rel_keys} : detail::BufferSpan{&dummy};

@@ -20,6 +20,10 @@ layout(constant_id = 5) const uint ROWS = 1u;       // query rows per invocation
 // buffer load as a loop over its SIMD lanes, so one load per lane and block, instead of one per
 // lane and key, divides that cost by the subgroup size; a shuffle there is a register extract.
 layout(constant_id = 6) const uint SHARE_LOADS = 0u;
+// The bias mode (RELPOS_ATTN_*), a constant so that only its own code is compiled: lavapipe runs
+// both sides of every branch under a lane mask, so a mode chosen at run time cost every key the
+// loads of all the others (Shaw's D4 rel_keys loads among them).
+layout(constant_id = 7) const uint BIAS_MODE = 0u;
 
 // float32 storage is read as vec4 words, float16 as uvec2 words (four halves); both views alias.
 layout(std430, binding = 0) readonly buffer Q32 { vec4 q32[]; };
@@ -68,7 +72,7 @@ void main() {
     j_end = min(j_end, M + uint(max(last_abs + 1, 0)));
   }
 
-  const uint mode = pc.bias_mode;
+  const uint mode = BIAS_MODE;
   const int kk = int(pc.shaw_k);
   const uint last_rel = 2u * pc.shaw_k;
   const float slope = mode == RELPOS_ATTN_ALIBI ? bias[h - pc.bias_shift] : 0.0;

@@ -31,7 +31,6 @@ RELPOS_PUSH_BEGIN(AttentionPush) {
   uint memory_prefix;
   int query_offset;
   uint causal;
-  uint bias_mode;      // RELPOS_ATTN_* below
   float scale;
   uint shaw_k;         // max_relative_position
   uint has_lengths;    // key_lengths bound
