@@ -24,6 +24,7 @@ layout(constant_id = 6) const uint SHARE_LOADS = 0u;
 // both sides of every branch under a lane mask, so a mode chosen at run time cost every key the
 // loads of all the others (Shaw's D4 rel_keys loads among them).
 layout(constant_id = 7) const uint BIAS_MODE = 0u;
+const bool SHARE_BIAS = SHARE_LOADS != 0u && BIAS_MODE == RELPOS_ATTN_ROW;
 
 // float32 storage is read as vec4 words, float16 as uvec2 words (four halves); both views alias.
 layout(std430, binding = 0) readonly buffer Q32 { vec4 q32[]; };
@@ -85,6 +86,7 @@ void main() {
   vec4 q[ROWS * D4], acc[ROWS * D4];
   float m[ROWS], l[ROWS], p_lo[ROWS], p_hi[ROWS], w_lo[ROWS], w_hi[ROWS];
   uint lane_end[ROWS], bias_base[ROWS], q_word[ROWS];
+  uint share_base[ROWS];  // SHARE_BIAS: bias_base of the subgroup's first lane, unclamped (wraps past Q)
   int rp_base[ROWS];  // rp = j + rp_base
   [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
     const uint i = lane_splits ? 0u : min(i_first + r * WG + lane, pc.queries - 1u);
@@ -95,6 +97,8 @@ void main() {
     bias_base[r] = mode == RELPOS_ATTN_ROW     ? h * (pc.queries + pc.keys - 1u) + (pc.queries - 1u - i) - M - pc.bias_shift
                    : mode == RELPOS_ATTN_DENSE ? (h * pc.queries + i) * pc.keys - pc.bias_shift
                                                : 0u;
+    share_base[r] = h * (pc.queries + pc.keys - 1u) + (pc.queries - 1u) - (i_first + r * WG + lane - LANE_IN_SUBGROUP) - M -
+                    pc.bias_shift;
     m[r] = NEG_INF;
     l[r] = 0.0;
     p_lo[r] = 0.0;
@@ -124,6 +128,20 @@ void main() {
     vec4 mine[D4];
     if (SHARE_LOADS != 0u) [[unroll]] for (uint d = 0u; d < D4; ++d) mine[d] = load_k(kv_word + j_mine * D4 + d);
     const uint u_end = SHARE_LOADS != 0u ? KEY_BLOCK : n;  // a constant bound when shared: unrolled
+    // The per-distance row, shared too: lane L's row reads it at bias_base[r] + j, one below the
+    // previous lane's, so the block's keys over the subgroup's lanes read 2 * KEY_BLOCK - 1
+    // consecutive values. Each lane loads two (lo: t = u - L in [1 - KEY_BLOCK, 0], hi: t in
+    // [1, KEY_BLOCK]) and takes the others' by shuffle. Indices are clamped into the binding: only
+    // those of masked keys (past the end, or j < M where bias_base wraps) leave it.
+    float bias_lo[ROWS], bias_hi[ROWS];
+    if (SHARE_BIAS) {
+      const uint last = uint(bias.length()) - 1u;
+      [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+        const uint at = share_base[r] + j0 + LANE_IN_SUBGROUP;
+        bias_lo[r] = bias[min(at - (KEY_BLOCK - 1u), last)];
+        bias_hi[r] = bias[min(at + 1u, last)];
+      }
+    }
     for (uint u = 0u; u < u_end; ++u) {
       const uint j = j0 + u;
       const uint jb = min(j, j_end - 1u);  // past the end (shared loads only): any in-range bias
@@ -134,7 +152,12 @@ void main() {
         [[unroll]] for (uint d = 0u; d < D4; ++d) x += dot(q[r * D4 + d], key[d]);
         if (j >= M && mode != RELPOS_ATTN_NONE) {
           const int rp = int(j) + rp_base[r];
-          if (mode == RELPOS_ATTN_ROW || mode == RELPOS_ATTN_DENSE) {
+          if (SHARE_BIAS) {
+            const int t = int(u) - int(LANE_IN_SUBGROUP);
+            const float lo = SHARED_LOAD(bias_lo[r], uint(t + int(KEY_BLOCK) - 1) & (KEY_BLOCK - 1u));
+            const float hi = SHARED_LOAD(bias_hi[r], uint(t - 1) & (KEY_BLOCK - 1u));
+            x += t <= 0 ? lo : hi;
+          } else if (mode == RELPOS_ATTN_ROW || mode == RELPOS_ATTN_DENSE) {
             x += bias[bias_base[r] + jb];
           } else if (mode == RELPOS_ATTN_ALIBI) {
             x -= slope * float(abs(rp));
