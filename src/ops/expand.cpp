@@ -24,6 +24,34 @@ std::uint32_t rows_group(const DeviceLimits& lim, std::uint32_t vec) {
   return std::min<std::uint32_t>({256 / vec, lim.max_workgroup_invocations / vec, lim.max_workgroup_size[0]});
 }
 
+// Bytes of `copies` shifted copies of each head's row, `shifted_len` values each, in f16 (`half`)
+// or 32-bit values.
+std::uint64_t shifted_rows_bytes(const ExpandShape& s, std::uint32_t copies, std::uint64_t shifted_len, bool half) {
+  return std::uint64_t{s.heads} * copies * shifted_len * (half ? 2 : 4);
+}
+
+// Those copies, made by expand_shift.comp: copy c of head h holds row[h][x + c] at x, rounded to
+// f16 once per distance where `half`. Ends with the barrier that makes them readable.
+Buffer& shifted_rows(Recorder& r, const ExpandShape& s, const Buffer& distance_rows, std::uint32_t copies,
+                     std::uint64_t shifted_len, bool half) {
+  const std::uint64_t bytes = shifted_rows_bytes(s, copies, shifted_len, half);
+  Buffer& shifted = scratch(r, bytes, MemoryUse::Device);
+  push::ExpandPush sp{};
+  sp.queries = s.queries;
+  sp.keys = s.keys;
+  sp.heads = s.heads;
+  sp.row_len = static_cast<std::uint32_t>(std::uint64_t{s.queries} + s.keys - 1);
+  sp.shifted_len = static_cast<std::uint32_t>(shifted_len);
+  const std::uint64_t words = bytes / 4;
+  sp.count = static_cast<std::uint32_t>(words);
+  for_each_group_range(r.context().limits(), div_up(words, kGroup), [&](std::uint64_t first_group, std::uint32_t groups) {
+    sp.first_row = static_cast<std::uint32_t>(first_group * kGroup);
+    dispatch(r, "expand_shift", {kGroup, half ? 1u : 0u, copies}, {{&distance_rows}, {&shifted}}, sp, groups);
+  });
+  barrier(r);
+  return shifted;
+}
+
 // Transfer copies, where they pay (DistanceExpansion::Auto): on CPU devices a copy region is a
 // memcpy on the queue thread, about 0.35 us of overhead plus ~10 GB/s, against ~2 GB/s per
 // thread for the shader's stores (lavapipe, 2-core VM: docs/ARCHITECTURE.md). Rows from 1 KiB;
@@ -60,25 +88,11 @@ void copy_windows(Recorder& r, const ExpandShape& s, const Buffer& distance_rows
   std::uint64_t pitch = row_len;  // source elements from one head's row to the next
   std::uint64_t elem_bytes = 4;
   if (mode == ExpandMode::WriteF16) {
-    // expand_shift with one unshifted copy per head, rounded to f16 once per distance; an even
-    // pitch keeps each 32-bit word of halves within one head.
+    // One unshifted copy per head, rounded to f16; an even pitch keeps each 32-bit word of halves
+    // within one head.
     pitch = (row_len + 1) / 2 * 2;
     elem_bytes = 2;
-    Buffer& halves = scratch(r, s.heads * pitch * 2, MemoryUse::Device);
-    push::ExpandPush sp{};
-    sp.queries = s.queries;
-    sp.keys = s.keys;
-    sp.heads = s.heads;
-    sp.row_len = static_cast<std::uint32_t>(row_len);
-    sp.shifted_len = static_cast<std::uint32_t>(pitch);
-    const std::uint64_t words = s.heads * pitch / 2;
-    sp.count = static_cast<std::uint32_t>(words);
-    for_each_group_range(r.context().limits(), div_up(words, kGroup), [&](std::uint64_t first_group, std::uint32_t groups) {
-      sp.first_row = static_cast<std::uint32_t>(first_group * kGroup);
-      dispatch(r, "expand_shift", {kGroup, 1u, 1u}, {{&distance_rows}, {&halves}}, sp, groups);
-    });
-    barrier(r);
-    src = &halves;
+    src = &shifted_rows(r, s, distance_rows, 1, pitch, true);
   }
   std::vector<VkBufferCopy> regions;
   regions.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(s.rows, kRegionsPerCommand)));
@@ -152,19 +166,10 @@ void expand_distance(Recorder& r, const ExpandShape& s, const Buffer& distance_r
   rows_per_chunk = rows_per_chunk / align_rows * align_rows;
   const bool half_copies = mode == ExpandMode::WriteF16;  // ADD_F16 adds f32 values, rounding once
   const std::uint64_t shifted_len = (row_len + vec - 1) / vec * vec;
-  const std::uint64_t shifted_bytes = std::uint64_t{s.heads} * vec * shifted_len * (half_copies ? 2 : 4);
   if (s.keys % vec == 0 && group_x > 0 && rows_per_chunk > 0 && groups_x <= lim.max_workgroup_count[0] &&
-      shifted_bytes <= lim.max_storage_buffer_range) {
+      shifted_rows_bytes(s, vec, shifted_len, half_copies) <= lim.max_storage_buffer_range) {
     pc.shifted_len = static_cast<std::uint32_t>(shifted_len);
-    Buffer& shifted = scratch(r, shifted_bytes, MemoryUse::Device);
-    const std::uint64_t words = shifted_bytes / 4;
-    push::ExpandPush sp = pc;
-    sp.count = static_cast<std::uint32_t>(words);
-    for_each_group_range(lim, div_up(words, kGroup), [&](std::uint64_t first_group, std::uint32_t groups) {
-      sp.first_row = static_cast<std::uint32_t>(first_group * kGroup);
-      dispatch(r, "expand_shift", {kGroup, half_copies ? 1u : 0u, vec}, {{&distance_rows}, {&shifted}}, sp, groups);
-    });
-    barrier(r);
+    const Buffer& shifted = shifted_rows(r, s, distance_rows, vec, shifted_len, half_copies);
     for (std::uint64_t first = 0; first < s.rows; first += rows_per_chunk) {
       const std::uint64_t rows = std::min(rows_per_chunk, s.rows - first);
       pc.first_row = static_cast<std::uint32_t>(first);
