@@ -39,7 +39,7 @@ Tiles pick_tiles(const Context& ctx) {
   const std::uint32_t lanes = std::clamp<std::uint32_t>(sub * 4, 1, std::min<std::uint32_t>(cap, 64));
   // A CPU device runs each storage load as a loop over its SIMD lanes (the subgroup): there the
   // lanes of a subgroup load one key each and shuffle them, so a key block is one subgroup.
-  const bool share = cpu && lim.subgroup_shuffle && sub > 1 && lanes % sub == 0;
+  const bool share = detail::load_sharing_subgroup(ctx, lanes) != 0;
   return {lanes, cpu ? 4u : 1u, share ? sub : 8u, cpu ? 64u : 1024u, share};
 }
 

@@ -112,15 +112,13 @@ void record_row(Recorder& r, const FourierParams& p, const Buffer& rotation, con
   pc.heads = p.heads;
   pc.dim = p.vector_size;
   const std::uint64_t bytes = std::uint64_t{p.row_len()} * p.heads * 4;
-  // CPU devices share the rotation loads across a subgroup (each load is a loop over the lanes
-  // there; on GPUs a load every lane makes of one address is a broadcast already).
-  const auto& lim = r.context().limits();
-  const std::uint32_t sub = lim.subgroup_size;
-  const bool share = r.context().device_info().type == DeviceType::Cpu && lim.subgroup_shuffle && sub > 1 && kGroup % sub == 0;
+  // Where loads are worth sharing, the lanes of a subgroup share the rotation values.
+  const std::uint32_t sub = detail::load_sharing_subgroup(r.context(), kGroup);
+  const bool share = sub != 0;
   // Four distances per invocation.
-  detail::for_each_group_range(lim, detail::div_up(pc.row_len, 4 * kGroup), [&](std::uint64_t first, std::uint32_t groups) {
+  detail::for_each_group_range(r.context().limits(), detail::div_up(pc.row_len, 4 * kGroup), [&](std::uint64_t first, std::uint32_t groups) {
     pc.first = static_cast<std::uint32_t>(first * 4 * kGroup);
-    detail::dispatch(r, share ? "fourier_distance_row_shuffle" : "fourier_distance_row", {kGroup, kHeadsPerPass, share ? sub : 0u},
+    detail::dispatch(r, share ? "fourier_distance_row_shuffle" : "fourier_distance_row", {kGroup, kHeadsPerPass, sub},
                      {{&steps}, {&rotation}, {&row, 0, bytes}}, pc, groups);
   });
 }

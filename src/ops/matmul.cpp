@@ -30,12 +30,9 @@ struct SharedTile {
 };
 
 SharedTile shared_tile(const Context& ctx, const MatmulParams& p) {
-  const DeviceLimits& lim = ctx.limits();
-  const std::uint32_t sub = lim.subgroup_size;
+  const std::uint32_t sub = load_sharing_subgroup(ctx, kMatmulGroup);
   SharedTile t;
-  if (ctx.device_info().type != DeviceType::Cpu || !lim.subgroup_shuffle || sub < 2 || kMatmulGroup % sub != 0 ||
-      p.m < 2ull * sub * kSharedRows)
-    return t;
+  if (sub == 0 || p.m < 2ull * sub * kSharedRows) return t;
   t.use = true;
   t.sub = sub;
   const std::uint64_t subgroups = (p.m + std::uint64_t{sub} * kSharedRows - 1) / (std::uint64_t{sub} * kSharedRows);

@@ -91,4 +91,15 @@ void for_each_group_range(const DeviceLimits& limits, std::uint64_t total_groups
 
 inline std::uint32_t div_up(std::uint64_t a, std::uint64_t b) { return static_cast<std::uint32_t>((a + b - 1) / b); }
 
+// The subgroup size where the lanes of a subgroup should share their storage loads by
+// subgroupShuffle, 0 where not: a CPU device (each load there is a loop over the subgroup's lanes;
+// on a GPU a load of one address by every lane is a broadcast already) whose subgroups can shuffle
+// in compute shaders and tile a workgroup of `group` invocations.
+inline std::uint32_t load_sharing_subgroup(const Context& ctx, std::uint32_t group) {
+  const DeviceLimits& lim = ctx.limits();
+  const std::uint32_t sub = lim.subgroup_size;
+  const bool share = ctx.device_info().type == DeviceType::Cpu && lim.subgroup_shuffle && sub > 1 && group % sub == 0;
+  return share ? sub : 0;
+}
+
 }  // namespace relpos::detail
