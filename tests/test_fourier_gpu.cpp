@@ -54,6 +54,14 @@ std::vector<float> gpu_bias(Context& ctx, const FourierParams& p, const std::vec
   return download_floats(out, n, dtype);
 }
 
+// The [H, Q + K - 1] per-distance row; `spare` more bytes in the buffer than the row needs.
+std::vector<float> gpu_row(Context& ctx, const FourierParams& p, const std::vector<float>& rot, std::size_t spare = 0) {
+  const std::size_t n = std::size_t{p.heads} * p.row_len();
+  Buffer rb = make_buffer(ctx, rot), row(ctx, n * 4 + spare);
+  run(ctx, [&](Recorder& r) { fourier_distance_row(r, p, rb, row); });
+  return row.download<float>(n);
+}
+
 // Q != K, every kind of offset (default last-aligned, first-aligned, decoding step, far), odd head
 // counts across the 8-head passes of the row shader, several vector sizes and wavelengths.
 FourierParams random_params(std::mt19937& rng) {
@@ -121,11 +129,9 @@ TEST_F(FourierGpu, DistanceRowIsPublic) {
     FourierParams p = random_params(rng);
     SCOPED_TRACE(describe(p));
     const auto rot = random_floats(rng, std::size_t{p.heads} * p.vector_size, -1.0f, 1.0f);
-    const std::size_t n = std::size_t{p.heads} * p.row_len();
-    Buffer rb = make_buffer(gpu(), rot), row(gpu(), n * 4 + 64);  // larger than needed is fine
-    run(gpu(), [&](Recorder& r) { fourier_distance_row(r, p, rb, row); });
     const auto want = fourier_distance_row_reference(p, rot);
-    EXPECT_LE(normalised_error(row.download<float>(n), want), normalised(distance_bound(p, rot), want));
+    // A buffer larger than needed is fine.
+    EXPECT_LE(normalised_error(gpu_row(gpu(), p, rot, 64), want), normalised(distance_bound(p, rot), want));
   }
 }
 
@@ -140,14 +146,8 @@ TEST_F(FourierGpu, RowWithAndWithoutSharedLoads) {
     if (trial == 0) p.heads = 19, p.vector_size = 26;
     SCOPED_TRACE(describe(p));
     const auto rot = random_floats(rng, std::size_t{p.heads} * p.vector_size, -1.0f, 1.0f);
-    const std::size_t n = std::size_t{p.heads} * p.row_len();
-    auto row_on = [&](Context& ctx) {
-      Buffer rb = make_buffer(ctx, rot), row(ctx, n * 4);
-      run(ctx, [&](Recorder& r) { fourier_distance_row(r, p, rb, row); });
-      return row.download<float>(n);
-    };
-    const auto shared = row_on(gpu());
-    EXPECT_EQ(shared, row_on(gpu_without_shuffles()));
+    const auto shared = gpu_row(gpu(), p, rot);
+    EXPECT_EQ(shared, gpu_row(gpu_without_shuffles(), p, rot));
     const auto want = fourier_distance_row_reference(p, rot);
     EXPECT_LE(normalised_error(shared, want), normalised(distance_bound(p, rot), want));
   }
