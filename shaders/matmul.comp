@@ -7,6 +7,7 @@
 // f32 accumulation whatever the storage; rows and columns past the edge are clamped on load and
 // skipped on store, so the inner loop has no branches.
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 #include "relpos_push/matmul.h"
 
 layout(local_size_x_id = 0) in;
@@ -61,36 +62,36 @@ void main() {
   if (ty >= pc.ty || row0 >= pc.m || col0 >= pc.n) return;
   uint z = gl_WorkGroupID.z;
   uint a_row[RM], b_at[4];
-  for (uint r = 0; r < RM; ++r) a_row[r] = pc.a_base + z * pc.a_bs + min(row0 + r, pc.m - 1u) * pc.a_rs;
+  [[unroll]] for (uint r = 0u; r < RM; ++r) a_row[r] = pc.a_base + z * pc.a_bs + min(row0 + r, pc.m - 1u) * pc.a_rs;
   uint b0 = pc.b_base + z * pc.b_bs;
-  for (uint s = 0; s < 4u; ++s) b_at[s] = B_T ? b0 + min(col0 + s, pc.n - 1u) * pc.b_rs : b0 + min(col0 + s, pc.n - 1u);
+  [[unroll]] for (uint s = 0u; s < 4u; ++s) b_at[s] = B_T ? b0 + min(col0 + s, pc.n - 1u) * pc.b_rs : b0 + min(col0 + s, pc.n - 1u);
 
   // The loops read no push constant: lavapipe makes each such read an eight-lane gather.
   uint depth = pc.k, b_rs = pc.b_rs;
   vec4 acc[RM];  // acc[r][s]
-  for (uint r = 0; r < RM; ++r) acc[r] = vec4(0.0);
+  [[unroll]] for (uint r = 0u; r < RM; ++r) acc[r] = vec4(0.0);
   if (VEC4 && B_T) {
     for (uint c = 0; c < depth; c += 4u) {
       vec4 a[RM], b[4];
-      for (uint r = 0; r < RM; ++r) a[r] = load_a4(a_row[r] + c);
-      for (uint s = 0; s < 4u; ++s) b[s] = load_b4(b_at[s] + c);
-      for (uint r = 0; r < RM; ++r) acc[r] += vec4(dot(a[r], b[0]), dot(a[r], b[1]), dot(a[r], b[2]), dot(a[r], b[3]));
+      [[unroll]] for (uint r = 0u; r < RM; ++r) a[r] = load_a4(a_row[r] + c);
+      [[unroll]] for (uint s = 0u; s < 4u; ++s) b[s] = load_b4(b_at[s] + c);
+      [[unroll]] for (uint r = 0u; r < RM; ++r) acc[r] += vec4(dot(a[r], b[0]), dot(a[r], b[1]), dot(a[r], b[2]), dot(a[r], b[3]));
     }
   } else if (VEC4) {
     // NN with n % 4 == 0: the four columns are one quad of each B row.
     for (uint c = 0; c < depth; c += 4u) {
       vec4 a[RM];
-      for (uint r = 0; r < RM; ++r) a[r] = load_a4(a_row[r] + c);
-      for (uint t = 0; t < 4u; ++t) {
+      [[unroll]] for (uint r = 0u; r < RM; ++r) a[r] = load_a4(a_row[r] + c);
+      [[unroll]] for (uint t = 0u; t < 4u; ++t) {
         vec4 b = load_b4(b_at[0] + (c + t) * b_rs);
-        for (uint r = 0; r < RM; ++r) acc[r] += a[r][t] * b;
+        [[unroll]] for (uint r = 0u; r < RM; ++r) acc[r] += a[r][t] * b;
       }
     }
   } else {
     for (uint c = 0; c < depth; ++c) {
       vec4 b;
-      for (uint s = 0; s < 4u; ++s) b[s] = load_b(B_T ? b_at[s] + c : b_at[s] + c * b_rs);
-      for (uint r = 0; r < RM; ++r) acc[r] += load_a(a_row[r] + c) * b;
+      [[unroll]] for (uint s = 0u; s < 4u; ++s) b[s] = load_b(B_T ? b_at[s] + c : b_at[s] + c * b_rs);
+      [[unroll]] for (uint r = 0u; r < RM; ++r) acc[r] += load_a(a_row[r] + c) * b;
     }
   }
   uint c0 = pc.c_base + z * pc.c_bs;

@@ -5,7 +5,7 @@
 //   broadcast. Lanes lie along a row, each storing UNROLL neighbouring quads, and a workgroup walks
 //   ROWS rows (lavapipe pays per workgroup, and per separate run of stores).
 // - BAND = true: the few quads of each row that meet the band (-k < rp < k), with clamped loads.
-//   One lane per row walks that row's band, so every lane runs the same number of steps.
+//   One lane per row walks (a part of) that row's band, so every lane runs the same number of steps.
 // lavapipe turns each push-constant or buffer read in a loop into an eight-lane gather, so the
 // loops read nothing they can read before.
 #extension GL_GOOGLE_include_directive : require
@@ -38,7 +38,9 @@ void main() {
   uint quads = (keys + 3u) / 4u;
   uint t_stride = uint(2 * k + 1);
   if (BAND) {
-    uint row = gl_GlobalInvocationID.x;
+    // One invocation per (row, part of the row's band steps).
+    uint parts = pc.parts, part_len = pc.part_len;
+    uint row = gl_GlobalInvocationID.x / parts, part = gl_GlobalInvocationID.x % parts;
     if (row >= rows) return;
     int i_abs = int((pc.row0 + row) % queries) + query_offset;
     uint x = x_base + row * keys;
@@ -48,7 +50,8 @@ void main() {
     int band_first = (i_abs - k + 1) >> 2, band_last = (i_abs + k - 1) >> 2;  // floor division
     int first = max(band_first, 0), last = min(band_last, int(quads) - 1);
     uint steps = (2u * uint(k) - 2u) / 4u + 2u;
-    for (uint s = 0u; s < steps; ++s) {
+    uint s0 = part * part_len, s1 = min(steps, s0 + part_len);
+    for (uint s = s0; s < s1; ++s) {
       int q = first + int(s);
       if (q > last) break;
       int rp = 4 * q - i_abs;

@@ -42,9 +42,14 @@ struct AttentionParams {
   AttentionBias bias = AttentionBias::None;
   T5Params t5{};  // bucket configuration and bias scale (its queries/keys/heads/offset are ignored)
   std::uint32_t max_relative_position = 0;  // Shaw's k
-  std::uint32_t key_splits = 0;  // split the keys across this many workgroups per row (0: chosen from the shape)
+  // Split the keys of each row across this many workgroups (0: chosen from the shape). A split holds
+  // at most kMaxKeysPerSplit keys, so long rows always take several.
+  std::uint32_t key_splits = 0;
 
   static constexpr std::uint32_t kMaxHeadDim = 256;
+  // Keys one invocation walks at most: the shader's loops run at most 3 iterations per key, within
+  // the bound on any invocation's loops (docs/ARCHITECTURE.md, "Bounded loops").
+  static constexpr std::uint32_t kMaxKeysPerSplit = 8192;
 
   float effective_scale() const;
   std::uint64_t rows() const { return std::uint64_t{batch} * heads * queries; }

@@ -13,6 +13,7 @@
 #include "relpos/context.hpp"
 #include "relpos_push/attention.h"
 #include "relpos_push/attention_merge.h"
+#include "relpos_push/loop_bound.h"
 #include "vk/dispatch.hpp"
 
 namespace relpos {
@@ -46,11 +47,17 @@ Tiles pick_tiles(const Context& ctx) {
 // At least this many keys per split, so that the merge stays small beside the attention itself.
 constexpr std::uint32_t kMinSplitKeys = 128;
 
+// Per key the kernel runs one iteration of each of its two key loops, plus one of the block loop
+// per key block: at most 3 per key, with room left for its fixed-size loops.
+static_assert(3 * AttentionParams::kMaxKeysPerSplit <= RELPOS_MAX_LOOP_ITERATIONS, "a split's keys must fit the loop bound");
+
 std::uint32_t pick_splits(const AttentionParams& p, const Tiles& tiles) {
-  if (p.key_splits) return p.key_splits;
-  if (p.rows() >= tiles.target_items) return 1;
-  const std::uint64_t by_items = (tiles.target_items + p.rows() - 1) / p.rows();
-  return static_cast<std::uint32_t>(std::max<std::uint64_t>(1, std::min<std::uint64_t>(by_items, p.keys / kMinSplitKeys)));
+  if (p.key_splits) return p.key_splits;  // validate() checked it against kMaxKeysPerSplit
+  const std::uint64_t needed = detail::div_up(p.keys, AttentionParams::kMaxKeysPerSplit);
+  std::uint64_t by_items = 1;
+  if (p.rows() < tiles.target_items)
+    by_items = std::min<std::uint64_t>((tiles.target_items + p.rows() - 1) / p.rows(), p.keys / kMinSplitKeys);
+  return static_cast<std::uint32_t>(std::max<std::uint64_t>({1, needed, by_items}));
 }
 
 // The bytes [first, end) of a buffer, bound from an offset the device accepts; shift is that

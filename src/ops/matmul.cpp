@@ -8,6 +8,7 @@
 #include "ops/window.hpp"
 #include "relpos/context.hpp"
 #include "relpos_push/cast.h"
+#include "relpos_push/loop_bound.h"
 #include "relpos_push/matmul.h"
 
 namespace relpos::detail {
@@ -17,6 +18,11 @@ constexpr std::uint32_t kCastGroup = 64;
 constexpr std::uint32_t kMatmulGroup = 64;  // invocations; a tile uses tx * ty of them
 constexpr std::uint64_t kRows = 8;          // rows of C per invocation (RM in matmul.comp)
 constexpr std::uint32_t kSharedRows = 2;    // rows of C per lane in matmul_shared.comp (RM)
+// The shared dimension one dispatch walks: both kernels run one loop iteration per element of it
+// (per quad with quad loads), so longer ones (weights·v over 100k keys) are split into dispatches
+// that add into C, within the loop bound. A multiple of 4 keeps every part's quads aligned.
+constexpr std::uint32_t kMaxDepth = RELPOS_MAX_LOOP_ITERATIONS / 2;
+static_assert(kMaxDepth % 4 == 0);
 
 // matmul_shared.comp's tile, where it applies: a CPU device whose subgroups can shuffle (each
 // storage load there is a loop over the subgroup's lanes, so sharing B's loads is what pays), and
@@ -59,15 +65,17 @@ struct Plan {
   std::uint64_t a_extent = 0, b_extent = 0, c_extent = 0;  // elements of one batch's window
 };
 
-// Elements of one batch of B that `cols` columns of C read.
-std::uint64_t b_extent(const MatmulParams& p, std::uint64_t cols) {
-  return p.b_transposed ? (cols - 1) * p.b_row_stride + p.k : (p.k - 1ull) * p.b_row_stride + cols;
+// Elements of one batch of B that `cols` columns of C read over `depth` of the shared dimension.
+std::uint64_t b_extent(const MatmulParams& p, std::uint64_t cols, std::uint64_t depth) {
+  return p.b_transposed ? (cols - 1) * p.b_row_stride + depth : (depth - 1) * p.b_row_stride + cols;
 }
+std::uint64_t b_extent(const MatmulParams& p, std::uint64_t cols) { return b_extent(p, cols, p.k); }
 
-// An f16 C whose element pairs may straddle two invocations' blocks is written through an f32
-// scratch and a cast that owns whole words.
+// An f16 C whose element pairs may straddle two invocations' blocks, or that the parts of a long
+// shared dimension would round once per part, is written through an f32 scratch and a cast that
+// owns whole words.
 bool c_needs_staging(const MatmulParams& p) {
-  return p.c_dtype == DType::F16 && (p.c_row_stride % 2 != 0 || (p.batch > 1 && p.c_batch_stride % 2 != 0));
+  return p.c_dtype == DType::F16 && (p.c_row_stride % 2 != 0 || (p.batch > 1 && p.c_batch_stride % 2 != 0) || p.k > kMaxDepth);
 }
 
 Plan plan(const DeviceLimits& lim, const MatmulParams& p, const SharedTile& st) {
@@ -128,43 +136,17 @@ void check_size(const Buffer& b, std::uint64_t elements, DType t, const char* na
   require_buffer(b, elements, dtype_size(t), std::string("matmul ") + name, "the operand's strided extent");
 }
 
-}  // namespace
-
-void check_matmul_plan(const Recorder& r, const MatmulParams& p) {
-  p.validate();
-  if (c_needs_staging(p))
-    require(p.c_row_stride == p.n && (p.batch == 1 || p.c_batch_stride == std::uint64_t{p.m} * p.n), "c_row_stride",
-            std::to_string(p.c_row_stride), "an f16 C with odd strides must be dense (c_row_stride = n, c_batch_stride = m * n)");
-  (void)plan(r.context().limits(), p, shared_tile(r.context(), p));
-}
-
-void check_matmul(const Recorder& r, const MatmulParams& p, const Buffer& a, const Buffer& b, const Buffer& c) {
-  check_matmul_plan(r, p);
-  check_size(a, p.a_elements(), p.a_dtype, "A");
-  check_size(b, p.b_elements(), p.b_dtype, "B");
-  check_size(c, p.c_elements(), p.c_dtype, "C");
-}
-
-void record_matmul(Recorder& r, const MatmulParams& p, const Buffer& a, const Buffer& b, const Buffer& c) {
-  check_matmul(r, p, a, b, c);
-  if (c_needs_staging(p)) {
-    MatmulParams f32 = p;
-    f32.c_dtype = DType::F32;
-    f32.accumulate = false;
-    Buffer& staged = scratch(r, p.c_elements() * 4, MemoryUse::Device);
-    record_matmul(r, f32, a, b, staged);
-    barrier(r);
-    record_cast_f16(r, staged, c, p.c_elements(), p.accumulate);
-    return;
-  }
+// C (+)= alpha·A·B' over the shared dimension [k0, k1): one part of record_matmul.
+void record_depth_part(Recorder& r, const MatmulParams& p, const Buffer& a, const Buffer& b, const Buffer& c, std::uint64_t k0,
+                       std::uint64_t k1, bool accumulate) {
   const DeviceLimits& lim = r.context().limits();
   const SharedTile st = shared_tile(r.context(), p);
   const Plan pl = plan(lim, p, st);
   const std::uint32_t ea = dtype_size(p.a_dtype), eb = dtype_size(p.b_dtype), ec = dtype_size(p.c_dtype);
-  const std::uint32_t c_mode = (p.c_dtype == DType::F16 ? 1u : 0u) + (p.accumulate ? 2u : 0u);
+  const std::uint32_t c_mode = (p.c_dtype == DType::F16 ? 1u : 0u) + (accumulate ? 2u : 0u);
   const std::uint64_t tm = kRows * pl.ty, tn = 4ull * pl.tx;
   push::MatmulPush pc{};
-  pc.k = p.k;
+  pc.k = static_cast<std::uint32_t>(k1 - k0);
   pc.a_bs = static_cast<std::uint32_t>(p.a_batch_stride);
   pc.a_rs = static_cast<std::uint32_t>(p.a_row_stride);
   pc.b_bs = static_cast<std::uint32_t>(p.b_batch_stride);
@@ -179,15 +161,15 @@ void record_matmul(Recorder& r, const MatmulParams& p, const Buffer& a, const Bu
     const std::uint64_t nb = std::min<std::uint64_t>(pl.batches_per, p.batch - b0);
     for (std::uint64_t m0 = 0; m0 < p.m; m0 += pl.rows_per) {
       const std::uint64_t m1 = std::min<std::uint64_t>(p.m, m0 + pl.rows_per);
-      const Window wa = window(lim, a, b0 * p.a_batch_stride + m0 * p.a_row_stride,
-                               (b0 + nb - 1) * p.a_batch_stride + (m1 - 1) * p.a_row_stride + p.k, ea);
+      const Window wa = window(lim, a, b0 * p.a_batch_stride + m0 * p.a_row_stride + k0,
+                               (b0 + nb - 1) * p.a_batch_stride + (m1 - 1) * p.a_row_stride + k1, ea);
       const Window wc = window(lim, c, b0 * p.c_batch_stride + m0 * p.c_row_stride,
                                (b0 + nb - 1) * p.c_batch_stride + (m1 - 1) * p.c_row_stride + p.n, ec);
       for (std::uint64_t n0 = 0; n0 < p.n; n0 += pl.cols_per) {
         const std::uint64_t n1 = std::min<std::uint64_t>(p.n, n0 + pl.cols_per);
-        const std::uint64_t b_first = b0 * p.b_batch_stride + (p.b_transposed ? n0 * p.b_row_stride : n0);
-        const Window wb = window(lim, b, b_first, b_first + (nb - 1) * p.b_batch_stride + b_extent(p, n1 - n0), eb);
-        const bool vec4 = quad(p.k) && (p.b_transposed || quad(n1 - n0)) && quad(wa.base) && quad(p.a_row_stride) &&
+        const std::uint64_t b_first = b0 * p.b_batch_stride + (p.b_transposed ? n0 * p.b_row_stride + k0 : n0 + k0 * p.b_row_stride);
+        const Window wb = window(lim, b, b_first, b_first + (nb - 1) * p.b_batch_stride + b_extent(p, n1 - n0, k1 - k0), eb);
+        const bool vec4 = quad(k1 - k0) && (p.b_transposed || quad(n1 - n0)) && quad(wa.base) && quad(p.a_row_stride) &&
                           (nb == 1 || quad(p.a_batch_stride)) && quad(wb.base) && quad(p.b_row_stride) &&
                           (nb == 1 || quad(p.b_batch_stride));
         pc.m = static_cast<std::uint32_t>(m1 - m0);
@@ -210,6 +192,43 @@ void record_matmul(Recorder& r, const MatmulParams& p, const Buffer& a, const Bu
         });
       }
     }
+  }
+}
+
+}  // namespace
+
+void check_matmul_plan(const Recorder& r, const MatmulParams& p) {
+  p.validate();
+  if (c_needs_staging(p))
+    require(p.c_row_stride == p.n && (p.batch == 1 || p.c_batch_stride == std::uint64_t{p.m} * p.n), "c_row_stride",
+            std::to_string(p.c_row_stride),
+            "an f16 C with odd strides, or with k > " + std::to_string(kMaxDepth) +
+                ", must be dense (c_row_stride = n, c_batch_stride = m * n)");
+  (void)plan(r.context().limits(), p, shared_tile(r.context(), p));
+}
+
+void check_matmul(const Recorder& r, const MatmulParams& p, const Buffer& a, const Buffer& b, const Buffer& c) {
+  check_matmul_plan(r, p);
+  check_size(a, p.a_elements(), p.a_dtype, "A");
+  check_size(b, p.b_elements(), p.b_dtype, "B");
+  check_size(c, p.c_elements(), p.c_dtype, "C");
+}
+
+void record_matmul(Recorder& r, const MatmulParams& p, const Buffer& a, const Buffer& b, const Buffer& c) {
+  check_matmul(r, p, a, b, c);
+  if (c_needs_staging(p)) {
+    MatmulParams f32 = p;
+    f32.c_dtype = DType::F32;
+    f32.accumulate = false;
+    Buffer& staged = scratch(r, p.c_elements() * 4, MemoryUse::Device);
+    record_matmul(r, f32, a, b, staged);
+    barrier(r);
+    record_cast_f16(r, staged, c, p.c_elements(), p.accumulate);
+    return;
+  }
+  for (std::uint64_t k0 = 0; k0 < p.k; k0 += kMaxDepth) {
+    if (k0 > 0) barrier(r);  // the parts add into the same C
+    record_depth_part(r, p, a, b, c, k0, std::min<std::uint64_t>(p.k, k0 + kMaxDepth), p.accumulate || k0 > 0);
   }
 }
 

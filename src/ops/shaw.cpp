@@ -10,6 +10,7 @@
 #include "ops/window.hpp"
 #include "relpos/context.hpp"
 #include "relpos/shaw.hpp"
+#include "relpos_push/loop_bound.h"
 #include "relpos_push/shaw.h"
 #include "relpos_push/shaw_materialise.h"
 
@@ -86,13 +87,20 @@ void for_each_row_chunk(Recorder& r, const ShawParams& p, std::uint64_t max_rows
   }
 }
 
+// Keys or buckets per part of a row in shaw_buckets (and band quads in shaw_gather_add): a part
+// costs an invocation at most 2 * kRowPart loop iterations, and the finishing pass of the buckets
+// adds one per part of the keys, of which a row that fits a binding has at most kMaxKeyParts.
+constexpr std::uint32_t kRowPart = 8192, kMaxKeyParts = 4096;
+static_assert(2 * kRowPart + kMaxKeyParts <= RELPOS_MAX_LOOP_ITERATIONS, "row parts must fit the loop bound");
+
 // logits (+)= P[.., idx(i, j)]: the broadcast pass and the band pass touch disjoint quads.
 void record_gather(Recorder& r, const ShawParams& p, const Buffer& logits, const Buffer& pbuf, bool add) {
   const DeviceLimits& lim = r.context().limits();
   const std::uint64_t quads_per_group = std::uint64_t{kGroup} * kGatherUnroll;
   const std::uint64_t quad_groups = div_up(div_up(p.keys, 4), quads_per_group);
+  const std::uint32_t band_steps = (2 * p.max_relative_position - 2) / 4 + 2, band_parts = div_up(band_steps, kRowPart);
   const std::uint64_t max_rows = std::min<std::uint64_t>(std::uint64_t{lim.max_workgroup_count[1]} * kGatherRows,
-                                                         std::uint64_t{lim.max_workgroup_count[0]} * kGroup);
+                                                         std::uint64_t{lim.max_workgroup_count[0]} * kGroup / band_parts);
   for_each_row_chunk(r, p, max_rows, logits, pbuf, [&](push::ShawRowsPush& pc, const Window& wl, const Window& wp, std::uint64_t n) {
     const std::uint32_t vec4 = p.keys % 4 == 0 && wl.base % 4 == 0 ? 1u : 0u, mode = add ? 1u : 0u;
     for_each_group_range(lim, quad_groups, [&](std::uint64_t first, std::uint32_t groups) {
@@ -101,15 +109,37 @@ void record_gather(Recorder& r, const ShawParams& p, const Buffer& logits, const
                div_up(n, kGatherRows));
     });
     pc.first_quad = 0;
-    dispatch(r, "shaw_gather_add", {kGroup, vec4, kGatherUnroll, mode, 1u, kGatherRows}, {wl.span, wp.span}, pc, div_up(n, kGroup));
+    pc.parts = band_parts;
+    pc.part_len = kRowPart;
+    dispatch(r, "shaw_gather_add", {kGroup, vec4, kGatherUnroll, mode, 1u, kGatherRows}, {wl.span, wp.span}, pc,
+             div_up(n * band_parts, kGroup));
   });
 }
 
+
 void record_buckets(Recorder& r, const ShawParams& p, const Buffer& weights, const Buffer& s) {
-  const std::uint64_t max_rows = std::uint64_t{r.context().limits().max_workgroup_count[0]} * kGroup;
+  const std::uint64_t max_invocations = std::uint64_t{r.context().limits().max_workgroup_count[0]} * kGroup;
+  const std::uint32_t key_parts = div_up(p.keys, kRowPart), bucket_parts = div_up(p.table_rows(), kRowPart);
+  require(key_parts <= kMaxKeyParts, "keys", std::to_string(p.keys),
+          "must be <= " + std::to_string(std::uint64_t{kRowPart} * kMaxKeyParts) + " for Shaw's relative values");
+  const bool whole = key_parts == 1 && bucket_parts == 1;
+  const std::uint64_t max_rows = max_invocations / std::max(key_parts, bucket_parts);
   for_each_row_chunk(r, p, max_rows, weights, s, [&](push::ShawRowsPush& pc, const Window& ww, const Window& ws, std::uint64_t n) {
-    const bool vec4 = p.keys % 4 == 0 && ww.base % 4 == 0;
-    dispatch(r, "shaw_buckets", {kGroup, vec4 ? 1u : 0u}, {ww.span, ws.span}, pc, div_up(n, kGroup));
+    const std::uint32_t vec4 = p.keys % 4 == 0 && ww.base % 4 == 0 ? 1u : 0u;
+    pc.part_len = kRowPart;
+    pc.key_parts = key_parts;
+    if (whole) {
+      pc.parts = 1;
+      Buffer& none = scratch(r, 16, MemoryUse::Device);
+      dispatch(r, "shaw_buckets", {kGroup, vec4, 0u}, {ww.span, ws.span, {&none}}, pc, div_up(n, kGroup));
+      return;
+    }
+    Buffer& partial = scratch(r, n * key_parts * 8, MemoryUse::Device);
+    pc.parts = key_parts;
+    dispatch(r, "shaw_buckets", {kGroup, vec4, 1u}, {ww.span, ws.span, {&partial}}, pc, div_up(n * key_parts, kGroup));
+    barrier(r);
+    pc.parts = bucket_parts;
+    dispatch(r, "shaw_buckets", {kGroup, vec4, 2u}, {ww.span, ws.span, {&partial}}, pc, div_up(n * bucket_parts, kGroup));
   });
 }
 

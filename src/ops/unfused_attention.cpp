@@ -7,6 +7,7 @@
 #include "ops/matmul.hpp"
 #include "ops/window.hpp"
 #include "relpos/context.hpp"
+#include "relpos_push/loop_bound.h"
 #include "relpos_push/softmax.h"
 
 namespace relpos {
@@ -29,11 +30,21 @@ MatmulParams output_matmul(const UnfusedAttentionParams& p, DType out_dtype) {
   return m;
 }
 
+// Keys per softmax chunk, and chunks per row at most: an invocation's loops stay within the loop
+// bound (relpos_push/loop_bound.h). A chunk costs at most 3 * kSoftmaxChunk iterations (max, sum,
+// and the write with the zeroing of masked keys, all per key without quads); combining the stats
+// of a row adds 2 per chunk.
+constexpr std::uint32_t kSoftmaxChunk = 8192, kMaxSoftmaxChunks = 4096;
+static_assert(3 * kSoftmaxChunk + 2 * kMaxSoftmaxChunks <= RELPOS_MAX_LOOP_ITERATIONS, "softmax chunks must fit the loop bound");
+
 void check_softmax(const Recorder& r, const UnfusedAttentionParams& p, const Buffer& logits) {
   p.validate();
   require_buffer(logits, std::uint64_t{p.batch} * p.heads * p.queries * p.keys, 4, "logits", "f32 [batch, heads, queries, keys]");
   require(p.keys <= window_capacity(r.context().limits(), 4), "keys", std::to_string(p.keys),
           "a row of logits must fit one storage buffer binding of the device");
+  require(p.keys <= std::uint64_t{kSoftmaxChunk} * kMaxSoftmaxChunks, "keys", std::to_string(p.keys),
+          "must be <= " + std::to_string(std::uint64_t{kSoftmaxChunk} * kMaxSoftmaxChunks) +
+              " for the unfused softmax (fused attention takes any number of keys)");
 }
 
 void record_softmax(Recorder& r, const UnfusedAttentionParams& p, const Buffer& logits) {
@@ -41,7 +52,9 @@ void record_softmax(Recorder& r, const UnfusedAttentionParams& p, const Buffer& 
   Buffer& lengths = scratch(r, std::max<std::size_t>(p.key_lengths.size(), 1) * 4, MemoryUse::Host);
   if (!p.key_lengths.empty()) std::memcpy(lengths.host_pointer(), p.key_lengths.data(), p.key_lengths.size() * 4);
   const std::uint64_t rows = std::uint64_t{p.batch} * p.heads * p.queries;
-  const std::uint64_t per = std::min<std::uint64_t>(window_capacity(lim, 4) / p.keys, std::uint64_t{lim.max_workgroup_count[0]} * kRowGroup);
+  const std::uint32_t chunk_len = std::min(p.keys, kSoftmaxChunk), chunks = div_up(p.keys, chunk_len);
+  const std::uint64_t per = std::min<std::uint64_t>(window_capacity(lim, 4) / p.keys,
+                                                    std::uint64_t{lim.max_workgroup_count[0]} * kRowGroup / chunks);
   push::SoftmaxPush pc{};
   pc.queries = p.queries;
   pc.keys = p.keys;
@@ -49,14 +62,24 @@ void record_softmax(Recorder& r, const UnfusedAttentionParams& p, const Buffer& 
   pc.causal = p.causal ? 1 : 0;
   pc.query_offset = static_cast<std::int32_t>(p.query_offset);
   pc.has_lengths = p.key_lengths.empty() ? 0 : 1;
+  pc.chunk_len = chunk_len;
+  pc.chunks = chunks;
   for (std::uint64_t r0 = 0; r0 < rows; r0 += per) {
     const std::uint64_t n = std::min(per, rows - r0);
     const Window w = window(lim, logits, r0 * p.keys, (r0 + n) * p.keys, 4);
     pc.rows = static_cast<std::uint32_t>(n);
     pc.row0 = static_cast<std::uint32_t>(r0);
     pc.base = w.base;
-    const bool vec4 = p.keys % 4 == 0 && w.base % 4 == 0;
-    dispatch(r, "masked_softmax", {kRowGroup, vec4 ? 1u : 0u}, {w.span, {&lengths}}, pc, div_up(n, kRowGroup));
+    const std::uint32_t vec4 = p.keys % 4 == 0 && w.base % 4 == 0 ? 1 : 0;
+    const std::uint32_t groups = div_up(n * chunks, kRowGroup);
+    Buffer& stats = scratch(r, chunks == 1 ? 16 : n * chunks * 8, MemoryUse::Device);
+    if (chunks == 1) {
+      dispatch(r, "masked_softmax", {kRowGroup, vec4, 0u}, {w.span, {&lengths}, {&stats}}, pc, groups);
+      continue;
+    }
+    dispatch(r, "masked_softmax", {kRowGroup, vec4, 1u}, {w.span, {&lengths}, {&stats}}, pc, groups);
+    barrier(r);
+    dispatch(r, "masked_softmax", {kRowGroup, vec4, 2u}, {w.span, {&lengths}, {&stats}}, pc, groups);
   }
 }
 

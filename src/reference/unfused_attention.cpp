@@ -71,7 +71,7 @@ void UnfusedAttentionParams::validate() const {
   require(heads >= 1, "heads", std::to_string(heads), "must be >= 1");
   require(queries >= 1, "queries", std::to_string(queries), "must be >= 1");
   require(keys >= 1, "keys", std::to_string(keys), "must be >= 1");
-  require(depth >= 1, "depth", std::to_string(depth), "must be >= 1");
+  require(depth >= 1 && depth <= kMaxDepth, "depth", std::to_string(depth), "must be >= 1 and <= " + std::to_string(kMaxDepth));
   require(std::isfinite(scale), "scale", std::to_string(scale), "must be finite");
   require_storage(dtype, "dtype");
   require(key_lengths.empty() || key_lengths.size() == batch, "key_lengths", std::to_string(key_lengths.size()) + " lengths",

@@ -16,6 +16,11 @@ RELPOS_PUSH_BEGIN(ShawRowsPush) {
   uint x_base;       // logits / weights window: element of the first row
   uint t_base;       // P / S window: element of the first row
   uint first_quad;   // shaw_gather_add: first quad of columns of this dispatch
+  // Long rows are cut into parts, so that no invocation's loops outgrow the loop bound
+  // (relpos_push/loop_bound.h); one invocation per (row, part).
+  uint parts;        // parts per row: band quads (gather), keys (bucket partial sums) or buckets (bucket finish)
+  uint part_len;     // quads, keys or buckets per part
+  uint key_parts;    // shaw_buckets' finishing pass: partial sums per row
 }
 RELPOS_PUSH_END(ShawRowsPush)
 
