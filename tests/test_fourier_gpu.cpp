@@ -285,6 +285,25 @@ TEST_F(FourierGpu, WideVectorSizesSplitTheFeatureSum) {
   }
 }
 
+// 70 000 heads: more 8-head passes than one invocation may loop over, so the row takes several
+// dispatches of as many passes as fit.
+TEST_F(FourierGpu, ManyHeadsTakeSeveralDispatches) {
+  std::mt19937 rng(83);
+  for (std::uint32_t d : {16u, 128u}) {
+    FourierParams p;
+    p.heads = 70'000;
+    p.queries = 2;
+    p.keys = 2;
+    p.vector_size = d;
+    SCOPED_TRACE(describe(p));
+    const auto rot = random_floats(rng, std::size_t{p.heads} * d, -1.0f, 1.0f);
+    const auto want = fourier_distance_row_reference(p, rot);
+    const auto row = gpu_row(gpu(), p, rot);
+    EXPECT_LE(normalised_error(row, want), normalised(distance_bound(p, rot), want));
+    EXPECT_EQ(row, gpu_row(gpu_without_shuffles(), p, rot));
+  }
+}
+
 TEST_F(FourierGpu, InvalidInputIsRejectedBeforeDispatch) {
   Context& ctx = gpu();
   FourierParams p;
