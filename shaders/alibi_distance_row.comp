@@ -16,5 +16,7 @@ void main() {
   bool masked = pc.causal != 0u && rp > 0;
   // |rp| < 2^31 (validated), so the conversion of the distance is the CPU's int64 -> float.
   float n = float(uint(abs(rp)));
-  for (uint h = 0u; h < pc.heads; ++h) row[h * pc.row_len + r] = masked ? uintBitsToFloat(0xff800000u) : -(slopes[h] * n);
+  // Bounded: the host gives each dispatch at most kHeadsPerInvocation heads (src/ops/alibi.cpp).
+  uint row_len = pc.row_len, h_end = pc.first_head + pc.head_count;
+  for (uint h = pc.first_head; h < h_end; ++h) row[h * row_len + r] = masked ? uintBitsToFloat(0xff800000u) : -(slopes[h] * n);
 }

@@ -22,7 +22,7 @@ uint row_base(uint r) {
 
 void main() {
   uint base = gl_WorkGroupID.x * gl_WorkGroupSize.x * QUADS + gl_LocalInvocationID.x;
-  for (uint k = 0; k < QUADS; ++k) {
+  for (uint k = 0; k < QUADS; ++k) {  // bounded: QUADS (4) quads per invocation
     uint q = base + k * gl_WorkGroupSize.x;
     uint e0 = 4u * q;
     if (e0 >= pc.count) return;
@@ -34,7 +34,7 @@ void main() {
       uint b = row_base(r) + j;
       v = uvec4(row[b], row[b + 1u], row[b + 2u], row[b + 3u]);
     } else {
-      for (uint l = 0; l < 4u; ++l) {
+      for (uint l = 0; l < 4u; ++l) {  // bounded: the 4 values of a quad
         v[l] = row[row_base(r) + j];
         if (++j == pc.keys) { j = 0u; ++r; }
       }

@@ -58,6 +58,7 @@ void store(uint q, uvec4 v0, uvec4 v1) {
 
 // Moves (i, h) forward to a valid query of the following heads (and batches) after i grew past Q.
 void normalise(inout uint i, inout uint h) {
+  // Bounded: callers pass i < Q + VEC * DIAG (128 for f16), so at most VEC * DIAG / Q + 1 turns.
   while (i >= pc.queries) {
     i -= pc.queries;
     h = h + 1u == pc.heads ? 0u : h + 1u;
@@ -77,13 +78,13 @@ void walk(uint row, uint i, uint h, int jv0, uint chunk_rows, uint vecs_per_row)
   normalise(i, h);
   uint q = (row + VEC * uint(t)) * vecs_per_row + uint(jv0 + t);
   uint step = VEC * vecs_per_row + 1u;  // VEC rows down, one vector right
-  while (t < t_end) {
+  while (t < t_end) {  // bounded: t advances by at least one per turn, t_end <= DIAG
     int run_end = min(t_end, t + int((pc.queries - i + VEC - 1u) / VEC));  // rows i, i + VEC, ... < Q
     uint sw = source_word(h, i, uint(jv0 + t));
     uvec4 v0 = src[sw];
     uvec4 v1 = MODE == ADD_F16 ? src[sw + 1u] : uvec4(0u);
     i += VEC * uint(run_end - t);
-    for (; t < run_end; ++t, q += step) store(q, v0, v1);
+    for (; t < run_end; ++t, q += step) store(q, v0, v1);  // bounded: DIAG steps in all
     normalise(i, h);
   }
 }
@@ -107,7 +108,7 @@ void main() {
     uint sw = source_word(h, i, uint(jv0));
     uint words = MODE == ADD_F16 ? 2u : 1u;  // source words per vector
     uvec4 v0[UNROLL], v1[UNROLL];
-    for (uint u = 0u; u < UNROLL; ++u) {
+    for (uint u = 0u; u < UNROLL; ++u) {  // bounded: UNROLL (2); likewise the loops below
       v0[u] = src[sw + u * words];
       v1[u] = MODE == ADD_F16 ? src[sw + u * words + 1u] : uvec4(0u);
     }

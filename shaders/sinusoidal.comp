@@ -5,6 +5,7 @@
 // their cos and sin quads with one 16-byte store each; the chunk is whole rows.
 // Otherwise: one element per invocation over a flat chunk of the output.
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 #define RELPOS_FOURIER_SINUSOIDAL
 #include "relpos_push/fourier.h"
 #include "relpos/fourier_phase.glsl"
@@ -25,7 +26,7 @@ void main() {
     uint k = t / quads, m = t % quads;
     int pos = pc.pos0 + int(pc.first + k);
     vec4 c, s;
-    for (uint i = 0u; i < 4u; ++i) {
+    [[unroll]] for (uint i = 0u; i < 4u; ++i) {
       vec2 cs = cos_sin_of_position(pos, steps[4u * m + i]);
       c[i] = cs.x;
       s[i] = cs.y;

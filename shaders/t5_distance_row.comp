@@ -21,7 +21,8 @@ uint bucket_of(int rp) {
     n = uint(max(-rp, 0));
   }
   if (n < pc.max_exact) return ret + n;
-  // thresholds are non-decreasing: count those <= n by bisection.
+  // thresholds are non-decreasing: count those <= n by bisection (bounded: at most 32 halvings
+  // of a 32-bit count).
   uint lo = 0u, hi = pc.threshold_count;
   while (lo < hi) {
     uint mid = (lo + hi) >> 1;
@@ -38,5 +39,8 @@ void main() {
     row[r] = b;
     return;
   }
-  for (uint h = 0u; h < pc.heads; ++h) row[h * pc.row_len + r] = floatBitsToUint(pc.scale * table[b * pc.heads + h]);
+  // Bounded: the host gives each dispatch at most kHeadsPerInvocation heads (src/ops/t5.cpp).
+  uint heads = pc.heads, row_len = pc.row_len, h_end = pc.first_head + pc.head_count;
+  float scale = pc.scale;
+  for (uint h = pc.first_head; h < h_end; ++h) row[h * row_len + r] = floatBitsToUint(scale * table[b * heads + h]);
 }

@@ -187,6 +187,18 @@ TEST_F(AlibiGpu, SplitPathsUnderLoweredLimits) {
   }
 }
 
+// More heads than one invocation of the row shader may loop over (RELPOS_MAX_LOOP_ITERATIONS):
+// the host splits them across dispatches, and every head's row is still exact.
+TEST_F(AlibiGpu, ManyHeadsAreSplitAcrossDispatches) {
+  AlibiParams p;
+  p.heads = 70'000;
+  p.queries = 2;
+  p.keys = 3;
+  p.query_offset = 1;
+  p.causal = false;
+  EXPECT_EQ(gpu_bias(gpu(), p, DType::F32), alibi_bias_reference(p));
+}
+
 TEST_F(AlibiGpu, InvalidInputIsRejectedBeforeDispatch) {
   Context& ctx = gpu();
   AlibiParams p;

@@ -225,6 +225,29 @@ TEST_F(AttentionGpu, MergeOpMatchesWholeKeyRange) {
   }
 }
 
+// The merge loops over the parts in each invocation: up to RELPOS_MAX_LOOP_ITERATIONS / 2 = 16384
+// parts merge correctly (parts with lse = -inf among them), one more is refused by name.
+TEST_F(AttentionGpu, MergeOfTheMostPartsAndTooMany) {
+  std::mt19937 rng(29);
+  const std::uint32_t parts = 16384, rows = 2, D = 4;
+  const auto parts_out = random_floats(rng, std::size_t{parts} * rows * D, -1.0f, 1.0f);
+  auto parts_lse = random_floats(rng, std::size_t{parts} * rows, -20.0f, 5.0f);
+  for (std::size_t n = 0; n < parts_lse.size(); n += 7) parts_lse[n] = -std::numeric_limits<float>::infinity();
+  const AttentionMergeParams mp{parts, rows, D, DType::F32};
+  Buffer po = make_buffer(gpu(), parts_out), pl = make_buffer(gpu(), parts_lse);
+  Buffer out(gpu(), rows * D * 4), lse(gpu(), rows * 4);
+  run(gpu(), [&](Recorder& r) { attention_merge(r, mp, po, pl, out, &lse); });
+  const AttentionResult want = attention_merge_reference(mp, parts_out, parts_lse);
+  EXPECT_LE(normalised_error(out.download<float>(rows * D), want.out), kTolF32);
+  EXPECT_LE(normalised_error(lse.download<float>(rows), want.lse), kTolF32);
+
+  const AttentionMergeParams too_many{parts + 1, 1, D, DType::F32};
+  Buffer po2(gpu(), std::uint64_t{parts + 1} * D * 4), pl2(gpu(), std::uint64_t{parts + 1} * 4), out2(gpu(), D * 4);
+  Recorder r(gpu());
+  relpos::test::expect_invalid([&] { attention_merge(r, too_many, po2, pl2, out2); }, "parts = 16385");
+  r.submit_and_wait();  // nothing was recorded
+}
+
 // A 4 KiB binding range and 3 workgroups per dispatch: (batch, head) chunks, bias head ranges,
 // grouped dispatches and the merge's row chunks all take their split paths.
 TEST_F(AttentionGpu, SplitPathsUnderLoweredLimits) {

@@ -253,6 +253,57 @@ TEST_F(FourierGpu, SplitPathsUnderLoweredLimits) {
   }
 }
 
+// Wide vector sizes: d/2 = 65536 features is more than one invocation may loop over
+// (RELPOS_MAX_LOOP_ITERATIONS), so the host sums them in chunks of dispatches (the first writes,
+// the rest add), and 9 heads take two dispatches of head passes each; d/2 = 131073 ends on a
+// one-feature chunk. Head h's cos weights are positive and scaled by h + 1, so a lost, repeated
+// or misplaced feature chunk or head moves the bias at rp = 0 by far more than the bound. Shared
+// and unshared loads sum the same chunks: the same bits.
+TEST_F(FourierGpu, WideVectorSizesSplitTheFeatureSum) {
+  std::mt19937 rng(81);
+  for (auto [d, h, q, k, off] : {std::tuple{131072u, 9u, 3u, 5u, std::int64_t{2}}, {262146u, 2u, 2u, 3u, std::int64_t{-1'000'000}}}) {
+    FourierParams p;
+    p.heads = h;
+    p.queries = q;
+    p.keys = k;
+    p.vector_size = d;
+    p.max_keys = 1 << 20;
+    p.query_offset = off;
+    SCOPED_TRACE(describe(p));
+    std::vector<float> rot(std::size_t{h} * d);
+    std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+    for (std::uint32_t head = 0; head < h; ++head)
+      for (std::uint32_t e = 0; e < d; ++e)
+        rot[std::size_t{head} * d + e] = e < d / 2 ? unit(rng) * 4.0f * (head + 1) / (float(d) * h) : (unit(rng) - 0.5f) * 2.0f / float(d);
+    const auto want_row = fourier_distance_row_reference(p, rot);
+    const auto row = gpu_row(gpu(), p, rot);
+    EXPECT_LE(normalised_error(row, want_row), normalised(distance_bound(p, rot), want_row));
+    EXPECT_EQ(row, gpu_row(gpu_without_shuffles(), p, rot));
+    const auto want = fourier_bias_reference(p, rot);
+    EXPECT_LE(normalised_error(gpu_bias(gpu(), p, rot, FourierPath::Distance), want), normalised(distance_bound(p, rot), want));
+    EXPECT_LE(normalised_error(gpu_bias(gpu(), p, rot, FourierPath::Direct), want), normalised(direct_bound(p, rot), want));
+  }
+}
+
+// 70 000 heads: more 8-head passes than one invocation may loop over, so the row takes several
+// dispatches of as many passes as fit.
+TEST_F(FourierGpu, ManyHeadsTakeSeveralDispatches) {
+  std::mt19937 rng(83);
+  for (std::uint32_t d : {16u, 128u}) {
+    FourierParams p;
+    p.heads = 70'000;
+    p.queries = 2;
+    p.keys = 2;
+    p.vector_size = d;
+    SCOPED_TRACE(describe(p));
+    const auto rot = random_floats(rng, std::size_t{p.heads} * d, -1.0f, 1.0f);
+    const auto want = fourier_distance_row_reference(p, rot);
+    const auto row = gpu_row(gpu(), p, rot);
+    EXPECT_LE(normalised_error(row, want), normalised(distance_bound(p, rot), want));
+    EXPECT_EQ(row, gpu_row(gpu_without_shuffles(), p, rot));
+  }
+}
+
 TEST_F(FourierGpu, InvalidInputIsRejectedBeforeDispatch) {
   Context& ctx = gpu();
   FourierParams p;

@@ -251,6 +251,19 @@ TEST_F(T5Gpu, OneGibibyteBias) {
       }
 }
 
+// More heads than one invocation of the row shader may loop over (RELPOS_MAX_LOOP_ITERATIONS):
+// the host splits them across dispatches, and every head's gather is still exact.
+TEST_F(T5Gpu, ManyHeadsAreSplitAcrossDispatches) {
+  std::mt19937 rng(91);
+  T5Params p;
+  p.heads = 70'000;
+  p.queries = 2;
+  p.keys = 3;
+  p.query_offset = 1;
+  const auto table = random_floats(rng, std::size_t{p.num_buckets} * p.heads, -4.0f, 4.0f);
+  EXPECT_EQ(gpu_bias(gpu(), p, table, DType::F32), t5_bias_reference(p, table));
+}
+
 TEST_F(T5Gpu, InvalidInputIsRejectedBeforeDispatch) {
   Context& ctx = gpu();
   T5Params p;

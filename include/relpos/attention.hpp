@@ -123,6 +123,7 @@ struct AttentionMergeParams {
 
 AttentionResult attention_merge_reference(const AttentionMergeParams& p, std::span<const float> out,
                                           std::span<const float> lse);
+// At most 16384 parts on the GPU (RELPOS_MAX_LOOP_ITERATIONS / 2): more give InvalidArgument.
 void attention_merge(Recorder& r, const AttentionMergeParams& p, const Buffer& partial_out, const Buffer& partial_lse,
                      const Buffer& out, const Buffer* lse = nullptr);
 

@@ -1,5 +1,6 @@
 // ALiBi on the GPU: one small dispatch computes the per-distance rows of every head from the
 // host's slopes, then expand_distance() writes or adds the [.., Q, K] output.
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -9,12 +10,16 @@
 #include "relpos/buffer.hpp"
 #include "relpos/context.hpp"
 #include "relpos_push/alibi.h"
+#include "relpos_push/loop_bound.h"
 #include "vk/dispatch.hpp"
 
 namespace relpos {
 namespace {
 
 constexpr std::uint32_t kRowGroup = 64;
+// Heads one invocation of alibi_distance_row.comp writes (its only loop): half the loop bound, as
+// the T5 row takes. Any more heads take further dispatches.
+constexpr std::uint32_t kHeadsPerInvocation = RELPOS_MAX_LOOP_ITERATIONS / 2;
 
 // Records the per-distance rows [heads, Q + K - 1] and returns the scratch buffer holding them.
 const Buffer& distance_rows(Recorder& r, const AlibiParams& p) {
@@ -26,12 +31,15 @@ const Buffer& distance_rows(Recorder& r, const AlibiParams& p) {
   push::AlibiRowPush pc{};
   pc.row_len = row_len;
   pc.rp_first = static_cast<std::int32_t>(-(static_cast<std::int64_t>(p.queries) - 1) - p.query_offset);
-  pc.heads = p.heads;
   pc.causal = p.causal ? 1 : 0;
-  detail::for_each_group_range(r.context().limits(), detail::div_up(row_len, kRowGroup), [&](std::uint64_t first, std::uint32_t groups) {
-    pc.first = static_cast<std::uint32_t>(first * kRowGroup);
-    detail::dispatch(r, "alibi_distance_row", {kRowGroup}, {{&sb}, {&rows}}, pc, groups);
-  });
+  for (std::uint32_t h0 = 0; h0 < p.heads; h0 += kHeadsPerInvocation) {
+    pc.first_head = h0;
+    pc.head_count = std::min(kHeadsPerInvocation, p.heads - h0);
+    detail::for_each_group_range(r.context().limits(), detail::div_up(row_len, kRowGroup), [&](std::uint64_t first, std::uint32_t groups) {
+      pc.first = static_cast<std::uint32_t>(first * kRowGroup);
+      detail::dispatch(r, "alibi_distance_row", {kRowGroup}, {{&sb}, {&rows}}, pc, groups);
+    });
+  }
   detail::barrier(r);
   return rows;
 }

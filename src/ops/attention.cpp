@@ -309,6 +309,12 @@ void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& bu
 void attention_merge(Recorder& r, const AttentionMergeParams& p, const Buffer& partial_out, const Buffer& partial_lse,
                      const Buffer& out, const Buffer* lse) {
   p.validate();
+  // attention_merge.comp loops over the parts twice in each invocation (their largest lse, then
+  // the weighted sum).
+  constexpr std::uint32_t max_parts = RELPOS_MAX_LOOP_ITERATIONS / 2;
+  require(p.parts <= max_parts, "parts", std::to_string(p.parts),
+          "must be <= " + std::to_string(max_parts) + " (the merge's loops over the parts stay under RELPOS_MAX_LOOP_ITERATIONS = " +
+              std::to_string(RELPOS_MAX_LOOP_ITERATIONS) + "); merge in several passes");
   const std::uint64_t es = dtype_size(p.dtype), D = p.head_dim;
   const std::string dt(dtype_name(p.dtype));
   require_bytes(&partial_out, p.parts * p.rows * D * es, "partial_out buffer", dt + " [parts, rows, head_dim]");

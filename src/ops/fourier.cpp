@@ -12,6 +12,7 @@
 #include "relpos/context.hpp"
 #include "relpos/fourier.hpp"
 #include "relpos_push/fourier.h"
+#include "relpos_push/loop_bound.h"
 #include "vk/dispatch.hpp"
 
 namespace relpos {
@@ -19,6 +20,28 @@ namespace {
 
 constexpr std::uint32_t kGroup = 64;
 constexpr std::uint32_t kHeadsPerPass = 8;  // heads sharing one cos/sin pair in fourier_distance_row
+// Features (of d/2) per dispatch of the row and direct kernels: a power of two, so that chunks
+// are whole blocks of any subgroup's shuffles, and with the shuffles' block loop (at most 1.5x
+// the features) still under RELPOS_MAX_LOOP_ITERATIONS. Every d up to 32768 takes one chunk; the
+// same chunks with and without shuffles, so both kernels sum the same terms in the same order.
+constexpr std::uint32_t kFeaturesPerDispatch = 16384;
+static_assert(kFeaturesPerDispatch * 3 / 2 + 5 * kHeadsPerPass + 1 <= RELPOS_MAX_LOOP_ITERATIONS);
+
+// Loop iterations one invocation of fourier_distance_row.glsl runs over `passes` passes of
+// kHeadsPerPass heads and `features` features: per pass, the feature loop (with shared loads, a
+// loop over blocks of `sub` and `sub` shuffles in each), the stores (heads x 4 distances) and the
+// pass itself.
+std::uint64_t row_loop_iterations(std::uint64_t passes, std::uint32_t features, std::uint32_t sub) {
+  const std::uint64_t feature_loop = sub == 0 ? features : std::uint64_t{detail::div_up(features, sub)} * (sub + 1);
+  return passes * (feature_loop + kHeadsPerPass * (1 + 4) + 1);
+}
+
+// The chunks [first, first + count) of the d/2 features, one dispatch (or set of dispatches) each.
+template <class F>
+void for_each_feature_chunk(std::uint32_t half_dim, F&& f) {
+  for (std::uint32_t first = 0; first < half_dim; first += kFeaturesPerDispatch)
+    f(first, std::min(kFeaturesPerDispatch, half_dim - first));
+}
 
 // round(2^64 / (2w)) for every float32 half-wavelength w >= 1, correctly rounded: w = m·2^(ex-24)
 // with an integer 24-bit m, so the step is 2^(87 - ex) / m, found by exact binary long division
@@ -109,22 +132,40 @@ void record_row(Recorder& r, const FourierParams& p, const Buffer& rotation, con
   push::FourierRowPush pc{};
   pc.row_len = p.row_len();
   pc.rp_first = static_cast<std::int32_t>(-(std::int64_t{p.queries} - 1) - p.offset());
-  pc.heads = p.heads;
   pc.dim = p.vector_size;
   const std::uint64_t bytes = std::uint64_t{p.row_len()} * p.heads * 4;
   // Where loads are worth sharing, the lanes of a subgroup share the rotation values.
   const std::uint32_t sub = detail::load_sharing_subgroup(r.context(), kGroup);
   const bool share = sub != 0;
-  // Four distances per invocation.
-  detail::for_each_group_range(r.context().limits(), detail::div_up(pc.row_len, 4 * kGroup), [&](std::uint64_t first, std::uint32_t groups) {
-    pc.first = static_cast<std::uint32_t>(first * 4 * kGroup);
-    detail::dispatch(r, share ? "fourier_distance_row_shuffle" : "fourier_distance_row", {kGroup, kHeadsPerPass, sub},
-                     {{&steps}, {&rotation}, {&row, 0, bytes}}, pc, groups);
+  const std::uint32_t half_dim = p.vector_size / 2;
+  // As many head passes per invocation as the loop bound leaves room for beside one feature
+  // chunk (d = 128: 2300-2500 heads); the heads beyond take further dispatches.
+  const std::uint32_t features = std::min(kFeaturesPerDispatch, half_dim);
+  const std::uint64_t passes = RELPOS_MAX_LOOP_ITERATIONS / row_loop_iterations(1, features, sub);
+  const std::uint64_t heads_per_dispatch = passes * kHeadsPerPass;
+  // Features are summed chunk after chunk: the first chunk writes, each later one adds to what
+  // the previous one wrote (after a barrier).
+  for_each_feature_chunk(half_dim, [&](std::uint32_t first_feature, std::uint32_t count) {
+    if (first_feature > 0) detail::barrier(r);
+    pc.first_feature = first_feature;
+    pc.features = count;
+    const std::uint32_t accumulate = first_feature > 0 ? 1 : 0;
+    for (std::uint64_t h0 = 0; h0 < p.heads; h0 += heads_per_dispatch) {
+      pc.first_head = static_cast<std::uint32_t>(h0);
+      pc.head_count = static_cast<std::uint32_t>(std::min<std::uint64_t>(heads_per_dispatch, p.heads - h0));
+      // Four distances per invocation.
+      detail::for_each_group_range(r.context().limits(), detail::div_up(pc.row_len, 4 * kGroup), [&](std::uint64_t first, std::uint32_t groups) {
+        pc.first = static_cast<std::uint32_t>(first * 4 * kGroup);
+        detail::dispatch(r, share ? "fourier_distance_row_shuffle" : "fourier_distance_row", {kGroup, kHeadsPerPass, sub, accumulate},
+                         {{&steps}, {&rotation}, {&row, 0, bytes}}, pc, groups);
+      });
+    }
   });
 }
 
 // The direct path: encodings of the keys and of the absolute query positions, then 4x4 blocks of
-// dot products over chunks of whole output rows that one binding can hold.
+// dot products over chunks of whole output rows that one binding can hold, summed over chunks of
+// the features (the first writes, later ones add after a barrier).
 void record_direct(Recorder& r, const FourierParams& p, const Buffer& rotation, const Buffer& out) {
   const auto& lim = r.context().limits();
   const std::uint64_t row_bytes = std::uint64_t{p.keys} * 4;
@@ -147,17 +188,23 @@ void record_direct(Recorder& r, const FourierParams& p, const Buffer& rotation, 
   pc.queries = p.queries;
   pc.keys = p.keys;
   pc.dim = p.vector_size;
-  for (std::uint64_t first = 0; first < rows; first += rows_per_chunk) {
-    const std::uint64_t n = std::min(rows_per_chunk, rows - first);
-    pc.first_row = static_cast<std::uint32_t>(first);
-    pc.rows = static_cast<std::uint32_t>(n);
-    pc.blocks = detail::div_up(n, 4) * pc.key_blocks;
-    detail::for_each_group_range(lim, detail::div_up(pc.blocks, kGroup), [&](std::uint64_t g, std::uint32_t groups) {
-      pc.first_block = static_cast<std::uint32_t>(g * kGroup);
-      detail::dispatch(r, "fourier_direct", {kGroup}, {{&qbuf}, {&kbuf}, {&rotation}, {&out, first * row_bytes, n * row_bytes}}, pc,
-                       groups);
-    });
-  }
+  for_each_feature_chunk(p.vector_size / 2, [&](std::uint32_t first_feature, std::uint32_t count) {
+    if (first_feature > 0) detail::barrier(r);
+    pc.first_feature = first_feature;
+    pc.features = count;
+    const std::uint32_t accumulate = first_feature > 0 ? 1 : 0;
+    for (std::uint64_t first = 0; first < rows; first += rows_per_chunk) {
+      const std::uint64_t n = std::min(rows_per_chunk, rows - first);
+      pc.first_row = static_cast<std::uint32_t>(first);
+      pc.rows = static_cast<std::uint32_t>(n);
+      pc.blocks = detail::div_up(n, 4) * pc.key_blocks;
+      detail::for_each_group_range(lim, detail::div_up(pc.blocks, kGroup), [&](std::uint64_t g, std::uint32_t groups) {
+        pc.first_block = static_cast<std::uint32_t>(g * kGroup);
+        detail::dispatch(r, "fourier_direct", {kGroup, accumulate},
+                         {{&qbuf}, {&kbuf}, {&rotation}, {&out, first * row_bytes, n * row_bytes}}, pc, groups);
+      });
+    }
+  });
 }
 
 void check_common(const Recorder& r, const FourierParams& p, const Buffer& rotation) {

@@ -1,5 +1,6 @@
 // T5 on the GPU: one small dispatch computes the per-distance row (buckets from host-computed
 // integer thresholds, then the table gather), then expand_distance() writes the [.., Q, K] output.
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -10,12 +11,17 @@
 #include "relpos/context.hpp"
 #include "relpos/t5.hpp"
 #include "relpos_push/t5.h"
+#include "relpos_push/loop_bound.h"
 #include "vk/dispatch.hpp"
 
 namespace relpos {
 namespace {
 
 constexpr std::uint32_t kRowGroup = 64;
+// Heads one invocation of t5_distance_row.comp writes (its one loop over heads): half the loop
+// bound, so that the rest of the invocation's loops (the T5 bucket's bisection, at most 32) fit
+// beside it. Any more heads take further dispatches.
+constexpr std::uint32_t kHeadsPerInvocation = RELPOS_MAX_LOOP_ITERATIONS / 2;
 
 void check_table_buffer(const T5Params& p, const Buffer& table) {
   const std::uint64_t need = std::uint64_t{p.num_buckets} * p.heads * 4;
@@ -45,10 +51,14 @@ const Buffer& t5_distance_row(Recorder& r, const T5Params& p, const Buffer* tabl
   pc.scale = p.scale;
   pc.write_buckets = table ? 0 : 1;
   // Buckets need no table; bind the thresholds in its place.
-  detail::for_each_group_range(r.context().limits(), detail::div_up(row_len, kRowGroup), [&](std::uint64_t first, std::uint32_t groups) {
-    pc.first = static_cast<std::uint32_t>(first * kRowGroup);
-    detail::dispatch(r, "t5_distance_row", {kRowGroup}, {{table ? table : &thr}, {&thr}, {&row}}, pc, groups);
-  });
+  for (std::uint32_t h0 = 0; h0 < out_heads; h0 += kHeadsPerInvocation) {
+    pc.first_head = h0;
+    pc.head_count = std::min(kHeadsPerInvocation, out_heads - h0);
+    detail::for_each_group_range(r.context().limits(), detail::div_up(row_len, kRowGroup), [&](std::uint64_t first, std::uint32_t groups) {
+      pc.first = static_cast<std::uint32_t>(first * kRowGroup);
+      detail::dispatch(r, "t5_distance_row", {kRowGroup}, {{table ? table : &thr}, {&thr}, {&row}}, pc, groups);
+    });
+  }
   detail::barrier(r);
   return row;
 }

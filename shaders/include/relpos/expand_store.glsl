@@ -29,7 +29,7 @@ uint half_bits(float v, uint old_pair, uint lane) {
 
 // Stores the first n (< 4) values of quad q one by one (the end of a chunk).
 void store_partial(uint q, uvec4 v, uint n) {
-  for (uint k = 0; k < n; ++k) {
+  for (uint k = 0; k < n; ++k) {  // bounded: n < 4
     uint e = 4u * q + k;
     if (MODE == COPY32) {
       out1[e] = v[k];

@@ -8,7 +8,8 @@ RELPOS_PUSH_BEGIN(AlibiRowPush) {
   uint row_len;   // Q + K - 1
   uint first;     // first r of this dispatch
   int rp_first;   // relative position of r = 0: -(Q - 1) - query_offset
-  uint heads;     // slopes and rows
+  uint first_head; // this dispatch writes the heads [first_head, first_head + head_count)
+  uint head_count;
   uint causal;    // 1: -inf for rp > 0 and -m * (-rp) otherwise; 0: -m * |rp|
 }
 RELPOS_PUSH_END(AlibiRowPush)

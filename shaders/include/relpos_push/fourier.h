@@ -25,19 +25,25 @@ RELPOS_PUSH_END(SinusoidalPush)
 #endif
 
 #ifdef RELPOS_FOURIER_ROW
-// The per-distance row [heads, row_len]: rp = rp_first + r.
+// The per-distance row [heads, row_len]: rp = rp_first + r. One dispatch covers the heads
+// [first_head, first_head + head_count) and adds the terms of the features
+// [first_feature, first_feature + features) of d/2.
 RELPOS_PUSH_BEGIN(FourierRowPush) {
-  uint row_len;  // Q + K - 1
-  uint first;    // first r of this dispatch
-  int rp_first;  // -(Q - 1) - query_offset
-  uint heads;
-  uint dim;      // d: the rotation rows are [a | b], each d/2 long
+  uint row_len;        // Q + K - 1
+  uint first;          // first r of this dispatch
+  int rp_first;        // -(Q - 1) - query_offset
+  uint first_head;
+  uint head_count;
+  uint first_feature;
+  uint features;
+  uint dim;            // d: the rotation rows are [a | b], each d/2 long
 }
 RELPOS_PUSH_END(FourierRowPush)
 #endif
 
 #ifdef RELPOS_FOURIER_DIRECT
-// The direct path: out rows r = h * Q + i of one chunk, in blocks of 4 rows x 4 keys.
+// The direct path: out rows r = h * Q + i of one chunk, in blocks of 4 rows x 4 keys, summing the
+// features [first_feature, first_feature + features) of d/2.
 RELPOS_PUSH_BEGIN(FourierDirectPush) {
   uint first_block;  // block index of this dispatch within the chunk
   uint blocks;       // blocks in the chunk: row_blocks * key_blocks
@@ -47,6 +53,8 @@ RELPOS_PUSH_BEGIN(FourierDirectPush) {
   uint queries;
   uint keys;
   uint dim;
+  uint first_feature;
+  uint features;
 }
 RELPOS_PUSH_END(FourierDirectPush)
 #endif

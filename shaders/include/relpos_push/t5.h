@@ -10,6 +10,8 @@ RELPOS_PUSH_BEGIN(T5RowPush) {
   uint first;            // first r of this dispatch
   int rp_first;          // relative position of r = 0: -(Q - 1) - query_offset
   uint heads;            // columns of the table
+  uint first_head;       // this dispatch writes the heads [first_head, first_head + head_count)
+  uint head_count;
   uint bidirectional;    // 1: positive rp use the upper half of the buckets
   uint half_buckets;     // offset of the upper half (num_buckets / 2) when bidirectional
   uint max_exact;        // distances below it get a bucket each
