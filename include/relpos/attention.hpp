@@ -43,7 +43,8 @@ struct AttentionParams {
   T5Params t5{};  // bucket configuration and bias scale (its queries/keys/heads/offset are ignored)
   std::uint32_t max_relative_position = 0;  // Shaw's k
   // Split the keys of each row across this many workgroups (0: chosen from the shape). A split holds
-  // at most kMaxKeysPerSplit keys, so long rows always take several.
+  // at most kMaxKeysPerSplit keys, so long rows always take several; at most
+  // AttentionMergeParams::kMaxParts splits are merged.
   std::uint32_t key_splits = 0;
 
   static constexpr std::uint32_t kMaxHeadDim = 256;
@@ -118,12 +119,14 @@ struct AttentionMergeParams {
   std::uint64_t rows = 0;
   std::uint32_t head_dim = 0;  // a multiple of 4, at most AttentionParams::kMaxHeadDim
   DType dtype = DType::F32;    // of the partial and merged outputs (lse is always float32)
+  // The GPU merge loops over the parts twice in each invocation, within the shader loop bound.
+  static constexpr std::uint32_t kMaxParts = 16384;
   void validate() const;
 };
 
 AttentionResult attention_merge_reference(const AttentionMergeParams& p, std::span<const float> out,
                                           std::span<const float> lse);
-// At most 16384 parts on the GPU (RELPOS_MAX_LOOP_ITERATIONS / 2): more give InvalidArgument.
+// At most AttentionMergeParams::kMaxParts parts on the GPU: more give InvalidArgument.
 void attention_merge(Recorder& r, const AttentionMergeParams& p, const Buffer& partial_out, const Buffer& partial_lse,
                      const Buffer& out, const Buffer* lse = nullptr);
 

@@ -198,6 +198,8 @@ void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& bu
   const DeviceLimits& lim = r.context().limits();
   const Tiles tiles = pick_tiles(r.context());
   const std::uint32_t S = pick_splits(p, tiles);
+  require(S <= AttentionMergeParams::kMaxParts, "keys", std::to_string(p.keys),
+          "need " + std::to_string(S) + " key splits; at most " + std::to_string(AttentionMergeParams::kMaxParts) + " are merged");
   const std::uint32_t split_len = detail::div_up(p.keys, S);
   require(p.rows() * S * (p.head_dim / 4) <= 0xffffffffull, "key_splits", std::to_string(S),
           "makes batch * heads * queries * splits * head_dim / 4 partial words exceed 2^32");
@@ -311,7 +313,8 @@ void attention_merge(Recorder& r, const AttentionMergeParams& p, const Buffer& p
   p.validate();
   // attention_merge.comp loops over the parts twice in each invocation (their largest lse, then
   // the weighted sum).
-  constexpr std::uint32_t max_parts = RELPOS_MAX_LOOP_ITERATIONS / 2;
+  constexpr std::uint32_t max_parts = AttentionMergeParams::kMaxParts;
+  static_assert(2 * max_parts <= RELPOS_MAX_LOOP_ITERATIONS);
   require(p.parts <= max_parts, "parts", std::to_string(p.parts),
           "must be <= " + std::to_string(max_parts) + " (the merge's loops over the parts stay under RELPOS_MAX_LOOP_ITERATIONS = " +
               std::to_string(RELPOS_MAX_LOOP_ITERATIONS) + "); merge in several passes");

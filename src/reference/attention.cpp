@@ -114,6 +114,8 @@ void AttentionParams::validate() const {
           str(std::uint64_t{batch} * kv_heads * keys * head_dim / 4), "must be < 2^32");
   require(bias_elements() <= k32, "bias elements", str(bias_elements()), "must be < 2^32");
   require(key_splits <= keys, "key_splits", str(key_splits), "must be <= keys = " + str(keys));
+  require(key_splits <= AttentionMergeParams::kMaxParts, "key_splits", str(key_splits),
+          "must be <= " + str(AttentionMergeParams::kMaxParts) + " (the splits' merge)");
   if (key_splits != 0) {
     const std::uint64_t min_splits = (std::uint64_t{keys} + kMaxKeysPerSplit - 1) / kMaxKeysPerSplit;
     require(key_splits >= min_splits, "key_splits", str(key_splits),
