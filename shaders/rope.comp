@@ -41,7 +41,15 @@ float cos_scale, sin_scale;
 
 // The binary fraction of 2/pi, 32 bits a word, after one zero word: bit t_j (2^-j) is bit 31 + j
 // counted from the first word's top. 224 bits cover every finite float's window below.
-const uint TWO_OVER_PI[7] = uint[](0u, 0xA2F9836Eu, 0x4E441529u, 0xFC2757D1u, 0xF534DDC0u, 0xDB629599u, 0x3C439041u);
+const uint TWO_OVER_PI_0 = 0u, TWO_OVER_PI_1 = 0xA2F9836Eu, TWO_OVER_PI_2 = 0x4E441529u, TWO_OVER_PI_3 = 0xFC2757D1u,
+           TWO_OVER_PI_4 = 0xF534DDC0u, TWO_OVER_PI_5 = 0xDB629599u, TWO_OVER_PI_6 = 0x3C439041u;
+
+// The word of five (w = 0..4) that each lane's `at` = (w == 1, w == 2, w == 3, w == 4) picks: a table
+// lookup as selects, since lavapipe turns an indexed constant array into a per-lane gather, which
+// made the whole op 2-3 times slower with one head per position.
+uvec4 pick(bvec4 at[4], uint w0, uint w1, uint w2, uint w3, uint w4) {
+  return mix(mix(mix(mix(uvec4(w0), uvec4(w1), at[0]), uvec4(w2), at[1]), uvec4(w3), at[2]), uvec4(w4), at[3]);
+}
 
 // sin and cos of any finite float32 angle, by a Payne-Hanek reduction in integers. |a| = m * 2^e
 // (m the 24-bit mantissa, e = biased exponent - 150); |a| * 2/pi = k + f in quarter turns is
@@ -59,11 +67,10 @@ void sincos4(vec4 a, out vec4 s, out vec4 c) {
   // which takes r = a anyway).
   uvec4 g = uvec4(max(ivec4((bits >> 23) & 0xffu) - 120, ivec4(0)));
   uvec4 w = g >> 5u, sh = g & 31u;
-  uvec4 t0 = uvec4(TWO_OVER_PI[w.x], TWO_OVER_PI[w.y], TWO_OVER_PI[w.z], TWO_OVER_PI[w.w]);
-  w += 1u;
-  uvec4 t1 = uvec4(TWO_OVER_PI[w.x], TWO_OVER_PI[w.y], TWO_OVER_PI[w.z], TWO_OVER_PI[w.w]);
-  w += 1u;
-  uvec4 t2 = uvec4(TWO_OVER_PI[w.x], TWO_OVER_PI[w.y], TWO_OVER_PI[w.z], TWO_OVER_PI[w.w]);
+  bvec4 at[4] = bvec4[](equal(w, uvec4(1u)), equal(w, uvec4(2u)), equal(w, uvec4(3u)), equal(w, uvec4(4u)));
+  uvec4 t0 = pick(at, TWO_OVER_PI_0, TWO_OVER_PI_1, TWO_OVER_PI_2, TWO_OVER_PI_3, TWO_OVER_PI_4);
+  uvec4 t1 = pick(at, TWO_OVER_PI_1, TWO_OVER_PI_2, TWO_OVER_PI_3, TWO_OVER_PI_4, TWO_OVER_PI_5);
+  uvec4 t2 = pick(at, TWO_OVER_PI_2, TWO_OVER_PI_3, TWO_OVER_PI_4, TWO_OVER_PI_5, TWO_OVER_PI_6);
   // (t >> 1) >> (31 - sh): the next word's top sh bits, also for sh = 0 (a shift by 32 is undefined).
   uvec4 w_hi = (t0 << sh) | ((t1 >> 1u) >> (31u - sh));
   uvec4 w_lo = (t1 << sh) | ((t2 >> 1u) >> (31u - sh));
