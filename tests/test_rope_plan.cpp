@@ -26,4 +26,5 @@ TEST(RopePlan, RowIterationsCountEveryLoop) {
   EXPECT_EQ(rope_row_iterations(true, false, 64, 128), 1u);  // four-pair units: the loop over rows only
   EXPECT_EQ(rope_row_iterations(false, true, 6, 10), 1u + 3u);
   EXPECT_EQ(rope_row_iterations(false, false, 6, 10), 1u + 3u + 4u);
+  EXPECT_EQ(rope_row_iterations(false, false, 6, 6), 1u + 3u + 1u);  // the empty tail loop still runs once
 }

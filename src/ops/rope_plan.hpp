@@ -15,9 +15,11 @@ namespace relpos::detail {
 constexpr std::uint64_t kRopeTargetInvocations = 8192;
 
 // Loop iterations an invocation spends per row: one of the loop over l, plus on the element-wise
-// path (quad false) one per pair and, out of place, one per pass-through feature.
+// path (quad false) one per pair and, out of place, one per pass-through feature (at least one:
+// lavapipe runs a loop's body once even when no lane enters it).
 inline std::uint64_t rope_row_iterations(bool quad, bool in_place, std::uint32_t rot_dim, std::uint32_t head_dim) {
-  return quad ? 1 : 1 + std::uint64_t{rot_dim / 2} + (in_place ? 0 : head_dim - rot_dim);
+  if (quad) return 1;
+  return 1 + std::uint64_t{rot_dim / 2} + (in_place ? 0 : std::max<std::uint64_t>(1, head_dim - rot_dim));
 }
 
 // Rows (l) per invocation for a grid of units x p_count x l_count: as many as spread the work over
