@@ -2,6 +2,9 @@
 // positions, scalings and both directions, in place and into a new buffer, f32 and f16.
 #include <relpos/relpos.hpp>
 
+#include <cmath>
+#include <functional>
+#include <limits>
 #include <random>
 
 #include "support/expect.hpp"
@@ -18,10 +21,11 @@ using relpos::test::run;
 
 namespace {
 
-// f32: the shader's sin and cos are within ~1.5e-7 of the reference's (reduction ~3e-8, Taylor
-// terms < 1e-9, float32 evaluation a few 1e-8), and the rotation's float32 multiplies and add
+// f32: the shader's sin and cos are within ~1e-7 of the reference's at any position (reduction
+// 1e-11, Taylor terms 1e-11, float32 evaluation ~1e-7: a model of its arithmetic over 250,000
+// angles up to 2^31 and beyond peaks at 1.0e-7), and the rotation's float32 multiplies and add
 // round three times (~1.8e-7 relative). A pair's error is at most (|x| + |y|) times the sum,
-// <= 2 * max|want| * 3.3e-7 = 6.6e-7 normalised; measured here: 1.2e-7.
+// <= 2 * max|want| * 2.8e-7 = 5.6e-7 normalised; measured here: 1.3e-7.
 constexpr double kTolF32 = 1e-6;
 // f16: the reference is rounded to half, and the shader's result, a hair away from it, may round
 // to the neighbouring half: one half ulp, 2^-10 relative to the largest value, plus the f32 error.
@@ -74,7 +78,26 @@ std::string describe(const Case& c) {
 
 // Runs the case on the GPU and checks it against the reference; the pass-through features and
 // (out of place) the untouched input must be bit-exact.
-void expect_matches(Context& ctx, const Case& c, std::mt19937& rng, std::int32_t max_position = 300000) {
+// Draws one position of a position buffer.
+using PositionSource = std::function<std::int32_t(std::mt19937&)>;
+
+std::int32_t ordinary_position(std::mt19937& rng) { return std::uniform_int_distribution<std::int32_t>(-1000, 300000)(rng); }
+
+// Positions where the angles are large: within 64 of +-(2^31 - 1) (and int32's minimum), around
+// 2^24, and anywhere in int32.
+std::int32_t far_position(std::mt19937& rng) {
+  constexpr std::int32_t kMax = std::numeric_limits<std::int32_t>::max();
+  const std::int32_t near = std::uniform_int_distribution<std::int32_t>(0, 64)(rng);
+  switch (std::uniform_int_distribution<int>(0, 4)(rng)) {
+    case 0: return kMax - near;
+    case 1: return -kMax + near - 1;  // down to int32's minimum
+    case 2: return (1 << 24) - 32 + near;
+    case 3: return -(1 << 24) + 32 - near;
+    default: return std::uniform_int_distribution<std::int32_t>(std::numeric_limits<std::int32_t>::min(), kMax)(rng);
+  }
+}
+
+void expect_matches(Context& ctx, const Case& c, std::mt19937& rng, const PositionSource& position = ordinary_position) {
   SCOPED_TRACE(describe(c));
   const RopeParams& p = c.p;
   const std::size_t n = p.elements();
@@ -82,8 +105,7 @@ void expect_matches(Context& ctx, const Case& c, std::mt19937& rng, std::int32_t
   std::vector<std::int32_t> positions;
   if (c.use_positions) {
     positions.resize(std::size_t{p.batch} * p.seq);
-    std::uniform_int_distribution<std::int32_t> pos(-1000, max_position);
-    for (auto& v : positions) v = pos(rng);
+    for (auto& v : positions) v = position(rng);
   }
   std::vector<float> want = x;
   rope_reference(p, want, positions);
@@ -114,21 +136,63 @@ TEST_F(RopeGpu, RandomConfigurationsMatchReference) {
   for (int trial = 0; trial < 40; ++trial) expect_matches(gpu(), random_case(rng), rng);
 }
 
-// Positions up to 2^24 - 1 with the first frequency 1: the argument reduction's worst case.
+// Positions up to int32's limits with the first frequency 1 (angles up to 2^31), from a position
+// buffer, on every path of the shader: four-pair units (f32, f16, with a tail), eight-pair f16
+// units (with a tail), element-wise rows; NeoX and GPT-J, each in place (BSHD) and out of place
+// (BHSD, which recomputes the angles along l). Offsets at both ends of int32 on two paths.
 TEST_F(RopeGpu, FarPositionsStayAccurate) {
   std::mt19937 rng(77);
-  for (auto style : {RopeStyle::NeoX, RopeStyle::GptJ}) {
-    Case c;
-    c.p.head_dim = 64;
-    c.p.seq = 64;
-    c.p.heads = 2;
-    c.p.style = style;
-    c.use_positions = true;
-    expect_matches(gpu(), c, rng, (1 << 24) - 1);
-    c.use_positions = false;
-    c.p.position_offset = (1 << 24) - 64;
-    expect_matches(gpu(), c, rng);
-  }
+  struct Shape { std::uint32_t head_dim, rotary_dim; DType dtype; };
+  const Shape shapes[] = {{64, 0, DType::F32}, {20, 8, DType::F32}, {40, 24, DType::F16}, {64, 48, DType::F16},
+                          {32, 0, DType::F16}, {10, 6, DType::F32}, {12, 0, DType::F16}};
+  for (std::size_t i = 0; i < std::size(shapes); ++i)
+    for (auto style : {RopeStyle::NeoX, RopeStyle::GptJ}) {
+      const bool in_place = (i + (style == RopeStyle::GptJ)) % 2 == 0;
+      Case c;
+      c.p.batch = 2;
+      c.p.seq = 24;
+      c.p.heads = 3;
+      c.p.head_dim = shapes[i].head_dim;
+      c.p.rotary_dim = shapes[i].rotary_dim;
+      c.p.style = style;
+      c.p.layout = in_place ? RopeLayout::BSHD : RopeLayout::BHSD;
+      c.dtype = shapes[i].dtype;
+      c.in_place = in_place;
+      c.use_positions = true;
+      expect_matches(gpu(), c, rng, far_position);
+      if (i == 0 || i == 5) {
+        c.use_positions = false;
+        c.p.position_offset = std::numeric_limits<std::int32_t>::max() - (c.p.seq - 1);
+        expect_matches(gpu(), c, rng);
+        c.p.position_offset = -std::numeric_limits<std::int32_t>::max();
+        expect_matches(gpu(), c, rng);
+      }
+    }
+}
+
+// A rotation keeps every pair's norm, at any position (the scaled frequencies too).
+TEST_F(RopeGpu, RotationKeepsEveryPairsNorm) {
+  std::mt19937 rng(12);
+  RopeParams p;
+  p.seq = 256;
+  p.heads = 2;
+  p.head_dim = 64;
+  p.scaling.type = RopeScaling::Llama3;
+  p.scaling.factor = 8.0;
+  p.scaling.original_max_position = 8192;
+  const std::vector<float> x = random_floats(rng, p.elements(), -3.0f, 3.0f);
+  std::vector<std::int32_t> positions(p.seq);
+  for (auto& v : positions) v = far_position(rng);
+  Buffer xb = make_buffer(gpu(), x), pb = make_buffer(gpu(), positions);
+  run(gpu(), [&](Recorder& r) { rope(r, p, xb, DType::F32, &pb); });
+  const std::vector<float> got = xb.download<float>(x.size());
+  const std::uint32_t half = p.head_dim / 2;
+  for (std::size_t row = 0; row < x.size() / p.head_dim; ++row)
+    for (std::uint32_t k = 0; k < half; ++k) {
+      const std::size_t a = row * p.head_dim + k, b = a + half;
+      const double before = std::hypot(x[a], x[b]), after = std::hypot(got[a], got[b]);
+      ASSERT_NEAR(after, before, 1e-6 * (1.0 + before)) << "row " << row << " pair " << k << " position " << positions[row / p.heads];
+    }
 }
 
 // Long sequences give each invocation a block of several (batch, head) rows: with BHSD and a
@@ -173,6 +237,31 @@ TEST_F(RopeGpu, SplitPathsUnderLoweredLimits) {
       expect_matches(gpu_small_limits(), c, rng);
     }
   }
+}
+
+// The element-wise path loops over a row's pairs (and, out of place, its pass-through features)
+// in one invocation, whose loops RELPOS_MAX_LOOP_ITERATIONS bounds: rows up to the bound run, longer
+// ones are refused (lavapipe would leave the loop silently after 65,535 iterations).
+TEST_F(RopeGpu, ElementWiseRowsUpToTheLoopBound) {
+  std::mt19937 rng(3);
+  Case c;
+  c.p.seq = 2;
+  c.p.head_dim = 65532;  // % 8 == 4: element-wise, 32766 pairs
+  c.p.position_offset = 1000;
+  expect_matches(gpu(), c, rng);
+  c.in_place = false;
+  c.p.rotary_dim = 65530;  // 32765 pairs and 2 pass-through features: 32767 iterations with the loop over rows
+  expect_matches(gpu(), c, rng);
+
+  Recorder r(gpu());
+  RopeParams p = c.p;
+  p.rotary_dim = 65526;  // 32763 pairs and 6 features out of place: one iteration too many
+  Buffer x(gpu(), p.elements() * 4), out(gpu(), p.elements() * 4);
+  expect_invalid([&] { rope_into(r, p, x, out); }, "head_dim");
+  p.head_dim = p.rotary_dim = 65538;  // 32769 pairs
+  Buffer big(gpu(), p.elements() * 4);
+  expect_invalid([&] { rope(r, p, big); }, "head_dim");
+  r.submit_and_wait();  // nothing was recorded
 }
 
 TEST_F(RopeGpu, InverseUndoesTheRotation) {

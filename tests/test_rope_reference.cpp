@@ -6,6 +6,7 @@
 #include <relpos/relpos.hpp>
 
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "support/expect.hpp"
@@ -97,6 +98,33 @@ TEST(RopeReference, RotationsAtKnownPositions) {
       EXPECT_EQ(x[e], static_cast<float>(std::stod(w[4 + e]))) << w[0] << " dim=" << w[1] << " pos=" << w[2] << " e=" << e;
   }
   EXPECT_EQ(checked, 2 * 6 * (8 + 16));
+}
+
+// Positions at the ends of int32 and past 2^24, where float32 positions round (2^31 - 1 to 2^31):
+// cos and sin of the rounded position, against float64 values of mpmath at 200 bits.
+TEST(RopeReference, PositionsUpToTheInt32Limits) {
+  struct Known { std::int64_t offset; double cos, sin; };
+  for (const Known& k : {Known{2147483647, 0.23781619457280336, -0.97131017579293924},
+                         Known{-2147483647, 0.23781619457280336, 0.97131017579293924},
+                         Known{16777218, 0.44821291395016176, 0.89392683356542379},
+                         Known{1000000000, 0.83788718136390233, 0.54584344944869956}}) {
+    RopeParams p = one_head(2);
+    p.position_offset = k.offset;
+    std::vector<float> x = {1.0f, 0.0f};
+    rope_reference(p, x);
+    EXPECT_EQ(x[0], static_cast<float>(k.cos)) << k.offset;
+    EXPECT_EQ(x[1], static_cast<float>(k.sin)) << k.offset;
+  }
+  // From a buffer, int32's minimum too: -2^31 is the float of -(2^31 - 1).
+  RopeParams p = one_head(2);
+  p.seq = 2;
+  std::vector<float> x = {1.0f, 0.0f, 1.0f, 0.0f};
+  const std::vector<std::int32_t> positions = {std::numeric_limits<std::int32_t>::min(), -2147483647};
+  rope_reference(p, x, positions);
+  EXPECT_EQ(x[0], static_cast<float>(0.23781619457280336));
+  EXPECT_EQ(x[1], static_cast<float>(0.97131017579293924));
+  EXPECT_EQ(x[2], x[0]);
+  EXPECT_EQ(x[3], x[1]);
 }
 
 TEST(RopeReference, PartialRotaryLeavesTheRestUntouched) {
@@ -205,8 +233,15 @@ TEST(RopeReference, InvalidParametersAreRejected) {
   p = ok;
   p.base = 1.0;
   expect_invalid([&] { p.validate(); }, "base");
+  // Positions are int32: position_offset + s within +-(2^31 - 1).
   p = ok;
-  p.position_offset = 1 << 24;
+  p.position_offset = 2147483647 - (p.seq - 1);
+  EXPECT_NO_THROW(p.validate());
+  p.position_offset += 1;
+  expect_invalid([&] { p.validate(); }, "position_offset");
+  p.position_offset = -2147483647;
+  EXPECT_NO_THROW(p.validate());
+  p.position_offset -= 1;
   expect_invalid([&] { p.validate(); }, "position_offset");
   for (auto type : {RopeScaling::Linear, RopeScaling::DynamicNtk, RopeScaling::Yarn, RopeScaling::Llama3}) {
     p = ok;

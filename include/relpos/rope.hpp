@@ -57,14 +57,17 @@ struct RopeParams {
   RopeLayout layout = RopeLayout::BSHD;
   RopeStyle style = RopeStyle::NeoX;
   double base = 10000.0;          // rope_theta
-  std::int64_t position_offset = 0;  // token s of every batch row sits at position_offset + s (without a position buffer)
+  // Token s of every batch row sits at position_offset + s (without a position buffer); any int32
+  // position, |position_offset + s| <= 2^31 - 1.
+  std::int64_t position_offset = 0;
   bool inverse = false;           // the inverse map: rotate by -angle and divide by the attention factor
   RopeScalingParams scaling;
 
   std::uint32_t rot_dim() const { return rotary_dim ? rotary_dim : head_dim; }
   std::uint64_t elements() const;
   // Throws InvalidArgument for empty shapes, an odd or too large rotary_dim, base <= 1, bad
-  // scaling parameters, positions beyond 2^24 and element counts beyond what the shader indexes.
+  // scaling parameters, positions position_offset + s outside +-(2^31 - 1) (int32) and element
+  // counts beyond what the shader indexes.
   void validate() const;
 };
 
@@ -80,15 +83,19 @@ RopeFrequencies rope_frequencies(const RopeParams& p, bool positions_from_buffer
 
 // ---- CPU reference ------------------------------------------------------------------------
 
-// Rotates x (the layout's [.., head_dim] values, as float) in place: angle = float32(pos *
-// inv_freq[p]) as HuggingFace's float32 product; cos, sin and the rotation in double; the result
-// rounded to float32. positions: int32 [batch, seq], or empty for position_offset + s.
+// Rotates x (the layout's [.., head_dim] values, as float) in place: angle = float32(float32(pos)
+// * inv_freq[p]) as HuggingFace's float32 product; cos, sin and the rotation in double; the result
+// rounded to float32. positions: int32 [batch, seq] (any int32 value), or empty for
+// position_offset + s.
 void rope_reference(const RopeParams& p, std::span<float> x, std::span<const std::int32_t> positions = {});
 
 // ---- GPU operations -----------------------------------------------------------------------
 // Record into `r`; nothing runs until it is submitted. Parameters and buffer sizes are checked
 // first (InvalidArgument). x and out hold p.elements() values of dtype (F32 or F16; F16 needs an
-// even head_dim). positions, when given, is an int32 [batch, seq] buffer.
+// even head_dim). positions, when given, is an int32 [batch, seq] buffer; any int32 value rotates
+// correctly. Rows that are not a multiple of four pairs (rotary_dim % 8 != 0 or head_dim % 4 != 0)
+// are rotated element by element in one shader invocation each: rotary_dim / 2 plus, out of
+// place, head_dim - rotary_dim must be < 32768 (RELPOS_MAX_LOOP_ITERATIONS).
 
 // In place.
 void rope(Recorder& r, const RopeParams& p, const Buffer& x, DType dtype = DType::F32, const Buffer* positions = nullptr);

@@ -8,7 +8,9 @@
 #include "reference/checks.hpp"
 #include "relpos/buffer.hpp"
 #include "relpos/context.hpp"
+#include "ops/rope_plan.hpp"
 #include "relpos/rope.hpp"
+#include "relpos_push/loop_bound.h"
 #include "relpos_push/rope.h"
 #include "vk/dispatch.hpp"
 
@@ -17,9 +19,6 @@ namespace {
 
 using detail::require;
 
-// Enough invocations to keep lavapipe's threads and SIMD lanes busy; beyond that, each loops over
-// more heads so that its sin and cos serve more rows.
-constexpr std::uint64_t kTargetInvocations = 8192;
 constexpr std::uint32_t kGroupInvocations = 64;
 
 // The rows as a p x l grid: (b * seq + s, h) for BSHD, (s, b * heads + h) for BHSD (strides in elements).
@@ -88,8 +87,12 @@ void record(Recorder& r, const RopeParams& p, const Buffer& x, const Buffer* out
   pc.p_stride = static_cast<std::uint32_t>(g.p_stride);
   pc.l_stride = static_cast<std::uint32_t>(g.l_stride);
 
-  const std::uint64_t blocks = std::clamp<std::uint64_t>(kTargetInvocations / (std::uint64_t{units} * g.p_count), 1, g.l_count);
-  const std::uint64_t l_per = (g.l_count + blocks - 1) / blocks;
+  const std::uint64_t row_iterations = detail::rope_row_iterations(quad, in_place, d, dim);
+  require(row_iterations <= RELPOS_MAX_LOOP_ITERATIONS, "head_dim", std::to_string(dim) + " (rotary_dim " + std::to_string(d) + ")",
+          "the element-wise path (rotary_dim % 8 != 0 or head_dim % 4 != 0) loops over rotary_dim / 2 pairs, plus out of place "
+          "head_dim - rotary_dim pass-through features, per row: " + std::to_string(row_iterations - 1) +
+              " must be < " + std::to_string(RELPOS_MAX_LOOP_ITERATIONS) + ", the bound on one shader invocation's loop iterations");
+  const std::uint64_t l_per = detail::rope_l_per_invocation(units, g.p_count, g.l_count, row_iterations);
   pc.l_per_invocation = static_cast<std::uint32_t>(l_per);
 
   // Rectangles of np x nl rows whose bound span ((np-1) * p_stride + (nl-1) * l_stride + head_dim

@@ -2,6 +2,7 @@
 // transformers' modeling_rope_utils.py, computed in double.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numbers>
 #include <string>
 
@@ -13,9 +14,9 @@ namespace {
 
 using detail::require;
 
-// Positions are converted to float32 before the multiply (as HuggingFace does); beyond 2^24 they
-// are no longer exact, and the shader's argument reduction assumes angles below 2^24.
-constexpr std::int64_t kMaxPosition = std::int64_t{1} << 24;
+// Positions are int32 (a position buffer's type); they are converted to float32 before the
+// multiply, as HuggingFace does, which rounds those beyond 2^24.
+constexpr std::int64_t kMaxPosition = std::numeric_limits<std::int32_t>::max();
 
 void require_finite(double v, const char* name, bool ok, const std::string& limit) {
   require(std::isfinite(v) && ok, name, std::to_string(v), limit);
@@ -110,8 +111,9 @@ void RopeParams::validate() const {
   require(d % 2 == 0, "rotary_dim", std::to_string(d), "must be even (features rotate in pairs)");
   require(d <= head_dim, "rotary_dim", std::to_string(d), "must be <= head_dim = " + std::to_string(head_dim));
   require(std::isfinite(base) && base > 1.0, "base", std::to_string(base), "must be finite and > 1");
-  require(position_offset > -kMaxPosition && position_offset + seq - 1 < kMaxPosition, "position_offset",
-          std::to_string(position_offset), "puts positions outside +-2^24 (where float32 positions stop being exact)");
+  require(position_offset >= -kMaxPosition && position_offset <= kMaxPosition - (std::int64_t{seq} - 1), "position_offset",
+          std::to_string(position_offset), "puts positions position_offset + s, s < seq = " + std::to_string(seq) +
+              ", outside +-(2^31 - 1) (positions are int32)");
   validate_scaling(scaling, d);
   // The shader indexes (batch, seq) and (batch, heads) rows with 32 bits.
   require(std::uint64_t{batch} * seq <= 0xffffffffull && std::uint64_t{batch} * heads <= 0xffffffffull, "batch * seq, batch * heads",
