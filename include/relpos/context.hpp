@@ -70,7 +70,8 @@ struct ContextOptions {
   // Enable VK_LAYER_KHRONOS_validation (with synchronization validation) and a debug messenger.
   // RELPOS_VALIDATION=1 in the environment enables it too. Only for contexts relpos creates.
   bool validation = false;
-  // Receives every validation warning and error. Default: print to stderr.
+  // Receives every validation warning and error, on whichever thread made the call that caused it
+  // (so it must be thread-safe when several threads use the Context). Default: print to stderr.
   std::function<void(const ValidationMessage&)> on_validation_message;
   // Lower the device's limits (0 = keep). For tests of the split paths on small tensors.
   std::uint64_t max_storage_buffer_range = 0;
@@ -111,8 +112,9 @@ struct AdoptedVulkan {
   std::uint32_t api_version = 0;
   // The application's lock for `queue` (VkQueue is externally synchronised). relpos holds it around
   // each vkQueueSubmit and vkQueueWaitIdle; the application must hold it around its own uses of
-  // the queue, and several Contexts adopting one queue must all be given the same mutex. Null:
-  // relpos locks a mutex of its own, and the application must not use the queue while relpos may.
+  // the queue, and several Contexts adopting one queue must all be given the same mutex. Do not
+  // hold it while calling relpos (uploads and submissions lock it). Null: relpos locks a mutex of
+  // its own, and the application must not use the queue while relpos may.
   std::mutex* queue_mutex = nullptr;
 };
 
