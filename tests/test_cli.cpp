@@ -349,3 +349,21 @@ TEST(Cli, AttentionMergeOfTwoBlocks) {
   EXPECT_NEAR(out[3], 3.0f, 1e-5);
   EXPECT_NEAR(read_npy(temp("merged_lse.npy")).to_f32("lse")[0], std::log(4.0f), 1e-5);
 }
+
+// RADV's null hardware device (a driver without a GPU) reports no memory types: relpos lists it,
+// and refuses it with an error naming the missing memory type, instead of crashing.
+TEST(Cli, DeviceWithoutMemoryTypesIsAClearError) {
+  const std::string icd = "/usr/share/vulkan/icd.d/radeon_icd.x86_64.json";
+  if (!std::filesystem::exists(icd)) GTEST_SKIP() << icd << " is not installed";
+  const std::string env = "RADV_FORCE_FAMILY=navi21 VK_ICD_FILENAMES=" + icd + " ";
+  const std::string tool_path = RELPOS_TOOL;
+  auto run_env = [&](const std::string& args) {
+    return relpos::test::tool_command(env + tool_path + " " + args);
+  };
+  auto devices = run_env("devices");
+  ASSERT_EQ(devices.status, 0) << devices.output;
+  if (devices.output.find("Null hardware") == std::string::npos) GTEST_SKIP() << "no RADV null device here: " << devices.output;
+  auto r = run_env("run t5-buckets --num-buckets 8 --queries 4 --keys 4 --max-distance 8 --out " + temp("null.npy"));
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("no HOST_VISIBLE | HOST_COHERENT memory type"), std::string::npos) << r.output;
+}

@@ -4,12 +4,17 @@
 
 #include <relpos/relpos.hpp>
 
+#include <chrono>
+#include <future>
+
+#include "support/app_vulkan.hpp"
 #include "support/gpu_fixture.hpp"
 
 using namespace relpos;
 using relpos::test::GpuTest;
 using relpos::test::gpu;
 using relpos::test::gpu_expansion;
+using relpos::test::AppVulkan;
 using relpos::test::run;
 
 namespace {
@@ -269,7 +274,9 @@ TEST(AdoptedDevice, RecordsIntoTheApplicationsCommandBuffer) {
     ASSERT_EQ(vkResetCommandPool(device, pool, 0), VK_SUCCESS);
     ContextOptions options;
     options.distance_expansion = path;
-    Context ctx(AdoptedVulkan{instance, pd, device, queue, family, vkGetInstanceProcAddr}, options);
+    AdoptedVulkan adopted{instance, pd, device, queue, family, vkGetInstanceProcAddr};
+    adopted.api_version = VK_API_VERSION_1_1;
+    Context ctx(adopted, options);
     T5Params p;
     p.queries = 20;
     p.keys = 30;
@@ -298,4 +305,181 @@ TEST(AdoptedDevice, RecordsIntoTheApplicationsCommandBuffer) {
   vkDestroyCommandPool(device, pool, nullptr);
   vkDestroyDevice(device, nullptr);
   vkDestroyInstance(instance, nullptr);
+}
+
+// A wrong queue family is refused with an error, and the failed construction leaves the
+// application's device as it was (it used to wait on the device through a table never loaded).
+TEST(AdoptedDevice, WrongQueueFamilyIsAnErrorAndLeavesTheDeviceUsable) {
+  AppVulkan app;
+  AdoptedVulkan bad = app.adopted();
+  bad.queue_family = app.family_count + 7;
+  try {
+    Context ctx(bad);
+    ADD_FAILURE() << "queue_family " << bad.queue_family << " was adopted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("queue_family = " + std::to_string(bad.queue_family)), std::string::npos) << e.what();
+  }
+  Context ctx(app.adopted());
+  T5Params p;
+  p.queries = 6;
+  p.keys = 7;
+  Buffer out(ctx, 6 * 7 * 4);
+  run(ctx, [&](Recorder& r) { t5_buckets(r, p, out); });
+  EXPECT_EQ(out.download<std::int32_t>(6 * 7), t5_buckets_reference(p));
+  EXPECT_EQ(app.take_messages(), std::vector<std::string>{});
+}
+
+// relpos calls Vulkan 1.1 functions and loads SPIR-V 1.3: an instance created for Vulkan 1.0 is
+// refused, and the application must say which version it created the instance with.
+TEST(AdoptedDevice, RefusesAnInstanceBelowVulkan11AndAnUnstatedVersion) {
+  AppVulkan app(VK_API_VERSION_1_0);
+  AdoptedVulkan a = app.adopted();
+  try {
+    Context ctx(a);
+    ADD_FAILURE() << "a Vulkan 1.0 instance was adopted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("api_version = 1.0"), std::string::npos) << e.what();
+  }
+  a.api_version = 0;
+  EXPECT_THROW(Context ctx(a), InvalidArgument);
+  EXPECT_EQ(app.take_messages(), std::vector<std::string>{});
+}
+
+// Shaders store f16 values two to a 32-bit word. An application's buffer of an odd number of f16
+// values ends mid-word, and the last value used to be dropped silently; such a buffer is refused,
+// and one rounded up to whole words gets every value, the last one included.
+TEST_F(Runtime, ExternalBuffersEndOnAWordSoOddF16TensorsAreExact) {
+  Context& ctx = gpu();
+  const VkDevice device = ctx.vk_device();
+  auto get = [&](const char* name) { return vkGetDeviceProcAddr(device, name); };
+  auto create = reinterpret_cast<PFN_vkCreateBuffer>(get("vkCreateBuffer"));
+  auto destroy = reinterpret_cast<PFN_vkDestroyBuffer>(get("vkDestroyBuffer"));
+  auto requirements = reinterpret_cast<PFN_vkGetBufferMemoryRequirements>(get("vkGetBufferMemoryRequirements"));
+  auto allocate = reinterpret_cast<PFN_vkAllocateMemory>(get("vkAllocateMemory"));
+  auto free_memory = reinterpret_cast<PFN_vkFreeMemory>(get("vkFreeMemory"));
+  auto bind = reinterpret_cast<PFN_vkBindBufferMemory>(get("vkBindBufferMemory"));
+  T5Params p;  // 1 head x 3 queries x 5 keys = 15 f16 values = 30 bytes
+  p.queries = 3;
+  p.keys = 5;
+  std::vector<float> table(32);
+  for (std::size_t k = 0; k < table.size(); ++k) table[k] = 0.578125f + 0.25f * static_cast<float>(k);
+  Buffer t = make_buffer(ctx, table);
+  const std::vector<std::uint16_t> want = to_half(t5_bias_reference(p, table));
+  ASSERT_EQ(want.size(), 15u);
+  for (VkDeviceSize bytes : {VkDeviceSize{30}, VkDeviceSize{32}}) {
+    SCOPED_TRACE(bytes);
+    VkBufferCreateInfo bi{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+    bi.size = bytes;
+    bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    VkBuffer buf = VK_NULL_HANDLE;
+    ASSERT_EQ(create(device, &bi, nullptr, &buf), VK_SUCCESS);
+    VkMemoryRequirements req{};
+    requirements(device, buf, &req);
+    VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+    ai.allocationSize = req.size;
+    while (!(req.memoryTypeBits & (1u << ai.memoryTypeIndex))) ++ai.memoryTypeIndex;
+    VkDeviceMemory mem = VK_NULL_HANDLE;
+    ASSERT_EQ(allocate(device, &ai, nullptr, &mem), VK_SUCCESS);
+    ASSERT_EQ(bind(device, buf, mem, 0), VK_SUCCESS);
+    if (bytes % 4 != 0) {
+      try {
+        Buffer::external(ctx, buf, bytes, bi.usage);
+        ADD_FAILURE() << "an external buffer of " << bytes << " bytes was accepted";
+      } catch (const InvalidArgument& e) {
+        EXPECT_NE(std::string(e.what()).find("bytes = 30: must be a multiple of 4"), std::string::npos) << e.what();
+      }
+    } else {
+      Buffer out = Buffer::external(ctx, buf, bytes, bi.usage);
+      const std::vector<std::uint16_t> ones(16, float_to_half(1.0f));
+      out.upload(std::span<const std::uint16_t>(ones));
+      run(ctx, [&](Recorder& r) { t5_bias(r, p, t, out, DType::F16); });
+      std::vector<std::uint16_t> want_padded = want;
+      want_padded.push_back(ones.back());  // the value past the tensor is the application's, left alone
+      EXPECT_EQ(out.download<std::uint16_t>(16), want_padded);
+      out.upload(std::span<const std::uint16_t>(ones));
+      run(ctx, [&](Recorder& r) { t5_bias_add(r, p, t, out, DType::F16); });
+      std::vector<float> sum = t5_bias_reference(p, table);
+      for (float& x : sum) x = half_to_float(float_to_half(x + 1.0f));
+      std::vector<std::uint16_t> want_sum = to_half(sum);
+      want_sum.push_back(ones.back());
+      EXPECT_EQ(out.download<std::uint16_t>(16), want_sum);
+    }
+    destroy(device, buf, nullptr);
+    free_memory(device, mem, nullptr);
+  }
+}
+
+// The application may destroy a Recorder that recorded into its command buffer before that buffer
+// runs: the descriptor sets and scratch buffers stay until the commands have executed.
+TEST(AdoptedDevice, RecorderMayGoBeforeTheCommandBufferRuns) {
+  AppVulkan app;
+  Context ctx(app.adopted());
+  T5Params t5;
+  t5.queries = 9;
+  t5.keys = 11;
+  t5.heads = 2;
+  std::vector<float> table(32 * 2);
+  for (std::size_t k = 0; k < table.size(); ++k) table[k] = 0.5f * static_cast<float>(k) - 3.0f;
+  AlibiParams alibi;
+  alibi.heads = 3;
+  alibi.queries = 5;
+  alibi.keys = 16;
+  Buffer t = make_buffer(ctx, table);
+  Buffer t5_out(ctx, 2 * 9 * 11 * 4), alibi_out(ctx, 3 * 5 * 16 * 4);
+  VkCommandBuffer cb = app.begin_command_buffer();
+  {
+    Recorder rec(ctx, cb);
+    t5_bias(rec, t5, t, t5_out);
+    alibi_bias(rec, alibi, alibi_out);
+    rec.release(VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+  }
+  // Other work in between allocates descriptor pools and scratch memory, which would reuse what a
+  // destroyed recorder had freed.
+  for (int k = 0; k < 3; ++k) {
+    Buffer other(ctx, 2 * 9 * 11 * 4);
+    run(ctx, [&](Recorder& r) { t5_bias(r, t5, t, other); });
+    EXPECT_EQ(other.download<float>(2 * 9 * 11), t5_bias_reference(t5, table));
+  }
+  app.submit_and_wait(cb);
+  EXPECT_EQ(t5_out.download<float>(2 * 9 * 11), t5_bias_reference(t5, table));
+  EXPECT_EQ(alibi_out.download<float>(3 * 5 * 16), alibi_bias_reference(alibi));
+  ctx.wait_idle();  // frees what the recorder left, its command buffer having run
+  EXPECT_EQ(app.take_messages(), std::vector<std::string>{});
+}
+
+// Uploads and downloads of mapped buffers wait for relpos's own work only: the application's
+// work on the shared queue (here blocked on an event the host sets later) does not hold them up.
+TEST(AdoptedDevice, MappedUploadsDoNotWaitForTheApplicationsQueueWork) {
+  AppVulkan app;
+  Context ctx(app.adopted());
+  Buffer b(ctx, 64);
+  if (!b.host_mapped()) GTEST_SKIP() << "device memory is not host-visible here";
+  VkEventCreateInfo ei{VK_STRUCTURE_TYPE_EVENT_CREATE_INFO};
+  VkEvent event = VK_NULL_HANDLE;
+  ASSERT_EQ(vkCreateEvent(app.device, &ei, nullptr, &event), VK_SUCCESS);
+  VkCommandBuffer cb = app.begin_command_buffer();
+  vkCmdWaitEvents(cb, 1, &event, VK_PIPELINE_STAGE_HOST_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, nullptr, 0, nullptr, 0, nullptr);
+  ASSERT_EQ(vkEndCommandBuffer(cb), VK_SUCCESS);
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &cb;
+  {
+    std::lock_guard lock(app.queue_mutex);
+    ASSERT_EQ(vkQueueSubmit(app.queue, 1, &si, VK_NULL_HANDLE), VK_SUCCESS);
+  }
+  const std::vector<std::uint32_t> values(16, 0x12345678u);
+  auto io = std::async(std::launch::async, [&] {
+    b.upload(std::span<const std::uint32_t>(values));
+    return b.download<std::uint32_t>(16);
+  });
+  const bool done = io.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  vkSetEvent(app.device, event);  // releases the queue either way
+  EXPECT_TRUE(done) << "upload/download waited for the application's queue work";
+  EXPECT_EQ(io.get(), values);
+  {
+    std::lock_guard lock(app.queue_mutex);
+    ASSERT_EQ(vkQueueWaitIdle(app.queue), VK_SUCCESS);
+  }
+  vkDestroyEvent(app.device, event, nullptr);
+  EXPECT_EQ(app.take_messages(), std::vector<std::string>{});
 }

@@ -30,7 +30,9 @@ class Buffer {
   // Wraps an application's buffer (created with STORAGE_BUFFER usage, and TRANSFER_SRC/DST for
   // upload/download). relpos never frees it. `usage`: the flags it was created with, where the
   // application passes them; with TRANSFER_DST relpos may write it with transfer copies (see
-  // DistanceExpansion), without it (or unknown, 0) only with shaders.
+  // DistanceExpansion), without it (or unknown, 0) only with shaders. `bytes` must be a multiple
+  // of 4 (InvalidArgument otherwise): shaders access buffers in 32-bit words, two f16 values to a
+  // word, so an f16 tensor of an odd number of values needs a buffer of one more value.
   static Buffer external(Context& ctx, VkBuffer buffer, std::uint64_t bytes, VkBufferUsageFlags usage = 0);
   ~Buffer();
   Buffer(Buffer&& other) noexcept;
@@ -50,7 +52,9 @@ class Buffer {
   // the device: only for buffers no submitted work is using.
   void* host_pointer() const { return mapped_; }
 
-  // Synchronous copies between host memory and the buffer. They wait for the device.
+  // Synchronous copies between host memory and the buffer. They wait for relpos's own submissions
+  // begun before the call (from any thread), never for the application's work on a shared queue:
+  // work the application submitted (a Recorder on its command buffer) it must have waited for.
   void upload(const void* data, std::uint64_t bytes, std::uint64_t offset = 0);
   void download(void* data, std::uint64_t bytes, std::uint64_t offset = 0) const;
 
@@ -66,6 +70,7 @@ class Buffer {
   }
 
  private:
+  friend struct detail::Device;  // takes a scratch buffer's handles when its recording is retired
   void release() noexcept;
 
   std::shared_ptr<detail::Device> device_;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -69,7 +70,8 @@ struct ContextOptions {
   // Enable VK_LAYER_KHRONOS_validation (with synchronization validation) and a debug messenger.
   // RELPOS_VALIDATION=1 in the environment enables it too. Only for contexts relpos creates.
   bool validation = false;
-  // Receives every validation warning and error. Default: print to stderr.
+  // Receives every validation warning and error, on whichever thread made the call that caused it
+  // (so it must be thread-safe when several threads use the Context). Default: print to stderr.
   std::function<void(const ValidationMessage&)> on_validation_message;
   // Lower the device's limits (0 = keep). For tests of the split paths on small tensors.
   std::uint64_t max_storage_buffer_range = 0;
@@ -83,8 +85,20 @@ struct ContextOptions {
   DistanceExpansion distance_expansion = DistanceExpansion::Auto;
 };
 
-// An application's own Vulkan objects. relpos loads its own function pointers for them (volk's
-// per-device table, under private names) and never touches the application's.
+// An application's own Vulkan objects. relpos loads its own function pointers for them (under
+// private names, per Context) and never touches the application's.
+//
+// What relpos requires of them (the Context constructor refuses with InvalidArgument otherwise):
+// - the instance created with VkApplicationInfo::apiVersion >= VK_API_VERSION_1_1, stated in
+//   `api_version` (relpos calls Vulkan 1.1 functions and loads SPIR-V 1.3 modules);
+// - a physical device reporting apiVersion >= 1.1;
+// - `queue` taken from `queue_family`, a family with VK_QUEUE_COMPUTE_BIT (compute implies
+//   transfer commands, which relpos also records);
+// - a HOST_VISIBLE | HOST_COHERENT memory type (uploads, downloads, host buffers).
+// No device features or extensions are needed: relpos's shaders use only Vulkan 1.1 core
+// (subgroup shuffles where the device reports them for compute). Timestamps are optional.
+// The application keeps ownership: relpos destroys only what it created (its pools, pipelines,
+// buffers, events), and the application destroys the Context before its device.
 struct AdoptedVulkan {
   VkInstance instance = VK_NULL_HANDLE;
   VkPhysicalDevice physical_device = VK_NULL_HANDLE;
@@ -93,14 +107,28 @@ struct AdoptedVulkan {
   std::uint32_t queue_family = 0;
   // The loader entry the application uses; null: relpos opens the system Vulkan loader.
   PFN_vkGetInstanceProcAddr get_instance_proc_addr = nullptr;
+  // The VkApplicationInfo::apiVersion the instance was created with (VK_API_VERSION_1_0 when it
+  // was created without a VkApplicationInfo). Required: 0 is refused.
+  std::uint32_t api_version = 0;
+  // The application's lock for `queue` (VkQueue is externally synchronised). relpos holds it around
+  // each vkQueueSubmit and vkQueueWaitIdle; the application must hold it around its own uses of
+  // the queue, and several Contexts adopting one queue must all be given the same mutex. Do not
+  // hold it while calling relpos (uploads and submissions lock it). Null: relpos locks a mutex of
+  // its own, and the application must not use the queue while relpos may.
+  std::mutex* queue_mutex = nullptr;
 };
 
+// Threads: a Context may be shared by any number of threads, each recording its own Recorder
+// (a Recorder is used by one thread at a time); creating buffers, recording, submitting,
+// uploading and downloading from several threads at once is safe. Several Contexts may be
+// created and used at once, and several may adopt one queue when given the same queue_mutex.
+// A Context itself (construction, destruction, move) is not to be used concurrently.
 class Context {
  public:
   explicit Context(const ContextOptions& options = {});
-  // Adopt an application's device. The application keeps ownership: relpos destroys only what it
-  // created (its pools, pipelines, buffers). The application must not use the queue from another
-  // thread while relpos submits to it.
+  // Adopt an application's device (see AdoptedVulkan for what it must provide). Destroy the
+  // Context only after every command buffer holding relpos's commands has finished executing (or
+  // was never submitted): an adopted device is the application's to wait for.
   explicit Context(const AdoptedVulkan& app, const ContextOptions& options = {});
   ~Context();
   Context(Context&&) noexcept;
@@ -124,7 +152,8 @@ class Context {
   VkQueue vk_queue() const;
   std::uint32_t queue_family() const;
 
-  // Waits until the device is idle.
+  // Waits until the queue is idle (under the queue lock), then frees what destroyed Recorders left
+  // for command buffers that have executed since.
   void wait_idle();
 
   const std::shared_ptr<detail::Device>& device() const { return device_; }

@@ -13,14 +13,23 @@ namespace detail {
 struct RecorderState;
 }
 
+// Threads: a Recorder belongs to one thread at a time (it may move between threads); any number
+// of Recorders of one Context may record and submit at once, each from its own thread.
 class Recorder {
  public:
-  // Records into a command buffer relpos owns. Use submit_and_wait() to run it.
+  // Records into a command buffer relpos owns (from a command pool of its own). Use
+  // submit_and_wait() to run it.
   explicit Recorder(Context& ctx);
-  // Records into `external`, which must be in the recording state. Each operation starts with the
-  // barrier that makes earlier compute and transfer writes visible to it; call release() before the
-  // application's own commands read the results. The Recorder owns the descriptor sets and scratch
-  // buffers the commands use: keep it alive until the command buffer has finished executing.
+  // Records into `external`, which must be in the recording state; the application submits it
+  // (on the adopted queue or another queue of the same family), at most once after the Recorder is
+  // destroyed. Each operation starts with the barrier that makes earlier compute and transfer
+  // writes visible to it; call release() before the application's own commands read the results.
+  // The descriptor sets and scratch buffers the commands use outlive the Recorder: each operation
+  // ends by setting an event in the command buffer, and when a Recorder is destroyed its resources
+  // pass to the Context, which frees them once the last event is set (checked when Recorders are
+  // made or submit, and in Context::wait_idle), or when the Context is destroyed. A command buffer
+  // that is never submitted is fine; one that is reset or freed after being submitted must have
+  // finished executing first (as Vulkan requires anyway).
   Recorder(Context& ctx, VkCommandBuffer external);
   ~Recorder();
   Recorder(Recorder&&) noexcept;

@@ -52,7 +52,7 @@ void alibi_bias(Recorder& r, const AlibiParams& p, const Buffer& out, DType out_
   const auto mode = detail::expand_mode(out_dtype, false);
   const detail::ExpandShape shape{p.queries, p.keys, p.heads, std::uint64_t{p.heads} * p.queries};
   detail::check_expand(r.context().limits(), shape, out, mode);
-  detail::begin_op(r);
+  const auto op = detail::begin_op(r);
   const Buffer& rows = distance_rows(r, p);
   detail::expand_distance(r, shape, rows, out, mode);
 }
@@ -62,7 +62,7 @@ void alibi_bias_add(Recorder& r, const AlibiParams& p, const Buffer& logits, DTy
   const auto mode = detail::expand_mode(logits_dtype, true);
   const detail::ExpandShape shape{p.queries, p.keys, p.heads, std::uint64_t{p.batch} * p.heads * p.queries};
   detail::check_expand(r.context().limits(), shape, logits, mode);
-  detail::begin_op(r);
+  const auto op = detail::begin_op(r);
   const Buffer& rows = distance_rows(r, p);
   detail::expand_distance(r, shape, rows, logits, mode);
 }

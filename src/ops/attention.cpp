@@ -219,7 +219,7 @@ void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& bu
   require(mode != RELPOS_ATTN_SHAW || rel_bytes <= lim.max_storage_buffer_range, "rel_keys", std::to_string(rel_bytes) + " bytes",
           "must fit in maxStorageBufferRange = " + std::to_string(lim.max_storage_buffer_range));
 
-  detail::begin_op(r);
+  const auto op = detail::begin_op(r);
   Buffer& dummy = detail::scratch(r, 16, MemoryUse::Device);  // bound where a mode reads nothing
   const Buffer* bias = bufs.bias;
   if (p.bias == AttentionBias::T5) bias = &detail::t5_distance_row(r, p.t5_row_params(), bufs.bias);
@@ -325,7 +325,7 @@ void attention_merge(Recorder& r, const AttentionMergeParams& p, const Buffer& p
   require_bytes(&out, p.rows * D * es, "out buffer", dt + " [rows, head_dim]");
   if (lse) require_bytes(lse, p.rows * 4, "lse buffer", "float32 [rows]");
   require(p.rows * (D / 4) <= 0xffffffffull && p.parts * p.rows <= 0xffffffffull, "rows", std::to_string(p.rows), "too many words for 32-bit indices");
-  detail::begin_op(r);
+  const auto op = detail::begin_op(r);
   const Buffer& lse_out = lse ? *lse : detail::scratch(r, p.rows * 4, MemoryUse::Device);
   const std::uint32_t D4 = p.head_dim / 4;
   record_merge(r, {&partial_out, &partial_lse, p.parts, static_cast<std::uint32_t>(p.rows * D4), D4, static_cast<std::uint32_t>(p.rows), 1, p.dtype},

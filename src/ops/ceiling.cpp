@@ -20,7 +20,7 @@ constexpr std::uint32_t kQuads = 16;
 void fill_u32(Recorder& r, const Buffer& out, std::uint64_t bytes, std::uint32_t value) {
   detail::require(bytes % 16 == 0 && bytes <= out.size(), "bytes", std::to_string(bytes),
                   "must be a multiple of 16 and at most the buffer size " + std::to_string(out.size()));
-  detail::begin_op(r);
+  const auto op = detail::begin_op(r);
   const std::uint32_t group = group_size(r);
   const std::uint64_t per_group = std::uint64_t{group} * kQuads * 4;
   for (const auto& c : detail::element_chunks(r.context().limits(), bytes / 4, 4, per_group)) {
@@ -32,7 +32,7 @@ void fill_u32(Recorder& r, const Buffer& out, std::uint64_t bytes, std::uint32_t
 void copy_u32(Recorder& r, const Buffer& src, const Buffer& dst, std::uint64_t bytes) {
   detail::require(bytes % 16 == 0 && bytes <= src.size() && bytes <= dst.size(), "bytes", std::to_string(bytes),
                   "must be a multiple of 16 and at most both buffer sizes");
-  detail::begin_op(r);
+  const auto op = detail::begin_op(r);
   const std::uint32_t group = group_size(r);
   const std::uint64_t per_group = std::uint64_t{group} * kQuads * 4;
   for (const auto& c : detail::element_chunks(r.context().limits(), bytes / 4, 4, per_group)) {
@@ -45,14 +45,14 @@ void copy_u32(Recorder& r, const Buffer& src, const Buffer& dst, std::uint64_t b
 void fill_u32_transfer(Recorder& r, const Buffer& out, std::uint64_t bytes, std::uint32_t value) {
   detail::require(bytes % 4 == 0 && bytes > 0 && bytes <= out.size(), "bytes", std::to_string(bytes),
                   "must be a positive multiple of 4 and at most the buffer size " + std::to_string(out.size()));
-  detail::begin_op(r);
+  const auto op = detail::begin_op(r);
   detail::fill_words(r, out, 0, bytes, value);
 }
 
 void copy_transfer(Recorder& r, const Buffer& src, const Buffer& dst, std::uint64_t bytes) {
   detail::require(bytes % 4 == 0 && bytes > 0 && bytes <= src.size() && bytes <= dst.size(), "bytes", std::to_string(bytes),
                   "must be a positive multiple of 4 and at most both buffer sizes");
-  detail::begin_op(r);
+  const auto op = detail::begin_op(r);
   detail::copy_regions(r, src, dst, {VkBufferCopy{0, 0, bytes}});
 }
 

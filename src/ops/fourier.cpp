@@ -218,7 +218,7 @@ void distance_path(Recorder& r, const FourierParams& p, const Buffer& rotation, 
                    detail::ExpandMode mode) {
   const std::uint64_t row_bytes = std::uint64_t{p.row_len()} * p.heads * 4;
   detail::check_expand(r.context().limits(), shape, out, mode);
-  detail::begin_op(r);
+  const auto op = detail::begin_op(r);
   Buffer& row = detail::scratch(r, row_bytes, MemoryUse::Device);
   record_row(r, p, rotation, row);
   detail::barrier(r);
@@ -232,14 +232,14 @@ void sinusoidal(Recorder& r, const SinusoidalParams& p, const Buffer& out) {
   const std::uint64_t need = std::uint64_t{p.positions} * p.dim * 4;
   detail::require(out.size() >= need, "output buffer", std::to_string(out.size()) + " bytes",
                   "must hold float32 [positions, dim] = " + std::to_string(need) + " bytes");
-  detail::begin_op(r);
+  const auto op = detail::begin_op(r);
   record_encoding(r, p, out);
 }
 
 void fourier_distance_row(Recorder& r, const FourierParams& p, const Buffer& rotation, const Buffer& row_out) {
   check_common(r, p, rotation);
   check_row_output(r, p, row_out);
-  detail::begin_op(r);
+  const auto op = detail::begin_op(r);
   record_row(r, p, rotation, row_out);
 }
 
@@ -254,7 +254,7 @@ void fourier_bias(Recorder& r, const FourierParams& p, const Buffer& rotation, c
                     "must hold float32 [heads, queries, keys] = " + std::to_string(need) + " bytes");
     for (std::uint32_t n : {p.keys, p.queries})
       require_fits_binding(r, std::uint64_t{n} * p.vector_size * 4, "positions * vector_size (direct path)", std::uint64_t{n} * p.vector_size);
-    detail::begin_op(r);
+    const auto op = detail::begin_op(r);
     record_direct(r, p, rotation, out);
     return;
   }

@@ -252,7 +252,7 @@ namespace relpos {
 
 void matmul(Recorder& r, const MatmulParams& p, const Buffer& a, const Buffer& b, const Buffer& c) {
   detail::check_matmul(r, p, a, b, c);
-  detail::begin_op(r);
+  const auto op = detail::begin_op(r);
   detail::record_matmul(r, p, a, b, c);
 }
 

@@ -112,7 +112,7 @@ void record(Recorder& r, const RopeParams& p, const Buffer& x, const Buffer* out
                                            quad ? 1u : 0u, in_place ? 1u : 0u, wide ? 1u : 0u,
                                            pc.l_div != 0 ? 1u : 0u, pc.tail_units != 0 ? 1u : 0u};
   const Buffer& dst = in_place ? x : *out;
-  detail::begin_op(r);
+  const auto op = detail::begin_op(r);
   for (std::uint64_t p0 = 0; p0 < g.p_count; p0 += np)
     for (std::uint64_t l0 = 0; l0 < g.l_count; l0 += nl) {
       const std::uint64_t pn = std::min(np, g.p_count - p0), ln = std::min(nl, g.l_count - l0);

@@ -170,7 +170,7 @@ void check_values_add(const Recorder& r, const ShawParams& p, const Buffer& weig
 void logits_term(Recorder& r, const ShawParams& p, const Buffer& q, const Buffer& rel_keys, const Buffer& logits, DType q_dtype,
                  bool add) {
   check_logits_add(r, p, q, rel_keys, logits, q_dtype);
-  begin_op(r);
+  const auto op = begin_op(r);
   Buffer& pbuf = term_scratch(r, p);
   record_matmul(r, p_matmul(p, q_dtype), q, rel_keys, pbuf);
   barrier(r);
@@ -203,7 +203,7 @@ void materialised_term(Recorder& r, const ShawParams& p, const Buffer& q, const 
   const std::uint64_t per = std::min<std::uint64_t>(window_capacity(lim, 4) / p.depth, std::uint64_t{lim.max_workgroup_count[0]} * kGroup);
   require(per > 0 && std::uint64_t{p.table_rows()} * p.depth <= window_capacity(lim, 4), "depth", std::to_string(p.depth),
           "the table and a row of embeddings must fit one storage buffer binding of the device");
-  begin_op(r);
+  const auto op = begin_op(r);
   Buffer& e = scratch(r, e_bytes, MemoryUse::Device);
   push::ShawMaterialisePush pc{};
   pc.keys = p.keys;
@@ -244,7 +244,7 @@ void shaw_logits_materialised_add(Recorder& r, const ShawParams& p, const Buffer
 void shaw_values_add(Recorder& r, const ShawParams& p, const Buffer& weights, const Buffer& rel_values, const Buffer& out,
                      DType out_dtype) {
   check_values_add(r, p, weights, rel_values, out, out_dtype);
-  begin_op(r);
+  const auto op = begin_op(r);
   Buffer& s = term_scratch(r, p);
   record_buckets(r, p, weights, s);
   barrier(r);
@@ -266,7 +266,7 @@ void shaw_attention(Recorder& r, const ShawAttentionParams& sp, const Buffer& q,
   Buffer& logits = scratch(r, lm.c_elements() * 4, MemoryUse::Device);
   check_softmax(r, a, logits);
 
-  begin_op(r);
+  const auto op = begin_op(r);
   Buffer& terms = term_scratch(r, p);  // P, then S
   record_matmul(r, lm, q, k, logits);
   record_matmul(r, pm, q, rel_keys, terms);

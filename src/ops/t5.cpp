@@ -69,7 +69,7 @@ void t5_buckets(Recorder& r, const T5Params& p, const Buffer& out) {
   p.validate();
   const detail::ExpandShape shape{p.queries, p.keys, 1, p.queries};
   detail::check_expand(r.context().limits(), shape, out, detail::ExpandMode::Copy32);
-  detail::begin_op(r);
+  const auto op = detail::begin_op(r);
   const Buffer& row = detail::t5_distance_row(r, p, nullptr);
   detail::expand_distance(r, shape, row, out, detail::ExpandMode::Copy32);
 }
@@ -81,7 +81,7 @@ void t5_bias(Recorder& r, const T5Params& p, const Buffer& table, const Buffer& 
   const detail::ExpandShape shape{p.queries, p.keys, p.heads, std::uint64_t{p.heads} * p.queries};
   const auto mode = detail::expand_mode(out_dtype, false);
   detail::check_expand(r.context().limits(), shape, out, mode);
-  detail::begin_op(r);
+  const auto op = detail::begin_op(r);
   const Buffer& row = detail::t5_distance_row(r, p, &table);
   detail::expand_distance(r, shape, row, out, mode);
 }
@@ -92,7 +92,7 @@ void t5_bias_add(Recorder& r, const T5Params& p, const Buffer& table, const Buff
   const auto mode = detail::expand_mode(logits_dtype, true);
   const detail::ExpandShape shape{p.queries, p.keys, p.heads, std::uint64_t{p.batch} * p.heads * p.queries};
   detail::check_expand(r.context().limits(), shape, logits, mode);
-  detail::begin_op(r);
+  const auto op = detail::begin_op(r);
   const Buffer& row = detail::t5_distance_row(r, p, &table);
   detail::expand_distance(r, shape, row, logits, mode);
 }

@@ -99,13 +99,13 @@ void unfused_logits(Recorder& r, const UnfusedAttentionParams& p, const Buffer& 
   detail::check_attention_buffers(p, &q, &k, nullptr, nullptr);
   const MatmulParams m = detail::logits_matmul(p);
   detail::check_matmul(r, m, q, k, logits);
-  detail::begin_op(r);
+  const auto op = detail::begin_op(r);
   detail::record_matmul(r, m, q, k, logits);
 }
 
 void masked_softmax(Recorder& r, const UnfusedAttentionParams& p, const Buffer& logits) {
   detail::check_softmax(r, p, logits);
-  detail::begin_op(r);
+  const auto op = detail::begin_op(r);
   detail::record_softmax(r, p, logits);
 }
 
@@ -114,7 +114,7 @@ void unfused_output(Recorder& r, const UnfusedAttentionParams& p, const Buffer& 
   detail::check_attention_buffers(p, nullptr, nullptr, &v, &out);
   const MatmulParams m = detail::output_matmul(p, p.dtype);
   detail::check_matmul(r, m, weights, v, out);
-  detail::begin_op(r);
+  const auto op = detail::begin_op(r);
   detail::record_matmul(r, m, weights, v, out);
 }
 
@@ -127,7 +127,7 @@ void unfused_attention(Recorder& r, const UnfusedAttentionParams& p, const Buffe
   detail::check_matmul_plan(r, om);
   Buffer& logits = detail::scratch(r, lm.c_elements() * 4, MemoryUse::Device);
   detail::check_softmax(r, p, logits);
-  detail::begin_op(r);
+  const auto op = detail::begin_op(r);
   detail::record_matmul(r, lm, q, k, logits);
   detail::barrier(r);
   detail::record_softmax(r, p, logits);

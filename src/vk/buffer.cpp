@@ -33,36 +33,53 @@ std::uint32_t Device::memory_type(std::uint32_t type_bits, bool host_visible) co
 }
 
 void Device::run_once(const std::function<void(VkCommandBuffer)>& record) {
-  std::lock_guard lock(submit_mutex);
+  // A pool of its own: command pools are externally synchronised, and any thread may upload.
+  VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  pci.flags = VK_COMMAND_POOL_CREATE_TRANSIENT_BIT;
+  pci.queueFamilyIndex = queue_family;
+  VkCommandPool pool = VK_NULL_HANDLE;
+  vk_check(vk.vkCreateCommandPool(device, &pci, nullptr, &pool), "vkCreateCommandPool");
+  VkFence fence = VK_NULL_HANDLE;
+  struct Cleanup {
+    Device& d;
+    VkCommandPool& pool;
+    VkFence& fence;
+    ~Cleanup() {
+      if (fence) d.vk.vkDestroyFence(d.device, fence, nullptr);
+      d.vk.vkDestroyCommandPool(d.device, pool, nullptr);
+    }
+  } cleanup{*this, pool, fence};
   VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-  ai.commandPool = command_pool;
+  ai.commandPool = pool;
   ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
   ai.commandBufferCount = 1;
   VkCommandBuffer cb = VK_NULL_HANDLE;
   vk_check(vk.vkAllocateCommandBuffers(device, &ai, &cb), "vkAllocateCommandBuffers");
-  VkFence fence = VK_NULL_HANDLE;
-  auto cleanup = [&] {
-    if (fence) vk.vkDestroyFence(device, fence, nullptr);
-    vk.vkFreeCommandBuffers(device, command_pool, 1, &cb);
-  };
-  try {
-    VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-    bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-    vk_check(vk.vkBeginCommandBuffer(cb, &bi), "vkBeginCommandBuffer");
-    record(cb);
-    vk_check(vk.vkEndCommandBuffer(cb), "vkEndCommandBuffer");
-    VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-    vk_check(vk.vkCreateFence(device, &fi, nullptr, &fence), "vkCreateFence");
-    VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
-    si.commandBufferCount = 1;
-    si.pCommandBuffers = &cb;
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  vk_check(vk.vkBeginCommandBuffer(cb, &bi), "vkBeginCommandBuffer");
+  record(cb);
+  vk_check(vk.vkEndCommandBuffer(cb), "vkEndCommandBuffer");
+  VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  vk_check(vk.vkCreateFence(device, &fi, nullptr, &fence), "vkCreateFence");
+  submit_and_wait(cb, fence);
+}
+
+void Device::submit_and_wait(VkCommandBuffer cb, VkFence fence) {
+  const std::uint64_t ticket = submissions.begin();
+  struct End {
+    Submissions& s;
+    std::uint64_t ticket;
+    ~End() { s.end(ticket); }
+  } end{submissions, ticket};
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &cb;
+  {
+    auto lock = lock_queue();
     vk_check(vk.vkQueueSubmit(queue, 1, &si, fence), "vkQueueSubmit");
-    vk_check(vk.vkWaitForFences(device, 1, &fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
-  } catch (...) {
-    cleanup();
-    throw;
   }
-  cleanup();
+  vk_check(vk.vkWaitForFences(device, 1, &fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
 }
 
 }  // namespace detail
@@ -125,6 +142,13 @@ Buffer::Buffer(const std::shared_ptr<detail::Device>& device, std::uint64_t byte
 
 Buffer Buffer::external(Context& ctx, VkBuffer buffer, std::uint64_t bytes, VkBufferUsageFlags usage) {
   if (!buffer || bytes == 0) throw InvalidArgument("Buffer::external: a VkBuffer and a size > 0 are required");
+  // Shaders read and write storage buffers in 32-bit words (two f16 values to a word): a word that
+  // runs past the end of the application's buffer would be dropped, and with it an odd f16
+  // tensor's last value. relpos's own buffers are padded; an external one must end on a word.
+  if (bytes % 4 != 0)
+    throw InvalidArgument("Buffer::external: bytes = " + std::to_string(bytes) +
+                          ": must be a multiple of 4 (shaders access buffers in 32-bit words; an f16 tensor of an odd number of "
+                          "values needs its buffer rounded up to " + std::to_string((bytes + 3) / 4 * 4) + " bytes)");
   Buffer b;
   b.device_ = ctx.device();
   b.buffer_ = buffer;
@@ -174,8 +198,9 @@ void Buffer::upload(const void* data, std::uint64_t bytes, std::uint64_t offset)
   if (bytes == 0) return;
   auto& d = *device_;
   if (mapped_) {
-    // Earlier GPU work on this buffer must be finished before the host overwrites it.
-    { std::lock_guard lock(d.submit_mutex); detail::vk_check(d.vk.vkQueueWaitIdle(d.queue), "vkQueueWaitIdle"); }
+    // relpos's own work submitted earlier (by any thread) finishes before the host writes; the
+    // application's work on a shared queue is its own to wait for (buffer.hpp).
+    d.submissions.wait_for_earlier();
     std::memcpy(static_cast<char*>(mapped_) + offset, data, bytes);
     return;
   }
@@ -199,7 +224,7 @@ void Buffer::download(void* data, std::uint64_t bytes, std::uint64_t offset) con
   if (bytes == 0) return;
   auto& d = *device_;
   if (mapped_) {
-    { std::lock_guard lock(d.submit_mutex); detail::vk_check(d.vk.vkQueueWaitIdle(d.queue), "vkQueueWaitIdle"); }
+    d.submissions.wait_for_earlier();
     std::memcpy(data, static_cast<const char*>(mapped_) + offset, bytes);
     return;
   }

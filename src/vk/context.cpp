@@ -14,13 +14,8 @@ namespace {
 
 constexpr const char* kValidationLayer = "VK_LAYER_KHRONOS_validation";
 
-std::once_flag g_loader_once;
-VkResult g_loader_result = VK_ERROR_INITIALIZATION_FAILED;
-
-void load_system_loader() {
-  std::call_once(g_loader_once, [] { g_loader_result = volkInitialize(); });
-  if (g_loader_result != VK_SUCCESS)
-    throw VulkanError("no Vulkan loader found (libvulkan.so.1); install a Vulkan driver, e.g. mesa-vulkan-drivers");
+std::string version_name(std::uint32_t v) {
+  return std::to_string(VK_API_VERSION_MAJOR(v)) + "." + std::to_string(VK_API_VERSION_MINOR(v));
 }
 
 bool env_flag(const char* name) {
@@ -49,11 +44,11 @@ DeviceType to_type(VkPhysicalDeviceType t) {
   }
 }
 
-std::uint32_t compute_queue_family(VkPhysicalDevice pd) {
+std::uint32_t compute_queue_family(const InstanceFunctions& fn, VkPhysicalDevice pd) {
   std::uint32_t n = 0;
-  vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, nullptr);
+  fn.vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, nullptr);
   std::vector<VkQueueFamilyProperties> fams(n);
-  vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, fams.data());
+  fn.vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, fams.data());
   // Prefer a compute family without graphics (async compute queues), then any with compute.
   for (std::uint32_t i = 0; i < n; ++i)
     if ((fams[i].queueFlags & VK_QUEUE_COMPUTE_BIT) && !(fams[i].queueFlags & VK_QUEUE_GRAPHICS_BIT)) return i;
@@ -62,9 +57,9 @@ std::uint32_t compute_queue_family(VkPhysicalDevice pd) {
   return UINT32_MAX;
 }
 
-DeviceInfo describe(VkPhysicalDevice pd, std::uint32_t index, std::uint32_t instance_version) {
+DeviceInfo describe(const InstanceFunctions& fn, VkPhysicalDevice pd, std::uint32_t index, std::uint32_t instance_version) {
   VkPhysicalDeviceProperties p{};
-  vkGetPhysicalDeviceProperties(pd, &p);
+  fn.vkGetPhysicalDeviceProperties(pd, &p);
   DeviceInfo d;
   d.index = index;
   d.name = p.deviceName;
@@ -72,37 +67,39 @@ DeviceInfo describe(VkPhysicalDevice pd, std::uint32_t index, std::uint32_t inst
   d.vendor_id = p.vendorID;
   d.device_id = p.deviceID;
   d.api_version = p.apiVersion;
-  d.has_compute = compute_queue_family(pd) != UINT32_MAX;
+  d.has_compute = compute_queue_family(fn, pd) != UINT32_MAX;
   if (instance_version >= VK_API_VERSION_1_2 && p.apiVersion >= VK_API_VERSION_1_2) {
     VkPhysicalDeviceDriverProperties drv{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
     VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &drv};
-    vkGetPhysicalDeviceProperties2(pd, &p2);
+    fn.vkGetPhysicalDeviceProperties2(pd, &p2);
     d.driver = std::string(drv.driverName) + " " + drv.driverInfo;
   }
   return d;
 }
 
-bool has_layer(const char* name) {
+bool has_layer(const InstanceFunctions& fn, const char* name) {
   std::uint32_t n = 0;
-  vkEnumerateInstanceLayerProperties(&n, nullptr);
+  fn.vkEnumerateInstanceLayerProperties(&n, nullptr);
   std::vector<VkLayerProperties> layers(n);
-  vkEnumerateInstanceLayerProperties(&n, layers.data());
+  fn.vkEnumerateInstanceLayerProperties(&n, layers.data());
   return std::any_of(layers.begin(), layers.end(), [&](auto& l) { return std::strcmp(l.layerName, name) == 0; });
 }
 
-bool has_instance_extension(const char* name) {
+bool has_instance_extension(const InstanceFunctions& fn, const char* name) {
   std::uint32_t n = 0;
-  vkEnumerateInstanceExtensionProperties(nullptr, &n, nullptr);
+  fn.vkEnumerateInstanceExtensionProperties(nullptr, &n, nullptr);
   std::vector<VkExtensionProperties> exts(n);
-  vkEnumerateInstanceExtensionProperties(nullptr, &n, exts.data());
+  fn.vkEnumerateInstanceExtensionProperties(nullptr, &n, exts.data());
   return std::any_of(exts.begin(), exts.end(), [&](auto& e) { return std::strcmp(e.extensionName, name) == 0; });
 }
 
-// Creates an instance; with `validation`, the Khronos layer with synchronization validation and
-// a messenger reporting into `dev`.
-VkInstance create_instance(bool validation, Device* dev, VkDebugUtilsMessengerEXT* messenger) {
-  load_system_loader();
-  std::uint32_t version = volkGetInstanceVersion();
+// Creates an instance (in `d`, with its destruction in d.cleanups); with validation, the Khronos
+// layer with synchronization validation and a messenger reporting into `d`. Returns the apiVersion
+// it was created with.
+std::uint32_t create_instance(Device& d, bool validation) {
+  InstanceFunctions& fn = d.fn;
+  fn.load_global(nullptr);
+  const std::uint32_t version = fn.loader_version();
   if (version < VK_API_VERSION_1_1) throw VulkanError("the Vulkan loader supports only Vulkan 1.0; relpos needs 1.1");
   VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
   app.pApplicationName = "relpos";
@@ -110,7 +107,7 @@ VkInstance create_instance(bool validation, Device* dev, VkDebugUtilsMessengerEX
   app.apiVersion = std::min(version, VK_API_VERSION_1_3);
 
   std::vector<const char*> layers, exts;
-  bool portability = has_instance_extension(VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME);
+  bool portability = has_instance_extension(fn, VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME);
   if (portability) exts.push_back(VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME);
   VkValidationFeatureEnableEXT enables[] = {VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT};
   VkValidationFeaturesEXT features{VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT};
@@ -120,9 +117,9 @@ VkInstance create_instance(bool validation, Device* dev, VkDebugUtilsMessengerEX
   dbg.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
   dbg.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT;
   dbg.pfnUserCallback = debug_callback;
-  dbg.pUserData = dev;
+  dbg.pUserData = &d;
   if (validation) {
-    if (!has_layer(kValidationLayer))
+    if (!has_layer(fn, kValidationLayer))
       throw VulkanError("validation requested but VK_LAYER_KHRONOS_validation is not installed (Debian: vulkan-validationlayers)");
     layers.push_back(kValidationLayer);
     exts.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
@@ -137,23 +134,30 @@ VkInstance create_instance(bool validation, Device* dev, VkDebugUtilsMessengerEX
   ci.enabledExtensionCount = static_cast<std::uint32_t>(exts.size());
   ci.ppEnabledExtensionNames = exts.data();
   VkInstance instance = VK_NULL_HANDLE;
-  vk_check(vkCreateInstance(&ci, nullptr, &instance), "vkCreateInstance");
-  volkLoadInstanceOnly(instance);
+  vk_check(fn.vkCreateInstance(&ci, nullptr, &instance), "vkCreateInstance");
+  d.instance = instance;
+  // Resolve vkDestroyInstance before anything can throw, so the cleanup can run.
+  auto destroy = reinterpret_cast<PFN_vkDestroyInstance>(fn.vkGetInstanceProcAddr(instance, "vkDestroyInstance"));
+  if (!destroy) throw VulkanError("the Vulkan loader has no vkDestroyInstance");
+  d.cleanups.push_back([instance, destroy] { destroy(instance, nullptr); });
+  fn.load_instance(instance);
   if (validation) {
-    VkResult r = vkCreateDebugUtilsMessengerEXT(instance, &dbg, nullptr, messenger);
-    if (r != VK_SUCCESS) {
-      vkDestroyInstance(instance, nullptr);
-      vk_check(r, "vkCreateDebugUtilsMessengerEXT");
-    }
+    if (!fn.vkCreateDebugUtilsMessengerEXT || !fn.vkDestroyDebugUtilsMessengerEXT)
+      throw VulkanError("the Vulkan loader has no vkCreateDebugUtilsMessengerEXT although VK_EXT_debug_utils was enabled");
+    VkDebugUtilsMessengerEXT messenger = VK_NULL_HANDLE;
+    vk_check(fn.vkCreateDebugUtilsMessengerEXT(instance, &dbg, nullptr, &messenger), "vkCreateDebugUtilsMessengerEXT");
+    d.cleanups.push_back([instance, messenger, destroy_messenger = fn.vkDestroyDebugUtilsMessengerEXT] {
+      destroy_messenger(instance, messenger, nullptr);
+    });
   }
-  return instance;
+  return app.apiVersion;
 }
 
-std::vector<VkPhysicalDevice> physical_devices(VkInstance instance) {
+std::vector<VkPhysicalDevice> physical_devices(const InstanceFunctions& fn, VkInstance instance) {
   std::uint32_t n = 0;
-  vk_check(vkEnumeratePhysicalDevices(instance, &n, nullptr), "vkEnumeratePhysicalDevices");
+  vk_check(fn.vkEnumeratePhysicalDevices(instance, &n, nullptr), "vkEnumeratePhysicalDevices");
   std::vector<VkPhysicalDevice> pds(n);
-  vk_check(vkEnumeratePhysicalDevices(instance, &n, pds.data()), "vkEnumeratePhysicalDevices");
+  vk_check(fn.vkEnumeratePhysicalDevices(instance, &n, pds.data()), "vkEnumeratePhysicalDevices");
   pds.resize(n);
   return pds;
 }
@@ -164,11 +168,12 @@ std::string lower(std::string s) {
 }
 
 void read_limits(Device& d) {
+  const InstanceFunctions& fn = d.fn;
   VkPhysicalDeviceSubgroupProperties sub{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
   VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &sub};
   VkPhysicalDeviceMaintenance3Properties m3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
   sub.pNext = &m3;
-  vkGetPhysicalDeviceProperties2(d.physical, &p2);
+  fn.vkGetPhysicalDeviceProperties2(d.physical, &p2);
   const VkPhysicalDeviceLimits& l = p2.properties.limits;
   DeviceLimits& o = d.limits;
   o.max_storage_buffer_range = l.maxStorageBufferRange;
@@ -186,11 +191,11 @@ void read_limits(Device& d) {
                        (sub.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) != 0;
   o.timestamp_period_ns = l.timestampPeriod;
   std::uint32_t n = 0;
-  vkGetPhysicalDeviceQueueFamilyProperties(d.physical, &n, nullptr);
+  fn.vkGetPhysicalDeviceQueueFamilyProperties(d.physical, &n, nullptr);
   std::vector<VkQueueFamilyProperties> fams(n);
-  vkGetPhysicalDeviceQueueFamilyProperties(d.physical, &n, fams.data());
+  fn.vkGetPhysicalDeviceQueueFamilyProperties(d.physical, &n, fams.data());
   o.timestamps = d.queue_family < n && fams[d.queue_family].timestampValidBits > 0 && l.timestampPeriod > 0;
-  vkGetPhysicalDeviceMemoryProperties(d.physical, &d.memory);
+  fn.vkGetPhysicalDeviceMemoryProperties(d.physical, &d.memory);
 }
 
 void apply_overrides(Device& d, const ContextOptions& opt) {
@@ -203,13 +208,34 @@ void apply_overrides(Device& d, const ContextOptions& opt) {
     for (auto& c : d.limits.max_workgroup_count) c = std::min(c, opt.max_workgroup_count);
 }
 
+// relpos needs a host-visible coherent memory type (uploads, downloads, MemoryUse::Host buffers,
+// staging) and some memory type for device buffers. Checked before anything is allocated, so that
+// a device without them (RADV's null hardware has none) gives this error instead of a failure
+// deep inside a driver.
+void require_usable_memory(const Device& d) {
+  constexpr auto kHost = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  const auto& m = d.memory;
+  bool host = false;
+  for (std::uint32_t i = 0; i < m.memoryTypeCount; ++i) host = host || (m.memoryTypes[i].propertyFlags & kHost) == kHost;
+  if (!host)
+    throw VulkanError("device " + std::to_string(d.info.index) + " (" + d.info.name + ") has no HOST_VISIBLE | HOST_COHERENT memory type (" +
+                      std::to_string(m.memoryTypeCount) + " memory types in all): relpos needs one for uploads, downloads and host buffers");
+}
+
 void create_runtime_objects(Device& d) {
-  VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
-  pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
-  pci.queueFamilyIndex = d.queue_family;
-  vk_check(d.vk.vkCreateCommandPool(d.device, &pci, nullptr, &d.command_pool), "vkCreateCommandPool");
   VkPipelineCacheCreateInfo cci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
   vk_check(d.vk.vkCreatePipelineCache(d.device, &cci, nullptr, &d.pipeline_cache), "vkCreatePipelineCache");
+  d.cleanups.push_back([&d] {
+    for (auto& [key, p] : d.pipelines) {
+      d.vk.vkDestroyPipeline(d.device, p.pipeline, nullptr);
+      d.vk.vkDestroyPipelineLayout(d.device, p.layout, nullptr);
+      d.vk.vkDestroyDescriptorSetLayout(d.device, p.set_layout, nullptr);
+    }
+    d.pipelines.clear();
+    d.vk.vkDestroyPipelineCache(d.device, d.pipeline_cache, nullptr);
+  });
+  // Retired recordings are freed before the pipelines and the device (last in, first out).
+  d.cleanups.push_back([&d] { d.free_retired(true); });
 }
 
 void set_message_handler(Device& d, const ContextOptions& opt) {
@@ -228,21 +254,15 @@ void Device::report(const ValidationMessage& m) {
 }
 
 Device::~Device() {
-  if (device) {
+  // relpos's own submissions were all waited for. On a device relpos created, an application may
+  // still have recorded relpos's commands into its own command buffers: wait for the device (its
+  // one queue is relpos's) before anything is destroyed. An adopted device is the application's
+  // to wait for: it destroys the Context only after its command buffers finished (context.hpp).
+  if (owns_device && vk.vkDeviceWaitIdle) {
+    auto lock = lock_queue();
     vk.vkDeviceWaitIdle(device);
-    for (auto& [key, p] : pipelines) {
-      vk.vkDestroyPipeline(device, p.pipeline, nullptr);
-      vk.vkDestroyPipelineLayout(device, p.layout, nullptr);
-      vk.vkDestroyDescriptorSetLayout(device, p.set_layout, nullptr);
-    }
-    if (pipeline_cache) vk.vkDestroyPipelineCache(device, pipeline_cache, nullptr);
-    if (command_pool) vk.vkDestroyCommandPool(device, command_pool, nullptr);
-    if (owns_device) vk.vkDestroyDevice(device, nullptr);
   }
-  if (owns_instance && instance) {
-    if (messenger) vkDestroyDebugUtilsMessengerEXT(instance, messenger, nullptr);
-    vkDestroyInstance(instance, nullptr);
-  }
+  for (auto it = cleanups.rbegin(); it != cleanups.rend(); ++it) (*it)();
 }
 
 }  // namespace detail
@@ -263,11 +283,10 @@ std::string_view device_type_name(DeviceType t) {
 
 std::vector<DeviceInfo> Context::devices() {
   Device tmp;  // owns the temporary instance
-  tmp.owns_instance = true;
-  tmp.instance = detail::create_instance(false, &tmp, nullptr);
+  const std::uint32_t version = detail::create_instance(tmp, false);
   std::vector<DeviceInfo> out;
-  auto pds = detail::physical_devices(tmp.instance);
-  for (std::uint32_t i = 0; i < pds.size(); ++i) out.push_back(detail::describe(pds[i], i, volkGetInstanceVersion()));
+  auto pds = detail::physical_devices(tmp.fn, tmp.instance);
+  for (std::uint32_t i = 0; i < pds.size(); ++i) out.push_back(detail::describe(tmp.fn, pds[i], i, version));
   return out;
 }
 
@@ -299,15 +318,17 @@ Context::Context(const ContextOptions& opt) : device_(std::make_shared<Device>()
   Device& d = *device_;
   d.validation = opt.validation || detail::env_flag("RELPOS_VALIDATION");
   detail::set_message_handler(d, opt);
-  d.owns_instance = true;
-  d.instance = detail::create_instance(d.validation, &d, &d.messenger);
-  auto pds = detail::physical_devices(d.instance);
+  const std::uint32_t version = detail::create_instance(d, d.validation);
+  auto pds = detail::physical_devices(d.fn, d.instance);
   std::vector<DeviceInfo> infos;
-  for (std::uint32_t i = 0; i < pds.size(); ++i) infos.push_back(detail::describe(pds[i], i, volkGetInstanceVersion()));
+  for (std::uint32_t i = 0; i < pds.size(); ++i) infos.push_back(detail::describe(d.fn, pds[i], i, version));
   std::uint32_t idx = pick_device(infos, opt.device);
   d.physical = pds[idx];
   d.info = infos[idx];
-  d.queue_family = detail::compute_queue_family(d.physical);
+  d.queue_family = detail::compute_queue_family(d.fn, d.physical);
+  detail::read_limits(d);
+  detail::apply_overrides(d, opt);
+  detail::require_usable_memory(d);
 
   float priority = 1.0f;
   VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
@@ -317,9 +338,9 @@ Context::Context(const ContextOptions& opt) : device_(std::make_shared<Device>()
   std::vector<const char*> exts;
   {
     std::uint32_t n = 0;
-    vkEnumerateDeviceExtensionProperties(d.physical, nullptr, &n, nullptr);
+    d.fn.vkEnumerateDeviceExtensionProperties(d.physical, nullptr, &n, nullptr);
     std::vector<VkExtensionProperties> avail(n);
-    vkEnumerateDeviceExtensionProperties(d.physical, nullptr, &n, avail.data());
+    d.fn.vkEnumerateDeviceExtensionProperties(d.physical, nullptr, &n, avail.data());
     for (auto& e : avail)
       if (std::strcmp(e.extensionName, "VK_KHR_portability_subset") == 0) exts.push_back("VK_KHR_portability_subset");
   }
@@ -328,44 +349,59 @@ Context::Context(const ContextOptions& opt) : device_(std::make_shared<Device>()
   dci.pQueueCreateInfos = &qci;
   dci.enabledExtensionCount = static_cast<std::uint32_t>(exts.size());
   dci.ppEnabledExtensionNames = exts.data();
-  vk_check(vkCreateDevice(d.physical, &dci, nullptr, &d.device), "vkCreateDevice");
+  VkDevice device = VK_NULL_HANDLE;
+  vk_check(d.fn.vkCreateDevice(d.physical, &dci, nullptr, &device), "vkCreateDevice");
+  // The table is loaded before the device is recorded anywhere, so its destruction can use it.
+  detail::load_device_table(d.fn, device, &d.vk);
+  d.device = device;
   d.owns_device = true;
-  volkLoadDeviceTable(&d.vk, d.device);
+  d.cleanups.push_back([&d] { d.vk.vkDestroyDevice(d.device, nullptr); });
   d.vk.vkGetDeviceQueue(d.device, d.queue_family, 0, &d.queue);
-  detail::read_limits(d);
-  detail::apply_overrides(d, opt);
   detail::create_runtime_objects(d);
 }
 
 Context::Context(const AdoptedVulkan& app, const ContextOptions& opt) : device_(std::make_shared<Device>()) {
   if (!app.instance || !app.physical_device || !app.device || !app.queue)
     throw InvalidArgument("AdoptedVulkan: instance, physical_device, device and queue must all be set");
+  const std::string version = detail::version_name(app.api_version);
+  if (app.api_version == 0)
+    throw InvalidArgument("AdoptedVulkan::api_version = 0: must be the VkApplicationInfo::apiVersion the instance was created with "
+                          "(at least VK_API_VERSION_1_1)");
+  if (app.api_version < VK_API_VERSION_1_1)
+    throw InvalidArgument("AdoptedVulkan::api_version = " + version +
+                          ": relpos needs an instance created with apiVersion 1.1 or later (it calls Vulkan 1.1 functions and "
+                          "loads SPIR-V 1.3)");
   Device& d = *device_;
   detail::set_message_handler(d, opt);
-  if (app.get_instance_proc_addr)
-    volkInitializeCustom(app.get_instance_proc_addr);
-  else
-    detail::load_system_loader();
-  // Loads relpos's private instance-level pointers; the application's are separate symbols.
-  volkLoadInstanceOnly(app.instance);
+  // relpos's own pointers for the application's instance and device (the application's are
+  // separate symbols and are never touched).
+  d.fn.load_global(app.get_instance_proc_addr);
+  d.fn.load_instance(app.instance);
   d.instance = app.instance;
   d.physical = app.physical_device;
-  d.device = app.device;
-  d.queue = app.queue;
   d.queue_family = app.queue_family;
-  d.info = detail::describe(d.physical, 0, volkGetInstanceVersion());
+  if (app.queue_mutex) d.queue_mutex = app.queue_mutex;
+  d.info = detail::describe(d.fn, d.physical, 0, app.api_version);
+  if (d.info.api_version < VK_API_VERSION_1_1)
+    throw InvalidArgument("AdoptedVulkan::physical_device (" + d.info.name + ") supports Vulkan " + detail::version_name(d.info.api_version) +
+                          ": relpos needs 1.1 or later");
   {
     std::uint32_t n = 0;
-    vkGetPhysicalDeviceQueueFamilyProperties(d.physical, &n, nullptr);
+    d.fn.vkGetPhysicalDeviceQueueFamilyProperties(d.physical, &n, nullptr);
     std::vector<VkQueueFamilyProperties> fams(n);
-    vkGetPhysicalDeviceQueueFamilyProperties(d.physical, &n, fams.data());
-    if (app.queue_family >= n || !(fams[app.queue_family].queueFlags & VK_QUEUE_COMPUTE_BIT))
-      throw InvalidArgument("AdoptedVulkan: queue_family " + std::to_string(app.queue_family) + " has no compute support");
+    d.fn.vkGetPhysicalDeviceQueueFamilyProperties(d.physical, &n, fams.data());
+    if (app.queue_family >= n)
+      throw InvalidArgument("AdoptedVulkan::queue_family = " + std::to_string(app.queue_family) + ": the device has " +
+                            std::to_string(n) + " queue families");
+    if (!(fams[app.queue_family].queueFlags & VK_QUEUE_COMPUTE_BIT))
+      throw InvalidArgument("AdoptedVulkan::queue_family = " + std::to_string(app.queue_family) + ": the family has no compute support");
   }
-  if (d.info.api_version < VK_API_VERSION_1_1) throw VulkanError("the adopted device supports only Vulkan 1.0; relpos needs 1.1");
-  volkLoadDeviceTable(&d.vk, d.device);
   detail::read_limits(d);
   detail::apply_overrides(d, opt);
+  detail::require_usable_memory(d);
+  detail::load_device_table(d.fn, app.device, &d.vk);
+  d.device = app.device;
+  d.queue = app.queue;
   detail::create_runtime_objects(d);
 }
 
@@ -384,8 +420,12 @@ VkQueue Context::vk_queue() const { return device_->queue; }
 std::uint32_t Context::queue_family() const { return device_->queue_family; }
 
 void Context::wait_idle() {
-  std::lock_guard lock(device_->submit_mutex);
-  vk_check(device_->vk.vkQueueWaitIdle(device_->queue), "vkQueueWaitIdle");
+  auto& d = *device_;
+  {
+    auto lock = d.lock_queue();
+    vk_check(d.vk.vkQueueWaitIdle(d.queue), "vkQueueWaitIdle");
+  }
+  d.free_retired(false);
 }
 
 }  // namespace relpos

@@ -2,16 +2,20 @@
 // Everything a Context owns. Buffers and recorders hold a shared_ptr to it, so the device outlives
 // them whatever order the application destroys things in.
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "relpos/buffer.hpp"
 #include "relpos/context.hpp"
-#include "vk/vulkan.hpp"
+#include "vk/loader.hpp"
 
 namespace relpos::detail {
 
@@ -23,10 +27,52 @@ struct Pipeline {
   std::uint32_t local_size_x = 1;
 };
 
+// What a recording's commands use, besides the command buffer.
+struct RecordingResources {
+  std::vector<VkDescriptorPool> descriptor_pools;
+  std::list<Buffer> scratch;  // std::list: references stay valid as it grows
+  VkQueryPool query_pool = VK_NULL_HANDLE;
+  // Events the command buffer sets after relpos's commands (see OpScope in dispatch.hpp); the
+  // last one set means that every earlier command has executed.
+  std::vector<VkEvent> events;
+  bool commands_after_last_event = false;
+};
+
+// The same, once its Recorder is gone, as plain handles (scratch buffers hold the Device; as
+// Buffers they would keep it alive from inside it).
+struct RetiredResources {
+  std::vector<VkDescriptorPool> descriptor_pools;
+  std::vector<std::pair<VkBuffer, VkDeviceMemory>> buffers;
+  VkQueryPool query_pool = VK_NULL_HANDLE;
+  std::vector<VkEvent> events;
+  VkEvent finished = VK_NULL_HANDLE;  // null: unknown, freed with the Context
+};
+
+// relpos's own submissions in flight, so that host access to mapped memory waits for relpos's own
+// work only, never for the application's work on a shared queue.
+class Submissions {
+ public:
+  std::uint64_t begin();
+  void end(std::uint64_t ticket);
+  // Waits until every submission begun before this call has ended.
+  void wait_for_earlier();
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable ended_;
+  std::uint64_t next_ = 0;
+  std::set<std::uint64_t> running_;
+};
+
 struct Device {
+  // Creation undoes itself: each object relpos creates is paired, right after its creation, with
+  // its destruction in `cleanups`, which ~Device runs in reverse. A constructor that throws
+  // half-way thus destroys exactly what it made, and nothing is called through a table that was
+  // never loaded.
+  std::vector<std::function<void()>> cleanups;
+
+  InstanceFunctions fn;
   VkInstance instance = VK_NULL_HANDLE;
-  bool owns_instance = false;
-  VkDebugUtilsMessengerEXT messenger = VK_NULL_HANDLE;
   VkPhysicalDevice physical = VK_NULL_HANDLE;
   VkDevice device = VK_NULL_HANDLE;
   bool owns_device = false;
@@ -43,13 +89,27 @@ struct Device {
   std::atomic<std::uint64_t> validation_messages{0};
   std::function<void(const ValidationMessage&)> on_message;
 
-  std::mutex submit_mutex;  // the queue and `command_pool` are externally synchronised objects
-  VkCommandPool command_pool = VK_NULL_HANDLE;
+  // The queue is externally synchronised: every vkQueueSubmit/vkQueueWaitIdle holds this lock. It
+  // is the application's mutex for an adopted queue that it shares (AdoptedVulkan::queue_mutex).
+  std::mutex own_queue_mutex;
+  std::mutex* queue_mutex = &own_queue_mutex;
+  Submissions submissions;
+
   VkPipelineCache pipeline_cache = VK_NULL_HANDLE;
   std::mutex pipeline_mutex;
   std::map<std::string, Pipeline> pipelines;
 
+  // Resources of recorders destroyed while their commands may still be pending in an application's
+  // command buffer: freed once the command buffer has set the last event, or with the Context.
+  std::mutex retired_mutex;
+  std::list<RetiredResources> retired;
+
+  Device() = default;
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
   ~Device();
+
+  std::unique_lock<std::mutex> lock_queue() { return std::unique_lock(*queue_mutex); }
 
   // The pipeline of an embedded shader with the given specialization constants (ids 0, 1, ...;
   // id 0 is the workgroup size), compiled once and cached.
@@ -60,6 +120,17 @@ struct Device {
 
   // Runs `record` in a one-time command buffer and waits for it.
   void run_once(const std::function<void(VkCommandBuffer)>& record);
+  // Submits `cb` (under the queue lock), signalling `fence`, and waits for the fence.
+  void submit_and_wait(VkCommandBuffer cb, VkFence fence);
+
+  // Frees `r` now (its commands have executed or were never submitted).
+  void free_resources(RecordingResources& r);
+  // Takes the resources of a recording whose commands may still be pending in an application's
+  // command buffer.
+  void retire(RecordingResources&& r);
+  // Frees the retired resources whose command buffer has set its last event; with `all`, every one
+  // (the Context ends: the application's command buffers have finished).
+  void free_retired(bool all);
 
   void report(const ValidationMessage& m);
 };

@@ -21,16 +21,33 @@ struct RecorderState {
   std::shared_ptr<Device> dev;
   VkCommandBuffer cb = VK_NULL_HANDLE;
   bool external = false;
+  VkCommandPool command_pool = VK_NULL_HANDLE;  // a recorder's own: pools are externally synchronised
   VkFence fence = VK_NULL_HANDLE;
-  std::vector<VkDescriptorPool> pools;
+  RecordingResources resources;
   std::uint32_t sets_left = 0;
-  std::list<Buffer> scratch;  // std::list: references stay valid as it grows
-  VkQueryPool query_pool = VK_NULL_HANDLE;
   bool timestamps_reset = false;
   std::uint32_t next_timestamp = 0;
   std::uint32_t dispatches = 0;
   std::vector<std::uint64_t> timestamp_values;  // of the last finished submission
+  RecorderState() = default;
+  RecorderState(const RecorderState&) = delete;
+  RecorderState& operator=(const RecorderState&) = delete;
   ~RecorderState();
+};
+
+// One operation's recording. It begins with a barrier making earlier compute/transfer writes
+// visible to the operation (whose writes also wait for earlier reads of the same memory). In an
+// application's command buffer it ends by setting a fresh event: once the last such event is set,
+// every command relpos recorded has executed, and a destroyed Recorder's resources can go.
+class [[nodiscard]] OpScope {
+ public:
+  explicit OpScope(Recorder& r);
+  ~OpScope();
+  OpScope(const OpScope&) = delete;
+  OpScope& operator=(const OpScope&) = delete;
+
+ private:
+  Recorder& r_;
 };
 
 // A range of a buffer bound to one binding. bytes == 0: to the end of the buffer.
@@ -40,9 +57,8 @@ struct BufferSpan {
   std::uint64_t bytes = 0;
 };
 
-// Start of an operation: earlier compute/transfer writes become visible to it, and its writes wait
-// for earlier reads of the same memory.
-void begin_op(Recorder& r);
+// Start of an operation, which lasts while the returned scope lives (see OpScope).
+inline OpScope begin_op(Recorder& r) { return OpScope(r); }
 // Between two dispatches of one operation where the second reads what the first wrote.
 void barrier(Recorder& r);
 

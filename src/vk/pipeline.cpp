@@ -46,6 +46,18 @@ const Pipeline& Device::pipeline(std::string_view shader, const std::vector<std:
   if (p.local_size_x == 0 || p.local_size_x > limits.max_workgroup_size[0] || p.local_size_x > limits.max_workgroup_invocations)
     throw Error("internal: workgroup size " + std::to_string(p.local_size_x) + " exceeds the device limit");
 
+  // A failure half-way destroys what was made (the cache holds only whole pipelines).
+  struct Partial {
+    Device& d;
+    Pipeline& p;
+    bool done = false;
+    ~Partial() {
+      if (done) return;
+      if (p.layout) d.vk.vkDestroyPipelineLayout(d.device, p.layout, nullptr);
+      if (p.set_layout) d.vk.vkDestroyDescriptorSetLayout(d.device, p.set_layout, nullptr);
+    }
+  } partial{*this, p};
+
   std::vector<VkDescriptorSetLayoutBinding> bindings(p.binding_count);
   for (std::uint32_t b = 0; b < p.binding_count; ++b)
     bindings[b] = {b, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
@@ -82,6 +94,7 @@ const Pipeline& Device::pipeline(std::string_view shader, const std::vector<std:
   VkResult r = vk.vkCreateComputePipelines(device, pipeline_cache, 1, &ci, nullptr, &p.pipeline);
   vk.vkDestroyShaderModule(device, module, nullptr);
   vk_check(r, "vkCreateComputePipelines");
+  partial.done = true;
   return pipelines.emplace(std::move(key), p).first->second;
 }
 

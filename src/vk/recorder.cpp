@@ -29,7 +29,8 @@ void memory_barrier(RecorderState& s, VkPipelineStageFlags src, VkAccessFlags sr
 
 VkDescriptorSet allocate_set(RecorderState& s, VkDescriptorSetLayout layout) {
   auto& d = *s.dev;
-  if (s.pools.empty() || s.sets_left == 0) {
+  auto& pools = s.resources.descriptor_pools;
+  if (pools.empty() || s.sets_left == 0) {
     VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kSetsPerPool * kMaxBindings};
     VkDescriptorPoolCreateInfo ci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
     ci.maxSets = kSetsPerPool;
@@ -37,11 +38,11 @@ VkDescriptorSet allocate_set(RecorderState& s, VkDescriptorSetLayout layout) {
     ci.pPoolSizes = &size;
     VkDescriptorPool pool = VK_NULL_HANDLE;
     vk_check(d.vk.vkCreateDescriptorPool(d.device, &ci, nullptr, &pool), "vkCreateDescriptorPool");
-    s.pools.push_back(pool);
+    pools.push_back(pool);
     s.sets_left = kSetsPerPool;
   }
   VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
-  ai.descriptorPool = s.pools.back();
+  ai.descriptorPool = pools.back();
   ai.descriptorSetCount = 1;
   ai.pSetLayouts = &layout;
   VkDescriptorSet set = VK_NULL_HANDLE;
@@ -59,39 +60,58 @@ void begin_own(RecorderState& s) {
   s.dispatches = 0;
 }
 
-void release_resources(RecorderState& s) {
+// After a finished submission of the recorder's own command buffer: what its commands used goes
+// (the query pool stays for the next recording).
+void release_submitted(RecorderState& s) {
   auto& d = *s.dev;
-  for (auto pool : s.pools) d.vk.vkDestroyDescriptorPool(d.device, pool, nullptr);
-  s.pools.clear();
+  for (auto pool : s.resources.descriptor_pools) d.vk.vkDestroyDescriptorPool(d.device, pool, nullptr);
+  s.resources.descriptor_pools.clear();
   s.sets_left = 0;
-  s.scratch.clear();
+  s.resources.scratch.clear();
 }
+
+void mark_command(RecorderState& s) { s.resources.commands_after_last_event = true; }
 
 }  // namespace
 
 RecorderState::~RecorderState() {
   if (!dev) return;
   auto& d = *dev;
-  release_resources(*this);
-  if (query_pool) d.vk.vkDestroyQueryPool(d.device, query_pool, nullptr);
+  if (external)
+    d.retire(std::move(resources));  // the application's command buffer may not have executed yet
+  else
+    d.free_resources(resources);  // every submission of the recorder's own command buffer was waited for
   if (fence) d.vk.vkDestroyFence(d.device, fence, nullptr);
-  if (!external && cb) {
-    std::lock_guard lock(d.submit_mutex);
-    d.vk.vkFreeCommandBuffers(d.device, d.command_pool, 1, &cb);
-  }
+  if (command_pool) d.vk.vkDestroyCommandPool(d.device, command_pool, nullptr);
 }
 
-void begin_op(Recorder& r) {
+OpScope::OpScope(Recorder& r) : r_(r) {
   auto& s = r.state();
   memory_barrier(s, kWorkStages, kWriteAccess, kWorkStages, kAllAccess);
 }
 
-void barrier(Recorder& r) { begin_op(r); }
+OpScope::~OpScope() {
+  auto& s = r_.state();
+  if (!s.external || !s.resources.commands_after_last_event) return;
+  auto& d = *s.dev;
+  VkEventCreateInfo ei{VK_STRUCTURE_TYPE_EVENT_CREATE_INFO};
+  VkEvent event = VK_NULL_HANDLE;
+  // Without the event, the resources stay until the Context ends (commands_after_last_event).
+  if (d.vk.vkCreateEvent(d.device, &ei, nullptr, &event) != VK_SUCCESS) return;
+  s.resources.events.push_back(event);
+  d.vk.vkCmdSetEvent(s.cb, event, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT);
+  s.resources.commands_after_last_event = false;
+}
+
+void barrier(Recorder& r) {
+  auto& s = r.state();
+  memory_barrier(s, kWorkStages, kWriteAccess, kWorkStages, kAllAccess);
+}
 
 Buffer& scratch(Recorder& r, std::uint64_t bytes, MemoryUse use) {
   auto& s = r.state();
-  s.scratch.emplace_back(s.dev, std::max<std::uint64_t>(bytes, 16), use);
-  return s.scratch.back();
+  s.resources.scratch.emplace_back(s.dev, std::max<std::uint64_t>(bytes, 16), use);
+  return s.resources.scratch.back();
 }
 
 void dispatch(Recorder& r, std::string_view shader, const std::vector<std::uint32_t>& spec,
@@ -137,6 +157,7 @@ void dispatch(Recorder& r, std::string_view shader, const std::vector<std::uint3
   d.vk.vkCmdBindDescriptorSets(s.cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
   if (push_bytes) d.vk.vkCmdPushConstants(s.cb, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, static_cast<std::uint32_t>(push_bytes), push);
   d.vk.vkCmdDispatch(s.cb, groups_x, groups_y, groups_z);
+  mark_command(s);
   ++s.dispatches;
 }
 
@@ -144,11 +165,13 @@ void copy_regions(Recorder& r, const Buffer& src, const Buffer& dst, const std::
   if (regions.empty()) return;
   auto& s = r.state();
   s.dev->vk.vkCmdCopyBuffer(s.cb, src.handle(), dst.handle(), static_cast<std::uint32_t>(regions.size()), regions.data());
+  mark_command(s);
 }
 
 void fill_words(Recorder& r, const Buffer& dst, std::uint64_t offset, std::uint64_t bytes, std::uint32_t value) {
   auto& s = r.state();
   s.dev->vk.vkCmdFillBuffer(s.cb, dst.handle(), offset, bytes, value);
+  mark_command(s);
 }
 
 std::vector<ElementChunk> element_chunks(const DeviceLimits& lim, std::uint64_t total, std::uint32_t elem_bytes,
@@ -174,14 +197,16 @@ Recorder::Recorder(Context& ctx) : state_(std::make_unique<RecorderState>()) {
   s.ctx = &ctx;
   s.dev = ctx.device();
   auto& d = *s.dev;
+  d.free_retired(false);
+  VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+  pci.queueFamilyIndex = d.queue_family;
+  vk_check(d.vk.vkCreateCommandPool(d.device, &pci, nullptr, &s.command_pool), "vkCreateCommandPool");
   VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-  ai.commandPool = d.command_pool;
+  ai.commandPool = s.command_pool;
   ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
   ai.commandBufferCount = 1;
-  {
-    std::lock_guard lock(d.submit_mutex);
-    vk_check(d.vk.vkAllocateCommandBuffers(d.device, &ai, &s.cb), "vkAllocateCommandBuffers");
-  }
+  vk_check(d.vk.vkAllocateCommandBuffers(d.device, &ai, &s.cb), "vkAllocateCommandBuffers");
   VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
   vk_check(d.vk.vkCreateFence(d.device, &fi, nullptr, &s.fence), "vkCreateFence");
   detail::begin_own(s);
@@ -194,6 +219,7 @@ Recorder::Recorder(Context& ctx, VkCommandBuffer external) : state_(std::make_un
   s.dev = ctx.device();
   s.cb = external;
   s.external = true;
+  s.dev->free_retired(false);
 }
 
 Recorder::~Recorder() = default;
@@ -212,24 +238,18 @@ void Recorder::submit_and_wait() {
   detail::memory_barrier(s, detail::kWorkStages, detail::kWriteAccess, VK_PIPELINE_STAGE_HOST_BIT | detail::kWorkStages,
                          VK_ACCESS_HOST_READ_BIT | detail::kAllAccess);
   vk_check(d.vk.vkEndCommandBuffer(s.cb), "vkEndCommandBuffer");
-  {
-    std::lock_guard lock(d.submit_mutex);
-    VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
-    si.commandBufferCount = 1;
-    si.pCommandBuffers = &s.cb;
-    vk_check(d.vk.vkQueueSubmit(d.queue, 1, &si, s.fence), "vkQueueSubmit");
-  }
-  vk_check(d.vk.vkWaitForFences(d.device, 1, &s.fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+  d.submit_and_wait(s.cb, s.fence);
   vk_check(d.vk.vkResetFences(d.device, 1, &s.fence), "vkResetFences");
   if (s.next_timestamp > 0) {
     s.timestamp_values.assign(s.next_timestamp, 0);
-    vk_check(d.vk.vkGetQueryPoolResults(d.device, s.query_pool, 0, s.next_timestamp, s.next_timestamp * sizeof(std::uint64_t),
+    vk_check(d.vk.vkGetQueryPoolResults(d.device, s.resources.query_pool, 0, s.next_timestamp, s.next_timestamp * sizeof(std::uint64_t),
                                         s.timestamp_values.data(), sizeof(std::uint64_t),
                                         VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
              "vkGetQueryPoolResults");
   }
-  detail::release_resources(s);
+  detail::release_submitted(s);
   vk_check(d.vk.vkResetCommandBuffer(s.cb, 0), "vkResetCommandBuffer");
+  d.free_retired(false);
   detail::begin_own(s);
 }
 
@@ -241,19 +261,20 @@ std::uint32_t Recorder::write_timestamp() {
   auto& s = *state_;
   auto& d = *s.dev;
   if (!d.limits.timestamps) throw VulkanError("this device's compute queue does not support timestamp queries");
-  if (!s.query_pool) {
+  if (!s.resources.query_pool) {
     VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
     qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
     qi.queryCount = detail::kTimestampCapacity;
-    vk_check(d.vk.vkCreateQueryPool(d.device, &qi, nullptr, &s.query_pool), "vkCreateQueryPool");
+    vk_check(d.vk.vkCreateQueryPool(d.device, &qi, nullptr, &s.resources.query_pool), "vkCreateQueryPool");
   }
   if (!s.timestamps_reset) {
-    d.vk.vkCmdResetQueryPool(s.cb, s.query_pool, 0, detail::kTimestampCapacity);
+    d.vk.vkCmdResetQueryPool(s.cb, s.resources.query_pool, 0, detail::kTimestampCapacity);
     s.timestamps_reset = true;
   }
   if (s.next_timestamp >= detail::kTimestampCapacity)
     throw InvalidArgument("Recorder::write_timestamp: more than " + std::to_string(detail::kTimestampCapacity) + " timestamps in one recording");
-  d.vk.vkCmdWriteTimestamp(s.cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, s.query_pool, s.next_timestamp);
+  d.vk.vkCmdWriteTimestamp(s.cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, s.resources.query_pool, s.next_timestamp);
+  detail::mark_command(s);
   return s.next_timestamp++;
 }
 
@@ -262,10 +283,10 @@ double Recorder::elapsed_ms(std::uint32_t from, std::uint32_t to) const {
   auto& d = *s.dev;
   std::uint64_t a = 0, b = 0;
   if (s.external) {
-    if (!s.query_pool || std::max(from, to) >= s.next_timestamp) throw InvalidArgument("Recorder::elapsed_ms: unknown timestamp index");
+    if (!s.resources.query_pool || std::max(from, to) >= s.next_timestamp) throw InvalidArgument("Recorder::elapsed_ms: unknown timestamp index");
     std::uint64_t v[2];
     for (int k = 0; k < 2; ++k)
-      vk_check(d.vk.vkGetQueryPoolResults(d.device, s.query_pool, k ? to : from, 1, sizeof(std::uint64_t), &v[k], sizeof(std::uint64_t),
+      vk_check(d.vk.vkGetQueryPoolResults(d.device, s.resources.query_pool, k ? to : from, 1, sizeof(std::uint64_t), &v[k], sizeof(std::uint64_t),
                                           VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
                "vkGetQueryPoolResults");
     a = v[0], b = v[1];

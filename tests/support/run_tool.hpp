@@ -14,8 +14,9 @@ struct ToolResult {
   std::string output;  // stdout and stderr together
 };
 
-inline ToolResult tool(const std::string& args) {
-  const std::string cmd = std::string(RELPOS_TOOL) + " " + args + " 2>&1";
+// Runs a shell command line (stdout and stderr together).
+inline ToolResult tool_command(const std::string& command_line) {
+  const std::string cmd = command_line + " 2>&1";
   std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
   std::string out;
   std::array<char, 4096> buf;
@@ -23,5 +24,7 @@ inline ToolResult tool(const std::string& args) {
   const int status = pclose(pipe.release());
   return {WEXITSTATUS(status), out};
 }
+
+inline ToolResult tool(const std::string& args) { return tool_command(std::string(RELPOS_TOOL) + " " + args); }
 
 }  // namespace relpos::test
