@@ -403,6 +403,18 @@ TEST(Cli, NumbersNameTheFlagTheValueAndTheLimit) {
   }
 }
 
+// A shape every check accepts can still be too large for the host's arrays: a clear error, not a
+// library's exception text.
+TEST(Cli, HostArraysTooLargeForTheMachineAreAClearError) {
+#ifdef __SANITIZE_ADDRESS__
+  GTEST_SKIP() << "AddressSanitizer's operator new reports and aborts where it would throw std::bad_alloc";
+#endif
+  auto r = tool("run t5-buckets --queries 1000000000 --keys 1000000000 --num-buckets 32 --max-distance 128 --reference --out " +
+                temp("n.npy"));
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("relpos: error: out of host memory"), std::string::npos) << r.output;
+}
+
 // Every write is checked, its close included: a full disk is an error naming the file.
 TEST(Cli, WriteFailuresExitNonZeroNamingThePath) {
   auto r = tool("run alibi-slopes --heads 4 --out /dev/full");

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <new>
+#include <stdexcept>
 #include <optional>
 
 #include "registry.hpp"
@@ -138,6 +140,14 @@ int main(int argc, char** argv) {
         r.action();
       }
     return 0;
+  } catch (const std::bad_alloc&) {
+    // A shape every check accepts can still need more host memory than the machine has (the CPU
+    // reference holds the whole output): say so rather than print "std::bad_alloc".
+    std::fprintf(stderr, "relpos: error: out of host memory: this shape's arrays do not fit in this machine's memory\n");
+    return 1;
+  } catch (const std::length_error&) {
+    std::fprintf(stderr, "relpos: error: out of host memory: this shape's arrays exceed the largest array the host can index\n");
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "relpos: error: %s\n", e.what());
     return 1;
