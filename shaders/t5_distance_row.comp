@@ -28,7 +28,7 @@ uint bucket_of(int rp) {
     uint mid = (lo + hi) >> 1;
     if (thresholds[mid] <= n) lo = mid + 1u; else hi = mid;
   }
-  return ret + pc.max_exact + lo;
+  return ret + pc.max_exact + pc.threshold_base + lo;
 }
 
 void main() {

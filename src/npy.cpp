@@ -1,8 +1,13 @@
 #include "relpos/npy.hpp"
 
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <regex>
 
 #include "relpos/error.hpp"
@@ -23,21 +28,97 @@ std::string dict_value(const std::string& header, const std::string& key) {
 }
 
 std::uint32_t descr_size(const std::string& d) {
-  if (d.size() < 3) return 0;
-  return static_cast<std::uint32_t>(std::stoul(d.substr(2)));
+  if (d == "<f2") return 2;
+  if (d == "<f4" || d == "<i4") return 4;
+  if (d == "<f8" || d == "<i8") return 8;
+  return 0;
+}
+
+// The largest element count a file may declare: 2^40 elements (8 TiB of float64) keeps every
+// byte count below 2^64 and far beyond any real tensor.
+constexpr std::uint64_t kMaxElements = std::uint64_t{1} << 40;
+
+// The dimensions of a header's shape tuple, e.g. "(2, 3)", "(3,)" or "()".
+std::vector<std::uint64_t> parse_shape(const std::string& path, const std::string& tuple) {
+  std::vector<std::uint64_t> dims;
+  const std::string inner = tuple.substr(1, tuple.size() - 2);
+  std::size_t start = 0;
+  while (start < inner.size()) {
+    std::size_t end = inner.find(',', start);
+    if (end == std::string::npos) end = inner.size();
+    std::string item = inner.substr(start, end - start);
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    start = end + 1;
+    if (item.empty() && end == inner.size() && !dims.empty()) break;  // the trailing comma of "(3,)"
+    std::uint64_t d = 0;
+    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), d);
+    if (!item.empty() && item[0] == '-') bad(path, "negative dimension " + item + " in shape " + tuple);
+    if (ec == std::errc::result_out_of_range) bad(path, "dimension " + item + " in shape " + tuple + " does not fit 64 bits");
+    if (item.empty() || ec != std::errc() || ptr != item.data() + item.size())
+      bad(path, "dimension '" + item + "' in shape " + tuple + " is not a whole number");
+    dims.push_back(d);
+  }
+  return dims;
+}
+
+// The bytes left between the stream's position and the end of the file, or nullopt when the
+// stream cannot seek (a pipe).
+std::optional<std::uint64_t> bytes_left(std::ifstream& f) {
+  const std::streampos here = f.tellg();
+  if (here == std::streampos(-1) || !f.seekg(0, std::ios::end)) {
+    f.clear();
+    return std::nullopt;
+  }
+  const std::streampos end = f.tellg();
+  f.seekg(here);
+  if (end == std::streampos(-1) || !f) {
+    f.clear();
+    return std::nullopt;
+  }
+  return static_cast<std::uint64_t>(end - here);
+}
+
+// Reads exactly `bytes` bytes. The buffer grows with what actually arrives (64 MiB at a time), so
+// a header that claims more data than a pipe delivers never allocates the claimed size.
+void read_data(std::ifstream& f, const std::string& path, const std::string& tuple, std::uint64_t bytes, std::vector<unsigned char>& out) {
+  constexpr std::uint64_t kChunk = std::uint64_t{64} << 20;
+  while (out.size() < bytes) {
+    const std::uint64_t have = out.size(), step = std::min(kChunk, bytes - have);
+    out.resize(have + step);
+    if (!f.read(reinterpret_cast<char*>(out.data() + have), static_cast<std::streamsize>(step)))
+      bad(path, "data truncated: shape " + tuple + " needs " + std::to_string(bytes) + " bytes, the file holds " +
+                    std::to_string(have + static_cast<std::uint64_t>(f.gcount())));
+  }
 }
 
 }  // namespace
 
 std::uint64_t NpyArray::elements() const {
   std::uint64_t n = 1;
-  for (auto d : shape) n *= d;
+  for (auto d : shape) {
+    if (d != 0 && n > kMaxElements / d) throw InvalidArgument("npy shape: the element count exceeds 2^40");
+    n *= d;
+  }
   return n;
 }
 
+namespace {
+// The element count, after checking that `bytes` holds exactly that many elements of `size` bytes.
+std::uint64_t checked_count(const NpyArray& a, std::uint32_t size, const std::string& name) {
+  const std::uint64_t n = a.elements();
+  if (a.bytes.size() != n * size)
+    throw InvalidArgument(name + ": holds " + std::to_string(a.bytes.size()) + " bytes, its shape needs " + std::to_string(n * size));
+  return n;
+}
+}  // namespace
+
 std::vector<float> NpyArray::to_f32(const std::string& name) const {
-  const std::uint64_t n = elements();
+  if (descr != "<f4" && descr != "<f2" && descr != "<f8")
+    throw InvalidArgument(name + ": dtype " + descr + " is not a float array (expected float16, float32 or float64)");
+  const std::uint64_t n = checked_count(*this, descr_size(descr), name);
   std::vector<float> out(n);
+  if (n == 0) return out;
   if (descr == "<f4") {
     std::memcpy(out.data(), bytes.data(), n * 4);
   } else if (descr == "<f2") {
@@ -52,15 +133,16 @@ std::vector<float> NpyArray::to_f32(const std::string& name) const {
       std::memcpy(&d, bytes.data() + 8 * i, 8);
       out[i] = static_cast<float>(d);
     }
-  } else {
-    throw InvalidArgument(name + ": dtype " + descr + " is not a float array (expected float16, float32 or float64)");
   }
   return out;
 }
 
 std::vector<std::int32_t> NpyArray::to_i32(const std::string& name) const {
-  const std::uint64_t n = elements();
+  if (descr != "<i4" && descr != "<i8")
+    throw InvalidArgument(name + ": dtype " + descr + " is not an integer array (expected int32 or int64)");
+  const std::uint64_t n = checked_count(*this, descr_size(descr), name);
   std::vector<std::int32_t> out(n);
+  if (n == 0) return out;
   if (descr == "<i4") {
     std::memcpy(out.data(), bytes.data(), n * 4);
   } else if (descr == "<i8") {
@@ -71,8 +153,6 @@ std::vector<std::int32_t> NpyArray::to_i32(const std::string& name) const {
         throw InvalidArgument(name + ": value " + std::to_string(v) + " at index " + std::to_string(i) + " does not fit int32");
       out[i] = static_cast<std::int32_t>(v);
     }
-  } else {
-    throw InvalidArgument(name + ": dtype " + descr + " is not an integer array (expected int32 or int64)");
   }
   return out;
 }
@@ -108,18 +188,22 @@ NpyArray read_npy(const std::string& path) {
   static const std::regex known("<(f2|f4|f8|i4|i8)");
   if (!std::regex_match(a.descr, known))
     bad(path, "dtype '" + a.descr + "' is not supported (little-endian float16/32/64 or int32/64 only)");
-  const std::regex dim("(\\d+)");
-  for (auto it = std::sregex_iterator(shape.begin(), shape.end(), dim); it != std::sregex_iterator(); ++it)
-    a.shape.push_back(std::stoull((*it)[1].str()));
+  a.shape = parse_shape(path, shape);
   std::uint64_t n = 1;
   for (auto d : a.shape) {
-    if (d != 0 && n > (std::uint64_t{1} << 40) / d) bad(path, "shape too large");
+    if (d != 0 && n > kMaxElements / d) bad(path, "shape " + shape + " has more than 2^40 elements");
     n *= d;
   }
   const std::uint64_t bytes = n * descr_size(a.descr);
-  a.bytes.resize(bytes);
-  if (bytes && !f.read(reinterpret_cast<char*>(a.bytes.data()), static_cast<std::streamsize>(bytes)))
-    bad(path, "data truncated: expected " + std::to_string(bytes) + " bytes for shape " + shape);
+  // Checked against the file before anything is allocated: a small file claiming a huge shape
+  // fails here, not after allocating the claimed size.
+  if (const auto left = bytes_left(f)) {
+    if (*left < bytes)
+      bad(path, "data truncated: shape " + shape + " needs " + std::to_string(bytes) + " bytes, the file holds " + std::to_string(*left));
+    if (*left > bytes)
+      bad(path, std::to_string(*left - bytes) + " bytes after the data of shape " + shape + " (" + std::to_string(bytes) + " bytes)");
+  }
+  read_data(f, path, shape, bytes, a.bytes);
   return a;
 }
 
@@ -129,6 +213,7 @@ void write_npy(const std::string& path, DType dtype, std::span<const std::uint64
   std::uint64_t n = 1;
   for (auto d : shape) {
     dims += std::to_string(d) + ", ";
+    if (d != 0 && n > kMaxElements / d) throw InvalidArgument(path + ": shape has more than 2^40 elements");
     n *= d;
   }
   // numpy writes "(2, 3)", "(3,)" and "()"
@@ -138,15 +223,21 @@ void write_npy(const std::string& path, DType dtype, std::span<const std::uint64
   const std::size_t unpadded = 10 + header.size() + 1;
   header.append((64 - unpadded % 64) % 64, ' ');
   header += '\n';
-  std::ofstream f(path, std::ios::binary);
-  if (!f) throw InvalidArgument(path + ": cannot open for writing");
+  if (header.size() > 0xffff) throw InvalidArgument(path + ": " + std::to_string(shape.size()) + " dimensions do not fit a version 1 header");
+  // stdio rather than a stream: every failing call (open, each write, the final flush in fclose)
+  // sets errno, so the message can say why (a full disk, a read-only file system).
+  const auto fail = [&](const char* what) { throw Error(path + ": " + what + ": " + std::strerror(errno)); };
+  errno = 0;
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "wb"), std::fclose);
+  if (!f) throw InvalidArgument(path + ": cannot open for writing: " + std::strerror(errno));
   const std::uint16_t len = static_cast<std::uint16_t>(header.size());
-  f.write("\x93NUMPY\x01\x00", 8);
   const unsigned char l[2] = {static_cast<unsigned char>(len & 0xff), static_cast<unsigned char>(len >> 8)};
-  f.write(reinterpret_cast<const char*>(l), 2);
-  f.write(header.data(), static_cast<std::streamsize>(header.size()));
-  f.write(static_cast<const char*>(data), static_cast<std::streamsize>(n * dtype_size(dtype)));
-  if (!f) throw Error(path + ": write failed");
+  const std::uint64_t bytes = n * dtype_size(dtype);
+  if (std::fwrite("\x93NUMPY\x01\x00", 1, 8, f.get()) != 8 || std::fwrite(l, 1, 2, f.get()) != 2 ||
+      std::fwrite(header.data(), 1, header.size(), f.get()) != header.size() ||
+      (bytes && std::fwrite(data, 1, bytes, f.get()) != bytes))
+    fail("write failed");
+  if (std::fclose(f.release()) != 0) fail("write failed");
 }
 
 }  // namespace relpos

@@ -188,6 +188,11 @@ TEST(AttentionReference, InvalidParametersNameTheLimit) {
   p = ok;
   p.bias = AttentionBias::Alibi;
   expect_invalid([&] { attention_reference(p, {q, kv, kv, wrong, {}, {}, {}}); }, "bias");
+  // A slope is a parameter: inf or NaN has no meaning (at rp = 0 it gives inf * 0 = NaN).
+  for (float bad : {INFINITY, -INFINITY, NAN}) {
+    const std::vector<float> slopes = {0.5f, 0.25f, bad, 0.125f};
+    expect_invalid([&] { attention_reference(p, {q, kv, kv, slopes, {}, {}, {}}); }, "slopes");
+  }
   AttentionMergeParams mp{0, 4, 8, DType::F32};
   expect_invalid([&] { mp.validate(); }, "parts");
 }

@@ -4,6 +4,7 @@
 #include <relpos/relpos.hpp>
 
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -366,4 +367,128 @@ TEST(Cli, DeviceWithoutMemoryTypesIsAClearError) {
   auto r = run_env("run t5-buckets --num-buckets 8 --queries 4 --keys 4 --max-distance 8 --out " + temp("null.npy"));
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("no HOST_VISIBLE | HOST_COHERENT memory type"), std::string::npos) << r.output;
+}
+
+// ---- issue 12: no silent wrong answer, a clear error for every bad input ----------------------
+
+// Hundreds of millions of buckets: a small window's buckets are |rp| (plus the upper half for
+// rp > 0), answered at once; bucket counts beyond int32 are refused naming the limit.
+TEST(Cli, T5BucketsWithHugeBucketCounts) {
+  const auto start = std::chrono::steady_clock::now();
+  auto r = tool("run t5-buckets --queries 3 --keys 5 --num-buckets 100000000 --max-distance 200000000 --out " + temp("huge_nb.npy"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  T5Params p;
+  p.num_buckets = 100'000'000;
+  p.max_distance = 200'000'000;
+  p.queries = 3;
+  p.keys = 5;
+  const auto got = read_npy(temp("huge_nb.npy")).to_i32("b");
+  EXPECT_EQ(got, t5_buckets_reference(p));
+  EXPECT_EQ(got[4], 50'000'004);  // query 0, key 4: rp = 4 in the upper half
+  EXPECT_EQ(got[5], 1);           // query 1, key 0: rp = -1
+  r = tool("run t5-buckets --queries 3 --keys 5 --num-buckets 2147483648 --max-distance 4000000001 --causal --out " + temp("huge_nb.npy"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  r = tool("run t5-buckets --queries 3 --keys 5 --num-buckets 4000000000 --max-distance 4000000001 --out " + temp("huge_nb.npy"));
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("relpos: error: num_buckets = 4000000000: must be <= 2^31"), std::string::npos) << r.output;
+}
+
+// Every numeric flag goes through one checked parser: the message names the flag, the value and
+// the limit, whatever is wrong with the number.
+TEST(Cli, NumbersNameTheFlagTheValueAndTheLimit) {
+  const std::string t5 = "run t5-buckets --out " + temp("n.npy");
+  const std::string counts = " --keys 4 --num-buckets 32 --max-distance 128";
+  for (auto [args, message] : std::initializer_list<std::pair<std::string, std::string>>{
+           {t5 + " --queries 12x" + counts, "--queries = 12x: must be a whole number in [1, 4294967295]"},
+           {t5 + " --queries 99999999999999999999999" + counts, "--queries = 99999999999999999999999: must be a whole number in [1, 4294967295]"},
+           {t5 + " --queries 4294967296" + counts, "--queries = 4294967296: must be a whole number in [1, 4294967295]"},
+           {t5 + " --queries -4294967295" + counts, "--queries = -4294967295: must be a whole number in [1, 4294967295]"},
+           {t5 + " --queries 0" + counts, "--queries = 0: must be a whole number in [1, 4294967295]"},
+           {t5 + " --queries 4 --keys 4 --num-buckets 1e8 --max-distance 128", "--num-buckets = 1e8: must be a whole number in [0, 4294967295]"},
+           {t5 + " --queries 4" + counts + " --query-offset 1.5", "--query-offset = 1.5: must be a whole number in [-9223372036854775808, 9223372036854775807]"},
+           {"run alibi-slopes --heads 4 --max-bias inf --out " + temp("n.npy"), "--max-bias = inf: must be a finite number in"},
+           {"run alibi-slopes --heads 4 --max-bias nan --out " + temp("n.npy"), "--max-bias = nan: must be a finite number in"},
+           {"run alibi-slopes --heads 4 --max-bias 1e999 --out " + temp("n.npy"), "--max-bias = 1e999: must be a finite number in"},
+           {"run sinusoidal --positions 4 --dim 8 --max-wavelength 0x10 --out " + temp("n.npy"), "--max-wavelength = 0x10: must be a finite number in"},
+           {"bench --repeat 0", "--repeat = 0: must be a whole number in [1, 1000]"},
+           {"--device 99999999999999999999999 devices", "device index 99999999999999999999999 is out of range"},
+       }) {
+    auto r = tool(args);
+    EXPECT_NE(r.status, 0) << args;
+    EXPECT_NE(r.output.find(message), std::string::npos) << args << ": " << r.output;
+    EXPECT_EQ(r.output.find("stoul"), std::string::npos) << args << ": " << r.output;
+  }
+}
+
+// A shape every check accepts can still be too large for the host's arrays: a clear error, not a
+// library's exception text.
+TEST(Cli, HostArraysTooLargeForTheMachineAreAClearError) {
+#ifdef __SANITIZE_ADDRESS__
+  GTEST_SKIP() << "AddressSanitizer's operator new reports and aborts where it would throw std::bad_alloc";
+#endif
+  auto r = tool("run t5-buckets --queries 1000000000 --keys 1000000000 --num-buckets 32 --max-distance 128 --reference --out " +
+                temp("n.npy"));
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("relpos: error: out of host memory"), std::string::npos) << r.output;
+}
+
+// Every write is checked, its close included: a full disk is an error naming the file.
+TEST(Cli, WriteFailuresExitNonZeroNamingThePath) {
+  auto r = tool("run alibi-slopes --heads 4 --out /dev/full");
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("relpos: error: /dev/full: write failed: No space left on device"), std::string::npos) << r.output;
+  r = tool("run alibi-slopes --heads 4 --out " + temp("no_such_dir/slopes.npy"));
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("no_such_dir/slopes.npy: cannot open for writing"), std::string::npos) << r.output;
+}
+
+// Two outputs naming one file (the same path, the same path spelled differently, a link to it)
+// are refused before anything is computed or written.
+TEST(Cli, OutputsNamingOneFileAreRefused) {
+  write_f32("same_parts.npy", {4, 0, 0, 0, 8, 0, 0, 4}, {2, 1, 4});
+  write_f32("same_parts_lse.npy", {0.0f, 0.0f}, {2, 1});
+  const std::string merge = "run attention-merge --parts " + temp("same_parts.npy") + " --parts-lse " + temp("same_parts_lse.npy");
+  const std::string out = temp("same_out.npy"), link = temp("same_link.npy");
+  const std::string dotted = std::filesystem::temp_directory_path().string() + "/./relpos_cli_same_out.npy";
+  std::filesystem::remove(out);
+  std::filesystem::remove(link);
+  for (const std::string& lse : {out, dotted}) {
+    auto r = tool(merge + " --out " + out + " --lse " + lse);
+    EXPECT_NE(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find("relpos: error: --lse = " + lse + ": names the same file as --out = " + out), std::string::npos) << r.output;
+    EXPECT_FALSE(std::filesystem::exists(out)) << "written before the check";
+  }
+  ASSERT_EQ(tool(merge + " --out " + out).status, 0);
+  std::filesystem::create_symlink(out, link);
+  auto r = tool(merge + " --out " + out + " --lse " + link);
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("names the same file"), std::string::npos) << r.output;
+
+  // The issue's case: attention --out X --lse X.
+  write_f32("same_q.npy", std::vector<float>(1 * 2 * 3 * 4, 0.5f), {1, 2, 3, 4});
+  const std::string qkv = temp("same_q.npy");
+  r = tool("run attention --q " + qkv + " --k " + qkv + " --v " + qkv + " --out " + temp("same_att.npy") + " --lse " + temp("same_att.npy"));
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("--lse = " + temp("same_att.npy") + ": names the same file as --out"), std::string::npos) << r.output;
+  // Different files, or an output that replaces an input (read whole before any write), are fine.
+  r = tool("run attention --q " + qkv + " --k " + qkv + " --v " + qkv + " --out " + temp("same_att.npy") + " --lse " + temp("same_lse.npy"));
+  EXPECT_EQ(r.status, 0) << r.output;
+  std::filesystem::remove(link);
+}
+
+// A slope is a parameter, not activation data: a non-finite one is refused, naming it.
+TEST(Cli, NonFiniteSlopesAreRefused) {
+  write_f32("inf_slopes.npy", {0.5f, std::numeric_limits<float>::infinity()}, {2});
+  write_f32("slopes_q.npy", std::vector<float>(1 * 2 * 3 * 4, 0.5f), {1, 2, 3, 4});
+  const std::string qkv = temp("slopes_q.npy");
+  for (const std::string extra : {"", " --reference"}) {
+    auto r = tool("run attention --q " + qkv + " --k " + qkv + " --v " + qkv + " --bias alibi --slopes " + temp("inf_slopes.npy") +
+                  " --out " + temp("x.npy") + extra);
+    EXPECT_NE(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find("relpos: error: slopes = inf: must be finite"), std::string::npos) << r.output;
+  }
+  auto r = tool("run alibi-bias --heads 2 --queries 3 --keys 3 --slopes " + temp("inf_slopes.npy") + " --out " + temp("x.npy"));
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("slopes = inf: must be finite"), std::string::npos) << r.output;
 }

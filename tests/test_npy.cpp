@@ -87,3 +87,77 @@ TEST(Npy, BadFilesGiveClearErrors) {
   write_raw(temp("complex.npy"), "{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }", 8);
   expect_error(temp("complex.npy"), "dtype");
 }
+
+// The header's shape is checked against the file before anything is allocated: a small file
+// claiming a huge array fails at once (a 1 TiB claim would otherwise throw bad_alloc or abort).
+TEST(Npy, HugeShapeInASmallFileFailsBeforeAllocating) {
+  auto expect_truncated = [](const std::string& shape, const std::string& needs) {
+    write_raw(temp("huge.npy"), "{'descr': '<f8', 'fortran_order': False, 'shape': " + shape + ", }", 1024);
+    try {
+      read_npy(temp("huge.npy"));
+      ADD_FAILURE() << shape << " was accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("needs " + needs + " bytes, the file holds 1024"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(temp("huge.npy")), std::string::npos) << e.what();
+    }
+  };
+  expect_truncated("(2147483648,)", "17179869184");           // 16 GiB
+  expect_truncated("(1024, 1024, 1024, 128)", "1099511627776");  // 1 TiB
+}
+
+TEST(Npy, ShapesThatAreNotCountsAreRejected) {
+  auto expect_error = [](const std::string& shape, std::size_t data, const std::string& word) {
+    write_raw(temp("shape.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }", data);
+    try {
+      const NpyArray a = read_npy(temp("shape.npy"));
+      ADD_FAILURE() << shape << " was accepted as " << a.shape.size() << " dimension(s)";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << shape << ": " << e.what();
+    }
+  };
+  expect_error("(-3, 4)", 48, "negative dimension -3");           // was read as (3, 4)
+  expect_error("(3, -4)", 48, "negative dimension -4");
+  expect_error("(2.5,)", 40, "'2.5'");                            // was read as (2, 5)
+  expect_error("(99999999999999999999999,)", 8, "does not fit");  // std::stoull threw out_of_range
+  expect_error("(4294967296, 4294967296)", 8, "2^40");            // the element count overflows
+  expect_error("(2,)", 12, "4 bytes after the data");             // trailing bytes: not what numpy writes
+  // What numpy writes for 0-d, 1-d and empty arrays still reads.
+  write_raw(temp("ok.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 3), }", 0);
+  EXPECT_EQ(read_npy(temp("ok.npy")).shape, (std::vector<std::uint64_t>{0, 3}));
+  EXPECT_TRUE(read_npy(temp("ok.npy")).to_f32("x").empty());
+  write_raw(temp("ok.npy"), "{'descr': '<i4', 'fortran_order': False, 'shape': (3, ), }", 12);
+  EXPECT_EQ(read_npy(temp("ok.npy")).to_i32("x"), std::vector<std::int32_t>(3, 0));
+}
+
+// An NpyArray built by hand whose bytes do not match its shape is refused, not overread.
+TEST(Npy, ConversionChecksTheBytesAgainstTheShape) {
+  NpyArray a;
+  a.descr = "<f4";
+  a.shape = {4};
+  EXPECT_THROW(a.to_f32("a"), InvalidArgument);
+  a.descr = "<i4";
+  EXPECT_THROW(a.to_i32("a"), InvalidArgument);
+  a.bytes.resize(16);
+  EXPECT_EQ(a.to_i32("a"), std::vector<std::int32_t>(4, 0));
+}
+
+// Every write is checked, the final flush included: a full disk is an error naming the path.
+TEST(Npy, WriteFailuresAreErrorsNamingThePath) {
+  const std::vector<float> v(4096, 1.0f);
+  const std::vector<std::uint64_t> shape = {4096};
+  try {
+    write_npy("/dev/full", DType::F32, shape, v.data());
+    ADD_FAILURE() << "writing to /dev/full succeeded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/dev/full"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("No space left"), std::string::npos) << e.what();
+  }
+  const std::vector<std::uint64_t> small = {1};
+  try {
+    write_npy("/dev/full", DType::F32, small, v.data());  // small enough to sit in the buffer until the close
+    ADD_FAILURE() << "writing to /dev/full succeeded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/dev/full"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(write_npy(temp("no_such_dir/x.npy"), DType::F32, small, v.data()), InvalidArgument);
+}

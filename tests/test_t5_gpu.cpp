@@ -1,6 +1,7 @@
 // T5 on the GPU against the CPU reference: buckets and f32 bias exactly, f16 within one half ulp.
 #include <relpos/relpos.hpp>
 
+#include <chrono>
 #include <random>
 
 #include "support/expect.hpp"
@@ -287,4 +288,30 @@ TEST_F(T5Gpu, InvalidInputIsRejectedBeforeDispatch) {
   expect_invalid([&] { t5_bias_add(r, bad, table, out); }, "output buffer");
   EXPECT_EQ(r.dispatch_count(), 0u);  // every check came before anything was recorded
   r.submit_and_wait();
+}
+
+// Bucket counts and distances in the hundreds of millions (the buckets of a small window are then
+// just |rp|, or a handful of levels far out) cost what the window needs: the case took
+// over 300 s building thresholds for every bucket, then failed to bind them.
+TEST_F(T5Gpu, HugeBucketCountsCostWhatTheWindowNeeds) {
+  const auto start = std::chrono::steady_clock::now();
+  for (auto [nb, md, bi, off, log] : {std::tuple{100'000'000u, 200'000'000u, true, std::int64_t{0}, T5Log::HuggingFace},
+                                      {100'000'000u, 200'000'000u, false, std::int64_t{0}, T5Log::HuggingFace},
+                                      {2'000'000'000u, 4'000'000'000u, true, std::int64_t{2'000'000'000}, T5Log::HuggingFace},
+                                      {2'000'000'000u, 4'000'000'000u, false, std::int64_t{1'500'000'000}, T5Log::FlaxEps},
+                                      {20'000'000u, 10'000'001u, false, std::int64_t{10'000'300}, T5Log::FlaxEps}}) {
+    T5Params p;
+    p.num_buckets = nb;
+    p.max_distance = md;
+    p.bidirectional = bi;
+    p.log = log;
+    p.queries = 9;
+    p.keys = 700;
+    p.query_offset = off;
+    SCOPED_TRACE(describe(p));
+    const auto want = t5_buckets_reference(p);
+    EXPECT_EQ(gpu_buckets(gpu(), p), want);
+    if (off == 0) EXPECT_EQ(want[5], static_cast<std::int32_t>(bi ? 5 + nb / 2 : 0));  // query 0, key 5: rp = 5, below max_exact
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
 }

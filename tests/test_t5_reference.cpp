@@ -3,6 +3,7 @@
 
 #include <relpos/relpos.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -180,6 +181,63 @@ TEST(T5Reference, InvalidParametersAreRejected) {
   p = ok;
   p.scale = NAN;
   expect_invalid(p, "scale");
+  p = ok;
+  p.num_buckets = 4'000'000'000u;  // bucket 2^31 and above would not fit the int32 buckets
+  p.max_distance = 4'000'000'001u;
+  expect_invalid(p, "num_buckets = 4000000000: must be <= 2^31");
   std::vector<float> table(5);
   EXPECT_THROW(t5_bias_reference(ok, table), InvalidArgument);
+}
+
+// The thresholds a window needs are those its distances cross: however many buckets there are and
+// however far the window sits, the list (and the bisection work) grows with the window, not with
+// num_buckets, max_distance or the offset.
+TEST(T5Reference, WindowThresholdsFollowTheWindow) {
+  T5Params p;
+  p.num_buckets = 100'000'000;
+  p.max_distance = 200'000'000;
+  p.queries = 4;
+  p.keys = 6;
+  p.query_offset = 1;
+  EXPECT_EQ(p.distances().first, 0u);  // rp in [-4, 4]
+  EXPECT_EQ(p.distances().last, 4u);
+  EXPECT_TRUE(t5_window_thresholds(p).thresholds.empty());
+  p.bidirectional = false;
+  p.query_offset = -10;  // every key ahead of every query: causal distances are all 0
+  EXPECT_EQ(p.distances().first, 0u);
+  EXPECT_EQ(p.distances().last, 0u);
+  p.bidirectional = true;
+  EXPECT_EQ(p.distances().first, 7u);  // rp in [7, 15]
+  EXPECT_EQ(p.distances().last, 15u);
+
+  // Millions of buckets, far past max_exact or across it: a window's thresholds reproduce every
+  // bucket it holds. The last case's flax eps puts max_exact itself millions of levels up.
+  struct Cfg { std::uint32_t nb, md; bool bi; T5Log log; std::int64_t off; };
+  for (const Cfg& c : {Cfg{2'000'000'000, 4'000'000'000u, true, T5Log::HuggingFace, 2'000'000'000},
+                       Cfg{2'000'000'000, 4'000'000'000u, false, T5Log::FlaxEps, 2'000'000'000},
+                       Cfg{20'000'000, 10'000'001, false, T5Log::FlaxEps, 10'001'000}}) {
+    T5Params q;
+    q.num_buckets = c.nb;
+    q.max_distance = c.md;
+    q.bidirectional = c.bi;
+    q.log = c.log;
+    q.queries = 7;
+    q.keys = 3000;
+    q.query_offset = c.off;
+    SCOPED_TRACE("nb=" + std::to_string(c.nb) + " off=" + std::to_string(c.off));
+    const auto w = t5_window_thresholds(q);
+    EXPECT_LE(w.thresholds.size(), q.distances().last - q.distances().first);
+    const std::int64_t me = q.max_exact();
+    for (std::int64_t n = static_cast<std::int64_t>(q.distances().first); n <= static_cast<std::int64_t>(q.distances().last); ++n) {
+      if (n < me) continue;  // exact: no thresholds involved
+      const auto counted = std::upper_bound(w.thresholds.begin(), w.thresholds.end(), static_cast<std::uint64_t>(n)) - w.thresholds.begin();
+      ASSERT_EQ(me + w.base + counted, t5_bucket(-n, q)) << "n=" << n;
+    }
+  }
+  T5Params flax;
+  flax.num_buckets = 20'000'000;
+  flax.max_distance = 10'000'001;
+  flax.bidirectional = false;
+  flax.log = T5Log::FlaxEps;
+  EXPECT_GT(t5_bucket(-10'000'000, flax), 10'000'000);  // the case above does test a base beyond max_exact
 }

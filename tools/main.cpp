@@ -1,6 +1,10 @@
 // relpos: run any operation on .npy inputs, check every operation against its CPU reference on this
 // machine's device, and benchmark the shaders.
 #include <cstdio>
+#include <filesystem>
+#include <map>
+#include <new>
+#include <stdexcept>
 #include <optional>
 
 #include "registry.hpp"
@@ -15,6 +19,34 @@ namespace {
 std::string g_device;
 bool g_validation = false;
 std::string g_expansion_name = "auto";
+std::map<const CLI::App*, const RunOptions*> g_run_options;
+
+// Whether two paths name one file: by identity when both exist (a hard link, a symbolic link,
+// "./x" and "x"), else by their canonical forms.
+bool same_file(const std::string& a, const std::string& b) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::equivalent(a, b, ec) && !ec) return true;
+  const fs::path ca = fs::weakly_canonical(a, ec);
+  if (ec) return a == b;
+  const fs::path cb = fs::weakly_canonical(b, ec);
+  if (ec) return a == b;
+  return ca == cb;
+}
+
+// Two outputs naming one file would leave one result silently replaced by the other: refused
+// before anything is computed or written. (An output may name an input: every input is read
+// whole before the first write.)
+void check_distinct_outputs(const RunOptions& o) {
+  for (std::size_t i = 0; i < o.outputs.size(); ++i)
+    for (std::size_t j = i + 1; j < o.outputs.size(); ++j) {
+      const auto& [flag_a, path_a] = o.outputs[i];
+      const auto& [flag_b, path_b] = o.outputs[j];
+      if (!path_a->empty() && !path_b->empty() && same_file(*path_a, *path_b))
+        throw InvalidArgument(flag_b + " = " + *path_b + ": names the same file as " + flag_a + " = " + *path_a +
+                              "; each output needs its own file");
+    }
+}
 }  // namespace
 
 Context& tool_context() {
@@ -32,8 +64,19 @@ Context& tool_context() {
 }
 
 void add_run_options(CLI::App& cmd, RunOptions& o) {
-  cmd.add_option("--out", o.out, "output .npy file")->required();
+  add_output(cmd, o, "--out", o.out, "output .npy file")->required();
   cmd.add_flag("--reference", o.reference, "compute with the CPU reference instead of the GPU");
+  g_run_options[&cmd] = &o;
+}
+
+CLI::Option* add_output(CLI::App& cmd, RunOptions& o, const std::string& flag, std::string& path, const std::string& help) {
+  o.outputs.emplace_back(flag, &path);
+  return cmd.add_option(flag, path, help);
+}
+
+std::uint32_t dimension32(const std::string& what, std::uint64_t d) {
+  if (d > 0xffffffffull) throw InvalidArgument(what + " = " + std::to_string(d) + ": must be < 2^32");
+  return static_cast<std::uint32_t>(d);
 }
 
 void write_floats(const std::string& path, const std::vector<float>& values, std::vector<std::uint64_t> shape, DType dtype) {
@@ -80,20 +123,31 @@ int main(int argc, char** argv) {
   bench->add_flag("--json", json, "print a JSON list of records");
   bench->add_flag("--short", short_run, "only the short benchmark (what the main command runs)");
   bench->add_option("--filter", bench_filter, "only ops whose name contains this");
-  bench->add_option("--repeat", repeat, "timed repetitions (default 10, 5 with --short)")->check(CLI::Range(1, 1000));
+  add_number(*bench, "--repeat", repeat, "timed repetitions (default 10, 5 with --short)", 1, 1000);
 
   try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
-  try {
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+      return app.exit(e);
+    }
     if (*devices) return devices_command(g_device);
     if (*check) return check_command(reg, check_filter);
     if (*bench) return bench_command(reg, bench_filter, json, short_run, repeat ? repeat : (short_run ? 5 : 10));
     for (const auto& r : reg.runs)
-      if (*r.cmd) r.action();
+      if (*r.cmd) {
+        check_distinct_outputs(*g_run_options.at(r.cmd));
+        r.action();
+      }
     return 0;
+  } catch (const std::bad_alloc&) {
+    // A shape every check accepts can still need more host memory than the machine has (the CPU
+    // reference holds the whole output): say so rather than print "std::bad_alloc".
+    std::fprintf(stderr, "relpos: error: out of host memory: this shape's arrays do not fit in this machine's memory\n");
+    return 1;
+  } catch (const std::length_error&) {
+    std::fprintf(stderr, "relpos: error: out of host memory: this shape's arrays exceed the largest array the host can index\n");
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "relpos: error: %s\n", e.what());
     return 1;

@@ -102,8 +102,8 @@ void register_benches(Registry& reg) {
 }
 
 void add_slope_options(CLI::App& cmd, AlibiParams& p, bool& no_interleave) {
-  cmd.add_option("--heads", p.heads, "number of heads H")->required()->check(CLI::PositiveNumber);
-  cmd.add_option("--max-bias", p.max_bias, "slopes 2^(-max_bias * h / H) (default 8)");
+  add_number(cmd, "--heads", p.heads, "number of heads H", 1u)->required();
+  add_number(cmd, "--max-bias", p.max_bias, "slopes 2^(-max_bias * h / H) (default 8)");
   cmd.add_flag("--no-interleave", no_interleave, "meliad's rule for non-power-of-two H: 2^(-max_bias * h / H), no interleaving");
 }
 
@@ -132,10 +132,10 @@ void register_alibi(CLI::App& run, Registry& reg) {
     p->causal = false;
     auto* cmd = run.add_subcommand("alibi-bias", "ALiBi bias [H, Q, K]; masked entries -inf");
     add_slope_options(*cmd, *p, *no_interleave);
-    cmd->add_option("--queries", p->queries, "number of queries Q")->required()->check(CLI::PositiveNumber);
-    cmd->add_option("--keys", p->keys, "number of keys K")->required()->check(CLI::PositiveNumber);
+    add_number(*cmd, "--queries", p->queries, "number of queries Q", 1u)->required();
+    add_number(*cmd, "--keys", p->keys, "number of keys K", 1u)->required();
     cmd->add_flag("--causal", p->causal, "decoder bias -m * (i_abs - j), -inf above the diagonal; default symmetric -m * |rp|");
-    cmd->add_option("--query-offset", p->query_offset, "absolute position of query 0 (rp = j - i - offset)");
+    add_number(*cmd, "--query-offset", p->query_offset, "absolute position of query 0 (rp = j - i - offset)");
     cmd->add_option("--slopes", *slopes_path, "float [H] .npy of given slopes instead of the rule");
     cmd->add_option("--dtype", *dtype, "output dtype")->check(CLI::IsMember({"f32", "f16"}));
     add_run_options(*cmd, *o);

@@ -88,28 +88,28 @@ void add_attention_run(CLI::App& run, Registry& reg) {
   cmd->add_option("--v", a->v, "values [B, Hkv, K, D] .npy")->required();
   cmd->add_option("--bias", a->bias, "position bias")->check(CLI::IsMember({"none", "t5", "distance", "alibi", "shaw", "dense"}));
   cmd->add_option("--table", a->table, "t5: float [num_buckets, H] .npy");
-  cmd->add_option("--max-distance", a->p.t5.max_distance, "t5: distance from which all keys share the last bucket");
-  cmd->add_option("--num-buckets", a->p.t5.num_buckets, "t5: number of buckets (default: rows of the table)");
+  add_number(*cmd, "--max-distance", a->p.t5.max_distance, "t5: distance from which all keys share the last bucket");
+  add_number(*cmd, "--num-buckets", a->p.t5.num_buckets, "t5: number of buckets (default: rows of the table)");
   cmd->add_flag("--causal-buckets", a->causal_buckets, "t5: decoder buckets (default bidirectional)");
   cmd->add_flag("--flax-eps", a->flax, "t5: flaxformer/t5x log convention");
-  cmd->add_option("--bias-scale", a->p.t5.scale, "t5: multiplies the table values (default 1)");
+  add_number(*cmd, "--bias-scale", a->p.t5.scale, "t5: multiplies the table values (default 1)");
   cmd->add_option("--distance-row", a->distance_row, "distance: float [H, Q + K - 1] .npy, index rp + query_offset + Q - 1");
   cmd->add_option("--slopes", a->slopes, "alibi: float [H] .npy; bias -slope * |rp| (default: alibi_slopes of H)");
-  cmd->add_option("--max-bias", a->max_bias, "alibi without --slopes: slopes 2^(-max_bias * h / H) (default 8)");
+  add_number(*cmd, "--max-bias", a->max_bias, "alibi without --slopes: slopes 2^(-max_bias * h / H) (default 8)");
   cmd->add_flag("--no-interleave", a->no_interleave, "alibi without --slopes: meliad's rule for H not a power of two");
   cmd->add_option("--rel-keys", a->rel_keys, "shaw: float [2k + 1, D] .npy");
   cmd->add_option("--rel-values", a->rel_values, "shaw: float [2k + 1, D] .npy");
-  cmd->add_option("--max-relative-position", a->p.max_relative_position, "shaw: k");
+  add_number(*cmd, "--max-relative-position", a->p.max_relative_position, "shaw: k");
   cmd->add_option("--bias-tensor", a->bias_tensor, "dense: float [H, Q, K] .npy");
   cmd->add_option("--key-lengths", a->key_lengths, "int [B] .npy: keys j >= length are padding");
   cmd->add_flag("--causal", a->causal, "mask keys after the query (memory keys stay visible)");
-  cmd->add_option("--query-offset", a->p.query_offset, "absolute position of query 0 among the local keys");
-  cmd->add_option("--memory-prefix", a->p.memory_prefix, "the first M keys are memories: no position bias, never masked causally");
-  cmd->add_option("--scale", a->scale, "multiplies q.k (default 1/sqrt(D); T5 models pass 1)");
-  cmd->add_option("--key-splits", a->p.key_splits, "split the keys of each row across workgroups (default: from the shape)");
+  add_number(*cmd, "--query-offset", a->p.query_offset, "absolute position of query 0 among the local keys");
+  add_number(*cmd, "--memory-prefix", a->p.memory_prefix, "the first M keys are memories: no position bias, never masked causally");
+  add_number(*cmd, "--scale", a->scale, "multiplies q.k (default 1/sqrt(D); T5 models pass 1)");
+  add_number(*cmd, "--key-splits", a->p.key_splits, "split the keys of each row across workgroups (default: from the shape)");
   cmd->add_option("--dtype", a->dtype, "storage of q, k, v and out")->check(CLI::IsMember({"f32", "f16"}));
-  cmd->add_option("--lse", a->lse, "also write the float32 log-sum-exp [B, H, Q] .npy");
   add_run_options(*cmd, a->o);
+  add_output(*cmd, a->o, "--lse", a->lse, "also write the float32 log-sum-exp [B, H, Q] .npy");
   reg.runs.push_back({cmd, [a] {
                         AttentionData d;
                         AttentionParams& p = d.p = a->p;
@@ -127,21 +127,25 @@ void add_attention_run(CLI::App& run, Registry& reg) {
                         if (qs[0] != ks[0] || qs[3] != ks[3])
                           throw InvalidArgument("--k: batch and head_dim must equal --q's (" + std::to_string(qs[0]) + ", " +
                                                 std::to_string(qs[3]) + ")");
-                        p.batch = static_cast<std::uint32_t>(qs[0]);
-                        p.heads = static_cast<std::uint32_t>(qs[1]);
-                        p.queries = static_cast<std::uint32_t>(qs[2]);
-                        p.head_dim = static_cast<std::uint32_t>(qs[3]);
-                        p.kv_heads = static_cast<std::uint32_t>(ks[1]);
-                        p.keys = static_cast<std::uint32_t>(ks[2]);
+                        p.batch = dimension32("--q batch", qs[0]);
+                        p.heads = dimension32("--q heads", qs[1]);
+                        p.queries = dimension32("--q queries", qs[2]);
+                        p.head_dim = dimension32("--q head_dim", qs[3]);
+                        p.kv_heads = dimension32("--k heads", ks[1]);
+                        p.keys = dimension32("--k keys", ks[2]);
                         switch (p.bias) {
                           case AttentionBias::T5:
                             d.bias = read_floats("--table", a->table, 2, s);
-                            if (!a->p.t5.num_buckets || s[0] != a->p.t5.num_buckets) p.t5.num_buckets = static_cast<std::uint32_t>(s[0]);
+                            if (!a->p.t5.num_buckets || s[0] != a->p.t5.num_buckets) p.t5.num_buckets = dimension32("--table rows", s[0]);
                             break;
                           case AttentionBias::Distance: d.bias = read_floats("--distance-row", a->distance_row, 2, s); break;
                           case AttentionBias::Alibi:
                             if (!a->slopes.empty()) {
                               d.bias = read_floats("--slopes", a->slopes, 1, s);
+                              AlibiParams given;  // the checks every given slope gets (count, finite)
+                              given.heads = p.heads;
+                              given.slopes = d.bias;
+                              given.validate_slopes();
                             } else {  // the same slopes `relpos run alibi-slopes` writes
                               AlibiParams ap;
                               ap.heads = p.heads;
@@ -194,9 +198,9 @@ void add_merge_run(CLI::App& run, Registry& reg) {
   auto* cmd = run.add_subcommand("attention-merge", "merge attention over key blocks by log-sum-exp, out [..., D]");
   cmd->add_option("--parts", a->parts, "partial outputs [N, ..., D] .npy")->required();
   cmd->add_option("--parts-lse", a->parts_lse, "their float log-sum-exp [N, ...] .npy")->required();
-  cmd->add_option("--lse", a->lse, "also write the merged log-sum-exp .npy");
   cmd->add_option("--dtype", a->dtype, "storage of the partial and merged outputs")->check(CLI::IsMember({"f32", "f16"}));
   add_run_options(*cmd, a->o);
+  add_output(*cmd, a->o, "--lse", a->lse, "also write the merged log-sum-exp .npy");
   reg.runs.push_back({cmd, [a] {
                         std::vector<std::uint64_t> ps, ls;
                         std::vector<float> parts = read_floats("--parts", a->parts, 0, ps);
@@ -204,8 +208,8 @@ void add_merge_run(CLI::App& run, Registry& reg) {
                         if (ps.size() < 2 || ls.size() != ps.size() - 1 || !std::equal(ls.begin(), ls.end(), ps.begin()))
                           throw InvalidArgument("--parts-lse: shape must be --parts' shape without its last dimension");
                         AttentionMergeParams mp;
-                        mp.parts = static_cast<std::uint32_t>(ps[0]);
-                        mp.head_dim = static_cast<std::uint32_t>(ps.back());
+                        mp.parts = dimension32("--parts count", ps[0]);
+                        mp.head_dim = dimension32("--parts head_dim", ps.back());
                         mp.rows = mp.parts ? lse.size() / mp.parts : 0;
                         mp.dtype = a->dtype == "f16" ? DType::F16 : DType::F32;
                         mp.validate();

@@ -196,10 +196,10 @@ void register_fourier(CLI::App& run, Registry& reg) {
     auto p = std::make_shared<SinusoidalParams>();
     auto o = std::make_shared<RunOptions>();
     auto* cmd = run.add_subcommand("sinusoidal", "meliad's sinusoidal position encoding, float32 [N, D] (cos half, then sin half)");
-    cmd->add_option("--positions", p->positions, "number of positions N")->required()->check(CLI::PositiveNumber);
-    cmd->add_option("--dim", p->dim, "encoding size D (even)")->required();
-    cmd->add_option("--offset", p->offset, "position of row 0 (default 0)");
-    cmd->add_option("--max-wavelength", p->max_wavelength, "longest half-wavelength W (default 2N)");
+    add_number(*cmd, "--positions", p->positions, "number of positions N", 1u)->required();
+    add_number(*cmd, "--dim", p->dim, "encoding size D (even)")->required();
+    add_number(*cmd, "--offset", p->offset, "position of row 0 (default 0)");
+    add_number(*cmd, "--max-wavelength", p->max_wavelength, "longest half-wavelength W (default 2N)");
     add_run_options(*cmd, *o);
     reg.runs.push_back({cmd, [=] {
                           std::vector<float> out;
@@ -226,13 +226,13 @@ void register_fourier(CLI::App& run, Registry& reg) {
     auto path = std::make_shared<std::string>("distance");
     auto dtype = std::make_shared<std::string>("f32");
     auto* cmd = run.add_subcommand("fourier-bias", "meliad's Fourier relative position bias, [heads, Q, K]");
-    cmd->add_option("--heads", p->heads, "number of heads H")->required()->check(CLI::PositiveNumber);
-    cmd->add_option("--queries", p->queries, "number of queries Q")->required()->check(CLI::PositiveNumber);
-    cmd->add_option("--keys", p->keys, "number of keys K")->required()->check(CLI::PositiveNumber);
-    cmd->add_option("--vector-size", p->vector_size, "position_vector_size D (even, default 128)");
-    cmd->add_option("--max-keys", p->max_keys, "max_number_of_keys M: wavelengths up to 2M (default 1024)");
+    add_number(*cmd, "--heads", p->heads, "number of heads H", 1u)->required();
+    add_number(*cmd, "--queries", p->queries, "number of queries Q", 1u)->required();
+    add_number(*cmd, "--keys", p->keys, "number of keys K", 1u)->required();
+    add_number(*cmd, "--vector-size", p->vector_size, "position_vector_size D (even, default 128)");
+    add_number(*cmd, "--max-keys", p->max_keys, "max_number_of_keys M: wavelengths up to 2M (default 1024)");
     cmd->add_option("--rotation", *rotation_path, "float [H, D] .npy = [a | b] (default meliad's init: a = 2/D, b = 0)");
-    auto* off = cmd->add_option("--query-offset", *offset, "absolute position of query 0 (default K - Q)");
+    auto* off = add_number(*cmd, "--query-offset", *offset, "absolute position of query 0 (default K - Q)");
     cmd->add_option("--path", *path, "GPU path: distance (per-distance row, expanded) or direct (einsum)")
         ->check(CLI::IsMember({"direct", "distance"}));
     cmd->add_option("--dtype", *dtype, "output dtype (direct: f32 only)")->check(CLI::IsMember({"f32", "f16"}));

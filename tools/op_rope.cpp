@@ -132,18 +132,18 @@ void add_scaling_options(CLI::App& cmd, RopeCli& c) {
   RopeScalingParams& s = c.p.scaling;
   cmd.add_option("--scaling", c.scaling, "frequency scaling (HuggingFace rope_scaling type)")
       ->check(CLI::IsMember({"none", "linear", "ntk", "yarn", "llama3"}));
-  cmd.add_option("--factor", s.factor, "scaling factor (>= 1)");
-  cmd.add_option("--original-max-position", s.original_max_position,
+  add_number(cmd, "--factor", s.factor, "scaling factor (>= 1)");
+  add_number(cmd, "--original-max-position", s.original_max_position,
                  "ntk: max_position_embeddings; yarn, llama3: original_max_position_embeddings (llama3 default 8192)");
-  cmd.add_option("--seq-len", s.seq_len, "ntk: current sequence length (default: last position + 1; required with --positions)");
-  cmd.add_option("--beta-fast", s.beta_fast, "yarn (default 32)");
-  cmd.add_option("--beta-slow", s.beta_slow, "yarn (default 1)");
+  add_number(cmd, "--seq-len", s.seq_len, "ntk: current sequence length (default: last position + 1; required with --positions)");
+  add_number(cmd, "--beta-fast", s.beta_fast, "yarn (default 32)");
+  add_number(cmd, "--beta-slow", s.beta_slow, "yarn (default 1)");
   cmd.add_flag("--no-truncate", c.no_truncate, "yarn: do not floor/ceil the correction range");
-  cmd.add_option("--attention-factor", s.attention_factor, "yarn: cos/sin multiplier (default 0.1 ln(factor) + 1)");
-  cmd.add_option("--mscale", s.mscale, "yarn (DeepSeek): with --mscale-all-dim, attention factor from their ratio");
-  cmd.add_option("--mscale-all-dim", s.mscale_all_dim, "yarn (DeepSeek)");
-  cmd.add_option("--low-freq-factor", s.low_freq_factor, "llama3 (default 1)");
-  cmd.add_option("--high-freq-factor", s.high_freq_factor, "llama3 (default 4)");
+  add_number(cmd, "--attention-factor", s.attention_factor, "yarn: cos/sin multiplier (default 0.1 ln(factor) + 1)");
+  add_number(cmd, "--mscale", s.mscale, "yarn (DeepSeek): with --mscale-all-dim, attention factor from their ratio");
+  add_number(cmd, "--mscale-all-dim", s.mscale_all_dim, "yarn (DeepSeek)");
+  add_number(cmd, "--low-freq-factor", s.low_freq_factor, "llama3 (default 1)");
+  add_number(cmd, "--high-freq-factor", s.high_freq_factor, "llama3 (default 4)");
 }
 
 // Reads the positions as int32 [batch, seq]; a [seq] vector serves every batch row.
@@ -169,10 +169,10 @@ void run_rope(RopeCli& c) {
   p.layout = c.layout == "bshd" ? RopeLayout::BSHD : RopeLayout::BHSD;
   p.style = c.style == "neox" ? RopeStyle::NeoX : RopeStyle::GptJ;
   const bool bshd = p.layout == RopeLayout::BSHD;
-  p.batch = static_cast<std::uint32_t>(x.shape[0]);
-  p.seq = static_cast<std::uint32_t>(bshd ? x.shape[1] : x.shape[2]);
-  p.heads = static_cast<std::uint32_t>(bshd ? x.shape[2] : x.shape[1]);
-  p.head_dim = static_cast<std::uint32_t>(x.shape[3]);
+  p.batch = dimension32("--x batch", x.shape[0]);
+  p.seq = dimension32("--x seq", bshd ? x.shape[1] : x.shape[2]);
+  p.heads = dimension32("--x heads", bshd ? x.shape[2] : x.shape[1]);
+  p.head_dim = dimension32("--x head_dim", x.shape[3]);
   static const std::map<std::string, RopeScaling> scalings = {{"none", RopeScaling::None}, {"linear", RopeScaling::Linear},
                                                              {"ntk", RopeScaling::DynamicNtk}, {"yarn", RopeScaling::Yarn},
                                                              {"llama3", RopeScaling::Llama3}};
@@ -208,9 +208,9 @@ void register_rope(CLI::App& run, Registry& reg) {
       ->check(CLI::IsMember({"bshd", "bhsd"}));
   cmd->add_option("--style", c->style, "neox: pairs (p, p + d/2) (HF Llama); gptj: pairs (2p, 2p + 1) (Meta)")
       ->check(CLI::IsMember({"neox", "gptj"}));
-  cmd->add_option("--rotary-dim", c->p.rotary_dim, "features that rotate (even, <= head_dim; default all)");
-  cmd->add_option("--base", c->p.base, "rope_theta (default 10000)");
-  auto* offset = cmd->add_option("--position-offset", c->p.position_offset, "position of token 0 (default 0)");
+  add_number(*cmd, "--rotary-dim", c->p.rotary_dim, "features that rotate (even, <= head_dim; default all)");
+  add_number(*cmd, "--base", c->p.base, "rope_theta (default 10000)");
+  auto* offset = add_number(*cmd, "--position-offset", c->p.position_offset, "position of token 0 (default 0)");
   cmd->add_option("--positions", c->positions_path, "int [seq] or [batch, seq] .npy of positions")->excludes(offset);
   add_scaling_options(*cmd, *c);
   cmd->add_flag("--inverse", c->p.inverse, "the inverse rotation (undo a cached rotation)");

@@ -83,12 +83,12 @@ void register_runs(CLI::App& run, Registry& reg) {
     auto* cmd = run.add_subcommand("shaw-logits", "Shaw relative-key logits [B, H, Q, keys]: q·rel_keys[idx]ᵀ (+ q·kᵀ with --k), times --scale");
     cmd->add_option("--q", o->q, "float32 q [B, H, Q, d] .npy")->required();
     cmd->add_option("--rel-keys", o->rel_keys, "float32 relative keys [2K+1, d] .npy")->required();
-    cmd->add_option("--max-relative-position", o->max_rel, "K: relative positions are clipped to [-K, K]")->required();
+    add_number(*cmd, "--max-relative-position", o->max_rel, "K: relative positions are clipped to [-K, K]")->required();
     cmd->add_option("--k", o->k, "float32 keys [B, H, keys, d] .npy: adds the content term q·kᵀ");
-    cmd->add_option("--keys", o->keys, "number of keys without --k");
-    cmd->add_option("--query-offset", o->offset, "absolute position of query 0 (rp = j - i - offset; default 0)");
+    add_number(*cmd, "--keys", o->keys, "number of keys without --k");
+    add_number(*cmd, "--query-offset", o->offset, "absolute position of query 0 (rp = j - i - offset; default 0)");
     cmd->add_flag("--align-last", o->align_last, "tensor2tensor's alignment: query offset = keys - Q (overrides --query-offset)");
-    cmd->add_option("--scale", o->scale, "multiplies the logits (default 1: q already scaled)");
+    add_number(*cmd, "--scale", o->scale, "multiplies the logits (default 1: q already scaled)");
     add_run_options(*cmd, o->o);
     reg.runs.push_back({cmd, [o] {
                           const Tensor q = read_tensor("--q", o->q, 4, "[B, H, Q, d]");
@@ -154,11 +154,11 @@ void register_runs(CLI::App& run, Registry& reg) {
     cmd->add_option("--v", o->v, "v [B, H, keys, d] .npy")->required();
     cmd->add_option("--rel-keys", o->rel_keys, "relative keys [2K+1, d] .npy")->required();
     cmd->add_option("--rel-values", o->rel_values, "relative values [2K+1, d] .npy")->required();
-    cmd->add_option("--max-relative-position", o->max_rel, "K: relative positions are clipped to [-K, K]")->required();
+    add_number(*cmd, "--max-relative-position", o->max_rel, "K: relative positions are clipped to [-K, K]")->required();
     cmd->add_flag("--causal", o->causal, "mask key j for query i when j > i + query offset");
-    cmd->add_option("--query-offset", o->offset, "absolute position of query 0 (default 0)");
+    add_number(*cmd, "--query-offset", o->offset, "absolute position of query 0 (default 0)");
     cmd->add_flag("--align-last", o->align_last, "tensor2tensor's alignment: query offset = keys - Q (overrides --query-offset)");
-    cmd->add_option("--scale", o->scale, "multiplies both logit terms (default 1/sqrt(d))");
+    add_number(*cmd, "--scale", o->scale, "multiplies both logit terms (default 1/sqrt(d))");
     cmd->add_option("--key-lengths", o->lengths, "key padding: comma-separated valid key count per batch");
     cmd->add_option("--dtype", o->dtype, "storage of q, k, v and out (f32 accumulation either way)")->check(CLI::IsMember({"f32", "f16"}));
     add_run_options(*cmd, o->o);
@@ -188,11 +188,7 @@ void register_runs(CLI::App& run, Registry& reg) {
                           if (!o->lengths.empty()) {
                             std::stringstream in(o->lengths);
                             for (std::string item; std::getline(in, item, ',');) {
-                              try {
-                                a.key_lengths.push_back(static_cast<std::uint32_t>(std::stoul(item)));
-                              } catch (const std::exception&) {
-                                throw InvalidArgument("--key-lengths: '" + item + "' is not a key count");
-                              }
+                              a.key_lengths.push_back(parse_number<std::uint32_t>("--key-lengths", item, 0, a.keys));
                             }
                           }
                           p.validate();

@@ -7,11 +7,11 @@ namespace relpos::tool {
 namespace {
 
 void add_bucket_options(CLI::App& cmd, T5Params& p, bool& causal, bool& flax) {
-  cmd.add_option("--queries", p.queries, "number of queries Q")->required()->check(CLI::PositiveNumber);
-  cmd.add_option("--keys", p.keys, "number of keys K")->required()->check(CLI::PositiveNumber);
-  cmd.add_option("--max-distance", p.max_distance, "distance from which all keys share the last bucket")->required();
+  add_number(cmd, "--queries", p.queries, "number of queries Q", 1u)->required();
+  add_number(cmd, "--keys", p.keys, "number of keys K", 1u)->required();
+  add_number(cmd, "--max-distance", p.max_distance, "distance from which all keys share the last bucket")->required();
   cmd.add_flag("--causal", causal, "decoder buckets (keys in the future share bucket 0); default bidirectional");
-  cmd.add_option("--query-offset", p.query_offset, "absolute position of query 0 (rp = j - i - offset)");
+  add_number(cmd, "--query-offset", p.query_offset, "absolute position of query 0 (rp = j - i - offset)");
   cmd.add_flag("--flax-eps", flax, "flaxformer/t5x convention: log(n / max_exact + 2^-23)");
 }
 
@@ -158,7 +158,7 @@ void register_t5(CLI::App& run, Registry& reg) {
     auto o = std::make_shared<RunOptions>();
     auto* cmd = run.add_subcommand("t5-buckets", "T5 buckets, int32 [Q, K]");
     add_bucket_options(*cmd, *p, *causal, *flax);
-    cmd->add_option("--num-buckets", p->num_buckets, "number of buckets")->required();
+    add_number(*cmd, "--num-buckets", p->num_buckets, "number of buckets")->required();
     add_run_options(*cmd, *o);
     reg.runs.push_back({cmd, [=] {
                           finish_params(*p, *causal, *flax);
@@ -187,7 +187,7 @@ void register_t5(CLI::App& run, Registry& reg) {
     auto* cmd = run.add_subcommand("t5-bias", "T5 bias [heads, Q, K] from a float32 [num_buckets, heads] table");
     cmd->add_option("--table", *table_path, "float [num_buckets, heads] .npy")->required();
     add_bucket_options(*cmd, *p, *causal, *flax);
-    cmd->add_option("--scale", p->scale, "multiplies the bias (default 1)");
+    add_number(*cmd, "--scale", p->scale, "multiplies the bias (default 1)");
     cmd->add_option("--dtype", *dtype, "output dtype")->check(CLI::IsMember({"f32", "f16"}));
     add_run_options(*cmd, *o);
     reg.runs.push_back({cmd, [=] {
@@ -196,8 +196,8 @@ void register_t5(CLI::App& run, Registry& reg) {
                           if (t.shape.size() != 2)
                             throw InvalidArgument("--table " + *table_path + ": must be 2-D [num_buckets, heads], got " +
                                                   std::to_string(t.shape.size()) + " dimension(s)");
-                          p->num_buckets = static_cast<std::uint32_t>(t.shape[0]);
-                          p->heads = static_cast<std::uint32_t>(t.shape[1]);
+                          p->num_buckets = dimension32("--table rows", t.shape[0]);
+                          p->heads = dimension32("--table heads", t.shape[1]);
                           const std::vector<float> table = t.to_f32("--table " + *table_path);
                           const DType out_dtype = *dtype == "f16" ? DType::F16 : DType::F32;
                           const std::size_t n = std::size_t{p->heads} * p->queries * p->keys;

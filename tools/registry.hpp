@@ -5,6 +5,8 @@
 #include <CLI/CLI.hpp>
 #include <relpos/relpos.hpp>
 
+#include "numbers.hpp"
+
 #include <functional>
 #include <memory>
 #include <string>
@@ -62,11 +64,21 @@ struct Registry {
 struct RunOptions {
   std::string out;
   bool reference = false;  // compute with the CPU reference instead of the GPU
+  // Every file the command writes, by flag (--out and those add_output adds); the tool refuses
+  // two of them naming one file before it computes or writes anything.
+  std::vector<std::pair<std::string, const std::string*>> outputs;
 };
+// --out and --reference; the tool finds `o` again from `cmd` when the command runs.
 void add_run_options(CLI::App& cmd, RunOptions& o);
+// A further output file of the command (e.g. --lse).
+CLI::Option* add_output(CLI::App& cmd, RunOptions& o, const std::string& flag, std::string& path, const std::string& help);
 
 // The context the tool runs on (--device, --validation, RELPOS_DEVICE, RELPOS_VALIDATION).
 Context& tool_context();
+
+// A dimension of an input file as a 32-bit count (what every parameter struct holds), or
+// InvalidArgument naming it: a cast would silently wrap 2^32 + 1 to 1.
+std::uint32_t dimension32(const std::string& what, std::uint64_t d);
 
 // Writes [dims...] of float values as f32 or f16.
 void write_floats(const std::string& path, const std::vector<float>& values, std::vector<std::uint64_t> shape, DType dtype);

@@ -35,6 +35,10 @@ struct T5Params {
 
   // max_exact: distances below it get a bucket each.
   std::uint32_t max_exact() const { return (bidirectional ? num_buckets / 2 : num_buckets) / 2; }
+  // The distances n the bucket formula sees in the [queries, keys] window, |rp| (bidirectional)
+  // or max(-rp, 0) (causal): every n in [first, last].
+  struct Distances { std::uint64_t first, last; };
+  Distances distances() const;
   // Throws InvalidArgument for num_buckets too small, max_distance <= max_exact, empty shapes,
   // relative positions or element counts beyond what the operations index.
   void validate() const;
@@ -47,8 +51,19 @@ struct T5Params {
 std::int32_t t5_bucket(std::int64_t rp, const T5Params& p);
 
 // For n >= max_exact: bucket(n) - max_exact (before the bidirectional offset) equals the number of
-// thresholds t with t <= n. The GPU decides buckets with these integers only.
+// thresholds t with t <= n (levels first reached at n >= 2^31 get the threshold 2^31). One per
+// level: as many as there are buckets.
 std::vector<std::uint32_t> t5_bucket_thresholds(const T5Params& p);
+
+// What the GPU decides the buckets of one window with: for n in p.distances() and n >= max_exact,
+// bucket(n) - max_exact = base + #{t in thresholds : t <= n}. Only the levels the window's
+// distances cross are listed (at most distances().last - distances().first of them), so the work
+// grows with the window, never with num_buckets, max_distance or the offset.
+struct T5WindowThresholds {
+  std::uint32_t base = 0;
+  std::vector<std::uint32_t> thresholds;
+};
+T5WindowThresholds t5_window_thresholds(const T5Params& p);
 
 // int32 [queries, keys].
 std::vector<std::int32_t> t5_buckets_reference(const T5Params& p);

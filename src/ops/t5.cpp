@@ -34,10 +34,12 @@ void check_table_buffer(const T5Params& p, const Buffer& table) {
 namespace detail {
 
 const Buffer& t5_distance_row(Recorder& r, const T5Params& p, const Buffer* table) {
-  const std::vector<std::uint32_t> thresholds = t5_bucket_thresholds(p);
+  const T5WindowThresholds window = t5_window_thresholds(p);
+  const std::vector<std::uint32_t>& thresholds = window.thresholds;
   const std::uint32_t row_len = p.queries + p.keys - 1;
   Buffer& thr = detail::scratch(r, std::max<std::size_t>(thresholds.size(), 1) * 4, MemoryUse::Host);
-  std::memcpy(thr.host_pointer(), thresholds.data(), thresholds.size() * 4);  // fresh: no GPU work uses it yet
+  if (!thresholds.empty())  // fresh: no GPU work uses it yet
+    std::memcpy(thr.host_pointer(), thresholds.data(), thresholds.size() * 4);
   const std::uint32_t out_heads = table ? p.heads : 1;
   Buffer& row = detail::scratch(r, std::uint64_t{row_len} * out_heads * 4, MemoryUse::Device);
   push::T5RowPush pc{};
@@ -48,6 +50,7 @@ const Buffer& t5_distance_row(Recorder& r, const T5Params& p, const Buffer* tabl
   pc.half_buckets = p.bidirectional ? p.num_buckets / 2 : 0;
   pc.max_exact = p.max_exact();
   pc.threshold_count = static_cast<std::uint32_t>(thresholds.size());
+  pc.threshold_base = window.base;
   pc.scale = p.scale;
   pc.write_buckets = table ? 0 : 1;
   // Buckets need no table; bind the thresholds in its place.

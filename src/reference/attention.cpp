@@ -50,6 +50,9 @@ void check_inputs(const AttentionParams& p, const AttentionHostInputs& in) {
   require_size(in.k, std::uint64_t{p.batch} * p.kv_heads * p.keys * D, "k");
   require_size(in.v, std::uint64_t{p.batch} * p.kv_heads * p.keys * D, "v");
   require_size(in.bias, p.bias_elements(), "bias");
+  // A slope is a parameter, not data: inf or NaN has no meaning (inf * 0 at rp = 0 is NaN).
+  if (p.bias == AttentionBias::Alibi)
+    for (float m : in.bias) require(std::isfinite(m), "slopes", std::to_string(m), "must be finite");
   const std::uint64_t rel = p.bias == AttentionBias::Shaw ? (2ull * p.max_relative_position + 1) * D : 0;
   require_size(in.rel_keys, rel, "rel_keys");
   require_size(in.rel_values, rel, "rel_values");

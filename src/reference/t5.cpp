@@ -1,5 +1,7 @@
 // CPU reference for T5 bucketing and bias, straight from SPEC.md §1-2.
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <string>
 
@@ -14,6 +16,8 @@ void T5Params::validate() const {
   require(num_buckets >= (bidirectional ? 4u : 2u), "num_buckets", std::to_string(num_buckets),
           bidirectional ? "must be >= 4 for bidirectional buckets (max_exact = num_buckets / 4 must be >= 1)"
                         : "must be >= 2 for causal buckets (max_exact = num_buckets / 2 must be >= 1)");
+  // Buckets are int32 (the output of t5_buckets, the rows of the table).
+  require(num_buckets <= (std::uint32_t{1} << 31), "num_buckets", std::to_string(num_buckets), "must be <= 2^31 (buckets are int32)");
   require(max_distance > max_exact(), "max_distance", std::to_string(max_distance),
           "must be > max_exact = " + std::to_string(max_exact()));
   require(queries >= 1, "queries", std::to_string(queries), "must be >= 1");
@@ -59,31 +63,72 @@ std::int32_t t5_bucket(std::int64_t rp, const T5Params& p) {
   return static_cast<std::int32_t>(ret + std::min(large, nb - 1));
 }
 
-std::vector<std::uint32_t> t5_bucket_thresholds(const T5Params& p) {
-  T5Params one_sided = p;
-  one_sided.bidirectional = false;  // n >= 0 maps the same way on both sides; work on the causal half
-  one_sided.num_buckets = p.bidirectional ? p.num_buckets / 2 : p.num_buckets;
-  const std::uint32_t me = one_sided.max_exact();
-  const std::uint32_t levels = one_sided.num_buckets - 1 - me;  // bucket - me ranges over [0, levels]
-  auto level = [&](std::int64_t n) { return static_cast<std::uint32_t>(t5_bucket(-n, one_sided)) - me; };
-  std::vector<std::uint32_t> thresholds;
-  thresholds.reserve(levels);
-  // The level is non-decreasing in n (every step of the float arithmetic is monotone), so the
-  // smallest n of each level is found by bisection. It saturates by n = max_distance; the upper
-  // bound of the search is generous anyway.
-  const std::int64_t hi_bound = std::numeric_limits<std::int32_t>::max();
-  for (std::uint32_t k = 1; k <= levels; ++k) {
-    std::int64_t lo = me, hi = hi_bound;
-    if (level(hi) < k) {
-      hi = hi_bound + 1;  // never reached: no threshold
-    }
-    while (lo < hi) {
-      std::int64_t mid = lo + (hi - lo) / 2;
-      if (level(mid) >= k) hi = mid; else lo = mid + 1;
-    }
-    thresholds.push_back(static_cast<std::uint32_t>(std::min<std::int64_t>(lo, 0xffffffffll)));
+T5Params::Distances T5Params::distances() const {
+  const std::int64_t rp_first = -(static_cast<std::int64_t>(queries) - 1) - query_offset;
+  const std::int64_t rp_last = static_cast<std::int64_t>(keys) - 1 - query_offset;
+  if (!bidirectional) return {static_cast<std::uint64_t>(std::max<std::int64_t>(-rp_last, 0)), static_cast<std::uint64_t>(std::max<std::int64_t>(-rp_first, 0))};
+  if (rp_first <= 0 && rp_last >= 0) return {0, static_cast<std::uint64_t>(std::max(-rp_first, rp_last))};
+  const std::uint64_t a = static_cast<std::uint64_t>(std::llabs(rp_first)), b = static_cast<std::uint64_t>(std::llabs(rp_last));
+  return {std::min(a, b), std::max(a, b)};
+}
+
+namespace {
+
+// The causal half of p's buckets: n >= 0 maps the same way on both sides of a bidirectional
+// configuration. level(n) = bucket(n) - max_exact for n >= max_exact.
+struct OneSided {
+  T5Params p;
+  explicit OneSided(const T5Params& full) : p(full) {
+    p.bidirectional = false;
+    p.num_buckets = full.bidirectional ? full.num_buckets / 2 : full.num_buckets;
   }
+  std::int64_t max_exact() const { return p.max_exact(); }
+  std::uint32_t level(std::int64_t n) const { return static_cast<std::uint32_t>(t5_bucket(-n, p) - max_exact()); }
+};
+
+// The smallest n in (lo, hi] of each level in (level(lo), level(hi)], ascending. The level is
+// non-decreasing in n (every step of the float arithmetic is monotone), so each is found by
+// bisection; there are at most hi - lo of them, whatever the bucket count.
+std::vector<std::uint32_t> level_starts(const OneSided& s, std::int64_t lo, std::int64_t hi) {
+  const std::uint32_t first = s.level(lo), last = s.level(hi);
+  std::vector<std::uint32_t> starts;
+  starts.reserve(last - first);
+  for (std::uint32_t k = first + 1; k <= last; ++k) {
+    std::int64_t a = starts.empty() ? lo + 1 : starts.back(), b = hi;
+    while (a < b) {
+      const std::int64_t mid = a + (b - a) / 2;
+      if (s.level(mid) >= k) b = mid; else a = mid + 1;
+    }
+    starts.push_back(static_cast<std::uint32_t>(a));
+  }
+  return starts;
+}
+
+}  // namespace
+
+std::vector<std::uint32_t> t5_bucket_thresholds(const T5Params& p) {
+  const OneSided s(p);
+  const std::int64_t me = s.max_exact(), hi = std::numeric_limits<std::int32_t>::max();
+  // The levels max_exact itself reaches (with the flax eps, possibly more than 0) start there; a
+  // level no n below 2^31 reaches gets the threshold 2^31.
+  std::vector<std::uint32_t> thresholds(s.level(me), static_cast<std::uint32_t>(me));
+  const std::vector<std::uint32_t> later = level_starts(s, me, hi);
+  thresholds.insert(thresholds.end(), later.begin(), later.end());
+  const std::uint32_t levels = s.p.num_buckets - 1 - static_cast<std::uint32_t>(me);
+  thresholds.resize(levels, static_cast<std::uint32_t>(hi) + 1);
   return thresholds;
+}
+
+T5WindowThresholds t5_window_thresholds(const T5Params& p) {
+  const OneSided s(p);
+  const std::int64_t me = s.max_exact();
+  const T5Params::Distances d = p.distances();
+  T5WindowThresholds w;
+  if (static_cast<std::int64_t>(d.last) < me) return w;  // every distance of the window is exact
+  const std::int64_t lo = std::max(static_cast<std::int64_t>(d.first), me), hi = static_cast<std::int64_t>(d.last);
+  w.base = s.level(lo);
+  w.thresholds = level_starts(s, lo, hi);
+  return w;
 }
 
 std::vector<std::int32_t> t5_buckets_reference(const T5Params& p) {

@@ -1,6 +1,7 @@
 #include "relpos/context.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -298,8 +299,10 @@ std::uint32_t Context::pick_device(const std::vector<DeviceInfo>& devices, const
   if (!selector.empty()) {
     bool numeric = std::all_of(selector.begin(), selector.end(), [](unsigned char c) { return std::isdigit(c); });
     if (numeric) {
-      unsigned long idx = std::stoul(selector);
-      if (idx >= devices.size())
+      // Digits only, so the one failure is a number too large for any index (stoul would throw).
+      std::uint64_t idx = 0;
+      const bool fits = std::from_chars(selector.data(), selector.data() + selector.size(), idx).ec == std::errc();
+      if (!fits || idx >= devices.size())
         throw InvalidArgument("device index " + selector + " is out of range: " + std::to_string(devices.size()) + " device(s) found");
       if (!usable(devices[idx])) throw InvalidArgument("device " + selector + " (" + devices[idx].name + ") has no Vulkan 1.1 compute queue");
       return static_cast<std::uint32_t>(idx);

@@ -15,9 +15,10 @@ RELPOS_PUSH_BEGIN(T5RowPush) {
   uint bidirectional;    // 1: positive rp use the upper half of the buckets
   uint half_buckets;     // offset of the upper half (num_buckets / 2) when bidirectional
   uint max_exact;        // distances below it get a bucket each
-  uint threshold_count;  // bucket = max_exact + #{t : thresholds[t] <= n} for n >= max_exact
+  uint threshold_count;  // bucket = max_exact + threshold_base + #{t : thresholds[t] <= n} for n >= max_exact
   float scale;
   uint write_buckets;    // 1: write the int bucket (one row); 0: write scale * table[bucket, h] per head
+  uint threshold_base;   // the level of the window's smallest distance >= max_exact (t5_window_thresholds)
 }
 RELPOS_PUSH_END(T5RowPush)
 
