@@ -3,33 +3,41 @@
 #include <cstdio>
 #include <optional>
 
+#include "fuzz.hpp"
 #include "registry.hpp"
 
 namespace relpos::tool {
 
 int devices_command(const std::string& selector);
-int check_command(Registry& reg, const std::string& filter);
+int check_command(Registry& reg, const std::string& filter, bool quick);
+int fuzz_command(Registry& reg, const FuzzOptions& options);
 int bench_command(Registry& reg, const std::string& filter, bool json, bool short_run, int repeat);
 
 namespace {
 std::string g_device;
 bool g_validation = false;
 std::string g_expansion_name = "auto";
+std::optional<Context> g_context;
 }  // namespace
 
-Context& tool_context() {
-  static std::optional<Context> ctx;
-  if (!ctx) {
-    ContextOptions o;
-    o.device = g_device;
-    o.validation = g_validation;
-    o.distance_expansion = g_expansion_name == "shader"   ? DistanceExpansion::Shader
-                           : g_expansion_name == "copies" ? DistanceExpansion::Copies
-                                                          : DistanceExpansion::Auto;
-    ctx.emplace(o);
-  }
-  return *ctx;
+ContextOptions tool_context_options() {
+  ContextOptions o;
+  o.device = g_device;
+  o.validation = g_validation;
+  o.distance_expansion = g_expansion_name == "shader"   ? DistanceExpansion::Shader
+                         : g_expansion_name == "copies" ? DistanceExpansion::Copies
+                                                        : DistanceExpansion::Auto;
+  return o;
 }
+
+Context& tool_context() {
+  if (!g_context) g_context.emplace(tool_context_options());
+  return *g_context;
+}
+
+// The context is destroyed before main returns, not among the static destructors at exit: there,
+// vkDestroyDevice under GPU-assisted validation crashed in lavapipe (Mesa 22.3, layers 1.3.239).
+void release_tool_contexts() { g_context.reset(); }
 
 void add_run_options(CLI::App& cmd, RunOptions& o) {
   cmd.add_option("--out", o.out, "output .npy file")->required();
@@ -70,8 +78,14 @@ int main(int argc, char** argv) {
   register_shaw(*run, reg);
 
   std::string check_filter;
+  bool check_quick = false;
   auto* check = app.add_subcommand("check", "check every operation against its CPU reference on this device");
   check->add_option("--filter", check_filter, "only cases whose op name contains this");
+  check->add_flag("--quick", check_quick, "only the small cases that cover every pipeline variant (for slow validation)");
+
+  FuzzOptions fuzz_options;
+  auto* fuzz = app.add_subcommand("fuzz", "differential fuzzing: random ops, shapes and parameters against the CPU reference");
+  add_fuzz_options(*fuzz, fuzz_options);
 
   std::string bench_filter;
   bool json = false, short_run = false;
@@ -87,15 +101,19 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  int status = 0;
   try {
-    if (*devices) return devices_command(g_device);
-    if (*check) return check_command(reg, check_filter);
-    if (*bench) return bench_command(reg, bench_filter, json, short_run, repeat ? repeat : (short_run ? 5 : 10));
-    for (const auto& r : reg.runs)
-      if (*r.cmd) r.action();
-    return 0;
+    if (*devices) status = devices_command(g_device);
+    else if (*check) status = check_command(reg, check_filter, check_quick);
+    else if (*fuzz) status = fuzz_command(reg, fuzz_options);
+    else if (*bench) status = bench_command(reg, bench_filter, json, short_run, repeat ? repeat : (short_run ? 5 : 10));
+    else
+      for (const auto& r : reg.runs)
+        if (*r.cmd) r.action();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "relpos: error: %s\n", e.what());
-    return 1;
+    status = 1;
   }
+  release_tool_contexts();
+  return status;
 }

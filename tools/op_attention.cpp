@@ -2,9 +2,11 @@
 // benchmarks (GFLOP/s of every bias mode beside no bias).
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <random>
 
+#include "fuzz.hpp"
 #include "registry.hpp"
 
 namespace relpos::tool {
@@ -261,10 +263,10 @@ std::string shape_of(const AttentionParams& p) {
          (p.memory_prefix ? ",M=" + std::to_string(p.memory_prefix) : "") + " " + std::string(dtype_name(p.dtype));
 }
 
-CheckResult check_attention(Context& ctx, const AttentionParams& p, bool padded) {
-  AttentionData d = random_data(p, 5);
-  if (padded)
-    for (std::uint32_t b = 0; b < p.batch; ++b) d.lengths.push_back(p.keys - (b * 7) % p.keys);
+// lengths: the key lengths of each batch (empty: no padding).
+CheckResult check_attention(Context& ctx, const AttentionParams& p, const std::vector<std::uint32_t>& lengths, unsigned seed = 5) {
+  AttentionData d = random_data(p, seed);
+  d.lengths = lengths;
   const AttentionResult want = attention_reference(p, d.host());
   d.upload(ctx);
   Recorder r(ctx);
@@ -290,9 +292,62 @@ void register_checks(Registry& reg) {
         AttentionParams p{.batch = c.b, .heads = c.h, .kv_heads = c.hkv, .queries = c.q, .keys = c.k, .head_dim = c.d, .dtype = dtype,
                           .query_offset = c.off, .causal = c.causal, .memory_prefix = c.m, .bias = bias, .max_relative_position = 16};
         if (bias == AttentionBias::T5) p.scale = 1.0f;
-        const bool padded = c.padded;
-        reg.checks.push_back({"attention", shape_of(p), [p, padded](Context& ctx) { return check_attention(ctx, p, padded); }});
+        std::vector<std::uint32_t> lengths;
+        if (c.padded)
+          for (std::uint32_t b = 0; b < p.batch; ++b) lengths.push_back(p.keys - (b * 7) % p.keys);
+        // Quick: every bias mode, dtype, the shared-load and lane-split kernels and the merge, at the
+        // small head_dims (under GPU-assisted validation lavapipe compiles a head_dim 64 kernel of
+        // four rows per lane for minutes).
+        const bool quick = c.d == 16 || c.q == 1;
+        reg.checks.push_back({"attention", shape_of(p), [p, lengths](Context& ctx) { return check_attention(ctx, p, lengths); }, quick});
       }
+}
+
+// One random fused attention: every bias mode, f32 or f16, any head_dim up to the maximum,
+// grouped-query heads, long K, memory prefixes, causal masks with offsets near the limit, key
+// padding down to empty rows, and key splits chosen or forced.
+CheckCase draw_case(FuzzRng& g) {
+  static constexpr AttentionBias kModes[] = {AttentionBias::None, AttentionBias::T5,   AttentionBias::Distance,
+                                             AttentionBias::Alibi, AttentionBias::Shaw, AttentionBias::Dense};
+  AttentionParams p;
+  p.bias = kModes[g.below(std::size(kModes))];
+  p.dtype = g.float_dtype();
+  p.head_dim = 4 * g.size(1, AttentionParams::kMaxHeadDim / 4);
+  // Multiply-adds of one case (the reference's and the GPU's): rows * keys * head_dim.
+  const std::uint64_t work = g.max_elements() * 16;
+  p.keys = g.size(1, std::min<std::uint64_t>(kFuzzMaxKeys, work / p.head_dim));
+  const std::uint64_t per_row = std::uint64_t{p.keys} * p.head_dim;
+  p.kv_heads = g.size(1, std::min<std::uint64_t>(8, work / per_row));
+  p.heads = p.kv_heads * g.size(1, std::min<std::uint64_t>(4, work / (per_row * p.kv_heads)));
+  p.queries = g.size(1, std::min<std::uint64_t>(2048, work / (per_row * p.heads)));
+  if (p.bias == AttentionBias::Dense)  // the [H, Q, K] bias too
+    p.queries = std::min<std::uint32_t>(p.queries, static_cast<std::uint32_t>(std::max<std::uint64_t>(1, g.max_elements() / (std::uint64_t{p.heads} * p.keys))));
+  p.batch = g.size(1, std::min<std::uint64_t>(4, work / (per_row * p.heads * p.queries)));
+  p.causal = g.chance(0.5);
+  if (g.chance(0.3)) p.memory_prefix = g.size(1, p.keys);
+  constexpr std::int64_t kMax = std::numeric_limits<std::int32_t>::max();
+  p.query_offset = g.offset(std::int64_t{p.keys} - kMax, kMax - p.queries);
+  if (g.chance(0.3)) p.scale = g.pick({1.0f, 0.01f});
+  if (g.chance(0.3)) p.key_splits = g.size(1, p.keys);
+  p.max_relative_position = g.size(1, 2000);
+  p.t5.bidirectional = g.chance(0.5);
+  p.t5.num_buckets = g.size(p.t5.bidirectional ? 4 : 2, 128);
+  p.t5.max_distance = g.size(p.t5.max_exact() + 1, 100000);
+  p.t5.log = g.chance(0.5) ? T5Log::HuggingFace : T5Log::FlaxEps;
+  std::vector<std::uint32_t> lengths;
+  if (g.chance(0.3))
+    for (std::uint32_t b = 0; b < p.batch; ++b) lengths.push_back(static_cast<std::uint32_t>(g.offset(0, p.keys)));
+  std::string shape = shape_of(p) + (p.key_splits ? ",splits=" + std::to_string(p.key_splits) : "");
+  if (p.bias == AttentionBias::Shaw) shape += ",k=" + std::to_string(p.max_relative_position);
+  if (p.bias == AttentionBias::T5)
+    shape += ",nb=" + std::to_string(p.t5.num_buckets) + ",md=" + std::to_string(p.t5.max_distance) + (p.t5.bidirectional ? ",bi" : "") +
+             (p.t5.log == T5Log::FlaxEps ? ",flax" : "");
+  if (!lengths.empty()) {
+    shape += ",lengths=";
+    for (std::size_t b = 0; b < lengths.size(); ++b) shape += (b ? ":" : "") + std::to_string(lengths[b]);
+  }
+  const unsigned seed = g.data_seed();
+  return {"attention", shape, [p, lengths, seed](Context& ctx) { return check_attention(ctx, p, lengths, seed); }};
 }
 
 // Multiply-adds of q·kᵀ and p·v: 4·B·H·Q·K·D floating-point operations.
@@ -363,6 +418,7 @@ void register_attention(CLI::App& run, Registry& reg) {
   add_merge_run(run, reg);
   register_checks(reg);
   register_benches(reg);
+  reg.fuzz.push_back({"attention", draw_case});
 }
 
 }  // namespace relpos::tool

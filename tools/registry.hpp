@@ -1,6 +1,6 @@
 #pragma once
 // What each operation family contributes to the tool: `relpos run` subcommands, `relpos check`
-// cases and `relpos bench` cases. Each family has one tools/op_<family>.cpp with a register_*
+// cases, `relpos fuzz` draws and `relpos bench` cases. Each family has one tools/op_<family>.cpp with a register_*
 // function; main.cpp calls them all.
 #include <CLI/CLI.hpp>
 #include <relpos/relpos.hpp>
@@ -22,6 +22,29 @@ struct CheckCase {
   std::string op;
   std::string shape;
   std::function<CheckResult(Context&)> run;
+  // Part of `relpos check --quick`: small cases that between them create every pipeline variant
+  // the full check does (what CI runs under GPU-assisted validation, which is slow).
+  bool quick = false;
+};
+
+// One check case run: its result, or the exception it threw, and the validation messages the
+// context received meanwhile (any fails the case).
+struct CaseOutcome {
+  CheckResult result;
+  std::string error;
+  std::uint64_t validation_messages = 0;
+  bool ok() const { return error.empty() && validation_messages == 0 && result.error <= result.tolerance; }
+  std::string describe() const;  // "max_err=... (tol ...)" or "error: ...", and any messages
+};
+CaseOutcome run_check_case(Context& ctx, const std::function<CheckResult(Context&)>& run);
+
+class FuzzRng;
+
+// A `relpos fuzz` family: draws one random case of its ops (shapes, parameters, dtypes, edges
+// included), which compares the GPU with the CPU reference like a check case.
+struct FuzzFamily {
+  std::string name;  // what `relpos fuzz --op` selects
+  std::function<CheckCase(FuzzRng&)> draw;
 };
 
 // A prepared benchmark: buffers allocated and inputs uploaded.
@@ -56,6 +79,7 @@ struct Registry {
   std::vector<RunCommand> runs;
   std::vector<CheckCase> checks;
   std::vector<BenchCase> benches;
+  std::vector<FuzzFamily> fuzz;
 };
 
 // Options every run subcommand shares.
@@ -67,6 +91,10 @@ void add_run_options(CLI::App& cmd, RunOptions& o);
 
 // The context the tool runs on (--device, --validation, RELPOS_DEVICE, RELPOS_VALIDATION).
 Context& tool_context();
+// Options of that context; `relpos fuzz` makes its own contexts from them.
+ContextOptions tool_context_options();
+// Destroys the tool's context (main does, before it returns).
+void release_tool_contexts();
 
 // Writes [dims...] of float values as f32 or f16.
 void write_floats(const std::string& path, const std::vector<float>& values, std::vector<std::uint64_t> shape, DType dtype);
