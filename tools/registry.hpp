@@ -23,7 +23,8 @@ struct CheckCase {
   std::string shape;
   std::function<CheckResult(Context&)> run;
   // Part of `relpos check --quick`: small cases that between them create every pipeline variant
-  // the full check does (what CI runs under GPU-assisted validation, which is slow).
+  // the full check does, the fused attention's at head_dim 16 only (what CI runs under
+  // GPU-assisted validation, where lavapipe compiles each instrumented kernel slowly).
   bool quick = false;
 };
 
