@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
   bool check_quick = false;
   auto* check = app.add_subcommand("check", "check every operation against its CPU reference on this device");
   check->add_option("--filter", check_filter, "only cases whose op name contains this");
-  check->add_flag("--quick", check_quick, "only the small cases that cover every pipeline variant (for slow validation)");
+  check->add_flag("--quick", check_quick, "only small cases that between them create every kernel (for slow validation such as GPU-assisted)");
 
   FuzzOptions fuzz_options;
   auto* fuzz = app.add_subcommand("fuzz", "differential fuzzing: random ops, shapes and parameters against the CPU reference");
