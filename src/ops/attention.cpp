@@ -214,6 +214,7 @@ void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& bu
   require(p.bias != AttentionBias::T5 || t5_row * 4 <= lim.max_storage_buffer_range, "heads * (queries + keys - 1)",
           std::to_string(t5_row), "the T5 bias row must fit one storage buffer binding of the device (" +
               std::to_string(lim.max_storage_buffer_range / 4) + " values)");
+  if (p.bias == AttentionBias::T5) detail::require_t5_table_binding(lim, p.t5_row_params());
 
   detail::begin_op(r);
   Buffer& dummy = detail::scratch(r, 16, MemoryUse::Device);  // bound where a mode reads nothing
