@@ -150,6 +150,7 @@ int fuzz_command(Registry& reg, const FuzzOptions& o) {
     std::size_t t = g.below(kTargets.size());
     g.set_max_elements(kTargets[t].max_elements);
     const CheckCase c = family.draw(g);
+    const double case_start = elapsed();
     CaseOutcome out = run_check_case(context(t), c.run);
     messages_in_cases += out.validation_messages;
     if (!out.ok() && t != 0 && out.validation_messages == 0 && refused_for_limits(out.error)) {
@@ -160,8 +161,8 @@ int fuzz_command(Registry& reg, const FuzzOptions& o) {
     ++cases;
     if (!out.ok()) ++failed;
     if (!out.ok() || o.verbose)
-      std::printf("%s %s %s [%s] %s: %s%llu\n", out.ok() ? "PASS" : "FAIL", c.op.c_str(), c.shape.c_str(), kTargets[t].name,
-                  out.describe().c_str(), repro.c_str(), static_cast<unsigned long long>(n));
+      std::printf("%s %s %s [%s] %s (%.1f s): %s%llu\n", out.ok() ? "PASS" : "FAIL", c.op.c_str(), c.shape.c_str(), kTargets[t].name,
+                  out.describe().c_str(), elapsed() - case_start, repro.c_str(), static_cast<unsigned long long>(n));
     std::fflush(stdout);
     if (o.only_case >= 0) break;
   }
