@@ -43,10 +43,13 @@ TEST(FuzzCli, CaseRunsOneReproducibleCase) {
   auto b = tool("fuzz --seed 7 --case 3 --verbose");
   EXPECT_EQ(a.status, 0) << a.output;
   EXPECT_EQ(last_line(a.output), "fuzz: 1 cases, 0 failed") << a.output;
-  // The case line names the op, shape and context, and ends with the command that reproduces it.
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(a.output, m, std::regex("PASS (.*) --seed 7 --case 3\n"))) << a.output;
-  EXPECT_NE(b.output.find(m[0].str()), std::string::npos) << "case 3 drew differently:\n" << a.output << b.output;
+  // The case line names the op, shape, context and result, its time, and ends with the command
+  // that reproduces it.
+  const std::regex line("PASS (.*) \\([0-9.]+ s\\): relpos.* --seed 7 --case 3\n");
+  std::smatch m, n;
+  ASSERT_TRUE(std::regex_search(a.output, m, line)) << a.output;
+  ASSERT_TRUE(std::regex_search(b.output, n, line)) << b.output;
+  EXPECT_EQ(m[1].str(), n[1].str()) << "case 3 drew differently";
 }
 
 TEST(FuzzCli, OpSelectsAFamilyAndUnknownOpsAreClearErrors) {
