@@ -255,7 +255,9 @@ void main() {
     } else {
       rotate_unit(row, u, c0, s0);
     }
-    if (L_POSITIONS != 0u && ++lh == l_div) {
+    // The next batch's position, unless this was the block's last row: past the last batch
+    // there is no position to read.
+    if (L_POSITIONS != 0u && ++lh == l_div && l + 1u < l1) {
       lh = 0u;
       ++lb;
       pos = position_of(p, lb);

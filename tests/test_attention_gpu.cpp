@@ -318,6 +318,12 @@ TEST_F(AttentionGpu, InvalidInputIsRejectedBeforeDispatch) {
   Buffer bq(tiny, 4 * 3 * 8 * 4), bkv(tiny, 4 * 200 * 8 * 4), bout(tiny, 4 * 3 * 8 * 4);
   Recorder rt(tiny);
   expect_invalid([&] { attention(rt, big, {&bq, &bkv, &bkv, &bout}); }, "maxStorageBufferRange");
+  // The T5 row of every head (16 * 102 values) larger than the binding range, every slab within it.
+  AttentionParams t5{.heads = 16, .kv_heads = 16, .queries = 3, .keys = 100, .head_dim = 4, .bias = AttentionBias::T5};
+  Buffer tq(tiny, 16 * 3 * 4 * 4), tkv(tiny, 16 * 100 * 4 * 4), tout(tiny, 16 * 3 * 4 * 4), table(tiny, 32 * 16 * 4);
+  AttentionBuffers tb{&tq, &tkv, &tkv, &tout};
+  tb.bias = &table;
+  expect_invalid([&] { attention(rt, t5, tb); }, "heads * (queries + keys - 1)");
   AttentionMergeParams mp{2, 3, 8, DType::F32};
   Buffer po(ctx, 2 * 3 * 8 * 4), pl(ctx, 2 * 3 * 4), mo(ctx, 3 * 8 * 4);
   expect_invalid([&] { attention_merge(r, mp, po, small, mo); }, "partial_lse");

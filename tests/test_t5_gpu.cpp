@@ -288,6 +288,16 @@ TEST_F(T5Gpu, InvalidInputIsRejectedBeforeDispatch) {
   expect_invalid([&] { t5_bias_add(r, bad, table, out); }, "output buffer");
   EXPECT_EQ(r.dispatch_count(), 0u);  // every check came before anything was recorded
   r.submit_and_wait();
+  // A table larger than the binding range (32 * 33 values in 4 KiB) is refused, not bound.
+  Context& tiny = gpu_small_limits();
+  bad = p;
+  bad.heads = 33;
+  Buffer big_table(tiny, 32 * 33 * 4), logits(tiny, 33 * 64 * 4);
+  Recorder rt(tiny);
+  expect_invalid([&] { t5_bias(rt, bad, big_table, logits); }, "num_buckets * heads");
+  expect_invalid([&] { t5_bias_add(rt, bad, big_table, logits); }, "num_buckets * heads");
+  EXPECT_EQ(rt.dispatch_count(), 0u);
+  rt.submit_and_wait();
 }
 
 // Bucket counts and distances in the hundreds of millions (the buckets of a small window are then

@@ -7,18 +7,21 @@
 #include <stdexcept>
 #include <optional>
 
+#include "fuzz.hpp"
 #include "registry.hpp"
 
 namespace relpos::tool {
 
 int devices_command(const std::string& selector);
-int check_command(Registry& reg, const std::string& filter);
+int check_command(Registry& reg, const std::string& filter, bool quick);
+int fuzz_command(Registry& reg, const FuzzOptions& options);
 int bench_command(Registry& reg, const std::string& filter, bool json, bool short_run, int repeat);
 
 namespace {
 std::string g_device;
 bool g_validation = false;
 std::string g_expansion_name = "auto";
+std::optional<Context> g_context;
 std::map<const CLI::App*, const RunOptions*> g_run_options;
 
 // Whether two paths name one file: by identity when both exist (a hard link, a symbolic link,
@@ -49,19 +52,24 @@ void check_distinct_outputs(const RunOptions& o) {
 }
 }  // namespace
 
-Context& tool_context() {
-  static std::optional<Context> ctx;
-  if (!ctx) {
-    ContextOptions o;
-    o.device = g_device;
-    o.validation = g_validation;
-    o.distance_expansion = g_expansion_name == "shader"   ? DistanceExpansion::Shader
-                           : g_expansion_name == "copies" ? DistanceExpansion::Copies
-                                                          : DistanceExpansion::Auto;
-    ctx.emplace(o);
-  }
-  return *ctx;
+ContextOptions tool_context_options() {
+  ContextOptions o;
+  o.device = g_device;
+  o.validation = g_validation;
+  o.distance_expansion = g_expansion_name == "shader"   ? DistanceExpansion::Shader
+                         : g_expansion_name == "copies" ? DistanceExpansion::Copies
+                                                        : DistanceExpansion::Auto;
+  return o;
 }
+
+Context& tool_context() {
+  if (!g_context) g_context.emplace(tool_context_options());
+  return *g_context;
+}
+
+// The context is destroyed before main returns, not among the static destructors at exit: there,
+// vkDestroyDevice under GPU-assisted validation crashed in lavapipe (Mesa 22.3, layers 1.3.239).
+void release_tool_contexts() { g_context.reset(); }
 
 void add_run_options(CLI::App& cmd, RunOptions& o) {
   add_output(cmd, o, "--out", o.out, "output .npy file")->required();
@@ -113,8 +121,14 @@ int main(int argc, char** argv) {
   register_shaw(*run, reg);
 
   std::string check_filter;
+  bool check_quick = false;
   auto* check = app.add_subcommand("check", "check every operation against its CPU reference on this device");
   check->add_option("--filter", check_filter, "only cases whose op name contains this");
+  check->add_flag("--quick", check_quick, "only small cases that between them create every kernel (for slow validation such as GPU-assisted)");
+
+  FuzzOptions fuzz_options;
+  auto* fuzz = app.add_subcommand("fuzz", "differential fuzzing: random ops, shapes and parameters against the CPU reference");
+  add_fuzz_options(*fuzz, fuzz_options);
 
   std::string bench_filter;
   bool json = false, short_run = false;
@@ -131,25 +145,28 @@ int main(int argc, char** argv) {
     } catch (const CLI::ParseError& e) {
       return app.exit(e);
     }
-    if (*devices) return devices_command(g_device);
-    if (*check) return check_command(reg, check_filter);
-    if (*bench) return bench_command(reg, bench_filter, json, short_run, repeat ? repeat : (short_run ? 5 : 10));
-    for (const auto& r : reg.runs)
-      if (*r.cmd) {
-        check_distinct_outputs(*g_run_options.at(r.cmd));
-        r.action();
-      }
-    return 0;
+    int status = 0;
+    if (*devices) status = devices_command(g_device);
+    else if (*check) status = check_command(reg, check_filter, check_quick);
+    else if (*fuzz) status = fuzz_command(reg, fuzz_options);
+    else if (*bench) status = bench_command(reg, bench_filter, json, short_run, repeat ? repeat : (short_run ? 5 : 10));
+    else
+      for (const auto& r : reg.runs)
+        if (*r.cmd) {
+          check_distinct_outputs(*g_run_options.at(r.cmd));
+          r.action();
+        }
+    release_tool_contexts();
+    return status;
   } catch (const std::bad_alloc&) {
     // A shape every check accepts can still need more host memory than the machine has (the CPU
     // reference holds the whole output): say so rather than print "std::bad_alloc".
     std::fprintf(stderr, "relpos: error: out of host memory: this shape's arrays do not fit in this machine's memory\n");
-    return 1;
   } catch (const std::length_error&) {
     std::fprintf(stderr, "relpos: error: out of host memory: this shape's arrays exceed the largest array the host can index\n");
-    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "relpos: error: %s\n", e.what());
-    return 1;
   }
+  release_tool_contexts();
+  return 1;
 }

@@ -1,6 +1,8 @@
 // ALiBi in the tool: `run alibi-slopes`, `run alibi-bias`, their check cases and benchmarks.
+#include <limits>
 #include <random>
 
+#include "fuzz.hpp"
 #include "registry.hpp"
 
 namespace relpos::tool {
@@ -57,11 +59,33 @@ void register_checks(Registry& reg) {
     p.max_bias = c.max_bias;
     for (DType dtype : {DType::F32, DType::F16}) {
       const std::string suffix = " " + std::string(dtype_name(dtype));
-      reg.checks.push_back({"alibi-bias", shape_of(p) + suffix, [p, dtype](Context& ctx) { return check_bias(ctx, p, dtype, false); }});
+      const bool quick = &c == &cfgs.front();  // the alibi row; the expansions are T5's
+      reg.checks.push_back({"alibi-bias", shape_of(p) + suffix, [p, dtype](Context& ctx) { return check_bias(ctx, p, dtype, false); }, quick});
       reg.checks.push_back({"alibi-bias-add", shape_of(p) + ",B=" + std::to_string(c.b) + suffix,
-                            [p, dtype](Context& ctx) { return check_bias(ctx, p, dtype, true); }});
+                            [p, dtype](Context& ctx) { return check_bias(ctx, p, dtype, true); }, quick});
     }
   }
+}
+
+// One random bias or add: any head count and slope rule, shapes up to long K, offsets up to the
+// edge of the 32-bit relative positions (where far f16 biases overflow to -inf).
+CheckCase draw_case(FuzzRng& g) {
+  AlibiParams p;
+  p.heads = g.size(1, 64);
+  p.max_bias = g.pick({8.0, 16.0, 4.0, 0.5});
+  p.rule = g.chance(0.5) ? AlibiSlopeRule::Interleaved : AlibiSlopeRule::Geometric;
+  p.causal = g.chance(0.5);
+  const std::uint64_t budget = g.max_elements();
+  p.keys = g.size(1, std::min<std::uint64_t>(kFuzzMaxKeys, budget));
+  p.queries = g.size(1, std::min<std::uint64_t>(4096, budget / p.keys));
+  p.heads = std::min<std::uint32_t>(p.heads, static_cast<std::uint32_t>(std::max<std::uint64_t>(1, budget / (std::uint64_t{p.queries} * p.keys))));
+  constexpr std::int64_t kMax = std::numeric_limits<std::int32_t>::max();
+  p.query_offset = g.offset(std::int64_t{p.keys} - kMax, kMax - p.queries);
+  const bool add = g.chance(0.5);
+  const DType dtype = g.float_dtype();
+  if (add) p.batch = g.size(1, std::min<std::uint64_t>(4, budget / (std::uint64_t{p.heads} * p.queries * p.keys)));
+  return {add ? "alibi-bias-add" : "alibi-bias", shape_of(p) + (add ? ",B=" + std::to_string(p.batch) : "") + " " + std::string(dtype_name(dtype)),
+          [p, dtype, add](Context& ctx) { return check_bias(ctx, p, dtype, add); }};
 }
 
 void register_benches(Registry& reg) {
@@ -161,6 +185,7 @@ void register_alibi(CLI::App& run, Registry& reg) {
   }
   register_checks(reg);
   register_benches(reg);
+  reg.fuzz.push_back({"alibi", draw_case});
 }
 
 }  // namespace relpos::tool

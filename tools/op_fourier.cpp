@@ -2,8 +2,10 @@
 // their check cases and benchmarks.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 
+#include "fuzz.hpp"
 #include "registry.hpp"
 
 namespace relpos::tool {
@@ -101,7 +103,7 @@ FourierParams params(std::uint32_t h, std::uint32_t q, std::uint32_t k, std::uin
 void register_checks(Registry& reg) {
   for (SinusoidalParams s : {SinusoidalParams{2048, 128, 0, 0.0}, SinusoidalParams{100, 6, -50, 10.0},
                              SinusoidalParams{64, 128, 2'000'000'000, 2048.0}, SinusoidalParams{333, 34, 7, 12345.5}})
-    reg.checks.push_back({"sinusoidal", shape_of(s), [s](Context& ctx) { return check_sinusoidal(ctx, s); }});
+    reg.checks.push_back({"sinusoidal", shape_of(s), [s](Context& ctx) { return check_sinusoidal(ctx, s); }, s.dim == 128 || s.dim == 6});
 
   const std::vector<FourierParams> cfgs = {
       params(8, 256, 256, 128, 1024, std::nullopt),        // meliad's defaults
@@ -112,19 +114,58 @@ void register_checks(Registry& reg) {
       params(11, 29, 31, 10, 7, -13),                      // odd sizes, heads across two row passes
   };
   for (const FourierParams& p : cfgs) {
+    const bool quick = &p == &cfgs.back();  // the same pipelines as the others, on the smallest shape
     reg.checks.push_back({"fourier-bias", shape_of(p) + " init distance",
-                          [p](Context& ctx) { return check_bias(ctx, p, FourierPath::Distance, DType::F32, true); }});
+                          [p](Context& ctx) { return check_bias(ctx, p, FourierPath::Distance, DType::F32, true); }, quick});
     reg.checks.push_back({"fourier-bias", shape_of(p) + " distance f32",
-                          [p](Context& ctx) { return check_bias(ctx, p, FourierPath::Distance, DType::F32, false); }});
+                          [p](Context& ctx) { return check_bias(ctx, p, FourierPath::Distance, DType::F32, false); }, quick});
     reg.checks.push_back({"fourier-bias", shape_of(p) + " distance f16",
-                          [p](Context& ctx) { return check_bias(ctx, p, FourierPath::Distance, DType::F16, false); }});
+                          [p](Context& ctx) { return check_bias(ctx, p, FourierPath::Distance, DType::F16, false); }, quick});
     reg.checks.push_back({"fourier-bias", shape_of(p) + " direct f32",
-                          [p](Context& ctx) { return check_bias(ctx, p, FourierPath::Direct, DType::F32, false); }});
+                          [p](Context& ctx) { return check_bias(ctx, p, FourierPath::Direct, DType::F32, false); }, quick});
     FourierParams b = p;
     b.batch = 2;
-    reg.checks.push_back({"fourier-bias-add", shape_of(b) + ",B=2 f32", [b](Context& ctx) { return check_add(ctx, b, DType::F32); }});
-    reg.checks.push_back({"fourier-bias-add", shape_of(b) + ",B=2 f16", [b](Context& ctx) { return check_add(ctx, b, DType::F16); }});
+    reg.checks.push_back({"fourier-bias-add", shape_of(b) + ",B=2 f32", [b](Context& ctx) { return check_add(ctx, b, DType::F32); }, quick});
+    reg.checks.push_back({"fourier-bias-add", shape_of(b) + ",B=2 f16", [b](Context& ctx) { return check_add(ctx, b, DType::F16); }, quick});
   }
+}
+
+// One random sinusoidal encoding, Fourier bias (either path, f32 or f16, random or default
+// rotation) or add: odd sizes, short and long wavelengths, positions near +-(2^31 - 1).
+CheckCase draw_case(FuzzRng& g) {
+  constexpr std::int64_t kMax = std::numeric_limits<std::int32_t>::max();
+  const std::uint64_t budget = g.max_elements();
+  if (g.chance(0.2)) {
+    SinusoidalParams s;
+    s.dim = 2 * g.size(1, 256);
+    s.positions = g.size(1, std::max<std::uint64_t>(1, budget / s.dim));
+    s.offset = g.offset(1 - kMax, kMax - s.positions);
+    s.max_wavelength = g.chance(0.5) ? 0.0 : g.pick({1.5, 10.0, 12345.5, 1e6});
+    return {"sinusoidal", shape_of(s), [s](Context& ctx) { return check_sinusoidal(ctx, s); }};
+  }
+  FourierParams p;
+  p.heads = g.size(1, 32);
+  p.vector_size = 2 * g.size(1, 256);
+  p.max_keys = g.size(1, 1u << 20);
+  p.keys = g.size(1, std::min<std::uint64_t>(kFuzzMaxKeys, budget));
+  p.queries = g.size(1, std::min<std::uint64_t>(4096, budget / p.keys));
+  p.heads = std::min<std::uint32_t>(p.heads, static_cast<std::uint32_t>(std::max<std::uint64_t>(1, budget / (std::uint64_t{p.queries} * p.keys))));
+  if (p.keys < p.queries || g.chance(0.5)) p.query_offset = g.offset(std::int64_t{p.keys} - kMax, kMax - p.queries);
+  const std::uint64_t kind = g.below(5);  // distance f32, distance f16, direct, add f32, add f16
+  if (kind == 2) {  // the direct path does vector_size / 2 multiply-adds per element
+    p.vector_size = std::min<std::uint32_t>(p.vector_size, 64);
+    p.queries = std::min<std::uint32_t>(p.queries, 512);
+  }
+  const bool default_rotation = kind < 2 && g.chance(0.3);
+  const DType dtype = kind == 1 || kind == 4 ? DType::F16 : DType::F32;
+  if (kind >= 3) {
+    p.batch = g.size(1, std::min<std::uint64_t>(4, budget / (std::uint64_t{p.heads} * p.queries * p.keys)));
+    return {"fourier-bias-add", shape_of(p) + ",B=" + std::to_string(p.batch) + " " + std::string(dtype_name(dtype)),
+            [p, dtype](Context& ctx) { return check_add(ctx, p, dtype); }};
+  }
+  const FourierPath path = kind == 2 ? FourierPath::Direct : FourierPath::Distance;
+  return {"fourier-bias", shape_of(p) + (default_rotation ? " init" : "") + (kind == 2 ? " direct " : " distance ") + std::string(dtype_name(dtype)),
+          [=](Context& ctx) { return check_bias(ctx, p, path, dtype, default_rotation); }};
 }
 
 void add_bias_bench(Registry& reg, FourierPath path, bool in_short) {
@@ -254,6 +295,7 @@ void register_fourier(CLI::App& run, Registry& reg) {
   }
   register_checks(reg);
   register_benches(reg);
+  reg.fuzz.push_back({"fourier", draw_case});
 }
 
 }  // namespace relpos::tool

@@ -2,6 +2,7 @@
 #include <map>
 #include <random>
 
+#include "fuzz.hpp"
 #include "registry.hpp"
 
 namespace relpos::tool {
@@ -18,8 +19,10 @@ std::string shape_of(const RopeParams& p, DType dtype, bool positions) {
 
 // GPU rotation against the reference. f32: the shader's own sin/cos and three roundings, within
 // 1e-6 of the largest value (docs/alibi_rope.md); f16: one more rounding to half, 2^-10.
-CheckResult check_rope(Context& ctx, const RopeParams& p, DType dtype, bool use_positions, bool in_place) {
-  std::mt19937 rng(5);
+// Positions, when used, are random in [0, max_position].
+CheckResult check_rope(Context& ctx, const RopeParams& p, DType dtype, bool use_positions, bool in_place, unsigned seed = 5,
+                       std::int32_t max_position = 100000) {
+  std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-3.0f, 3.0f);
   std::vector<float> x(p.elements());
   for (auto& v : x) v = u(rng);
@@ -27,7 +30,7 @@ CheckResult check_rope(Context& ctx, const RopeParams& p, DType dtype, bool use_
   std::vector<std::int32_t> positions;
   if (use_positions) {
     positions.resize(std::size_t{p.batch} * p.seq);
-    std::uniform_int_distribution<std::int32_t> pos(0, 100000);
+    std::uniform_int_distribution<std::int32_t> pos(0, max_position);
     for (auto& v : positions) v = pos(rng);
   }
   std::vector<float> want = x;
@@ -94,7 +97,38 @@ void register_checks(Registry& reg) {
   cfgs.push_back({p, DType::F16, false, false});
   for (const auto& c : cfgs)
     reg.checks.push_back({c.in_place ? "rope" : "rope-into", shape_of(c.p, c.dtype, c.positions),
-                          [c](Context& ctx) { return check_rope(ctx, c.p, c.dtype, c.positions, c.in_place); }});
+                          [c](Context& ctx) { return check_rope(ctx, c.p, c.dtype, c.positions, c.in_place); }, true});
+}
+
+// One random rotation: any even head_dim and rotary_dim, both layouts and pairings, every scaling,
+// positions from a buffer (up to 2^24) or an offset near +-2^24, in place or not, f32 or f16.
+CheckCase draw_case(FuzzRng& g) {
+  RopeParams p;
+  p.head_dim = 2 * g.size(1, 128);
+  p.rotary_dim = g.chance(0.5) ? 0 : 2 * g.size(1, p.head_dim / 2);
+  p.layout = g.chance(0.5) ? RopeLayout::BSHD : RopeLayout::BHSD;
+  p.style = g.chance(0.5) ? RopeStyle::NeoX : RopeStyle::GptJ;
+  const std::uint64_t rows = std::max<std::uint64_t>(1, g.max_elements() / p.head_dim);
+  p.seq = g.size(1, rows);
+  p.heads = g.size(1, std::min<std::uint64_t>(64, rows / p.seq));
+  p.batch = g.size(1, std::min<std::uint64_t>(8, rows / (std::uint64_t{p.seq} * p.heads)));
+  p.base = g.pick({10000.0, 500000.0, 1.5});
+  p.inverse = g.chance(0.2);
+  const bool positions = g.chance(0.4);
+  constexpr std::int64_t kMaxPosition = std::int64_t{1} << 24;
+  if (!positions) p.position_offset = g.offset(1 - kMaxPosition, kMaxPosition - p.seq);
+  const std::int32_t max_position = g.chance(0.5) ? 100000 : static_cast<std::int32_t>(kMaxPosition - 1);
+  auto& s = p.scaling;
+  s.type = static_cast<RopeScaling>(g.below(5));
+  if (s.type == RopeScaling::DynamicNtk && p.rot_dim() < 4) s.type = RopeScaling::Linear;
+  s.factor = g.real(1.0, 16.0);
+  s.original_max_position = g.size(1, 32768);
+  if (s.type == RopeScaling::DynamicNtk && positions) s.seq_len = g.size(1, 1u << 24);
+  const DType dtype = g.float_dtype();
+  const bool in_place = g.chance(0.5);
+  const unsigned seed = g.data_seed();
+  return {in_place ? "rope" : "rope-into", shape_of(p, dtype, positions) + (positions ? ",max=" + std::to_string(max_position) : ""),
+          [=](Context& ctx) { return check_rope(ctx, p, dtype, positions, in_place, seed, max_position); }};
 }
 
 void register_benches(Registry& reg) {
@@ -218,6 +252,7 @@ void register_rope(CLI::App& run, Registry& reg) {
   reg.runs.push_back({cmd, [c] { run_rope(*c); }});
   register_checks(reg);
   register_benches(reg);
+  reg.fuzz.push_back({"rope", draw_case});
 }
 
 }  // namespace relpos::tool

@@ -214,6 +214,7 @@ void register_shaw(CLI::App& run, Registry& reg) {
   register_runs(run, reg);
   register_shaw_checks(reg);
   register_shaw_benches(reg);
+  register_shaw_fuzz(reg);
 }
 
 }  // namespace relpos::tool

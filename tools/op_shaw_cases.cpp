@@ -1,7 +1,9 @@
-// `relpos check` and `relpos bench` cases of the Shaw family and the attention building blocks.
+// `relpos check`, `relpos bench` and `relpos fuzz` cases of the Shaw family and the attention building blocks.
 #include <cmath>
+#include <limits>
 #include <random>
 
+#include "fuzz.hpp"
 #include "registry.hpp"
 #include "shaw_cases.hpp"
 
@@ -139,7 +141,67 @@ ShawAttentionParams attention_of(const ShawParams& p, bool causal, DType dtype) 
   return a;
 }
 
+// Random Shaw parameters: any depth, k from 1 to beyond the sequence, offsets up to the limit of
+// the 32-bit relative positions; logits, P and the materialised embeddings within the budget.
+ShawParams draw_shaw(FuzzRng& g, std::uint32_t max_depth) {
+  ShawParams p;
+  const std::uint64_t budget = g.max_elements();
+  p.depth = g.size(1, max_depth);
+  p.keys = g.size(1, std::min<std::uint64_t>(kFuzzMaxKeys, budget));
+  p.queries = g.size(1, std::min<std::uint64_t>(2048, budget / p.keys));
+  p.heads = g.size(1, std::min<std::uint64_t>(16, budget / (std::uint64_t{p.queries} * p.keys)));
+  p.batch = g.size(1, std::min<std::uint64_t>(4, budget / (std::uint64_t{p.heads} * p.queries * p.keys)));
+  p.max_relative_position = g.size(1, std::min<std::uint64_t>(4096, budget / (std::uint64_t{p.batch} * p.heads * p.queries) / 2));
+  p.scale = g.pick({1.0f, 0.125f, 1.0f / std::sqrt(static_cast<float>(p.depth))});
+  return p;
+}
+
+CheckCase draw_shaw_case(FuzzRng& g) {
+  const std::uint64_t kind = g.below(6);  // logits f32, logits f16, logits add, t2t, values f32, values f16
+  ShawParams p = draw_shaw(g, 256);
+  if (kind == 3) {  // tensor2tensor materialises [Q, K, depth]
+    p.depth = std::min<std::uint32_t>(p.depth, static_cast<std::uint32_t>(std::max<std::uint64_t>(1, g.max_elements() / (std::uint64_t{p.queries} * p.keys))));
+  }
+  const std::int64_t reach = std::int64_t{p.queries} + p.keys + 2ll * p.max_relative_position;
+  // Offsets within +-2^30 (the attention checks every Shaw op shares), and reach + |offset| < 2^31.
+  const std::int64_t far = std::min<std::int64_t>(std::numeric_limits<std::int32_t>::max() / 2 - 1, (std::int64_t{1} << 31) - 1 - reach);
+  p.query_offset = g.offset(-far, far);
+  const std::string s = shape_of(p);
+  switch (kind) {
+    case 0: return {"shaw-logits", s + " f32", [p](Context& ctx) { return check_logits(ctx, p, DType::F32, false, false); }};
+    case 1: return {"shaw-logits", s + " f16", [p](Context& ctx) { return check_logits(ctx, p, DType::F16, false, false); }};
+    case 2: return {"shaw-logits-add", s + " f32", [p](Context& ctx) { return check_logits(ctx, p, DType::F32, false, true); }};
+    case 3: return {"shaw-logits-t2t", s, [p](Context& ctx) { return check_logits(ctx, p, DType::F32, true, false); }};
+    case 4: return {"shaw-values", s + " f32", [p](Context& ctx) { return check_values(ctx, p, DType::F32); }};
+    default: return {"shaw-values", s + " f16", [p](Context& ctx) { return check_values(ctx, p, DType::F16); }};
+  }
+}
+
+// The pipelines (logits, masked softmax, weights·v, with Shaw's two terms or without): causal or
+// not, key padding down to empty rows.
+CheckCase draw_attention_case(FuzzRng& g, bool shaw) {
+  ShawParams p = draw_shaw(g, 128);
+  constexpr std::int64_t kHalf = std::numeric_limits<std::int32_t>::max() / 2;
+  const std::int64_t reach = std::int64_t{p.queries} + p.keys + 2ll * p.max_relative_position;
+  p.query_offset = g.offset(reach - kHalf + 1, kHalf - 1 - reach);
+  ShawAttentionParams a = attention_of(p, g.chance(0.5), g.float_dtype());
+  if (g.chance(0.3))
+    for (std::uint32_t b = 0; b < p.batch; ++b) a.attention.key_lengths.push_back(static_cast<std::uint32_t>(g.offset(0, p.keys)));
+  std::string tag = shape_of(p) + (a.attention.causal ? " causal" : "");
+  if (!a.attention.key_lengths.empty()) {
+    tag += " lengths=";
+    for (std::size_t b = 0; b < a.attention.key_lengths.size(); ++b) tag += (b ? "," : "") + std::to_string(a.attention.key_lengths[b]);
+  }
+  tag += " " + std::string(dtype_name(a.attention.dtype));
+  return {shaw ? "shaw-attention" : "unfused-attention", tag, [a, shaw](Context& ctx) { return check_attention(ctx, a, shaw); }};
+}
+
 }  // namespace
+
+void register_shaw_fuzz(Registry& reg) {
+  reg.fuzz.push_back({"shaw", [](FuzzRng& g) { return g.chance(0.7) ? draw_shaw_case(g) : draw_attention_case(g, true); }});
+  reg.fuzz.push_back({"unfused-attention", [](FuzzRng& g) { return draw_attention_case(g, false); }});
+}
 
 void register_shaw_checks(Registry& reg) {
   const std::vector<Cfg> cfgs = {
@@ -150,27 +212,28 @@ void register_shaw_checks(Registry& reg) {
       {1, 2, 50, 70, 13, 200, -7},       // k beyond the sequence, odd depth, negative offset
   };
   for (const Cfg& c : cfgs) {
+    const bool quick = c.rel != 200;  // all but the last make pipelines the others do not
     const ShawParams p = make(c);
     const std::string s = shape_of(p);
-    reg.checks.push_back({"shaw-logits", s + " f32", [p](Context& ctx) { return check_logits(ctx, p, DType::F32, false, false); }});
-    reg.checks.push_back({"shaw-logits", s + " f16", [p](Context& ctx) { return check_logits(ctx, p, DType::F16, false, false); }});
-    reg.checks.push_back({"shaw-logits-add", s + " f32", [p](Context& ctx) { return check_logits(ctx, p, DType::F32, false, true); }});
-    reg.checks.push_back({"shaw-logits-t2t", s, [p](Context& ctx) { return check_logits(ctx, p, DType::F32, true, false); }});
-    reg.checks.push_back({"shaw-values", s + " f32", [p](Context& ctx) { return check_values(ctx, p, DType::F32); }});
-    reg.checks.push_back({"shaw-values", s + " f16", [p](Context& ctx) { return check_values(ctx, p, DType::F16); }});
+    reg.checks.push_back({"shaw-logits", s + " f32", [p](Context& ctx) { return check_logits(ctx, p, DType::F32, false, false); }, quick});
+    reg.checks.push_back({"shaw-logits", s + " f16", [p](Context& ctx) { return check_logits(ctx, p, DType::F16, false, false); }, quick});
+    reg.checks.push_back({"shaw-logits-add", s + " f32", [p](Context& ctx) { return check_logits(ctx, p, DType::F32, false, true); }, quick});
+    reg.checks.push_back({"shaw-logits-t2t", s, [p](Context& ctx) { return check_logits(ctx, p, DType::F32, true, false); }, quick});
+    reg.checks.push_back({"shaw-values", s + " f32", [p](Context& ctx) { return check_values(ctx, p, DType::F32); }, quick});
+    reg.checks.push_back({"shaw-values", s + " f16", [p](Context& ctx) { return check_values(ctx, p, DType::F16); }, quick});
     for (DType t : {DType::F32, DType::F16}) {
       const bool causal = c.q > 1;
       const auto a = attention_of(p, causal, t);
       const std::string tag = s + (causal ? " causal " : " ") + std::string(dtype_name(t));
-      reg.checks.push_back({"shaw-attention", tag, [a](Context& ctx) { return check_attention(ctx, a, true); }});
-      reg.checks.push_back({"unfused-attention", tag, [a](Context& ctx) { return check_attention(ctx, a, false); }});
+      reg.checks.push_back({"shaw-attention", tag, [a](Context& ctx) { return check_attention(ctx, a, true); }, quick});
+      reg.checks.push_back({"unfused-attention", tag, [a](Context& ctx) { return check_attention(ctx, a, false); }, quick});
     }
   }
   // Key padding and a fully masked batch.
   ShawAttentionParams a = attention_of(make({2, 2, 33, 40, 16, 8, 7}), true, DType::F32);
   a.attention.key_lengths = {0, 25};
-  reg.checks.push_back({"shaw-attention", shape_of(a.shaw()) + " causal lengths=0,25", [a](Context& ctx) { return check_attention(ctx, a, true); }});
-  reg.checks.push_back({"unfused-attention", shape_of(a.shaw()) + " causal lengths=0,25", [a](Context& ctx) { return check_attention(ctx, a, false); }});
+  reg.checks.push_back({"shaw-attention", shape_of(a.shaw()) + " causal lengths=0,25", [a](Context& ctx) { return check_attention(ctx, a, true); }, true});
+  reg.checks.push_back({"unfused-attention", shape_of(a.shaw()) + " causal lengths=0,25", [a](Context& ctx) { return check_attention(ctx, a, false); }, true});
 }
 
 void register_shaw_benches(Registry& reg) {

@@ -1,6 +1,8 @@
 // T5 in the tool: `run t5-buckets`, `run t5-bias`, their check cases and benchmarks.
+#include <limits>
 #include <random>
 
+#include "fuzz.hpp"
 #include "registry.hpp"
 
 namespace relpos::tool {
@@ -84,7 +86,9 @@ void register_checks(Registry& reg) {
       {64, 50, false, T5Log::HuggingFace, 97, 103, 3, 1, -5},          // CPU/CUDA disagreement
       {33, 1000, true, T5Log::HuggingFace, 61, 59, 5, 3, 2'000'000},   // odd buckets, far offset
   };
-  for (const auto& c : cfgs) {
+  for (std::size_t n = 0; n < cfgs.size(); ++n) {
+    const Cfg& c = cfgs[n];
+    const bool quick = n == 0 || n == 2 || n == 3 || n == 4;  // between them, every pipeline variant
     T5Params p;
     p.num_buckets = c.nb;
     p.max_distance = c.md;
@@ -95,14 +99,38 @@ void register_checks(Registry& reg) {
     p.heads = c.h;
     p.batch = c.b;
     p.query_offset = c.off;
-    reg.checks.push_back({"t5-buckets", shape_of(p), [p](Context& ctx) { return check_buckets(ctx, p); }});
-    reg.checks.push_back({"t5-bias", shape_of(p) + " f32", [p](Context& ctx) { return check_bias(ctx, p, DType::F32, false); }});
-    reg.checks.push_back({"t5-bias", shape_of(p) + " f16", [p](Context& ctx) { return check_bias(ctx, p, DType::F16, false); }});
+    reg.checks.push_back({"t5-buckets", shape_of(p), [p](Context& ctx) { return check_buckets(ctx, p); }, quick});
+    reg.checks.push_back({"t5-bias", shape_of(p) + " f32", [p](Context& ctx) { return check_bias(ctx, p, DType::F32, false); }, quick});
+    reg.checks.push_back({"t5-bias", shape_of(p) + " f16", [p](Context& ctx) { return check_bias(ctx, p, DType::F16, false); }, quick});
     reg.checks.push_back({"t5-bias-add", shape_of(p) + ",B=" + std::to_string(c.b) + " f32",
-                          [p](Context& ctx) { return check_bias(ctx, p, DType::F32, true); }});
+                          [p](Context& ctx) { return check_bias(ctx, p, DType::F32, true); }, quick});
     reg.checks.push_back({"t5-bias-add", shape_of(p) + ",B=" + std::to_string(c.b) + " f16",
-                          [p](Context& ctx) { return check_bias(ctx, p, DType::F16, true); }});
+                          [p](Context& ctx) { return check_bias(ctx, p, DType::F16, true); }, quick});
   }
+}
+
+// One random case of buckets, bias or add: any bucket count, distances, shapes up to long K and
+// offsets up to the edge of the 32-bit relative positions.
+CheckCase draw_case(FuzzRng& g) {
+  T5Params p;
+  p.bidirectional = g.chance(0.5);
+  p.log = g.chance(0.7) ? T5Log::HuggingFace : T5Log::FlaxEps;
+  p.num_buckets = g.size(p.bidirectional ? 4 : 2, 320);
+  p.max_distance = g.size(p.max_exact() + 1, 200000);
+  const std::uint64_t budget = g.max_elements();
+  p.keys = g.size(1, std::min<std::uint64_t>(kFuzzMaxKeys, budget));
+  p.queries = g.size(1, std::min<std::uint64_t>(4096, budget / p.keys));
+  p.heads = g.size(1, std::min<std::uint64_t>(64, budget / (std::uint64_t{p.queries} * p.keys)));
+  constexpr std::int64_t kMax = std::numeric_limits<std::int32_t>::max();
+  p.query_offset = g.offset(std::int64_t{p.keys} - kMax, kMax - p.queries);
+  p.scale = g.pick({1.0f, 0.125f, -3.0f});
+  const std::uint64_t kind = g.below(5);
+  const DType dtype = kind % 2 ? DType::F32 : DType::F16;
+  const bool add = kind >= 3;
+  if (add) p.batch = g.size(1, std::min<std::uint64_t>(4, budget / (std::uint64_t{p.heads} * p.queries * p.keys)));
+  if (kind == 0) return {"t5-buckets", shape_of(p), [p](Context& ctx) { return check_buckets(ctx, p); }};
+  return {add ? "t5-bias-add" : "t5-bias", shape_of(p) + (add ? ",B=" + std::to_string(p.batch) : "") + " " + std::string(dtype_name(dtype)),
+          [p, dtype, add](Context& ctx) { return check_bias(ctx, p, dtype, add); }};
 }
 
 void register_benches(Registry& reg) {
@@ -219,6 +247,7 @@ void register_t5(CLI::App& run, Registry& reg) {
   }
   register_checks(reg);
   register_benches(reg);
+  reg.fuzz.push_back({"t5", draw_case});
 }
 
 }  // namespace relpos::tool

@@ -1,6 +1,6 @@
 #pragma once
 // What each operation family contributes to the tool: `relpos run` subcommands, `relpos check`
-// cases and `relpos bench` cases. Each family has one tools/op_<family>.cpp with a register_*
+// cases, `relpos fuzz` draws and `relpos bench` cases. Each family has one tools/op_<family>.cpp with a register_*
 // function; main.cpp calls them all.
 #include <CLI/CLI.hpp>
 #include <relpos/relpos.hpp>
@@ -24,6 +24,30 @@ struct CheckCase {
   std::string op;
   std::string shape;
   std::function<CheckResult(Context&)> run;
+  // Part of `relpos check --quick`: small cases that between them create every pipeline variant
+  // the full check does, the fused attention's at head_dim 16 only (what CI runs under
+  // GPU-assisted validation, where lavapipe compiles each instrumented kernel slowly).
+  bool quick = false;
+};
+
+// One check case run: its result, or the exception it threw, and the validation messages the
+// context received meanwhile (any fails the case).
+struct CaseOutcome {
+  CheckResult result;
+  std::string error;
+  std::uint64_t validation_messages = 0;
+  bool ok() const { return error.empty() && validation_messages == 0 && result.error <= result.tolerance; }
+  std::string describe() const;  // "max_err=... (tol ...)" or "error: ...", and any messages
+};
+CaseOutcome run_check_case(Context& ctx, const std::function<CheckResult(Context&)>& run);
+
+class FuzzRng;
+
+// A `relpos fuzz` family: draws one random case of its ops (shapes, parameters, dtypes, edges
+// included), which compares the GPU with the CPU reference like a check case.
+struct FuzzFamily {
+  std::string name;  // what `relpos fuzz --op` selects
+  std::function<CheckCase(FuzzRng&)> draw;
 };
 
 // A prepared benchmark: buffers allocated and inputs uploaded.
@@ -58,6 +82,7 @@ struct Registry {
   std::vector<RunCommand> runs;
   std::vector<CheckCase> checks;
   std::vector<BenchCase> benches;
+  std::vector<FuzzFamily> fuzz;
 };
 
 // Options every run subcommand shares.
@@ -75,6 +100,10 @@ CLI::Option* add_output(CLI::App& cmd, RunOptions& o, const std::string& flag, s
 
 // The context the tool runs on (--device, --validation, RELPOS_DEVICE, RELPOS_VALIDATION).
 Context& tool_context();
+// Options of that context; `relpos fuzz` makes its own contexts from them.
+ContextOptions tool_context_options();
+// Destroys the tool's context (main does, before it returns).
+void release_tool_contexts();
 
 // A dimension of an input file as a 32-bit count (what every parameter struct holds), or
 // InvalidArgument naming it: a cast would silently wrap 2^32 + 1 to 1.

@@ -218,6 +218,12 @@ void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& bu
   const std::uint64_t rel_bytes = (2ull * p.max_relative_position + 1) * D * 4;
   require(mode != RELPOS_ATTN_SHAW || rel_bytes <= lim.max_storage_buffer_range, "rel_keys", std::to_string(rel_bytes) + " bytes",
           "must fit in maxStorageBufferRange = " + std::to_string(lim.max_storage_buffer_range));
+  // The T5 row of every head is written through one binding (detail::t5_distance_row).
+  const std::uint64_t t5_row = (Q + K - 1) * H;
+  require(p.bias != AttentionBias::T5 || t5_row * 4 <= lim.max_storage_buffer_range, "heads * (queries + keys - 1)",
+          std::to_string(t5_row), "the T5 bias row must fit one storage buffer binding of the device (" +
+              std::to_string(lim.max_storage_buffer_range / 4) + " values)");
+  if (p.bias == AttentionBias::T5) detail::require_t5_table_binding(lim, p.t5_row_params());
 
   const auto op = detail::begin_op(r);
   Buffer& dummy = detail::scratch(r, 16, MemoryUse::Device);  // bound where a mode reads nothing

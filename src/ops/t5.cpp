@@ -23,15 +23,23 @@ constexpr std::uint32_t kRowGroup = 64;
 // beside it. Any more heads take further dispatches.
 constexpr std::uint32_t kHeadsPerInvocation = RELPOS_MAX_LOOP_ITERATIONS / 2;
 
-void check_table_buffer(const T5Params& p, const Buffer& table) {
+void check_table_buffer(const Recorder& r, const T5Params& p, const Buffer& table) {
   const std::uint64_t need = std::uint64_t{p.num_buckets} * p.heads * 4;
   detail::require(table.size() == need, "table buffer", std::to_string(table.size()) + " bytes",
                   "must be float32 [num_buckets, heads] = " + std::to_string(need) + " bytes");
+  detail::require_t5_table_binding(r.context().limits(), p);
 }
 
 }  // namespace
 
 namespace detail {
+
+void require_t5_table_binding(const DeviceLimits& lim, const T5Params& p) {
+  const std::uint64_t entries = std::uint64_t{p.num_buckets} * p.heads;
+  require(entries * 4 <= lim.max_storage_buffer_range, "num_buckets * heads", std::to_string(entries),
+          "the T5 table must fit one storage buffer binding of the device (" + std::to_string(lim.max_storage_buffer_range / 4) +
+              " values)");
+}
 
 const Buffer& t5_distance_row(Recorder& r, const T5Params& p, const Buffer* table) {
   const T5WindowThresholds window = t5_window_thresholds(p);
@@ -79,7 +87,7 @@ void t5_buckets(Recorder& r, const T5Params& p, const Buffer& out) {
 
 void t5_bias(Recorder& r, const T5Params& p, const Buffer& table, const Buffer& out, DType out_dtype) {
   p.validate();
-  check_table_buffer(p, table);
+  check_table_buffer(r, p, table);
   detail::require(out_dtype != DType::I32, "out_dtype", "i32", "must be f32 or f16");
   const detail::ExpandShape shape{p.queries, p.keys, p.heads, std::uint64_t{p.heads} * p.queries};
   const auto mode = detail::expand_mode(out_dtype, false);
@@ -91,7 +99,7 @@ void t5_bias(Recorder& r, const T5Params& p, const Buffer& table, const Buffer& 
 
 void t5_bias_add(Recorder& r, const T5Params& p, const Buffer& table, const Buffer& logits, DType logits_dtype) {
   p.validate();
-  check_table_buffer(p, table);
+  check_table_buffer(r, p, table);
   const auto mode = detail::expand_mode(logits_dtype, true);
   const detail::ExpandShape shape{p.queries, p.keys, p.heads, std::uint64_t{p.batch} * p.heads * p.queries};
   detail::check_expand(r.context().limits(), shape, logits, mode);

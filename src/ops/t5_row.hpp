@@ -2,6 +2,7 @@
 // The T5 per-distance row, shared by the T5 bias ops and the fused attention (which reads the bias
 // of each tile from it instead of a [Q, K] tensor).
 #include "relpos/buffer.hpp"
+#include "relpos/context.hpp"
 #include "relpos/recorder.hpp"
 #include "relpos/t5.hpp"
 
@@ -11,5 +12,8 @@ namespace relpos::detail {
 // for every head ([heads, Q + K - 1], float32). Entry x holds relative position
 // x - (Q - 1) - query_offset. Returns the scratch buffer, ready to read after the barrier it ends with.
 const Buffer& t5_distance_row(Recorder& r, const T5Params& p, const Buffer* table);
+
+// The table is read through one binding: throws InvalidArgument when it is larger.
+void require_t5_table_binding(const DeviceLimits& lim, const T5Params& p);
 
 }  // namespace relpos::detail
