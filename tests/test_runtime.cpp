@@ -4,8 +4,10 @@
 
 #include <relpos/relpos.hpp>
 
+
 #include <chrono>
 #include <future>
+#include <stdexcept>
 
 #include "support/app_vulkan.hpp"
 #include "support/gpu_fixture.hpp"
@@ -170,19 +172,44 @@ TEST_F(Runtime, CeilingKernelsWriteTheirBytes) {
   }
 }
 
+// A buffer with its own memory, made the way an application makes one on relpos's device (through
+// the device's entry points), destroyed with its memory.
+struct AppBuffer {
+  VkDevice device;
+  VkBuffer buffer = VK_NULL_HANDLE;
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  template <class F>
+  F entry(const char* name) const { return reinterpret_cast<F>(vkGetDeviceProcAddr(device, name)); }
+  AppBuffer(VkDevice d, VkDeviceSize bytes, VkBufferUsageFlags usage) : device(d) {
+    VkBufferCreateInfo bi{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+    bi.size = bytes;
+    bi.usage = usage;
+    if (entry<PFN_vkCreateBuffer>("vkCreateBuffer")(device, &bi, nullptr, &buffer) != VK_SUCCESS) throw std::runtime_error("vkCreateBuffer");
+    VkMemoryRequirements req{};
+    entry<PFN_vkGetBufferMemoryRequirements>("vkGetBufferMemoryRequirements")(device, buffer, &req);
+    VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+    ai.allocationSize = req.size;
+    while (!(req.memoryTypeBits & (1u << ai.memoryTypeIndex))) ++ai.memoryTypeIndex;
+    if (entry<PFN_vkAllocateMemory>("vkAllocateMemory")(device, &ai, nullptr, &memory) != VK_SUCCESS ||
+        entry<PFN_vkBindBufferMemory>("vkBindBufferMemory")(device, buffer, memory, 0) != VK_SUCCESS) {
+      this->~AppBuffer();
+      throw std::runtime_error("vkAllocateMemory / vkBindBufferMemory");
+    }
+  }
+  AppBuffer(const AppBuffer&) = delete;
+  AppBuffer& operator=(const AppBuffer&) = delete;
+  ~AppBuffer() {
+    entry<PFN_vkDestroyBuffer>("vkDestroyBuffer")(device, buffer, nullptr);
+    if (memory) entry<PFN_vkFreeMemory>("vkFreeMemory")(device, memory, nullptr);
+  }
+};
+
 // An application's buffer without TRANSFER_DST usage (or with its usage unknown) is written by the
 // shader even where copies are asked for, since a copy into it would be invalid; with the usage
 // given, by transfer copies. Validation would report the invalid copy.
 TEST_F(Runtime, ExternalBuffersTakeCopiesOnlyWithTransferDstUsage) {
   Context& ctx = gpu_expansion(DistanceExpansion::Copies);
   const VkDevice device = ctx.vk_device();
-  auto get = [&](const char* name) { return vkGetDeviceProcAddr(device, name); };
-  auto create = reinterpret_cast<PFN_vkCreateBuffer>(get("vkCreateBuffer"));
-  auto destroy = reinterpret_cast<PFN_vkDestroyBuffer>(get("vkDestroyBuffer"));
-  auto requirements = reinterpret_cast<PFN_vkGetBufferMemoryRequirements>(get("vkGetBufferMemoryRequirements"));
-  auto allocate = reinterpret_cast<PFN_vkAllocateMemory>(get("vkAllocateMemory"));
-  auto free_memory = reinterpret_cast<PFN_vkFreeMemory>(get("vkFreeMemory"));
-  auto bind = reinterpret_cast<PFN_vkBindBufferMemory>(get("vkBindBufferMemory"));
   AlibiParams p;
   p.heads = 2;
   p.queries = 5;
@@ -195,21 +222,9 @@ TEST_F(Runtime, ExternalBuffersTakeCopiesOnlyWithTransferDstUsage) {
   };
   for (const Case c : {Case{kNoDst, 0, 3}, Case{kNoDst, kNoDst, 3}, Case{kNoDst | VK_BUFFER_USAGE_TRANSFER_DST_BIT, 0, 3},
                        Case{kNoDst | VK_BUFFER_USAGE_TRANSFER_DST_BIT, kNoDst | VK_BUFFER_USAGE_TRANSFER_DST_BIT, 1}}) {
-    VkBufferCreateInfo bi{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
-    bi.size = bytes;
-    bi.usage = c.created;
-    VkBuffer buf = VK_NULL_HANDLE;
-    ASSERT_EQ(create(device, &bi, nullptr, &buf), VK_SUCCESS);
-    VkMemoryRequirements req{};
-    requirements(device, buf, &req);
-    VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
-    ai.allocationSize = req.size;
-    while (!(req.memoryTypeBits & (1u << ai.memoryTypeIndex))) ++ai.memoryTypeIndex;
-    VkDeviceMemory mem = VK_NULL_HANDLE;
-    ASSERT_EQ(allocate(device, &ai, nullptr, &mem), VK_SUCCESS);
-    ASSERT_EQ(bind(device, buf, mem, 0), VK_SUCCESS);
+    const AppBuffer app(device, bytes, c.created);
     {
-      Buffer out = Buffer::external(ctx, buf, bytes, c.told);
+      Buffer out = Buffer::external(ctx, app.buffer, bytes, c.told);
       EXPECT_EQ(out.transfer_writable(), c.dispatches == 1);
       Recorder r(ctx);
       alibi_bias(r, p, out);
@@ -217,8 +232,6 @@ TEST_F(Runtime, ExternalBuffersTakeCopiesOnlyWithTransferDstUsage) {
       r.submit_and_wait();
       EXPECT_EQ(out.download<float>(bytes / 4), alibi_bias_reference(p));
     }
-    destroy(device, buf, nullptr);
-    free_memory(device, mem, nullptr);
   }
 }
 
@@ -351,13 +364,6 @@ TEST(AdoptedDevice, RefusesAnInstanceBelowVulkan11AndAnUnstatedVersion) {
 TEST_F(Runtime, ExternalBuffersEndOnAWordSoOddF16TensorsAreExact) {
   Context& ctx = gpu();
   const VkDevice device = ctx.vk_device();
-  auto get = [&](const char* name) { return vkGetDeviceProcAddr(device, name); };
-  auto create = reinterpret_cast<PFN_vkCreateBuffer>(get("vkCreateBuffer"));
-  auto destroy = reinterpret_cast<PFN_vkDestroyBuffer>(get("vkDestroyBuffer"));
-  auto requirements = reinterpret_cast<PFN_vkGetBufferMemoryRequirements>(get("vkGetBufferMemoryRequirements"));
-  auto allocate = reinterpret_cast<PFN_vkAllocateMemory>(get("vkAllocateMemory"));
-  auto free_memory = reinterpret_cast<PFN_vkFreeMemory>(get("vkFreeMemory"));
-  auto bind = reinterpret_cast<PFN_vkBindBufferMemory>(get("vkBindBufferMemory"));
   T5Params p;  // 1 head x 3 queries x 5 keys = 15 f16 values = 30 bytes
   p.queries = 3;
   p.keys = 5;
@@ -368,28 +374,18 @@ TEST_F(Runtime, ExternalBuffersEndOnAWordSoOddF16TensorsAreExact) {
   ASSERT_EQ(want.size(), 15u);
   for (VkDeviceSize bytes : {VkDeviceSize{30}, VkDeviceSize{32}}) {
     SCOPED_TRACE(bytes);
-    VkBufferCreateInfo bi{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
-    bi.size = bytes;
-    bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
-    VkBuffer buf = VK_NULL_HANDLE;
-    ASSERT_EQ(create(device, &bi, nullptr, &buf), VK_SUCCESS);
-    VkMemoryRequirements req{};
-    requirements(device, buf, &req);
-    VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
-    ai.allocationSize = req.size;
-    while (!(req.memoryTypeBits & (1u << ai.memoryTypeIndex))) ++ai.memoryTypeIndex;
-    VkDeviceMemory mem = VK_NULL_HANDLE;
-    ASSERT_EQ(allocate(device, &ai, nullptr, &mem), VK_SUCCESS);
-    ASSERT_EQ(bind(device, buf, mem, 0), VK_SUCCESS);
+    const VkBufferUsageFlags usage =
+        VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    const AppBuffer app(device, bytes, usage);
     if (bytes % 4 != 0) {
       try {
-        Buffer::external(ctx, buf, bytes, bi.usage);
+        Buffer::external(ctx, app.buffer, bytes, usage);
         ADD_FAILURE() << "an external buffer of " << bytes << " bytes was accepted";
       } catch (const InvalidArgument& e) {
         EXPECT_NE(std::string(e.what()).find("bytes = 30: must be a multiple of 4"), std::string::npos) << e.what();
       }
     } else {
-      Buffer out = Buffer::external(ctx, buf, bytes, bi.usage);
+      Buffer out = Buffer::external(ctx, app.buffer, bytes, usage);
       const std::vector<std::uint16_t> ones(16, float_to_half(1.0f));
       out.upload(std::span<const std::uint16_t>(ones));
       run(ctx, [&](Recorder& r) { t5_bias(r, p, t, out, DType::F16); });
@@ -404,8 +400,6 @@ TEST_F(Runtime, ExternalBuffersEndOnAWordSoOddF16TensorsAreExact) {
       want_sum.push_back(ones.back());
       EXPECT_EQ(out.download<std::uint16_t>(16), want_sum);
     }
-    destroy(device, buf, nullptr);
-    free_memory(device, mem, nullptr);
   }
 }
 
