@@ -375,3 +375,19 @@ TEST_F(AttentionGpu, UnfusedPipelineRejectsWhatItCannotDoBeforeRecording) {
   relpos::test::expect_invalid([&] { attention_unfused(r, p, {&q, &kv4, &kv4, &out}, logits); }, "bias");
   EXPECT_EQ(r.dispatch_count(), 0u);
 }
+
+// A (batch, head) slab that no binding of the device can hold is refused before anything is
+// recorded (not after the T5 row was already written).
+TEST_F(AttentionGpu, SlabLargerThanABindingIsRefusedBeforeRecording) {
+  Context& ctx = gpu_small_limits();  // 4 KiB bindings: one slab of q is 8 KiB
+  const AttentionParams p{.heads = 1, .kv_heads = 1, .queries = 64, .keys = 1, .head_dim = 32, .bias = AttentionBias::T5};
+  Buffer q(ctx, 64 * 32 * 4), k(ctx, 32 * 4), v(ctx, 32 * 4), out(ctx, 64 * 32 * 4), table(ctx, p.bias_elements() * 4);
+  Recorder r(ctx);
+  try {
+    attention(r, p, {&q, &k, &v, &out, nullptr, &table});
+    ADD_FAILURE() << "a q slab of 8 KiB was accepted with 4 KiB bindings";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("q buffer"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(r.dispatch_count(), 0u);
+}

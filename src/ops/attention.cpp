@@ -5,6 +5,7 @@
 #include <array>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "ops/t5_row.hpp"
 #include "reference/checks.hpp"
@@ -225,13 +226,12 @@ void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& bu
               std::to_string(lim.max_storage_buffer_range / 4) + " values)");
   if (p.bias == AttentionBias::T5) detail::require_t5_table_binding(lim, p.t5_row_params());
 
-  const auto op = detail::begin_op(r);
-  Buffer& dummy = detail::scratch(r, 16, MemoryUse::Device);  // bound where a mode reads nothing
+  // The buffers a dispatch binds. Until the scratch buffers exist (after every check), the caller's
+  // stand in: planning the bindings only needs their sizes and offsets.
+  const Buffer* dummy = bufs.q;  // bound where a mode reads nothing
   const Buffer* bias = bufs.bias;
-  if (p.bias == AttentionBias::T5) bias = &detail::t5_distance_row(r, p.t5_row_params(), bufs.bias);
-  const Buffer& out = S > 1 ? detail::scratch(r, rows * S * D * 4, MemoryUse::Device) : *bufs.out;
-  const Buffer& lse = S > 1 ? detail::scratch(r, rows * S * 4, MemoryUse::Device)
-                            : bufs.lse ? *bufs.lse : detail::scratch(r, rows * 4, MemoryUse::Device);
+  const Buffer* out = bufs.out;
+  const Buffer* lse = bufs.q;
 
   auto kv_slab = [&](std::uint64_t bh) { return (bh / H) * p.kv_heads + (bh % H) / group; };
   // Floats of the bias a chunk of (batch, head) slabs reads: per head for distance and dense biases.
@@ -243,13 +243,13 @@ void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& bu
   };
   auto bounds = [&](std::uint64_t bh0, std::uint64_t bh1) {
     const auto [b0, b1] = bias_range(bh0, bh1);
-    const Buffer& bias_buf = bias ? *bias : dummy;
+    const Buffer& bias_buf = bias ? *bias : *dummy;
     return std::array<Bound, 5>{
         bind(lim, *bufs.q, bh0 * Q * D * es, bh1 * Q * D * es, word),
         bind(lim, *bufs.k, kv_slab(bh0) * K * D * es, (kv_slab(bh1 - 1) + 1) * K * D * es, word),
-        bind(lim, out, bh0 * Q * S * D * out_word / 4, bh1 * Q * S * D * out_word / 4, out_word),
-        bind(lim, lse, bh0 * Q * S * 4, bh1 * Q * S * 4, 4),
-        bias ? bind(lim, bias_buf, b0 * 4, b1 * 4, 4) : Bound{{&dummy, 0, 16}, 0, true}};
+        bind(lim, *out, bh0 * Q * S * D * out_word / 4, bh1 * Q * S * D * out_word / 4, out_word),
+        bind(lim, *lse, bh0 * Q * S * 4, bh1 * Q * S * 4, 4),
+        bias ? bind(lim, bias_buf, b0 * 4, b1 * 4, 4) : Bound{{dummy, 0, 16}, 0, true}};
   };
   static const char* names[] = {"q", "k and v", "out", "lse", "bias"};
   auto misfit = [&](std::uint64_t bh0, std::uint64_t bh1) -> std::string {
@@ -258,6 +258,17 @@ void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& bu
       if (!b[k].fits) return names[k];
     return "";
   };
+
+  // Chunks of (batch, head) slabs whose bindings fit, planned before anything is recorded.
+  const std::uint64_t bh_total = std::uint64_t{p.batch} * p.heads;
+  std::vector<std::uint64_t> cuts{0};
+  while (cuts.back() < bh_total) cuts.push_back(largest_chunk(lim, cuts.back(), bh_total, "one (batch, head) slab", misfit));
+
+  const auto op = detail::begin_op(r);
+  dummy = &detail::scratch(r, 16, MemoryUse::Device);
+  if (p.bias == AttentionBias::T5) bias = &detail::t5_distance_row(r, p.t5_row_params(), bufs.bias);
+  if (S > 1) out = &detail::scratch(r, rows * S * D * 4, MemoryUse::Device);
+  lse = S > 1 ? &detail::scratch(r, rows * S * 4, MemoryUse::Device) : bufs.lse ? bufs.lse : &detail::scratch(r, rows * 4, MemoryUse::Device);
 
   push::AttentionPush pc{};
   pc.groups_per_bh = groups_per_bh;
@@ -282,12 +293,11 @@ void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& bu
                                            tiles.share_loads && !lane_splits && lanes % tiles.key_block == 0 ? 1u : 0u, mode};
   // Only the variant that shares loads declares the subgroup-shuffle capability.
   const char* shader = spec[6] ? "attention_fused_shuffle" : "attention_fused";
-  const detail::BufferSpan rel_keys = mode == RELPOS_ATTN_SHAW ? detail::BufferSpan{bufs.rel_keys} : detail::BufferSpan{&dummy};
-  const detail::BufferSpan rel_values = mode == RELPOS_ATTN_SHAW ? detail::BufferSpan{bufs.rel_values} : detail::BufferSpan{&dummy};
-  const detail::BufferSpan lengths = bufs.key_lengths ? detail::BufferSpan{bufs.key_lengths} : detail::BufferSpan{&dummy};
-  const std::uint64_t bh_total = std::uint64_t{p.batch} * p.heads;
-  for (std::uint64_t bh0 = 0; bh0 < bh_total;) {
-    const std::uint64_t bh1 = largest_chunk(lim, bh0, bh_total, "one (batch, head) slab", misfit);
+  const detail::BufferSpan rel_keys = mode == RELPOS_ATTN_SHAW ? detail::BufferSpan{bufs.rel_keys} : detail::BufferSpan{dummy};
+  const detail::BufferSpan rel_values = mode == RELPOS_ATTN_SHAW ? detail::BufferSpan{bufs.rel_values} : detail::BufferSpan{dummy};
+  const detail::BufferSpan lengths = bufs.key_lengths ? detail::BufferSpan{bufs.key_lengths} : detail::BufferSpan{dummy};
+  for (std::size_t c = 0; c + 1 < cuts.size(); ++c) {
+    const std::uint64_t bh0 = cuts[c], bh1 = cuts[c + 1];
     const auto b = bounds(bh0, bh1);
     pc.bh_first = static_cast<std::uint32_t>(bh0);
     pc.q_shift = b[0].shift;
@@ -304,13 +314,12 @@ void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& bu
                         rel_keys, lengths},
                        pc, groups);
     });
-    bh0 = bh1;
   }
   if (S > 1) {
     detail::barrier(r);
     const Buffer& lse_out = bufs.lse ? *bufs.lse : detail::scratch(r, rows * 4, MemoryUse::Device);
     const std::uint32_t D4 = p.head_dim / 4;
-    record_merge(r, {&out, &lse, S, D4, S * D4, 1, S, DType::F32}, rows, p.head_dim, *bufs.out, p.dtype, lse_out);
+    record_merge(r, {out, lse, S, D4, S * D4, 1, S, DType::F32}, rows, p.head_dim, *bufs.out, p.dtype, lse_out);
   }
 }
 
