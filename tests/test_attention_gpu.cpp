@@ -391,3 +391,16 @@ TEST_F(AttentionGpu, SlabLargerThanABindingIsRefusedBeforeRecording) {
   }
   EXPECT_EQ(r.dispatch_count(), 0u);
 }
+
+// ALiBi for a query far from its keys: slope·|rp| near 2^31 would swallow q·k in a float32 score,
+// so the kernel scores relative to the split's nearest key and moves that part into the lse.
+TEST_F(AttentionGpu, AlibiFarFromTheKeysKeepsQK) {
+  std::mt19937 rng(31);
+  for (std::int64_t offset : {std::int64_t{1} << 30, -(std::int64_t{1} << 30)}) {
+    AttentionParams p{.heads = 2, .kv_heads = 1, .queries = 3, .keys = 300, .head_dim = 8, .bias = AttentionBias::Alibi};
+    p.query_offset = offset;
+    Inputs in = random_inputs(rng, p);
+    in.bias = {1.0f, 0.5f};
+    expect_matches(gpu(), p, in);
+  }
+}

@@ -370,7 +370,10 @@ CheckCase draw_case(FuzzRng& g) {
   constexpr std::int64_t kMax = std::numeric_limits<std::int32_t>::max();
   p.query_offset = g.offset(std::int64_t{p.keys} - kMax, kMax - p.queries);
   if (g.chance(0.3)) p.scale = g.pick({1.0f, 0.01f});
-  if (g.chance(0.3)) p.key_splits = g.size(1, p.keys);
+  if (g.chance(0.3)) {  // forced splits, within what validate() allows: at most 8192 keys per split
+    const std::uint32_t fewest = (p.keys + AttentionParams::kMaxKeysPerSplit - 1) / AttentionParams::kMaxKeysPerSplit;
+    p.key_splits = g.size(fewest, std::min(p.keys, AttentionMergeParams::kMaxParts));
+  }
   p.max_relative_position = g.size(1, 2000);
   p.t5.bidirectional = g.chance(0.5);
   p.t5.num_buckets = g.size(p.t5.bidirectional ? 4 : 2, 128);

@@ -88,11 +88,20 @@ void main() {
   uint lane_end[ROWS], bias_base[ROWS], q_word[ROWS];
   uint share_base[ROWS];  // SHARE_BIAS: bias_base of the subgroup's first lane, unclamped (wraps past Q)
   int rp_base[ROWS];  // rp = j + rp_base
+  // ALiBi: the smallest |rp| of the row's keys in this split. Scores carry the bias relative to that
+  // key's, and the lse gets its bias back, so a far query (slope·|rp| near 2^31) keeps q·k in float32.
+  int near[ROWS];
+  float near_bias[ROWS];  // slope * float(near)
   [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
     const uint i = lane_splits ? 0u : min(i_first + r * WG + lane, pc.queries - 1u);
     const int i_abs = int(i) + pc.query_offset;
     lane_end[r] = pc.causal != 0u ? min(j_end, M + uint(max(i_abs + 1, 0))) : j_end;
     rp_base[r] = -int(M) - i_abs;
+    {  // 0 where the split holds memory keys (no bias) or no keys
+      const int rp_lo = int(j_begin) + rp_base[r], rp_hi = int(lane_end[r]) - 1 + rp_base[r];
+      near[r] = j_begin < M || lane_end[r] <= j_begin ? 0 : rp_lo > 0 ? rp_lo : rp_hi < 0 ? -rp_hi : 0;
+      near_bias[r] = slope * float(near[r]);
+    }
     // Bias index of key j >= M is bias_base + j (wraps harmlessly in between).
     bias_base[r] = mode == RELPOS_ATTN_ROW     ? h * (pc.queries + pc.keys - 1u) + (pc.queries - 1u - i) - M - pc.bias_shift
                    : mode == RELPOS_ATTN_DENSE ? (h * pc.queries + i) * pc.keys - pc.bias_shift
@@ -160,7 +169,8 @@ void main() {
           } else if (mode == RELPOS_ATTN_ROW || mode == RELPOS_ATTN_DENSE) {
             x += bias[bias_base[r] + jb];
           } else if (mode == RELPOS_ATTN_ALIBI) {
-            x -= slope * float(abs(rp));
+            precise const float b = slope * float(abs(rp));  // the float32 bias, as the reference defines it
+            x -= b - near_bias[r];                            // near b: exact (Sterbenz)
           } else {
             const uint idx = uint(clamp(rp, -kk, kk) + kk);
             if (idx == 0u) x += p_lo[r];
@@ -220,6 +230,7 @@ void main() {
       if (OUT_HALF != 0u) o16[out_word + d] = uvec2(packHalf2x16(x.xy), packHalf2x16(x.zw));
       else o32[out_word + d] = x;
     }
-    lse[out_row - pc.lse_shift] = l[r] > 0.0 ? m[r] + log(l[r]) : NEG_INF;
+    const float shift = mode == RELPOS_ATTN_ALIBI ? near_bias[r] : 0.0;
+    lse[out_row - pc.lse_shift] = l[r] > 0.0 ? (m[r] + log(l[r])) - shift : NEG_INF;
   }
 }
