@@ -1,15 +1,12 @@
 #version 450
-// The T5 bucket of every relative position of a [Q, K] window (one per distance, Q + K - 1 of
-// them), written as int buckets or as scale * table[bucket, h] per head. The bucket is exact
-// integer arithmetic against thresholds the host computed with the CPU reference.
+// The T5 bias on the per-distance bias skeleton: the bucket of each relative position (once per
+// rp), written as int buckets or as scale * table[bucket, h] per head. The bucket is exact integer
+// arithmetic against thresholds the host computed with the CPU reference.
 #extension GL_GOOGLE_include_directive : require
 #include "relpos_push/t5.h"
 
-layout(local_size_x_id = 0) in;
-
 layout(std430, binding = 0) readonly buffer Table { float table[]; };        // [num_buckets, heads]
-layout(std430, binding = 1) readonly buffer Thresholds { uint thresholds[]; };
-layout(std430, binding = 2) writeonly buffer Rows { uint row[]; };           // [heads or 1, row_len]
+layout(std430, binding = 2) readonly buffer Thresholds { uint thresholds[]; };
 
 uint bucket_of(int rp) {
   uint ret = 0u;
@@ -31,16 +28,15 @@ uint bucket_of(int rp) {
   return ret + pc.max_exact + pc.threshold_base + lo;
 }
 
-void main() {
-  uint r = pc.first + gl_GlobalInvocationID.x;
-  if (r >= pc.row_len) return;
-  uint b = bucket_of(pc.rp_first + int(r));
-  if (pc.write_buckets != 0u) {
-    row[r] = b;
-    return;
-  }
-  // Bounded: the host gives each dispatch at most kHeadsPerInvocation heads (src/ops/t5.cpp).
-  uint heads = pc.heads, row_len = pc.row_len, h_end = pc.first_head + pc.head_count;
-  float scale = pc.scale;
-  for (uint h = pc.first_head; h < h_end; ++h) row[h * row_len + r] = floatBitsToUint(scale * table[b * heads + h]);
+uint bucket;
+
+#define RELPOS_ROW_PREPARE
+void row_prepare(int rp) { bucket = bucket_of(rp); }
+
+#define RELPOS_ROW_BITS
+uint row_bits(uint h, int rp) {
+  if (pc.write_buckets != 0u) return bucket;
+  return floatBitsToUint(pc.scale * table[bucket * pc.heads + h]);
 }
+
+#include "relpos/distance_row.glsl"

@@ -492,3 +492,63 @@ TEST(Cli, NonFiniteSlopesAreRefused) {
   EXPECT_NE(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("slopes = inf: must be finite"), std::string::npos) << r.output;
 }
+
+// The contract: `run kerple-bias ... --variant log|power --r1 --r2 [--causal]
+// [--query-offset] [--dtype] --out` ([H, Q, K], -inf masked) and `run attention --bias kerple`.
+TEST(Cli, KerpleBiasAndKerpleAttention) {
+  const std::vector<float> r1 = {0.5f, 2.0f, 0.125f}, r2 = {1.5f, 0.25f, 2.0f};
+  write_f32("r1.npy", r1, {3});
+  write_f32("r2.npy", r2, {3});
+  for (const std::string variant : {"log", "power"}) {
+    KerpleParams p;
+    p.heads = 3;
+    p.queries = 4;
+    p.keys = 7;
+    p.causal = true;
+    p.query_offset = 3;
+    p.r1 = r1;
+    p.r2 = r2;
+    p.variant = variant == "power" ? KerpleVariant::Power : KerpleVariant::Log;
+    const std::vector<float> want = kerple_bias_reference(p);
+    const std::string args = "run kerple-bias --heads 3 --queries 4 --keys 7 --causal --query-offset 3 --variant " + variant +
+                             " --r1 " + temp("r1.npy") + " --r2 " + temp("r2.npy") + " --out " + temp("kerple.npy");
+    auto r = tool(args + " --reference");
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_EQ(read_npy(temp("kerple.npy")).to_f32("kerple"), want);
+    r = tool(args);
+    ASSERT_EQ(r.status, 0) << r.output;
+    const NpyArray a = read_npy(temp("kerple.npy"));
+    EXPECT_EQ(a.shape, (std::vector<std::uint64_t>{3, 4, 7}));
+    EXPECT_LE(normalised_error(a.to_f32("kerple"), want), 1e-5) << variant;  // float32 log and pow (docs/kerple.md)
+    r = tool(args + " --dtype f16");
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_EQ(read_npy(temp("kerple.npy")).descr, "<f2");
+
+    // Fused: the same parameters as AttentionBias::Kerple.
+    AttentionParams ap{.heads = 3, .kv_heads = 3, .queries = 4, .keys = 7, .head_dim = 8, .query_offset = 3, .causal = true,
+                       .bias = AttentionBias::Kerple};
+    ap.kerple_variant = p.variant;
+    std::vector<float> q(3 * 4 * 8), kv(3 * 7 * 8), params = r1;
+    params.insert(params.end(), r2.begin(), r2.end());
+    for (std::size_t e = 0; e < q.size(); ++e) q[e] = std::sin(0.37f * e);
+    for (std::size_t e = 0; e < kv.size(); ++e) kv[e] = std::cos(0.11f * e);
+    write_f32("kq.npy", q, {1, 3, 4, 8});
+    write_f32("kkv.npy", kv, {1, 3, 7, 8});
+    const auto att = attention_reference(ap, {q, kv, kv, params, {}, {}, {}});
+    r = tool("run attention --q " + temp("kq.npy") + " --k " + temp("kkv.npy") + " --v " + temp("kkv.npy") + " --bias kerple --variant " +
+             variant + " --r1 " + temp("r1.npy") + " --r2 " + temp("r2.npy") + " --causal --query-offset 3 --out " + temp("katt.npy"));
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_LE(normalised_error(read_npy(temp("katt.npy")).to_f32("out"), att.out), 1e-4) << variant;
+  }
+  // Out of the power kernel's domain, a missing file, a count that is not the heads'.
+  write_f32("r2big.npy", {0.5f, 2.5f, 1.0f}, {3});
+  const std::string base = "run kerple-bias --heads 3 --queries 2 --keys 2 --r1 " + temp("r1.npy");
+  for (auto [args, message] : {std::pair<std::string, std::string>{base + " --variant power --r2 " + temp("r2big.npy"), "r2"},
+                               {base, "--r2 is required"},
+                               {"run kerple-bias --heads 2 --queries 2 --keys 2 --r1 " + temp("r1.npy") + " --r2 " + temp("r2.npy"), "r1"},
+                               {base + " --variant cubic --r2 " + temp("r2.npy"), "--variant"}}) {
+    auto r = tool(args + " --out " + temp("x.npy"));
+    EXPECT_NE(r.status, 0) << args;
+    EXPECT_NE(r.output.find(message), std::string::npos) << r.output;
+  }
+}

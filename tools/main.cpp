@@ -115,6 +115,7 @@ int main(int argc, char** argv) {
   run->require_subcommand(1);
   register_t5(*run, reg);
   register_alibi(*run, reg);
+  register_kerple(*run, reg);
   register_rope(*run, reg);
   register_fourier(*run, reg);
   register_attention(*run, reg);

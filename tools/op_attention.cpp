@@ -8,6 +8,7 @@
 #include <random>
 
 #include "fuzz.hpp"
+#include "kerple_flags.hpp"
 #include "registry.hpp"
 
 namespace relpos::tool {
@@ -15,7 +16,8 @@ namespace {
 
 const std::map<std::string, AttentionBias> kBiasNames = {{"none", AttentionBias::None},   {"t5", AttentionBias::T5},
                                                          {"distance", AttentionBias::Distance}, {"alibi", AttentionBias::Alibi},
-                                                         {"shaw", AttentionBias::Shaw},   {"dense", AttentionBias::Dense}};
+                                                         {"shaw", AttentionBias::Shaw},   {"dense", AttentionBias::Dense},
+                                                         {"kerple", AttentionBias::Kerple}};
 
 std::string bias_name(AttentionBias b) {
   for (const auto& [name, v] : kBiasNames)
@@ -79,6 +81,7 @@ struct RunArgs {
   std::optional<float> scale;
   bool causal = false, causal_buckets = false, flax = false, no_interleave = false;
   double max_bias = 8.0;
+  KerpleFlags kerple;
   AttentionParams p;
   RunOptions o;
 };
@@ -89,7 +92,7 @@ void add_attention_run(CLI::App& run, Registry& reg) {
   cmd->add_option("--q", a->q, "queries [B, H, Q, D] .npy")->required();
   cmd->add_option("--k", a->k, "keys [B, Hkv, K, D] .npy (H a multiple of Hkv)")->required();
   cmd->add_option("--v", a->v, "values [B, Hkv, K, D] .npy")->required();
-  cmd->add_option("--bias", a->bias, "position bias")->check(CLI::IsMember({"none", "t5", "distance", "alibi", "shaw", "dense"}));
+  cmd->add_option("--bias", a->bias, "position bias")->check(CLI::IsMember({"none", "t5", "distance", "alibi", "shaw", "dense", "kerple"}));
   cmd->add_option("--table", a->table, "t5: float [num_buckets, H] .npy");
   add_number(*cmd, "--max-distance", a->p.t5.max_distance, "t5: distance from which all keys share the last bucket");
   add_number(*cmd, "--num-buckets", a->p.t5.num_buckets, "t5: number of buckets (default: rows of the table)");
@@ -100,6 +103,7 @@ void add_attention_run(CLI::App& run, Registry& reg) {
   cmd->add_option("--slopes", a->slopes, "alibi: float [H] .npy; bias -slope * |rp| (default: alibi_slopes of H)");
   add_number(*cmd, "--max-bias", a->max_bias, "alibi without --slopes: slopes 2^(-max_bias * h / H) (default 8)");
   cmd->add_flag("--no-interleave", a->no_interleave, "alibi without --slopes: meliad's rule for H not a power of two");
+  add_kerple_flags(*cmd, a->kerple, "kerple: ");
   cmd->add_option("--rel-keys", a->rel_keys, "shaw: float [2k + 1, D] .npy");
   cmd->add_option("--rel-values", a->rel_values, "shaw: float [2k + 1, D] .npy");
   add_number(*cmd, "--max-relative-position", a->p.max_relative_position, "shaw: k");
@@ -158,6 +162,15 @@ void add_attention_run(CLI::App& run, Registry& reg) {
                             }
                             break;
                           case AttentionBias::Dense: d.bias = read_floats("--bias-tensor", a->bias_tensor, 3, s); break;
+                          case AttentionBias::Kerple: {
+                            KerpleParams kp;
+                            kp.heads = p.heads;
+                            apply_kerple_flags(a->kerple, kp);
+                            p.kerple_variant = kp.variant;
+                            d.bias = kp.r1;
+                            d.bias.insert(d.bias.end(), kp.r2.begin(), kp.r2.end());
+                            break;
+                          }
                           case AttentionBias::Shaw:
                             d.rel_keys = read_floats("--rel-keys", a->rel_keys, 2, s);
                             d.rel_values = read_floats("--rel-values", a->rel_values, 2, s);
@@ -253,7 +266,10 @@ AttentionData random_data(const AttentionParams& p, unsigned seed) {
   d.q = fill(p.rows() * D, -2.0f, 2.0f);
   d.k = fill(std::size_t{p.batch} * p.kv_heads * p.keys * D, -2.0f, 2.0f);
   d.v = fill(d.k.size(), -2.0f, 2.0f);
-  d.bias = fill(p.bias_elements(), p.bias == AttentionBias::Alibi ? 0.0f : -3.0f, p.bias == AttentionBias::Alibi ? 0.5f : 3.0f);
+  // Slopes in [0, 0.5); KERPLE's r1 and r2 in [0.01, 0.5) (both variants); table values anywhere.
+  if (p.bias == AttentionBias::Alibi) d.bias = fill(p.bias_elements(), 0.0f, 0.5f);
+  else if (p.bias == AttentionBias::Kerple) d.bias = fill(p.bias_elements(), 0.01f, 0.5f);
+  else d.bias = fill(p.bias_elements(), -3.0f, 3.0f);
   if (p.bias == AttentionBias::Shaw) {
     d.rel_keys = fill((2 * p.max_relative_position + 1) * D, -1.0f, 1.0f);
     d.rel_values = fill(d.rel_keys.size(), -1.0f, 1.0f);
@@ -264,7 +280,8 @@ AttentionData random_data(const AttentionParams& p, unsigned seed) {
 std::string shape_of(const AttentionParams& p) {
   return "B=" + std::to_string(p.batch) + ",H=" + std::to_string(p.heads) + (p.kv_heads != p.heads ? "/" + std::to_string(p.kv_heads) : "") +
          ",Q=" + std::to_string(p.queries) + ",K=" + std::to_string(p.keys) + ",D=" + std::to_string(p.head_dim) + "," +
-         bias_name(p.bias) + (p.causal ? ",causal" : "") + (p.query_offset ? ",off=" + std::to_string(p.query_offset) : "") +
+         bias_name(p.bias) + (p.bias == AttentionBias::Kerple ? (p.kerple_variant == KerpleVariant::Power ? "-power" : "-log") : "") +
+         (p.causal ? ",causal" : "") + (p.query_offset ? ",off=" + std::to_string(p.query_offset) : "") +
          (p.memory_prefix ? ",M=" + std::to_string(p.memory_prefix) : "") + " " + std::string(dtype_name(p.dtype));
 }
 
@@ -273,6 +290,22 @@ double max_abs(const std::vector<float>& x) {
   for (float v : x)
     if (std::isfinite(v)) m = std::max(m, static_cast<double>(std::abs(v)));
   return m;
+}
+
+// The distance farthest from any query: rp = j - M - (i + offset) over j in [M, K), i in [0, Q).
+std::int64_t farthest(const AttentionParams& p) {
+  return std::max(std::abs(static_cast<std::int64_t>(p.keys) - 1 - p.memory_prefix - p.query_offset),
+                  std::abs(-(static_cast<std::int64_t>(p.queries) - 1) - p.query_offset));
+}
+
+// KERPLE's bias is float32 log or pow on the GPU: its error bound, at the farthest distance
+// (where it is largest); 0 for the exact biases.
+double bias_error(const AttentionParams& p, const AttentionData& d) {
+  if (p.bias != AttentionBias::Kerple) return 0.0;
+  double e = 0.0;
+  for (std::uint32_t h = 0; h < p.heads; ++h)
+    e = std::max(e, kerple_error_bound(d.bias[h], d.bias[p.heads + h], p.kerple_variant, farthest(p)));
+  return e;
 }
 
 // The largest |logit| a case can produce: |s|·D·max|q|·max|k| plus the largest bias.
@@ -284,12 +317,11 @@ double max_logit(const AttentionParams& p, const AttentionData& d) {
     case AttentionBias::T5: bias = max_abs(d.bias) * std::abs(p.t5.scale); break;
     case AttentionBias::Distance:
     case AttentionBias::Dense: bias = max_abs(d.bias); break;
-    case AttentionBias::Alibi: {  // rp = j - M - (i + offset) over j in [M, K), i in [0, Q)
-      const double far = std::max(std::abs(static_cast<double>(p.keys) - 1 - p.memory_prefix - p.query_offset),
-                                  std::abs(-(static_cast<double>(p.queries) - 1) - p.query_offset));
-      bias = max_abs(d.bias) * far;
+    case AttentionBias::Alibi: bias = max_abs(d.bias) * static_cast<double>(farthest(p)); break;
+    case AttentionBias::Kerple:
+      for (std::uint32_t h = 0; h < p.heads; ++h)
+        bias = std::max(bias, std::fabs(static_cast<double>(kerple_bias_value(d.bias[h], d.bias[p.heads + h], p.kerple_variant, farthest(p)))));
       break;
-    }
     case AttentionBias::Shaw: bias = qk * max_abs(d.rel_keys); break;
   }
   return qk * max_abs(d.k) + bias;
@@ -308,8 +340,9 @@ CheckResult check_attention(Context& ctx, const AttentionParams& p, const std::v
   // float32 accumulation: ~1e-5 relative; f16 storage rounds the output once (2^-11). Large logits
   // cost more: the GPU rounds each logit s·q·k + bias to float32 (the reference keeps it in
   // double), an error δ <= 2^-24·max|logit| that moves the softmax weights by Σ|δw| <= 2δ, so the
-  // output by 2δ·max|v| and the log-sum-exp by δ (tests/support/tolerance.hpp's reasoning).
-  const double delta = 0x1p-24 * max_logit(p, d);
+  // output by 2δ·max|v| and the log-sum-exp by δ (tests/support/tolerance.hpp's reasoning). A bias
+  // the GPU computes with float32 transcendentals (KERPLE) adds its own error to δ.
+  const double delta = 0x1p-24 * max_logit(p, d) + bias_error(p, d);
   const double max_value = max_abs(d.v) + max_abs(d.rel_values);
   const double tol_out = (p.dtype == DType::F16 ? 1e-3 : 1e-4) + 2 * delta * max_value / std::max(1.0, max_abs(want.out));
   const double tol_lse = 1e-4 + 2 * delta / std::max(1.0, max_abs(want.lse));
@@ -334,6 +367,7 @@ void register_checks(Registry& reg) {
         AttentionParams p{.batch = c.b, .heads = c.h, .kv_heads = c.hkv, .queries = c.q, .keys = c.k, .head_dim = c.d, .dtype = dtype,
                           .query_offset = c.off, .causal = c.causal, .memory_prefix = c.m, .bias = bias, .max_relative_position = 16};
         if (bias == AttentionBias::T5) p.scale = 1.0f;
+        if ((&c - cfgs.data()) % 2) p.kerple_variant = KerpleVariant::Power;
         std::vector<std::uint32_t> lengths;
         if (c.padded)
           for (std::uint32_t b = 0; b < p.batch; ++b) lengths.push_back(p.keys - (b * 7) % p.keys);
@@ -350,7 +384,8 @@ void register_checks(Registry& reg) {
 // padding down to empty rows, and key splits chosen or forced.
 CheckCase draw_case(FuzzRng& g) {
   static constexpr AttentionBias kModes[] = {AttentionBias::None, AttentionBias::T5,   AttentionBias::Distance,
-                                             AttentionBias::Alibi, AttentionBias::Shaw, AttentionBias::Dense};
+                                             AttentionBias::Alibi, AttentionBias::Shaw, AttentionBias::Dense,
+                                             AttentionBias::Kerple};
   AttentionParams p;
   p.bias = kModes[g.below(std::size(kModes))];
   p.dtype = g.float_dtype();
@@ -379,6 +414,7 @@ CheckCase draw_case(FuzzRng& g) {
   p.t5.num_buckets = g.size(p.t5.bidirectional ? 4 : 2, 128);
   p.t5.max_distance = g.size(p.t5.max_exact() + 1, 100000);
   p.t5.log = g.chance(0.5) ? T5Log::HuggingFace : T5Log::FlaxEps;
+  p.kerple_variant = g.chance(0.5) ? KerpleVariant::Log : KerpleVariant::Power;
   std::vector<std::uint32_t> lengths;
   if (g.chance(0.3))
     for (std::uint32_t b = 0; b < p.batch; ++b) lengths.push_back(static_cast<std::uint32_t>(g.offset(0, p.keys)));

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "relpos/dtype.hpp"
+#include "relpos/kerple.hpp"
 #include "relpos/t5.hpp"
 
 namespace relpos {
@@ -22,6 +23,7 @@ enum class AttentionBias : std::uint32_t {
   Alibi = 3,     // float32 [heads] slopes: bias = -slope[h] * |rp|; finite (the reference checks; a GPU buffer is not read back)
   Shaw = 4,      // rel_keys, rel_values [2k + 1, head_dim] (float32), k = max_relative_position
   Dense = 5,     // float32 [heads, queries, keys], the general fallback
+  Kerple = 6,    // float32 [2, heads]: r1 then r2 of KerpleParams (variant kerple_variant); the reference checks their ranges
 };
 
 struct AttentionParams {
@@ -42,6 +44,7 @@ struct AttentionParams {
   AttentionBias bias = AttentionBias::None;
   T5Params t5{};  // bucket configuration and bias scale (its queries/keys/heads/offset are ignored)
   std::uint32_t max_relative_position = 0;  // Shaw's k
+  KerpleVariant kerple_variant = KerpleVariant::Log;
   // Split the keys of each row across this many workgroups (0: chosen from the shape). A split holds
   // at most kMaxKeysPerSplit keys, so long rows always take several; at most
   // AttentionMergeParams::kMaxParts splits are merged.
@@ -94,7 +97,7 @@ struct AttentionBuffers {
   const Buffer* v = nullptr;
   const Buffer* out = nullptr;          // [B, H, Q, D] of dtype
   const Buffer* lse = nullptr;          // optional float32 [B, H, Q]
-  const Buffer* bias = nullptr;         // T5 table, distance rows, slopes or dense bias (float32)
+  const Buffer* bias = nullptr;         // T5 table, distance rows, slopes, KERPLE [r1; r2] or dense bias (float32)
   const Buffer* rel_keys = nullptr;     // Shaw, float32 [2k + 1, D]
   const Buffer* rel_values = nullptr;
   const Buffer* key_lengths = nullptr;  // optional uint32 [B]

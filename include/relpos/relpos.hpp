@@ -14,6 +14,7 @@
 #include "relpos/compare.hpp"
 #include "relpos/ceiling.hpp"
 #include "relpos/alibi.hpp"
+#include "relpos/kerple.hpp"
 #include "relpos/rope.hpp"
 #include "relpos/float_buffer.hpp"
 #include "relpos/attention.hpp"

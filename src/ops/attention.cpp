@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/kerple_row.hpp"
 #include "ops/t5_row.hpp"
 #include "reference/checks.hpp"
 #include "relpos/attention.hpp"
@@ -122,7 +123,9 @@ void check_buffers(const AttentionParams& p, const AttentionBuffers& b) {
   } else if (p.bias != AttentionBias::None) {
     const char* what = p.bias == AttentionBias::T5 ? "float32 [num_buckets, heads]"
                        : p.bias == AttentionBias::Distance ? "float32 [heads, queries + keys - 1]"
-                       : p.bias == AttentionBias::Alibi ? "float32 [heads] slopes" : "float32 [heads, queries, keys]";
+                       : p.bias == AttentionBias::Alibi ? "float32 [heads] slopes"
+                       : p.bias == AttentionBias::Kerple ? "float32 [2, heads]: r1 then r2"
+                       : "float32 [heads, queries, keys]";
     require_bytes(b.bias, p.bias_elements() * 4, "bias buffer", what);
   }
   if (b.key_lengths) require_bytes(b.key_lengths, std::uint64_t{p.batch} * 4, "key_lengths buffer", "uint32 [batch]");
@@ -132,12 +135,22 @@ std::uint32_t kernel_mode(AttentionBias bias) {
   switch (bias) {
     case AttentionBias::None: return RELPOS_ATTN_NONE;
     case AttentionBias::T5:
+    case AttentionBias::Kerple:
     case AttentionBias::Distance: return RELPOS_ATTN_ROW;
     case AttentionBias::Alibi: return RELPOS_ATTN_ALIBI;
     case AttentionBias::Shaw: return RELPOS_ATTN_SHAW;
     case AttentionBias::Dense: return RELPOS_ATTN_DENSE;
   }
   return RELPOS_ATTN_NONE;
+}
+
+// The per-distance biases whose rows [heads, Q + K - 1] the op computes before the kernel reads
+// them (RELPOS_ATTN_ROW), from the caller's parameters: the kit's hook into fused attention.
+bool computes_rows(AttentionBias bias) { return bias == AttentionBias::T5 || bias == AttentionBias::Kerple; }
+
+const Buffer& distance_rows(Recorder& r, const AttentionParams& p, const Buffer& params) {
+  if (p.bias == AttentionBias::T5) return detail::t5_distance_row(r, p.t5_row_params(), &params);
+  return detail::kerple_distance_rows(r, {p.heads, p.queries, p.keys, p.query_offset, 1, false}, p.kerple_variant, params);
 }
 
 // Merges `parts` partial results (words of D/4 floats, strides in words) into out and lse.
@@ -219,10 +232,10 @@ void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& bu
   const std::uint64_t rel_bytes = (2ull * p.max_relative_position + 1) * D * 4;
   require(mode != RELPOS_ATTN_SHAW || rel_bytes <= lim.max_storage_buffer_range, "rel_keys", std::to_string(rel_bytes) + " bytes",
           "must fit in maxStorageBufferRange = " + std::to_string(lim.max_storage_buffer_range));
-  // The T5 row of every head is written through one binding (detail::t5_distance_row).
-  const std::uint64_t t5_row = (Q + K - 1) * H;
-  require(p.bias != AttentionBias::T5 || t5_row * 4 <= lim.max_storage_buffer_range, "heads * (queries + keys - 1)",
-          std::to_string(t5_row), "the T5 bias row must fit one storage buffer binding of the device (" +
+  // A per-distance bias computed here (T5, KERPLE) writes the rows of every head through one binding.
+  const std::uint64_t row_values = (Q + K - 1) * H;
+  require(!computes_rows(p.bias) || row_values * 4 <= lim.max_storage_buffer_range, "heads * (queries + keys - 1)",
+          std::to_string(row_values), "the per-distance bias rows must fit one storage buffer binding of the device (" +
               std::to_string(lim.max_storage_buffer_range / 4) + " values)");
   if (p.bias == AttentionBias::T5) detail::require_t5_table_binding(lim, p.t5_row_params());
 
@@ -266,7 +279,7 @@ void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& bu
 
   const auto op = detail::begin_op(r);
   dummy = &detail::scratch(r, 16, MemoryUse::Device);
-  if (p.bias == AttentionBias::T5) bias = &detail::t5_distance_row(r, p.t5_row_params(), bufs.bias);
+  if (computes_rows(p.bias)) bias = &distance_rows(r, p, *bufs.bias);
   if (S > 1) out = &detail::scratch(r, rows * S * D * 4, MemoryUse::Device);
   lse = S > 1 ? &detail::scratch(r, rows * S * 4, MemoryUse::Device) : bufs.lse ? bufs.lse : &detail::scratch(r, rows * 4, MemoryUse::Device);
 

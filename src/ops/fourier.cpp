@@ -6,7 +6,7 @@
 #include <numeric>
 #include <string>
 
-#include "ops/expand.hpp"
+#include "ops/distance_bias.hpp"
 #include "reference/checks.hpp"
 #include "relpos/buffer.hpp"
 #include "relpos/context.hpp"
@@ -213,16 +213,17 @@ void check_common(const Recorder& r, const FourierParams& p, const Buffer& rotat
   require_fits_binding(r, rotation.size(), "heads * vector_size", rotation.size() / 4);
 }
 
-// The per-distance path: the row, then the foundation's expansion (write or add) into `out`.
-void distance_path(Recorder& r, const FourierParams& p, const Buffer& rotation, const detail::ExpandShape& shape, const Buffer& out,
-                   detail::ExpandMode mode) {
-  const std::uint64_t row_bytes = std::uint64_t{p.row_len()} * p.heads * 4;
-  detail::check_expand(r.context().limits(), shape, out, mode);
-  const auto op = detail::begin_op(r);
-  Buffer& row = detail::scratch(r, row_bytes, MemoryUse::Device);
-  record_row(r, p, rotation, row);
-  detail::barrier(r);
-  detail::expand_distance(r, shape, row, out, mode);
+detail::DistanceWindow window_of(const FourierParams& p) { return {p.heads, p.queries, p.keys, p.offset(), p.batch, false}; }
+
+// The per-distance path on the kit: Fourier's own row passes (features in chunks), then the kit's
+// expansion (write or add).
+detail::RowsRecorder fourier_rows(const FourierParams& p, const Buffer& rotation) {
+  return [&](Recorder& r) -> const Buffer& {
+    Buffer& row = detail::scratch(r, std::uint64_t{p.row_len()} * p.heads * 4, MemoryUse::Device);
+    record_row(r, p, rotation, row);
+    detail::barrier(r);
+    return row;
+  };
 }
 
 }  // namespace
@@ -246,10 +247,9 @@ void fourier_distance_row(Recorder& r, const FourierParams& p, const Buffer& rot
 void fourier_bias(Recorder& r, const FourierParams& p, const Buffer& rotation, const Buffer& out, FourierPath path, DType out_dtype) {
   check_common(r, p, rotation);
   detail::require(out_dtype != DType::I32, "out_dtype", "i32", "must be f32 or f16");
-  const detail::ExpandShape shape{p.queries, p.keys, p.heads, std::uint64_t{p.heads} * p.queries};
   if (path == FourierPath::Direct) {
     detail::require(out_dtype == DType::F32, "out_dtype", std::string(dtype_name(out_dtype)), "the direct path writes f32 only");
-    const std::uint64_t need = shape.rows * p.keys * 4;
+    const std::uint64_t need = std::uint64_t{p.heads} * p.queries * p.keys * 4;
     detail::require(out.size() >= need, "output buffer", std::to_string(out.size()) + " bytes",
                     "must hold float32 [heads, queries, keys] = " + std::to_string(need) + " bytes");
     for (std::uint32_t n : {p.keys, p.queries})
@@ -258,13 +258,12 @@ void fourier_bias(Recorder& r, const FourierParams& p, const Buffer& rotation, c
     record_direct(r, p, rotation, out);
     return;
   }
-  distance_path(r, p, rotation, shape, out, detail::expand_mode(out_dtype, false));
+  detail::distance_bias(r, window_of(p), out, out_dtype, fourier_rows(p, rotation));
 }
 
 void fourier_bias_add(Recorder& r, const FourierParams& p, const Buffer& rotation, const Buffer& logits, DType logits_dtype) {
   check_common(r, p, rotation);
-  const auto mode = detail::expand_mode(logits_dtype, true);
-  distance_path(r, p, rotation, {p.queries, p.keys, p.heads, std::uint64_t{p.batch} * p.heads * p.queries}, logits, mode);
+  detail::distance_bias_add(r, window_of(p), logits, logits_dtype, fourier_rows(p, rotation));
 }
 
 }  // namespace relpos

@@ -1,6 +1,7 @@
 #pragma once
 // The T5 per-distance row, shared by the T5 bias ops and the fused attention (which reads the bias
 // of each tile from it instead of a [Q, K] tensor).
+#include "reference/distance_bias.hpp"
 #include "relpos/buffer.hpp"
 #include "relpos/context.hpp"
 #include "relpos/recorder.hpp"
@@ -12,6 +13,9 @@ namespace relpos::detail {
 // for every head ([heads, Q + K - 1], float32). Entry x holds relative position
 // x - (Q - 1) - query_offset. Returns the scratch buffer, ready to read after the barrier it ends with.
 const Buffer& t5_distance_row(Recorder& r, const T5Params& p, const Buffer* table);
+
+// The window of a T5 bias: no mask of its own (a decoder's buckets are one-sided instead).
+DistanceWindow window_of(const T5Params& p);
 
 // The table is read through one binding: throws InvalidArgument when it is larger.
 void require_t5_table_binding(const DeviceLimits& lim, const T5Params& p);

@@ -3,7 +3,7 @@
 #include <limits>
 #include <string>
 
-#include "reference/distance_checks.hpp"
+#include "reference/distance_bias.hpp"
 #include "relpos/alibi.hpp"
 
 namespace relpos {
@@ -19,7 +19,7 @@ void AlibiParams::validate_slopes() const {
 
 void AlibiParams::validate() const {
   validate_slopes();
-  detail::require_distance_shape(queries, keys, query_offset, heads, batch);
+  detail::DistanceWindow{heads, queries, keys, query_offset, batch, causal}.validate();
 }
 
 namespace {
@@ -56,22 +56,12 @@ float alibi_bias_value(float slope, std::int64_t rp, bool causal) {
 std::vector<float> alibi_bias_reference(const AlibiParams& p) {
   p.validate();
   const std::vector<float> m = alibi_slopes(p);
-  const std::size_t qk = static_cast<std::size_t>(p.queries) * p.keys;
-  std::vector<float> out(qk * p.heads);
-  for (std::uint32_t h = 0; h < p.heads; ++h)
-    for (std::uint32_t i = 0; i < p.queries; ++i)
-      for (std::uint32_t j = 0; j < p.keys; ++j)
-        out[h * qk + static_cast<std::size_t>(i) * p.keys + j] =
-            alibi_bias_value(m[h], static_cast<std::int64_t>(j) - i - p.query_offset, p.causal);
-  return out;
+  return detail::distance_bias_reference({p.heads, p.queries, p.keys, p.query_offset, p.batch, p.causal},
+                                         [&](std::uint32_t h, std::int64_t rp) { return alibi_bias_value(m[h], rp, false); });
 }
 
 void alibi_bias_add_reference(const AlibiParams& p, std::span<float> logits) {
-  const std::vector<float> bias = alibi_bias_reference(p);
-  detail::require(logits.size() == bias.size() * p.batch, "logits", std::to_string(logits.size()) + " values",
-                  "must hold batch * heads * queries * keys = " + std::to_string(bias.size() * p.batch));
-  for (std::size_t b = 0; b < p.batch; ++b)
-    for (std::size_t e = 0; e < bias.size(); ++e) logits[b * bias.size() + e] += bias[e];
+  detail::distance_bias_add_reference({p.heads, p.queries, p.keys, p.query_offset, p.batch, p.causal}, alibi_bias_reference(p), logits);
 }
 
 }  // namespace relpos

@@ -43,6 +43,16 @@ bool key_visible(const AttentionParams& p, const AttentionHostInputs& in, std::u
   return !(p.causal && rp && *rp > 0);
 }
 
+// The KERPLE parameters of a [2, heads] bias input (r1 then r2), for their checks.
+KerpleParams kerple_params(const AttentionParams& p, std::span<const float> bias) {
+  KerpleParams k;
+  k.heads = p.heads;
+  k.variant = p.kerple_variant;
+  k.r1.assign(bias.begin(), bias.begin() + p.heads);
+  k.r2.assign(bias.begin() + p.heads, bias.end());
+  return k;
+}
+
 void check_inputs(const AttentionParams& p, const AttentionHostInputs& in) {
   p.validate();
   const std::uint64_t D = p.head_dim;
@@ -53,6 +63,7 @@ void check_inputs(const AttentionParams& p, const AttentionHostInputs& in) {
   // A slope is a parameter, not data: inf or NaN has no meaning (inf * 0 at rp = 0 is NaN).
   if (p.bias == AttentionBias::Alibi)
     for (float m : in.bias) require(std::isfinite(m), "slopes", std::to_string(m), "must be finite");
+  if (p.bias == AttentionBias::Kerple) kerple_params(p, in.bias).validate_kernel();
   const std::uint64_t rel = p.bias == AttentionBias::Shaw ? (2ull * p.max_relative_position + 1) * D : 0;
   require_size(in.rel_keys, rel, "rel_keys");
   require_size(in.rel_values, rel, "rel_values");
@@ -77,6 +88,7 @@ std::uint64_t AttentionParams::bias_elements() const {
     case AttentionBias::T5: return std::uint64_t{t5.num_buckets} * heads;
     case AttentionBias::Distance: return std::uint64_t{heads} * (std::uint64_t{queries} + keys - 1);
     case AttentionBias::Alibi: return heads;
+    case AttentionBias::Kerple: return 2ull * heads;
     case AttentionBias::Dense: return std::uint64_t{heads} * queries * keys;
     case AttentionBias::None:
     case AttentionBias::Shaw: return 0;
@@ -146,6 +158,7 @@ std::vector<float> attention_bias_reference(const AttentionParams& p, const Atte
           case AttentionBias::T5: o = t5.scale * in.bias[static_cast<std::size_t>(t5_bucket(*rp, t5)) * p.heads + h]; break;
           case AttentionBias::Distance: o = in.bias[h * (Q + K - 1) + (j - p.memory_prefix) + (Q - 1 - i)]; break;
           case AttentionBias::Alibi: o = -(in.bias[h] * static_cast<float>(std::abs(*rp))); break;
+          case AttentionBias::Kerple: o = kerple_bias_value(in.bias[h], in.bias[p.heads + h], p.kerple_variant, *rp); break;
           case AttentionBias::Dense: o = in.bias[(h * Q + i) * K + j]; break;
           case AttentionBias::None:
           case AttentionBias::Shaw: break;

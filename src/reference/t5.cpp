@@ -6,6 +6,7 @@
 #include <string>
 
 #include "reference/checks.hpp"
+#include "reference/distance_bias.hpp"
 #include "relpos/error.hpp"
 #include "relpos/t5.hpp"
 
@@ -141,6 +142,8 @@ std::vector<std::int32_t> t5_buckets_reference(const T5Params& p) {
 }
 
 namespace {
+// A T5 bias has no mask of its own (a decoder's buckets are one-sided instead).
+detail::DistanceWindow t5_window(const T5Params& p) { return {p.heads, p.queries, p.keys, p.query_offset, p.batch, false}; }
 void check_table(const T5Params& p, std::size_t size) {
   detail::require(size == static_cast<std::size_t>(p.num_buckets) * p.heads, "table", std::to_string(size) + " values",
                   "must hold num_buckets * heads = " + std::to_string(static_cast<std::size_t>(p.num_buckets) * p.heads));
@@ -150,23 +153,13 @@ void check_table(const T5Params& p, std::size_t size) {
 std::vector<float> t5_bias_reference(const T5Params& p, std::span<const float> table) {
   p.validate();
   check_table(p, table.size());
-  const std::size_t qk = static_cast<std::size_t>(p.queries) * p.keys;
-  std::vector<float> out(qk * p.heads);
-  for (std::uint32_t i = 0; i < p.queries; ++i)
-    for (std::uint32_t j = 0; j < p.keys; ++j) {
-      const std::int32_t b = t5_bucket(static_cast<std::int64_t>(j) - i - p.query_offset, p);
-      for (std::uint32_t h = 0; h < p.heads; ++h)
-        out[h * qk + static_cast<std::size_t>(i) * p.keys + j] = p.scale * table[static_cast<std::size_t>(b) * p.heads + h];
-    }
-  return out;
+  return detail::distance_bias_reference(t5_window(p), [&](std::uint32_t h, std::int64_t rp) {
+    return p.scale * table[static_cast<std::size_t>(t5_bucket(rp, p)) * p.heads + h];
+  });
 }
 
 void t5_bias_add_reference(const T5Params& p, std::span<const float> table, std::span<float> logits) {
-  const std::vector<float> bias = t5_bias_reference(p, table);
-  detail::require(logits.size() == bias.size() * p.batch, "logits", std::to_string(logits.size()) + " values",
-                  "must hold batch * heads * queries * keys = " + std::to_string(bias.size() * p.batch));
-  for (std::size_t b = 0; b < p.batch; ++b)
-    for (std::size_t e = 0; e < bias.size(); ++e) logits[b * bias.size() + e] += bias[e];
+  detail::distance_bias_add_reference(t5_window(p), t5_bias_reference(p, table), logits);
 }
 
 }  // namespace relpos

@@ -1,17 +1,13 @@
-// t5_distance_row.comp: the T5 bucket (or the bias of every head) of each relative position
-// rp = r + rp_first, r in [0, row_len). Buckets come from integer thresholds computed on the host
-// by the CPU reference, never from shader transcendentals.
+// t5_distance_row.comp: the T5 bucket (or the bias of every head) of each relative position, on
+// the per-distance bias skeleton (relpos_push/distance_row.h). Buckets come from integer thresholds
+// computed on the host by the CPU reference, never from shader transcendentals.
 #ifndef RELPOS_PUSH_T5_H
 #define RELPOS_PUSH_T5_H
-#include "relpos_push/common.h"
+#include "relpos_push/distance_row.h"
 
 RELPOS_PUSH_BEGIN(T5RowPush) {
-  uint row_len;          // Q + K - 1
-  uint first;            // first r of this dispatch
-  int rp_first;          // relative position of r = 0: -(Q - 1) - query_offset
+  RELPOS_DISTANCE_ROW_FIELDS
   uint heads;            // columns of the table
-  uint first_head;       // this dispatch writes the heads [first_head, first_head + head_count)
-  uint head_count;
   uint bidirectional;    // 1: positive rp use the upper half of the buckets
   uint half_buckets;     // offset of the upper half (num_buckets / 2) when bidirectional
   uint max_exact;        // distances below it get a bucket each

@@ -1,0 +1,14 @@
+#pragma once
+// The KERPLE per-distance rows, shared by the KERPLE bias ops and fused attention.
+#include "reference/distance_bias.hpp"
+#include "relpos/buffer.hpp"
+#include "relpos/kerple.hpp"
+#include "relpos/recorder.hpp"
+
+namespace relpos::detail {
+
+// Rows [heads, Q + K - 1] of the window (-inf for rp > 0 when w.causal) from `params`, float32
+// [2, heads]: r1 then r2. Returns the scratch buffer, readable after the barrier it ends with.
+const Buffer& kerple_distance_rows(Recorder& r, const DistanceWindow& w, KerpleVariant variant, const Buffer& params);
+
+}  // namespace relpos::detail

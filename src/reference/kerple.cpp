@@ -1,0 +1,73 @@
+// CPU reference for KERPLE (docs/kerple.md), on the per-distance bias kit.
+#include <cmath>
+#include <string>
+
+#include "reference/distance_bias.hpp"
+#include "relpos/kerple.hpp"
+
+namespace relpos {
+namespace {
+detail::DistanceWindow window_of(const KerpleParams& p) {
+  return {p.heads, p.queries, p.keys, p.query_offset, p.batch, p.causal};
+}
+
+void require_per_head(const std::vector<float>& v, const char* name, std::uint32_t heads, float max) {
+  using detail::require;
+  require(v.size() == heads, name, std::to_string(v.size()) + " values", "must hold one per head (" + std::to_string(heads) + ")");
+  for (float x : v)
+    require(std::isfinite(x) && x > 0.0f && x <= max, name, std::to_string(x),
+            max == INFINITY ? std::string("must be finite and > 0") : "must be in (0, " + std::to_string(max) + "] for the power variant");
+}
+}  // namespace
+
+void KerpleParams::validate_kernel() const {
+  using detail::require;
+  require(heads >= 1, "heads", std::to_string(heads), "must be >= 1");
+  require(variant == KerpleVariant::Log || variant == KerpleVariant::Power, "variant",
+          std::to_string(static_cast<std::uint32_t>(variant)), "must be log or power");
+  require_per_head(r1, "r1", heads, INFINITY);
+  require_per_head(r2, "r2", heads, variant == KerpleVariant::Power ? 2.0f : INFINITY);
+}
+
+void KerpleParams::validate() const {
+  validate_kernel();
+  window_of(*this).validate();
+}
+
+float kerple_bias_value(float r1, float r2, KerpleVariant variant, std::int64_t rp) {
+  const double n = static_cast<double>(rp < 0 ? -rp : rp);
+  const double f = variant == KerpleVariant::Power ? std::pow(n, static_cast<double>(r2)) : std::log1p(static_cast<double>(r2) * n);
+  return static_cast<float>(-(static_cast<double>(r1) * f));
+}
+
+double kerple_error_bound(float r1, float r2, KerpleVariant variant, std::int64_t rp) {
+  const double n = static_cast<double>(rp < 0 ? -rp : rp);
+  if (n == 0.0) return 0.0;
+  constexpr double ulp = 0x1p-23;  // float32 epsilon
+  const double value = std::fabs(kerple_bias_value(r1, r2, variant, rp));
+  if (variant == KerpleVariant::Power) {
+    // pow(n, r2) = exp2(r2 * log2(n)): log2 within 3 ulp (Vulkan's bound outside [0.5, 2]; 2^-21
+    // absolute inside), the product and exp2 each within a few ulp, so the exponent e = r2 * log2 n
+    // is off by at most |e| * 5 ulp + 2^-21 and the power by ln 2 times that, relative; then r1's
+    // multiply and the output's rounding.
+    const double e = std::fabs(static_cast<double>(r2) * std::log2(n));
+    return value * (std::log(2.0) * (e * 5 * ulp + 0x1p-21) + 4 * ulp);
+  }
+  // log(u) of u = 1 + x (corrected for the rounding of u): Vulkan's log is within 3 ulp of the
+  // result outside [0.5, 2] and 2^-21 absolute inside; x = r2 * n and the correction add a few ulp.
+  const double f = std::log1p(static_cast<double>(r2) * n);
+  return static_cast<double>(r1) * (f * 6 * ulp + 0x1p-21) + value * 2 * ulp;
+}
+
+std::vector<float> kerple_bias_reference(const KerpleParams& p) {
+  p.validate();
+  return detail::distance_bias_reference(window_of(p), [&](std::uint32_t h, std::int64_t rp) {
+    return kerple_bias_value(p.r1[h], p.r2[h], p.variant, rp);
+  });
+}
+
+void kerple_bias_add_reference(const KerpleParams& p, std::span<float> logits) {
+  detail::distance_bias_add_reference(window_of(p), kerple_bias_reference(p), logits);
+}
+
+}  // namespace relpos

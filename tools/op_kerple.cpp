@@ -1,0 +1,66 @@
+// KERPLE in the tool, on the per-distance bias kit: `run kerple-bias`, its check cases, fuzz draws
+// and benchmarks; tools/kerple_flags.hpp reads --variant, --r1 and --r2 for `run attention` too.
+#include "distance_bias.hpp"
+#include "kerple_flags.hpp"
+
+namespace relpos::tool {
+namespace {
+
+// Normalised tolerance of a float32 result: the error bound at the window's farthest distance
+// (it grows with the distance), relative to the bias there, which is the largest.
+double f32_tolerance(const KerpleParams& p) {
+  const std::int64_t far = std::max(std::abs(-(static_cast<std::int64_t>(p.queries) - 1) - p.query_offset),
+                                    std::abs(static_cast<std::int64_t>(p.keys) - 1 - p.query_offset));
+  double tol = 0.0;
+  for (std::uint32_t h = 0; h < p.heads; ++h) {
+    const double scale = std::max(1.0, std::fabs(static_cast<double>(kerple_bias_value(p.r1[h], p.r2[h], p.variant, far))));
+    tol = std::max(tol, kerple_error_bound(p.r1[h], p.r2[h], p.variant, far) / scale);
+  }
+  return tol;
+}
+
+// Learned values span a few orders of magnitude (the paper's initialisation and trained models).
+void draw_params(KerpleParams& p, FuzzRng& g) {
+  p.variant = g.chance(0.5) ? KerpleVariant::Log : KerpleVariant::Power;
+  p.r1.resize(p.heads);
+  p.r2.resize(p.heads);
+  for (std::uint32_t h = 0; h < p.heads; ++h) {
+    p.r1[h] = static_cast<float>(std::exp2(g.real(-6.0, 4.0)));
+    p.r2[h] = p.variant == KerpleVariant::Power ? static_cast<float>(g.real(0.0, 2.0)) : static_cast<float>(std::exp2(g.real(-10.0, 3.0)));
+    if (p.r2[h] <= 0.0f) p.r2[h] = 2.0f;  // (0, 2]: the end the draw cannot reach
+  }
+}
+
+void example_params(KerpleParams& p, std::size_t index) {
+  p.variant = index % 2 ? KerpleVariant::Power : KerpleVariant::Log;
+  p.r1.resize(p.heads);
+  p.r2.resize(p.heads);
+  for (std::uint32_t h = 0; h < p.heads; ++h) {
+    p.r1[h] = 0.25f + 0.5f * static_cast<float>(h);
+    p.r2[h] = p.variant == KerpleVariant::Power ? 2.0f * static_cast<float>(h + 1) / static_cast<float>(p.heads)
+                                                : 0.01f * static_cast<float>(1u << (h % 12));
+  }
+}
+
+}  // namespace
+
+void register_kerple(CLI::App& run, Registry& reg) {
+  DistanceBiasFamily<KerpleParams> f;
+  f.name = "kerple";
+  f.summary = "KERPLE bias [H, Q, K]: -r1 * log(1 + r2 * |rp|) or -r1 * |rp|^r2 per head; masked entries -inf";
+  f.add_flags = [](CLI::App& cmd) {
+    auto flags = std::make_shared<KerpleFlags>();
+    add_kerple_flags(cmd, *flags, "");
+    return std::function<void(KerpleParams&)>([flags](KerpleParams& p) { apply_kerple_flags(*flags, p); });
+  };
+  f.example = example_params;
+  f.draw = draw_params;
+  f.describe = [](const KerpleParams& p) { return std::string(p.variant == KerpleVariant::Power ? "power" : "log"); };
+  f.reference = [](const KerpleParams& p) { return kerple_bias_reference(p); };
+  f.bias = [](Recorder& r, const KerpleParams& p, const Buffer& out, DType dtype) { kerple_bias(r, p, out, dtype); };
+  f.bias_add = [](Recorder& r, const KerpleParams& p, const Buffer& logits, DType dtype) { kerple_bias_add(r, p, logits, dtype); };
+  f.f32_tolerance = f32_tolerance;
+  register_distance_bias(std::move(f), run, reg);
+}
+
+}  // namespace relpos::tool
