@@ -1,4 +1,4 @@
-// The CPU reference of ALiBi against SPEC.md's slopes, the seed's mask and independently computed
+// The CPU reference of ALiBi against Press et al.'s slopes, a published causal mask and independently computed
 // float64 slopes (tests/data/gen_alibi_rope.py).
 #include <gtest/gtest.h>
 

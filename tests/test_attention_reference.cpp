@@ -1,4 +1,4 @@
-// The attention reference against the seed's Shaw logits, hand-computed masks, the T5 bias
+// The attention reference against tensor2tensor's worked Shaw logits, hand-computed masks, the T5 bias
 // reference, and the log-sum-exp merge against attention over the whole key range.
 #include <gtest/gtest.h>
 
@@ -26,7 +26,7 @@ float parse(const std::string& s) { return s == "-inf" ? -std::numeric_limits<fl
 
 }  // namespace
 
-// tensor2tensor's relative-key logits from seed 002 (D = 5, zero-padded to 8: the dots are unchanged).
+// tensor2tensor's relative-key logits of the worked example (D = 5, zero-padded to 8: the dots are unchanged).
 TEST(AttentionReference, ShawLogitsMatchSeed) {
   auto p = shape(2, 3, 3, 4, 4, 8);
   p.bias = AttentionBias::Shaw;

@@ -134,7 +134,7 @@ std::string describe(const ShawAttentionParams& p) {
 
 }  // namespace
 
-// seeds/002: integer inputs, so every product and sum is exact in float.
+// tensor2tensor's worked example: integer inputs, so every product and sum is exact in float.
 TEST_F(ShawGpu, SeedExactInBothForms) {
   const ShawSeed seed = shaw_seed();
   const ShawParams& p = seed.params;

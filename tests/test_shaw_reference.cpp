@@ -1,4 +1,4 @@
-// The CPU references of Shaw's relative keys and values: seeds/002's printed numbers, and
+// The CPU references of Shaw's relative keys and values: tensor2tensor's worked example, and
 // tensor2tensor's literal form against the direct definition.
 #include <gtest/gtest.h>
 

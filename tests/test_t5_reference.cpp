@@ -1,4 +1,4 @@
-// The CPU reference of T5 bucketing against the seeds' printed tables and SPEC.md's lists.
+// The CPU reference of T5 bucketing against published HuggingFace bucket tables and docs/t5.md's lists.
 #include <gtest/gtest.h>
 
 #include <relpos/relpos.hpp>

@@ -205,7 +205,7 @@ void register_shaw_fuzz(Registry& reg) {
 
 void register_shaw_checks(Registry& reg) {
   const std::vector<Cfg> cfgs = {
-      {2, 3, 4, 4, 5, 2, 0},             // seeds/002's shape
+      {2, 3, 4, 4, 5, 2, 0},             // tensor2tensor's worked example
       {1, 8, 128, 128, 64, 16, 0},       // encoder self-attention
       {2, 4, 37, 301, 32, 64, 264},      // tensor2tensor alignment, Q != K
       {1, 8, 1, 512, 64, 16, 511},       // tensor2tensor's cache mode: one decoding step

@@ -81,7 +81,7 @@ void register_checks(Registry& reg) {
       {32, 128, false, T5Log::HuggingFace, 200, 200, 8, 1, 0},         // default decoder
       {32, 128, false, T5Log::HuggingFace, 1, 4096, 8, 1, 4095},       // one decoding step, long cache
       {32, 128, true, T5Log::FlaxEps, 37, 301, 3, 2, 264},             // last-aligned, Q != K
-      {6, 20, false, T5Log::HuggingFace, 14, 14, 4, 1, 0},             // seed table config
+      {6, 20, false, T5Log::HuggingFace, 14, 14, 4, 1, 0},             // tests/data/t5_seed_tables.txt's 6 / 20
       {48, 81, false, T5Log::HuggingFace, 100, 100, 2, 1, 0},          // NumPy-flips knife edge
       {64, 50, false, T5Log::HuggingFace, 97, 103, 3, 1, -5},          // CPU/CUDA disagreement
       {33, 1000, true, T5Log::HuggingFace, 61, 59, 5, 3, 2'000'000},   // odd buckets, far offset

@@ -1,5 +1,5 @@
 #pragma once
-// ALiBi (Press et al., SPEC.md §4): a per-head linear bias -m_h * distance. Slopes for any head
+// ALiBi (Press et al.; docs/alibi_rope.md, ALiBi): a per-head linear bias -m_h * distance. Slopes for any head
 // count, the materialised [heads, Q, K] bias and its in-place addition into [B, H, Q, K] logits.
 // CPU reference and GPU operations share AlibiParams.
 #include <cstdint>

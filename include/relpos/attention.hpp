@@ -1,5 +1,5 @@
 #pragma once
-// Fused attention with a relative position bias (SPEC.md §7): softmax(q·kᵀ·s + bias + mask)·v with
+// Fused attention with a relative position bias (docs/fused_attention.md): softmax(q·kᵀ·s + bias + mask)·v with
 // the bias computed tile by tile inside one kernel and an online softmax; the [queries, keys]
 // score matrix is never written. Plus the log-sum-exp merge of partial results over key blocks.
 #include <cstdint>

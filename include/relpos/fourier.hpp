@@ -1,6 +1,6 @@
 #pragma once
 // meliad's sinusoidal absolute position encoding and the Fourier relative position bias built on
-// it (SPEC.md §6). CPU references (float64, rounded once to float32) and GPU operations share
+// it (docs/fourier.md). CPU references (float64, rounded once to float32) and GPU operations share
 // SinusoidalParams / FourierParams.
 #include <cstdint>
 #include <optional>

@@ -1,5 +1,5 @@
 #pragma once
-// Rotary position embedding (SPEC.md §5): rotate pairs of q or k features by position * inv_freq,
+// Rotary position embedding (docs/alibi_rope.md, RoPE): rotate pairs of q or k features by position * inv_freq,
 // in place or into a new tensor, for [B, S, H, D] and [B, H, S, D] layouts, with the NeoX and
 // GPT-J pairings, a partial rotary dimension, and HuggingFace's frequency scalings.
 // CPU reference and GPU operations share RopeParams.

@@ -1,5 +1,5 @@
 #pragma once
-// Shaw et al. relative keys and values (SPEC.md §3), as tensor2tensor's
+// Shaw et al. relative keys and values (docs/shaw.md), as tensor2tensor's
 // dot_product_attention_relative computes them: idx(i, j) = clip(j - (i + query_offset), -k, k) + k
 // selects a row of rel_keys / rel_values [2k+1, depth], shared by every head.
 #include <cstdint>

@@ -1,5 +1,5 @@
 #pragma once
-// T5 relative position bias (SPEC.md §1-2): log-bucketed key-minus-query distances, gathered
+// T5 relative position bias (docs/t5.md): log-bucketed key-minus-query distances, gathered
 // from a [num_buckets, heads] table. CPU reference and GPU operations share T5Params.
 #include <cstdint>
 #include <span>

@@ -1,5 +1,5 @@
 #pragma once
-// Unfused attention (SPEC.md §7) built from reusable GPU blocks: a batched matmul, a masked
+// Unfused attention (docs/shaw.md, "Unfused attention") built from reusable GPU blocks: a batched matmul, a masked
 // numerically safe softmax, and the pipeline softmax(q·kᵀ·scale + mask)·v that composes them.
 // Storage f32 or f16, accumulation always f32. The CPU reference is the truth the GPU is tested on.
 #include <cstdint>

@@ -1,4 +1,4 @@
-// CPU reference for ALiBi slopes and bias, straight from SPEC.md §4.
+// CPU reference for ALiBi slopes and bias, straight from docs/alibi_rope.md, ALiBi.
 #include <cmath>
 #include <limits>
 #include <string>

@@ -1,4 +1,4 @@
-// CPU reference of attention with a relative position bias (SPEC.md §7): the bias materialised as
+// CPU reference of attention with a relative position bias (docs/fused_attention.md): the bias materialised as
 // [H, Q, K], the logits and softmax in float64. Plus the log-sum-exp merge of partial results.
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-// CPU reference for the sinusoidal encoding and the Fourier relative bias, straight from SPEC.md §6.
+// CPU reference for the sinusoidal encoding and the Fourier relative bias, straight from docs/fourier.md.
 // Values are computed in float64 and rounded once to float32.
 #include <cmath>
 #include <limits>

@@ -1,4 +1,4 @@
-// CPU reference for RoPE, straight from SPEC.md §5; the frequency scalings follow HuggingFace
+// CPU reference for RoPE, straight from docs/alibi_rope.md, RoPE; the frequency scalings follow HuggingFace
 // transformers' modeling_rope_utils.py, computed in double.
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-// CPU reference for Shaw et al. relative keys and values (SPEC.md §3), in two forms that must
+// CPU reference for Shaw et al. relative keys and values (docs/shaw.md, "Semantics"), in two forms that must
 // agree: tensor2tensor's literal one (materialised [Q, K, D] embeddings, transpose / reshape /
 // batched matmul over query position) and the direct definition. Sums in double, in the same
 // order in both forms, so they agree to the bit.

@@ -1,4 +1,4 @@
-// CPU reference for T5 bucketing and bias, straight from SPEC.md §1-2.
+// CPU reference for T5 bucketing and bias, straight from docs/t5.md, "Semantics".
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>

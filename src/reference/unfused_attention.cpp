@@ -1,4 +1,4 @@
-// CPU reference for the attention building blocks (SPEC.md §7): sums in double, one rounding to
+// CPU reference for the attention building blocks (docs/shaw.md): sums in double, one rounding to
 // float at the end, so the reference is as close to the exact value as float storage allows.
 #include <cmath>
 #include <limits>

@@ -1,5 +1,5 @@
 #pragma once
-// seeds/002 (tests/data/shaw_seed002.txt): tensor2tensor's worked example of relative keys.
+// tests/data/shaw_seed002.txt: tensor2tensor's worked example of relative keys.
 #include <relpos/shaw.hpp>
 
 #include <cstdint>
