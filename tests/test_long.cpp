@@ -92,7 +92,7 @@ class LongUnfused : public GpuTest {};
 // visible, exact zeros for masked keys.
 TEST_F(LongUnfused, MaskedSoftmaxOfLongRows) {
   std::mt19937 rng(5);
-  UnfusedAttentionParams p{.batch = 2, .heads = 1, .queries = 3, .keys = 200000, .depth = 1};
+  UnfusedAttentionParams p{.batch = 2, .heads = 1, .queries = 3, .keys = 200000, .head_dim = 1};
   p.causal = true;
   p.query_offset = 150000;
   p.key_lengths = {200000, 170001};
@@ -121,7 +121,7 @@ TEST_F(LongUnfused, MaskedSoftmaxOfLongRows) {
 // softmax(q·kᵀ)·v over 100,000 keys: the weights·v matmul's shared dimension is the keys.
 TEST_F(LongUnfused, UnfusedAttentionOver100kKeys) {
   std::mt19937 rng(6);
-  UnfusedAttentionParams p{.batch = 1, .heads = 2, .queries = 3, .keys = 100000, .depth = 16, .scale = 0.25f};
+  UnfusedAttentionParams p{.batch = 1, .heads = 2, .queries = 3, .keys = 100000, .head_dim = 16, .scale = 0.25f};
   const std::vector<float> q = random_floats(rng, 2 * 3 * 16, -1.0f, 1.0f), k = random_floats(rng, 2 * std::size_t{p.keys} * 16, -1.0f, 1.0f);
   const std::vector<float> v = ramped(rng, 2, p.keys, 16);
   const std::vector<float> want = unfused_attention_reference(p, q, k, v);
@@ -134,7 +134,7 @@ TEST_F(LongUnfused, UnfusedAttentionOver100kKeys) {
 TEST_F(LongUnfused, ShawAttentionOver100kKeys) {
   std::mt19937 rng(7);
   ShawAttentionParams p;
-  p.attention = {.batch = 1, .heads = 2, .queries = 3, .keys = 100000, .depth = 8, .scale = 0.5f};
+  p.attention = {.batch = 1, .heads = 2, .queries = 3, .keys = 100000, .head_dim = 8, .scale = 0.5f};
   p.attention.query_offset = 50000;
   p.max_relative_position = 9000;  // 2k + 1 buckets past one part of a row as well
   const std::vector<float> q = random_floats(rng, 2 * 3 * 8, -1.0f, 1.0f), k = random_floats(rng, 2 * std::size_t{p.attention.keys} * 8, -1.0f, 1.0f);

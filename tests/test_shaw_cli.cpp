@@ -55,14 +55,14 @@ TEST(ShawCli, LogitsWithKeysAddTheContentTerm) {
   p.heads = 2;
   p.queries = 3;
   p.keys = 5;
-  p.depth = 8;
+  p.head_dim = 8;
   p.query_offset = 2;
   p.scale = 0.5f;
   UnfusedAttentionParams a;
   a.heads = 2;
   a.queries = 3;
   a.keys = 5;
-  a.depth = 8;
+  a.head_dim = 8;
   a.scale = 0.5f;
   auto want = shaw_logits_direct_reference(p, q, e);
   const auto content = unfused_logits_reference(a, q, k);
@@ -103,10 +103,10 @@ TEST(ShawCli, MismatchedShapesAreClearErrors) {
   r = tool("run shaw-logits --q " + q + " --rel-keys " + e + " --max-relative-position 0 --keys 4 --out " + temp("x.npy"));
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.output.find("max-relative-position"), std::string::npos) << r.output;
-  const std::string e4 = save("ee4.npy", random(5 * 4, 12), {5, 4});  // depth 4, q has 8
+  const std::string e4 = save("ee4.npy", random(5 * 4, 12), {5, 4});  // head_dim 4, q has 8
   r = tool("run shaw-logits --q " + q + " --rel-keys " + e4 + " --max-relative-position 2 --keys 4 --out " + temp("x.npy"));
   EXPECT_NE(r.status, 0);
-  EXPECT_NE(r.output.find("rel table depth"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rel table head_dim"), std::string::npos) << r.output;
   r = tool("run shaw-attention --q " + q + " --k " + k3 + " --v " + k3 + " --rel-keys " + e + " --rel-values " + e +
            " --max-relative-position 2 --out " + temp("x.npy"));
   EXPECT_NE(r.status, 0);

@@ -28,7 +28,7 @@ ShawParams random_params(std::mt19937& rng, std::uint32_t max_len) {
   p.heads = std::uniform_int_distribution<std::uint32_t>(1, 3)(rng);
   p.queries = len(rng);
   p.keys = len(rng);
-  p.depth = std::uniform_int_distribution<int>(0, 1)(rng) ? 8 : std::uniform_int_distribution<std::uint32_t>(1, 13)(rng);
+  p.head_dim = std::uniform_int_distribution<int>(0, 1)(rng) ? 8 : std::uniform_int_distribution<std::uint32_t>(1, 13)(rng);
   p.max_relative_position = std::uniform_int_distribution<std::uint32_t>(1, max_len + 8)(rng);
   switch (std::uniform_int_distribution<int>(0, 3)(rng)) {
     case 0: p.query_offset = 0; break;
@@ -42,7 +42,7 @@ ShawParams random_params(std::mt19937& rng, std::uint32_t max_len) {
 
 std::string describe(const ShawParams& p) {
   return "k=" + std::to_string(p.max_relative_position) + " B=" + std::to_string(p.batch) + " H=" + std::to_string(p.heads) +
-         " Q=" + std::to_string(p.queries) + " K=" + std::to_string(p.keys) + " D=" + std::to_string(p.depth) +
+         " Q=" + std::to_string(p.queries) + " K=" + std::to_string(p.keys) + " D=" + std::to_string(p.head_dim) +
          " off=" + std::to_string(p.query_offset) + " scale=" + std::to_string(p.scale);
 }
 
@@ -51,8 +51,8 @@ std::size_t rows(const ShawParams& p) { return std::size_t{p.batch} * p.heads * 
 // The relative-key term written (add = false: whatever the buffer held is replaced) or added into
 // random logits.
 void check_logits(Context& ctx, const ShawParams& p, DType q_dtype, bool materialised, bool add, std::mt19937& rng) {
-  const auto q = rounded_to_storage(random_floats(rng, rows(p) * p.depth), q_dtype);
-  const auto table = random_floats(rng, std::size_t{p.table_rows()} * p.depth);
+  const auto q = rounded_to_storage(random_floats(rng, rows(p) * p.head_dim), q_dtype);
+  const auto table = random_floats(rng, std::size_t{p.table_rows()} * p.head_dim);
   const auto logits = random_floats(rng, rows(p) * p.keys, -5.0f, 5.0f);
   const auto term = shaw_logits_direct_reference(p, q, table);
   auto want = term;
@@ -68,15 +68,15 @@ void check_logits(Context& ctx, const ShawParams& p, DType q_dtype, bool materia
   ShawParams abs_p = p;
   abs_p.scale = std::abs(p.scale);
   const auto abs_term = shaw_logits_direct_reference(abs_p, abs_of(q), abs_of(table));
-  // depth products, then the addition into the logits.
-  const double tol = normalised(sum_error(p.depth + 1, max_abs(abs_term) + (add ? max_abs(logits) : 0.0)), want);
+  // head_dim products, then the addition into the logits.
+  const double tol = normalised(sum_error(p.head_dim + 1, max_abs(abs_term) + (add ? max_abs(logits) : 0.0)), want);
   EXPECT_LE(normalised_error(bl.download<float>(want.size()), want), tol);
 }
 
 void check_values(Context& ctx, const ShawParams& p, DType out_dtype, std::mt19937& rng) {
   const auto w = random_floats(rng, rows(p) * p.keys, 0.0f, 1.0f);
-  const auto table = random_floats(rng, std::size_t{p.table_rows()} * p.depth);
-  const auto out = rounded_to_storage(random_floats(rng, rows(p) * p.depth), out_dtype);
+  const auto table = random_floats(rng, std::size_t{p.table_rows()} * p.head_dim);
+  const auto out = rounded_to_storage(random_floats(rng, rows(p) * p.head_dim), out_dtype);
   const auto term = shaw_values_direct_reference(p, w, table);
   auto want = out;
   for (std::size_t e = 0; e < want.size(); ++e) want[e] += term[e];
@@ -91,18 +91,18 @@ void check_values(Context& ctx, const ShawParams& p, DType out_dtype, std::mt199
 
 void check_attention(Context& ctx, const ShawAttentionParams& sp, std::mt19937& rng) {
   const UnfusedAttentionParams& a = sp.attention;
-  const std::size_t bh = std::size_t{a.batch} * a.heads, t = (2 * sp.max_relative_position + 1) * a.depth;
-  const auto q = rounded_to_storage(random_floats(rng, bh * a.queries * a.depth), a.dtype);
-  const auto k = rounded_to_storage(random_floats(rng, bh * a.keys * a.depth), a.dtype);
-  const auto v = rounded_to_storage(random_floats(rng, bh * a.keys * a.depth), a.dtype);
+  const std::size_t bh = std::size_t{a.batch} * a.heads, t = (2 * sp.max_relative_position + 1) * a.head_dim;
+  const auto q = rounded_to_storage(random_floats(rng, bh * a.queries * a.head_dim), a.dtype);
+  const auto k = rounded_to_storage(random_floats(rng, bh * a.keys * a.head_dim), a.dtype);
+  const auto v = rounded_to_storage(random_floats(rng, bh * a.keys * a.head_dim), a.dtype);
   const auto ek = random_floats(rng, t), ev = random_floats(rng, t);
   const auto want = shaw_attention_reference(sp, q, k, v, ek, ev);
   Buffer bq = make_float_buffer(ctx, q, a.dtype), bk = make_float_buffer(ctx, k, a.dtype), bv = make_float_buffer(ctx, v, a.dtype);
   Buffer bek = make_buffer(ctx, ek), bev = make_buffer(ctx, ev), out(ctx, want.size() * dtype_size(a.dtype));
   run(ctx, [&](Recorder& r) { shaw_attention(r, sp, bq, bk, bv, bek, bev, out); });
-  // Each logit is a 2·depth-long sum of q·(k + e) products; the output sums over keys and buckets.
-  const double logit_error = sum_error(2 * a.depth, a.depth * max_abs(q) * (max_abs(k) + max_abs(ek))) * a.scale;
-  const double tol = normalised(attention_error(logit_error, a.keys + t / a.depth, max_abs(v) + max_abs(ev)), want) +
+  // Each logit is a 2·head_dim-long sum of q·(k + e) products; the output sums over keys and buckets.
+  const double logit_error = sum_error(2 * a.head_dim, a.head_dim * max_abs(q) * (max_abs(k) + max_abs(ek))) * a.scale;
+  const double tol = normalised(attention_error(logit_error, a.keys + t / a.head_dim, max_abs(v) + max_abs(ev)), want) +
                      (a.dtype == DType::F16 ? kHalfRounding : 0.0);
   EXPECT_LE(normalised_error(download_floats(out, want.size(), a.dtype), want), tol);
 }
@@ -116,9 +116,9 @@ ShawAttentionParams random_attention(std::mt19937& rng, std::uint32_t max_len) {
   a.heads = s.heads;
   a.queries = s.queries;
   a.keys = s.keys;
-  a.depth = s.depth;
+  a.head_dim = s.head_dim;
   a.query_offset = s.query_offset;
-  a.scale = 1.0f / std::sqrt(static_cast<float>(s.depth));
+  a.scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
   a.causal = std::uniform_int_distribution<int>(0, 1)(rng);
   if (std::uniform_int_distribution<int>(0, 2)(rng) == 0)
     for (std::uint32_t b = 0; b < a.batch; ++b) a.key_lengths.push_back(std::uniform_int_distribution<std::uint32_t>(0, a.keys)(rng));
@@ -208,7 +208,7 @@ TEST_F(ShawGpu, SplitPathsUnderLoweredLimits) {
   wide.max_relative_position = 5;
   wide.queries = 3;
   wide.keys = 3 * 1024 + 40;
-  wide.depth = 4;
+  wide.head_dim = 4;
   wide.query_offset = 1500;
   SCOPED_TRACE("wide " + describe(wide));
   check_logits(few, wide, DType::F32, false, true, rng);
@@ -216,7 +216,7 @@ TEST_F(ShawGpu, SplitPathsUnderLoweredLimits) {
   ShawParams p;
   p.max_relative_position = 3;
   p.queries = p.keys = 12;
-  p.depth = 8;
+  p.head_dim = 8;
   p.heads = 2;
   SCOPED_TRACE("materialised " + describe(p));
   check_logits(ctx, p, DType::F32, true, true, rng);
@@ -228,7 +228,7 @@ TEST_F(ShawGpu, InvalidInputIsRejectedBeforeDispatch) {
   ShawParams p;
   p.max_relative_position = 2;
   p.queries = p.keys = 4;
-  p.depth = 8;
+  p.head_dim = 8;
   p.heads = 2;
   Buffer q(ctx, 2 * 4 * 8 * 4), table(ctx, 5 * 8 * 4), logits(ctx, 2 * 16 * 4), small(ctx, 16);
   Recorder r(ctx);
@@ -241,7 +241,7 @@ TEST_F(ShawGpu, InvalidInputIsRejectedBeforeDispatch) {
   expect_invalid([&] { shaw_values_add(r, bad, logits, table, q); }, "rel_values");
   expect_invalid([&] { shaw_logits_materialised_add(r, bad, q, table, logits); }, "rel_keys");
   bad = p;
-  bad.depth = 4;  // the table is [5, 8]
+  bad.head_dim = 4;  // the table is [5, 8]
   expect_invalid([&] { shaw_logits_add(r, bad, q, table, logits); }, "rel_keys");
   bad = p;
   bad.heads = 3;  // q and logits hold two heads
@@ -254,7 +254,7 @@ TEST_F(ShawGpu, InvalidInputIsRejectedBeforeDispatch) {
   expect_invalid([&] { shaw_logits_add(r, p, q, table, logits, DType::I32); }, "q_dtype");
   ShawAttentionParams a;
   a.attention.queries = a.attention.keys = 4;
-  a.attention.depth = 8;
+  a.attention.head_dim = 8;
   a.attention.heads = 2;
   a.max_relative_position = 0;
   expect_invalid([&] { shaw_attention(r, a, q, q, q, table, table, q); }, "max_relative_position");

@@ -22,7 +22,7 @@ ShawParams random_params(std::mt19937& rng) {
   p.heads = std::uniform_int_distribution<std::uint32_t>(1, 3)(rng);
   p.queries = size(rng);
   p.keys = size(rng);
-  p.depth = std::uniform_int_distribution<std::uint32_t>(1, 7)(rng);
+  p.head_dim = std::uniform_int_distribution<std::uint32_t>(1, 7)(rng);
   switch (std::uniform_int_distribution<int>(0, 3)(rng)) {
     case 0: p.query_offset = 0; break;
     case 1: p.query_offset = t2t_query_offset(p.queries, p.keys); break;
@@ -55,7 +55,7 @@ TEST(ShawReference, T2tAlignmentsAreQueryOffsets) {
       ShawParams p;
       p.max_relative_position = k;
       p.keys = nk;
-      p.depth = 1;
+      p.head_dim = 1;
       for (std::uint32_t nq = 1; nq <= nk; ++nq) {
         p.queries = nq;
         p.query_offset = t2t_query_offset(nq, nk);
@@ -75,8 +75,8 @@ TEST(ShawReference, LiteralAndDirectFormsAgree) {
   for (int trial = 0; trial < 60; ++trial) {
     const ShawParams p = random_params(rng);
     const std::size_t bhq = std::size_t{p.batch} * p.heads * p.queries;
-    const auto table = random_floats(rng, std::size_t{p.table_rows()} * p.depth);
-    const auto q = random_floats(rng, bhq * p.depth);
+    const auto table = random_floats(rng, std::size_t{p.table_rows()} * p.head_dim);
+    const auto q = random_floats(rng, bhq * p.head_dim);
     const auto w = random_floats(rng, bhq * p.keys, 0.0f, 1.0f);
     // Same products summed in the same order in double: equal to the bit.
     EXPECT_EQ(shaw_logits_t2t_reference(p, q, table), shaw_logits_direct_reference(p, q, table)) << trial;
@@ -91,7 +91,7 @@ TEST(ShawReference, ValuesByHand) {
   p.max_relative_position = 1;
   p.queries = 2;
   p.keys = 4;
-  p.depth = 2;
+  p.head_dim = 2;
   p.query_offset = 0;
   const std::vector<float> table = {10, 11, 20, 21, 30, 31};  // rows for rp = -1, 0, +1
   // query 0 weighs keys 0 (rp 0) and 3 (rp 3 -> +1); query 1 weighs key 0 (rp -1) and 2 (rp 1).
@@ -113,7 +113,7 @@ TEST(ShawReference, AttentionReductions) {
   a.heads = 2;
   a.queries = 5;
   a.keys = 7;
-  a.depth = 3;
+  a.head_dim = 3;
   a.scale = 0.5f;
   a.causal = true;
   a.query_offset = -2;  // queries 0 and 1 see no key: zeros, not NaN

@@ -78,8 +78,8 @@ UnfusedAttentionParams random_attention(std::mt19937& rng, std::uint32_t max_len
   p.heads = std::uniform_int_distribution<std::uint32_t>(1, 3)(rng);
   p.queries = len(rng);
   p.keys = len(rng);
-  p.depth = std::uniform_int_distribution<std::uint32_t>(0, 1)(rng) ? 16 : std::uniform_int_distribution<std::uint32_t>(1, 19)(rng);
-  p.scale = 1.0f / std::sqrt(static_cast<float>(p.depth));
+  p.head_dim = std::uniform_int_distribution<std::uint32_t>(0, 1)(rng) ? 16 : std::uniform_int_distribution<std::uint32_t>(1, 19)(rng);
+  p.scale = 1.0f / std::sqrt(static_cast<float>(p.head_dim));
   p.causal = std::uniform_int_distribution<int>(0, 1)(rng);
   switch (std::uniform_int_distribution<int>(0, 2)(rng)) {
     case 0: p.query_offset = 0; break;
@@ -94,7 +94,7 @@ UnfusedAttentionParams random_attention(std::mt19937& rng, std::uint32_t max_len
 
 std::string describe(const UnfusedAttentionParams& p) {
   std::string s = "B=" + std::to_string(p.batch) + " H=" + std::to_string(p.heads) + " Q=" + std::to_string(p.queries) +
-                  " K=" + std::to_string(p.keys) + " D=" + std::to_string(p.depth) + (p.causal ? " causal" : "") +
+                  " K=" + std::to_string(p.keys) + " D=" + std::to_string(p.head_dim) + (p.causal ? " causal" : "") +
                   " off=" + std::to_string(p.query_offset) + " " + std::string(dtype_name(p.dtype)) + " lengths=";
   for (auto l : p.key_lengths) s += std::to_string(l) + ",";
   return s;
@@ -102,14 +102,14 @@ std::string describe(const UnfusedAttentionParams& p) {
 
 void check_attention(Context& ctx, const UnfusedAttentionParams& p, std::mt19937& rng) {
   const std::size_t bh = std::size_t{p.batch} * p.heads;
-  const auto q = rounded_to_storage(random_floats(rng, bh * p.queries * p.depth), p.dtype);
-  const auto k = rounded_to_storage(random_floats(rng, bh * p.keys * p.depth), p.dtype);
-  const auto v = rounded_to_storage(random_floats(rng, bh * p.keys * p.depth), p.dtype);
+  const auto q = rounded_to_storage(random_floats(rng, bh * p.queries * p.head_dim), p.dtype);
+  const auto k = rounded_to_storage(random_floats(rng, bh * p.keys * p.head_dim), p.dtype);
+  const auto v = rounded_to_storage(random_floats(rng, bh * p.keys * p.head_dim), p.dtype);
   const auto want = unfused_attention_reference(p, q, k, v);
   Buffer bq = make_float_buffer(ctx, q, p.dtype), bk = make_float_buffer(ctx, k, p.dtype), bv = make_float_buffer(ctx, v, p.dtype);
   Buffer out(ctx, want.size() * dtype_size(p.dtype));
   run(ctx, [&](Recorder& r) { unfused_attention(r, p, bq, bk, bv, out); });
-  const double logit_error = sum_error(p.depth, p.depth * max_abs(q) * max_abs(k)) * p.scale;
+  const double logit_error = sum_error(p.head_dim, p.head_dim * max_abs(q) * max_abs(k)) * p.scale;
   const double tol = normalised(attention_error(logit_error, p.keys, max_abs(v)), want) + (p.dtype == DType::F16 ? kHalfRounding : 0.0);
   EXPECT_LE(normalised_error(download_floats(out, want.size(), p.dtype), want), tol);
 }
@@ -225,7 +225,7 @@ TEST_F(AttentionGpu, InvalidInputIsRejectedBeforeDispatch) {
   Context& ctx = gpu();
   UnfusedAttentionParams p;
   p.queries = p.keys = 4;
-  p.depth = 8;
+  p.head_dim = 8;
   Buffer x(ctx, 4 * 8 * 4), small(ctx, 16), logits(ctx, 16 * 4);
   Recorder r(ctx);
   expect_invalid([&] { unfused_attention(r, p, small, x, x, x); }, "q buffer");
@@ -233,8 +233,8 @@ TEST_F(AttentionGpu, InvalidInputIsRejectedBeforeDispatch) {
   expect_invalid([&] { unfused_attention(r, p, x, x, x, small); }, "out buffer");
   expect_invalid([&] { masked_softmax(r, p, small); }, "logits");
   UnfusedAttentionParams bad = p;
-  bad.depth = 0;
-  expect_invalid([&] { unfused_attention(r, bad, x, x, x, x); }, "depth");
+  bad.head_dim = 0;
+  expect_invalid([&] { unfused_attention(r, bad, x, x, x, x); }, "head_dim");
   bad = p;
   bad.key_lengths = {4, 4};
   expect_invalid([&] { masked_softmax(r, bad, logits); }, "key_lengths");

@@ -45,17 +45,17 @@ ShawParams params_from(const Tensor& q, const Tensor& table, std::uint32_t max_r
   p.batch = static_cast<std::uint32_t>(q.shape[0]);
   p.heads = static_cast<std::uint32_t>(q.shape[1]);
   p.queries = static_cast<std::uint32_t>(q.shape[2]);
-  p.depth = static_cast<std::uint32_t>(q.shape[3]);
+  p.head_dim = static_cast<std::uint32_t>(q.shape[3]);
   if (max_rel < 1) throw InvalidArgument("--max-relative-position = " + std::to_string(max_rel) + ": must be >= 1");
   require_dim("rel table rows", table.shape[0], 2ull * max_rel + 1, "2 * max_relative_position + 1");
-  require_dim("rel table depth", table.shape[1], p.depth, "the depth of q");
+  require_dim("rel table head_dim", table.shape[1], p.head_dim, "the head_dim of q");
   return p;
 }
 
 void check_like_q(const std::string& flag, const Tensor& t, const ShawParams& p) {
   require_dim(flag + " batch", t.shape[0], p.batch, "the batch of q");
   require_dim(flag + " heads", t.shape[1], p.heads, "the heads of q");
-  require_dim(flag + " depth", t.shape[3], p.depth, "the depth of q");
+  require_dim(flag + " head_dim", t.shape[3], p.head_dim, "the head_dim of q");
 }
 
 // Runs f on a fresh output buffer and downloads it.
@@ -112,7 +112,7 @@ void register_runs(CLI::App& run, Registry& reg) {
                           a.heads = p.heads;
                           a.queries = p.queries;
                           a.keys = p.keys;
-                          a.depth = p.depth;
+                          a.head_dim = p.head_dim;
                           a.scale = p.scale;
                           const std::size_t n = std::size_t{p.batch} * p.heads * p.queries * p.keys;
                           std::vector<float> out;
@@ -180,10 +180,10 @@ void register_runs(CLI::App& run, Registry& reg) {
                           a.heads = s.heads;
                           a.queries = s.queries;
                           a.keys = static_cast<std::uint32_t>(k.shape[2]);
-                          a.depth = s.depth;
+                          a.head_dim = s.head_dim;
                           a.causal = o->causal;
                           a.query_offset = o->align_last ? t2t_query_offset(a.queries, a.keys) : o->offset;
-                          a.scale = std::isnan(o->scale) ? 1.0f / std::sqrt(static_cast<float>(a.depth)) : o->scale;
+                          a.scale = std::isnan(o->scale) ? 1.0f / std::sqrt(static_cast<float>(a.head_dim)) : o->scale;
                           a.dtype = o->dtype == "f16" ? DType::F16 : DType::F32;
                           if (!o->lengths.empty()) {
                             std::stringstream in(o->lengths);
@@ -193,7 +193,7 @@ void register_runs(CLI::App& run, Registry& reg) {
                           }
                           p.validate();
                           std::vector<float> out;
-                          const std::size_t n = std::size_t{a.batch} * a.heads * a.queries * a.depth;
+                          const std::size_t n = std::size_t{a.batch} * a.heads * a.queries * a.head_dim;
                           if (o->o.reference) {
                             out = shaw_attention_reference(p, rounded_to_storage(q.values, a.dtype), rounded_to_storage(k.values, a.dtype),
                                                            rounded_to_storage(v.values, a.dtype), ek.values, ev.values);
@@ -203,7 +203,7 @@ void register_runs(CLI::App& run, Registry& reg) {
                             Buffer bek = make_buffer(ctx, ek.values), bev = make_buffer(ctx, ev.values);
                             out = run_gpu(ctx, n, a.dtype, [&](Recorder& r, Buffer& b) { shaw_attention(r, p, bq, bk, bv, bek, bev, b); });
                           }
-                          write_floats(o->o.out, out, {a.batch, a.heads, a.queries, a.depth}, a.dtype);
+                          write_floats(o->o.out, out, {a.batch, a.heads, a.queries, a.head_dim}, a.dtype);
                         }});
   }
 }

@@ -38,15 +38,15 @@ std::size_t rows(const ShawParams& p) { return std::size_t{p.batch} * p.heads * 
 
 std::string shape_of(const ShawParams& p) {
   return "[" + std::to_string(p.batch) + "," + std::to_string(p.heads) + "," + std::to_string(p.queries) + "," +
-         std::to_string(p.keys) + "] d=" + std::to_string(p.depth) + " k=" + std::to_string(p.max_relative_position) +
+         std::to_string(p.keys) + "] d=" + std::to_string(p.head_dim) + " k=" + std::to_string(p.max_relative_position) +
          (p.query_offset ? " off=" + std::to_string(p.query_offset) : "");
 }
 
 // The relative-key term written, or added into random logits, by the cheap form (q in q_dtype)
 // or tensor2tensor's.
 CheckResult check_logits(Context& ctx, const ShawParams& p, DType q_dtype, bool materialised, bool add) {
-  const auto q = rounded_to_storage(random_values(rows(p) * p.depth, 1), q_dtype);
-  const auto table = random_values(std::size_t{p.table_rows()} * p.depth, 2);
+  const auto q = rounded_to_storage(random_values(rows(p) * p.head_dim, 1), q_dtype);
+  const auto table = random_values(std::size_t{p.table_rows()} * p.head_dim, 2);
   const auto logits = random_values(rows(p) * p.keys, 3, -4.0f, 4.0f);
   auto want = shaw_logits_t2t_reference(p, q, table);
   if (add)
@@ -62,13 +62,13 @@ CheckResult check_logits(Context& ctx, const ShawParams& p, DType q_dtype, bool 
   abs_p.scale = std::abs(p.scale);
   const auto abs_term = shaw_logits_direct_reference(abs_p, abs_of(q), abs_of(table));
   return {normalised_error(bl.download<float>(want.size()), want),
-          normalised(sum_error(p.depth + 1, max_abs(abs_term) + (add ? max_abs(logits) : 0.0)), want), "max_err"};
+          normalised(sum_error(p.head_dim + 1, max_abs(abs_term) + (add ? max_abs(logits) : 0.0)), want), "max_err"};
 }
 
 CheckResult check_values(Context& ctx, const ShawParams& p, DType out_dtype) {
   const auto w = random_values(rows(p) * p.keys, 4, 0.0f, 1.0f);
-  const auto table = random_values(std::size_t{p.table_rows()} * p.depth, 5);
-  const auto out = rounded_to_storage(random_values(rows(p) * p.depth, 6), out_dtype);
+  const auto table = random_values(std::size_t{p.table_rows()} * p.head_dim, 5);
+  const auto out = rounded_to_storage(random_values(rows(p) * p.head_dim, 6), out_dtype);
   const auto term = shaw_values_t2t_reference(p, w, table);
   auto want = out;
   for (std::size_t e = 0; e < want.size(); ++e) want[e] += term[e];
@@ -86,10 +86,10 @@ CheckResult check_values(Context& ctx, const ShawParams& p, DType out_dtype) {
 // The whole pipeline; without max_relative_position, plain unfused attention.
 CheckResult check_attention(Context& ctx, const ShawAttentionParams& sp, bool shaw) {
   const UnfusedAttentionParams& a = sp.attention;
-  const std::size_t bh = std::size_t{a.batch} * a.heads, t = (2 * sp.max_relative_position + 1) * a.depth;
-  const auto q = rounded_to_storage(random_values(bh * a.queries * a.depth, 7), a.dtype);
-  const auto k = rounded_to_storage(random_values(bh * a.keys * a.depth, 8), a.dtype);
-  const auto v = rounded_to_storage(random_values(bh * a.keys * a.depth, 9), a.dtype);
+  const std::size_t bh = std::size_t{a.batch} * a.heads, t = (2 * sp.max_relative_position + 1) * a.head_dim;
+  const auto q = rounded_to_storage(random_values(bh * a.queries * a.head_dim, 7), a.dtype);
+  const auto k = rounded_to_storage(random_values(bh * a.keys * a.head_dim, 8), a.dtype);
+  const auto v = rounded_to_storage(random_values(bh * a.keys * a.head_dim, 9), a.dtype);
   const auto ek = random_values(t, 10), ev = random_values(t, 11);
   const auto want = shaw ? shaw_attention_reference(sp, q, k, v, ek, ev) : unfused_attention_reference(a, q, k, v);
   Buffer bq = make_float_buffer(ctx, q, a.dtype), bk = make_float_buffer(ctx, k, a.dtype), bv = make_float_buffer(ctx, v, a.dtype);
@@ -98,12 +98,12 @@ CheckResult check_attention(Context& ctx, const ShawAttentionParams& sp, bool sh
   if (shaw) shaw_attention(r, sp, bq, bk, bv, bek, bev, out);
   else unfused_attention(r, a, bq, bk, bv, out);
   r.submit_and_wait();
-  // A logit error δ (2·depth products of q·(k + e)) moves the weights by Σ|δw| <= 2δ; exp and the
+  // A logit error δ (2·head_dim products of q·(k + e)) moves the weights by Σ|δw| <= 2δ; exp and the
   // division add <= 64 ulp per weight (GLSL's exp: 3 + 2|x| ulp); the output sums over keys and
   // buckets of weights times |v + e|.
-  const double logit_error = sum_error(2 * a.depth, a.depth * max_abs(q) * (max_abs(k) + (shaw ? max_abs(ek) : 0.0))) * a.scale;
+  const double logit_error = sum_error(2 * a.head_dim, a.head_dim * max_abs(q) * (max_abs(k) + (shaw ? max_abs(ek) : 0.0))) * a.scale;
   const double max_value = max_abs(v) + (shaw ? max_abs(ev) : 0.0);
-  const double tol = normalised(max_value * (2 * logit_error + (a.keys + t / a.depth + 64) * 0x1p-24), want) +
+  const double tol = normalised(max_value * (2 * logit_error + (a.keys + t / a.head_dim + 64) * 0x1p-24), want) +
                      (a.dtype == DType::F16 ? kHalfRounding : 0.0);
   return {normalised_error(download_floats(out, want.size(), a.dtype), want), tol, "max_err"};
 }
@@ -119,7 +119,7 @@ ShawParams make(const Cfg& c) {
   p.heads = c.h;
   p.queries = c.q;
   p.keys = c.k;
-  p.depth = c.d;
+  p.head_dim = c.d;
   p.max_relative_position = c.rel;
   p.query_offset = c.off;
   p.scale = 1.0f / std::sqrt(static_cast<float>(c.d));
@@ -133,7 +133,7 @@ ShawAttentionParams attention_of(const ShawParams& p, bool causal, DType dtype) 
   a.attention.heads = p.heads;
   a.attention.queries = p.queries;
   a.attention.keys = p.keys;
-  a.attention.depth = p.depth;
+  a.attention.head_dim = p.head_dim;
   a.attention.query_offset = p.query_offset;
   a.attention.scale = p.scale;
   a.attention.causal = causal;
@@ -141,26 +141,26 @@ ShawAttentionParams attention_of(const ShawParams& p, bool causal, DType dtype) 
   return a;
 }
 
-// Random Shaw parameters: any depth, k from 1 to beyond the sequence, offsets up to the limit of
+// Random Shaw parameters: any head_dim, k from 1 to beyond the sequence, offsets up to the limit of
 // the 32-bit relative positions; logits, P and the materialised embeddings within the budget.
 ShawParams draw_shaw(FuzzRng& g, std::uint32_t max_depth) {
   ShawParams p;
   const std::uint64_t budget = g.max_elements();
-  p.depth = g.size(1, max_depth);
+  p.head_dim = g.size(1, max_depth);
   p.keys = g.size(1, std::min<std::uint64_t>(kFuzzMaxKeys, budget));
   p.queries = g.size(1, std::min<std::uint64_t>(2048, budget / p.keys));
   p.heads = g.size(1, std::min<std::uint64_t>(16, budget / (std::uint64_t{p.queries} * p.keys)));
   p.batch = g.size(1, std::min<std::uint64_t>(4, budget / (std::uint64_t{p.heads} * p.queries * p.keys)));
   p.max_relative_position = g.size(1, std::min<std::uint64_t>(4096, budget / (std::uint64_t{p.batch} * p.heads * p.queries) / 2));
-  p.scale = g.pick({1.0f, 0.125f, 1.0f / std::sqrt(static_cast<float>(p.depth))});
+  p.scale = g.pick({1.0f, 0.125f, 1.0f / std::sqrt(static_cast<float>(p.head_dim))});
   return p;
 }
 
 CheckCase draw_shaw_case(FuzzRng& g) {
   const std::uint64_t kind = g.below(6);  // logits f32, logits f16, logits add, t2t, values f32, values f16
   ShawParams p = draw_shaw(g, 256);
-  if (kind == 3) {  // tensor2tensor materialises [Q, K, depth]
-    p.depth = std::min<std::uint32_t>(p.depth, static_cast<std::uint32_t>(std::max<std::uint64_t>(1, g.max_elements() / (std::uint64_t{p.queries} * p.keys))));
+  if (kind == 3) {  // tensor2tensor materialises [Q, K, head_dim]
+    p.head_dim = std::min<std::uint32_t>(p.head_dim, static_cast<std::uint32_t>(std::max<std::uint64_t>(1, g.max_elements() / (std::uint64_t{p.queries} * p.keys))));
   }
   const std::int64_t reach = std::int64_t{p.queries} + p.keys + 2ll * p.max_relative_position;
   // Offsets within +-2^30 (the attention checks every Shaw op shares), and reach + |offset| < 2^31.
@@ -209,7 +209,7 @@ void register_shaw_checks(Registry& reg) {
       {1, 8, 128, 128, 64, 16, 0},       // encoder self-attention
       {2, 4, 37, 301, 32, 64, 264},      // tensor2tensor alignment, Q != K
       {1, 8, 1, 512, 64, 16, 511},       // tensor2tensor's cache mode: one decoding step
-      {1, 2, 50, 70, 13, 200, -7},       // k beyond the sequence, odd depth, negative offset
+      {1, 2, 50, 70, 13, 200, -7},       // k beyond the sequence, odd head_dim, negative offset
   };
   for (const Cfg& c : cfgs) {
     const bool quick = c.rel != 200;  // all but the last make pipelines the others do not
@@ -240,16 +240,16 @@ void register_shaw_benches(Registry& reg) {
   // The shape: B=1, H=8, n=1024, d=64; the cheap form against tensor2tensor's.
   for (std::uint32_t k : {64u, 16u}) {
     ShawParams p = make({1, 8, 1024, 1024, 64, k, 0});
-    const std::uint64_t q_bytes = rows(p) * p.depth * 4, logits_bytes = rows(p) * p.keys * 4;
+    const std::uint64_t q_bytes = rows(p) * p.head_dim * 4, logits_bytes = rows(p) * p.keys * 4;
     const std::uint64_t term_bytes = rows(p) * p.table_rows() * 4;
-    const std::uint64_t e_bytes = std::uint64_t{p.queries} * p.keys * p.depth * 4;
+    const std::uint64_t e_bytes = std::uint64_t{p.queries} * p.keys * p.head_dim * 4;
     struct State { std::vector<float> q, table, logits; Buffer bq, bt, bl, bl_t2t; };
     enum class Form { Cheap, CheapAdd, T2t };
     auto prepare = [p](Form form) {
       return [p, form](Context& ctx) {
         auto s = std::make_shared<State>();
-        s->q = random_values(rows(p) * p.depth, 1);
-        s->table = random_values(std::size_t{p.table_rows()} * p.depth, 2);
+        s->q = random_values(rows(p) * p.head_dim, 1);
+        s->table = random_values(std::size_t{p.table_rows()} * p.head_dim, 2);
         s->logits.assign(rows(p) * p.keys, 0.0f);
         s->bq = make_buffer(ctx, s->q);
         s->bt = make_buffer(ctx, s->table);
@@ -284,15 +284,15 @@ void register_shaw_benches(Registry& reg) {
                              prepare(Form::CheapAdd)});
   }
   ShawParams p = make({1, 8, 1024, 1024, 64, 64, 0});
-  const std::uint64_t logits_bytes = rows(p) * p.keys * 4, qkv_bytes = rows(p) * p.depth * 4;
+  const std::uint64_t logits_bytes = rows(p) * p.keys * 4, qkv_bytes = rows(p) * p.head_dim * 4;
   const std::uint64_t term_bytes = rows(p) * p.table_rows() * 4;
   reg.benches.push_back({"shaw-values", shape_of(p), logits_bytes + 2 * term_bytes + 2 * qkv_bytes, Ceiling::Copy, false,
                          [p](Context& ctx) {
                            struct State { std::vector<float> w, table, out; Buffer bw, bt, bo; };
                            auto s = std::make_shared<State>();
                            s->w = random_values(rows(p) * p.keys, 3, 0.0f, 1.0f);
-                           s->table = random_values(std::size_t{p.table_rows()} * p.depth, 4);
-                           s->out.assign(rows(p) * p.depth, 0.0f);
+                           s->table = random_values(std::size_t{p.table_rows()} * p.head_dim, 4);
+                           s->out.assign(rows(p) * p.head_dim, 0.0f);
                            s->bw = make_buffer(ctx, s->w);
                            s->bt = make_buffer(ctx, s->table);
                            s->bo = make_buffer(ctx, s->out);
@@ -311,7 +311,7 @@ void register_shaw_benches(Registry& reg) {
                              const UnfusedAttentionParams& at = a.attention;
                              struct State { std::vector<float> q, k, v, ek, ev; Buffer bq, bk, bv, bek, bev, out; };
                              auto s = std::make_shared<State>();
-                             const std::size_t n = std::size_t{at.heads} * at.queries * at.depth, t = (2 * a.max_relative_position + 1) * at.depth;
+                             const std::size_t n = std::size_t{at.heads} * at.queries * at.head_dim, t = (2 * a.max_relative_position + 1) * at.head_dim;
                              s->q = random_values(n, 5);
                              s->k = random_values(n, 6);
                              s->v = random_values(n, 7);

@@ -1,7 +1,7 @@
 #pragma once
 // Shaw et al. relative keys and values (docs/shaw.md), as tensor2tensor's
 // dot_product_attention_relative computes them: idx(i, j) = clip(j - (i + query_offset), -k, k) + k
-// selects a row of rel_keys / rel_values [2k+1, depth], shared by every head.
+// selects a row of rel_keys / rel_values [2k+1, head_dim], shared by every head.
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -16,7 +16,7 @@ class Recorder;
 
 struct ShawParams {
   std::uint32_t max_relative_position = 0;  // k >= 1; the tables have 2k + 1 rows
-  std::uint32_t batch = 1, heads = 1, queries = 0, keys = 0, depth = 0;
+  std::uint32_t batch = 1, heads = 1, queries = 0, keys = 0, head_dim = 0;
   // 0: first query with first key; keys - queries: tensor2tensor (last with last); keys - 1 with
   // one query: tensor2tensor's cache mode (a decoding step).
   std::int64_t query_offset = 0;

@@ -37,10 +37,10 @@ struct MatmulParams {
 MatmulParams dense_matmul(std::uint32_t batch, std::uint32_t m, std::uint32_t n, std::uint32_t k, bool b_transposed);
 
 struct UnfusedAttentionParams {
-  std::uint32_t batch = 1, heads = 1, queries = 0, keys = 0, depth = 0;
-  // Per-element loops over depth (Shaw's materialised embeddings) stay within the shader loop bound.
-  static constexpr std::uint32_t kMaxDepth = 16384;
-  float scale = 1.0f;  // multiplies q·kᵀ (and Shaw's relative-key term); usually 1/sqrt(depth)
+  std::uint32_t batch = 1, heads = 1, queries = 0, keys = 0, head_dim = 0;
+  // Per-element loops over head_dim (Shaw's materialised embeddings) stay within the shader loop bound.
+  static constexpr std::uint32_t kMaxHeadDim = 16384;
+  float scale = 1.0f;  // multiplies q·kᵀ (and Shaw's relative-key term); usually 1/sqrt(head_dim)
   bool causal = false;  // key j is masked for query i when j > i + query_offset
   std::int64_t query_offset = 0;
   // Key padding: empty, or one length per batch; key j >= key_lengths[b] is masked.

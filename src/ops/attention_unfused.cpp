@@ -41,7 +41,7 @@ void attention_unfused(Recorder& r, const AttentionParams& p, const AttentionBuf
   u.heads = p.heads;
   u.queries = p.queries;
   u.keys = p.keys;
-  u.depth = p.head_dim;
+  u.head_dim = p.head_dim;
   u.scale = p.effective_scale();
   u.causal = p.causal;
   u.query_offset = p.query_offset;

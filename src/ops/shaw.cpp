@@ -26,9 +26,9 @@ constexpr std::uint32_t kGatherRows = 16;   // rows per workgroup (broadcast pas
 std::uint64_t rows_of(const ShawParams& p) { return std::uint64_t{p.batch} * p.heads * p.queries; }
 
 void check_table(const ShawParams& p, const Buffer& table, const char* name) {
-  const std::uint64_t need = std::uint64_t{p.table_rows()} * p.depth * 4;
+  const std::uint64_t need = std::uint64_t{p.table_rows()} * p.head_dim * 4;
   require(table.size() == need, std::string(name) + " buffer", std::to_string(table.size()) + " bytes",
-          "must be float32 [2k + 1, depth] = [" + std::to_string(p.table_rows()) + ", " + std::to_string(p.depth) + "] = " +
+          "must be float32 [2k + 1, head_dim] = [" + std::to_string(p.table_rows()) + ", " + std::to_string(p.head_dim) + "] = " +
               std::to_string(need) + " bytes");
 }
 
@@ -48,7 +48,7 @@ std::uint64_t rows_per_chunk(const DeviceLimits& lim, const ShawParams& p, std::
 
 // P = scale · q·rel_keysᵀ: [B·H·Q, D] · [2k+1, D]ᵀ.
 MatmulParams p_matmul(const ShawParams& p, DType q_dtype) {
-  MatmulParams m = dense_matmul(1, static_cast<std::uint32_t>(rows_of(p)), p.table_rows(), p.depth, true);
+  MatmulParams m = dense_matmul(1, static_cast<std::uint32_t>(rows_of(p)), p.table_rows(), p.head_dim, true);
   m.b_batch_stride = 0;
   m.alpha = p.scale;
   m.a_dtype = q_dtype;
@@ -57,7 +57,7 @@ MatmulParams p_matmul(const ShawParams& p, DType q_dtype) {
 
 // out (+)= S·rel_values: [B·H·Q, 2k+1] · [2k+1, D].
 MatmulParams values_matmul(const ShawParams& p, DType out_dtype) {
-  MatmulParams m = dense_matmul(1, static_cast<std::uint32_t>(rows_of(p)), p.depth, p.table_rows(), false);
+  MatmulParams m = dense_matmul(1, static_cast<std::uint32_t>(rows_of(p)), p.head_dim, p.table_rows(), false);
   m.b_batch_stride = 0;
   m.accumulate = true;
   m.c_dtype = out_dtype;
@@ -149,7 +149,7 @@ void check_logits_add(const Recorder& r, const ShawParams& p, const Buffer& q, c
                       DType q_dtype) {
   p.validate();
   require_storage(q_dtype, "q_dtype");
-  require_buffer(q, rows_of(p) * p.depth, dtype_size(q_dtype), "q", "[batch, heads, queries, depth]");
+  require_buffer(q, rows_of(p) * p.head_dim, dtype_size(q_dtype), "q", "[batch, heads, queries, head_dim]");
   check_table(p, rel_keys, "rel_keys");
   require_buffer(logits, rows_of(p) * p.keys, 4, "logits", "f32 [batch, heads, queries, keys]");
   check_matmul_plan(r, p_matmul(p, q_dtype));
@@ -162,7 +162,7 @@ void check_values_add(const Recorder& r, const ShawParams& p, const Buffer& weig
   require_storage(out_dtype, "out_dtype");
   require_buffer(weights, rows_of(p) * p.keys, 4, "weights", "f32 [batch, heads, queries, keys]");
   check_table(p, rel_values, "rel_values");
-  require_buffer(out, rows_of(p) * p.depth, dtype_size(out_dtype), "out", "[batch, heads, queries, depth]");
+  require_buffer(out, rows_of(p) * p.head_dim, dtype_size(out_dtype), "out", "[batch, heads, queries, head_dim]");
   check_matmul_plan(r, values_matmul(p, out_dtype));
   (void)rows_per_chunk(r.context().limits(), p, 1);
 }
@@ -185,38 +185,38 @@ void materialised_term(Recorder& r, const ShawParams& p, const Buffer& q, const 
   m.batch = p.queries;
   m.m = p.batch * p.heads;
   m.n = p.keys;
-  m.k = p.depth;
+  m.k = p.head_dim;
   m.b_transposed = true;
   m.accumulate = add;
   m.alpha = p.scale;
-  m.a_batch_stride = p.depth;
-  m.a_row_stride = std::uint64_t{p.queries} * p.depth;
-  m.b_batch_stride = std::uint64_t{p.keys} * p.depth;
-  m.b_row_stride = p.depth;
+  m.a_batch_stride = p.head_dim;
+  m.a_row_stride = std::uint64_t{p.queries} * p.head_dim;
+  m.b_batch_stride = std::uint64_t{p.keys} * p.head_dim;
+  m.b_row_stride = p.head_dim;
   m.c_batch_stride = p.keys;
   m.c_row_stride = std::uint64_t{p.queries} * p.keys;
   check_matmul_plan(r, m);
   const std::uint64_t pairs = std::uint64_t{p.queries} * p.keys;
-  const std::uint64_t e_bytes = checked_elements({pairs, p.depth, 4}, "materialised embeddings");
-  require(e_bytes <= lim.max_memory_allocation_size || lim.max_memory_allocation_size == 0, "queries * keys * depth",
-          std::to_string(pairs * p.depth), "the materialised embeddings exceed the device's largest allocation");
-  const std::uint64_t per = std::min<std::uint64_t>(window_capacity(lim, 4) / p.depth, std::uint64_t{lim.max_workgroup_count[0]} * kGroup);
-  require(per > 0 && std::uint64_t{p.table_rows()} * p.depth <= window_capacity(lim, 4), "depth", std::to_string(p.depth),
+  const std::uint64_t e_bytes = checked_elements({pairs, p.head_dim, 4}, "materialised embeddings");
+  require(e_bytes <= lim.max_memory_allocation_size || lim.max_memory_allocation_size == 0, "queries * keys * head_dim",
+          std::to_string(pairs * p.head_dim), "the materialised embeddings exceed the device's largest allocation");
+  const std::uint64_t per = std::min<std::uint64_t>(window_capacity(lim, 4) / p.head_dim, std::uint64_t{lim.max_workgroup_count[0]} * kGroup);
+  require(per > 0 && std::uint64_t{p.table_rows()} * p.head_dim <= window_capacity(lim, 4), "head_dim", std::to_string(p.head_dim),
           "the table and a row of embeddings must fit one storage buffer binding of the device");
   const auto op = begin_op(r);
   Buffer& e = scratch(r, e_bytes, MemoryUse::Device);
   push::ShawMaterialisePush pc{};
   pc.keys = p.keys;
-  pc.depth = p.depth;
+  pc.depth = p.head_dim;
   pc.query_offset = static_cast<std::int32_t>(p.query_offset);
   pc.max_rel = static_cast<std::int32_t>(p.max_relative_position);
   for (std::uint64_t first = 0; first < pairs; first += per) {
     const std::uint64_t n = std::min(per, pairs - first);
-    const Window we = window(lim, e, first * p.depth, (first + n) * p.depth, 4);
+    const Window we = window(lim, e, first * p.head_dim, (first + n) * p.head_dim, 4);
     pc.pairs = static_cast<std::uint32_t>(n);
     pc.pair0 = static_cast<std::uint32_t>(first);
     pc.e_base = we.base;
-    const bool vec4 = p.depth % 4 == 0 && we.base % 4 == 0;
+    const bool vec4 = p.head_dim % 4 == 0 && we.base % 4 == 0;
     dispatch(r, "shaw_materialise", {kGroup, vec4 ? 1u : 0u}, {{&rel_keys}, we.span}, pc, div_up(n, kGroup));
   }
   barrier(r);

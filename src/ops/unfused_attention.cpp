@@ -17,14 +17,14 @@ constexpr std::uint32_t kRowGroup = 64;
 }
 
 MatmulParams logits_matmul(const UnfusedAttentionParams& p) {
-  MatmulParams m = dense_matmul(p.batch * p.heads, p.queries, p.keys, p.depth, true);
+  MatmulParams m = dense_matmul(p.batch * p.heads, p.queries, p.keys, p.head_dim, true);
   m.alpha = p.scale;
   m.a_dtype = m.b_dtype = p.dtype;
   return m;
 }
 
 MatmulParams output_matmul(const UnfusedAttentionParams& p, DType out_dtype) {
-  MatmulParams m = dense_matmul(p.batch * p.heads, p.queries, p.depth, p.keys, false);
+  MatmulParams m = dense_matmul(p.batch * p.heads, p.queries, p.head_dim, p.keys, false);
   m.b_dtype = p.dtype;
   m.c_dtype = out_dtype;
   return m;
@@ -86,10 +86,10 @@ void record_softmax(Recorder& r, const UnfusedAttentionParams& p, const Buffer& 
 void check_attention_buffers(const UnfusedAttentionParams& p, const Buffer* q, const Buffer* k, const Buffer* v, const Buffer* out) {
   const std::uint32_t e = dtype_size(p.dtype);
   const std::uint64_t bh = std::uint64_t{p.batch} * p.heads;
-  if (q) require_buffer(*q, bh * p.queries * p.depth, e, "q", "[batch, heads, queries, depth]");
-  if (k) require_buffer(*k, bh * p.keys * p.depth, e, "k", "[batch, heads, keys, depth]");
-  if (v) require_buffer(*v, bh * p.keys * p.depth, e, "v", "[batch, heads, keys, depth]");
-  if (out) require_buffer(*out, bh * p.queries * p.depth, e, "out", "[batch, heads, queries, depth]");
+  if (q) require_buffer(*q, bh * p.queries * p.head_dim, e, "q", "[batch, heads, queries, head_dim]");
+  if (k) require_buffer(*k, bh * p.keys * p.head_dim, e, "k", "[batch, heads, keys, head_dim]");
+  if (v) require_buffer(*v, bh * p.keys * p.head_dim, e, "v", "[batch, heads, keys, head_dim]");
+  if (out) require_buffer(*out, bh * p.queries * p.head_dim, e, "out", "[batch, heads, queries, head_dim]");
 }
 
 }  // namespace detail

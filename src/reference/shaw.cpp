@@ -24,7 +24,7 @@ void ShawParams::validate() const {
   a.heads = heads;
   a.queries = queries;
   a.keys = keys;
-  a.depth = depth;
+  a.head_dim = head_dim;
   a.scale = scale;
   a.query_offset = query_offset;
   a.validate();
@@ -80,17 +80,17 @@ namespace {
 void check_inputs(const ShawParams& p, std::size_t x, std::size_t x_need, const char* x_name, std::size_t table) {
   p.validate();
   require(x == x_need, x_name, std::to_string(x) + " values", "must hold " + std::to_string(x_need));
-  const std::size_t t = std::size_t{p.table_rows()} * p.depth;
+  const std::size_t t = std::size_t{p.table_rows()} * p.head_dim;
   require(table == t, "relative table", std::to_string(table) + " values",
-          "must be [2k + 1, depth] = " + std::to_string(t) + " values");
+          "must be [2k + 1, head_dim] = " + std::to_string(t) + " values");
 }
 
 // The [Q, K, D] relative embeddings, materialised as tensor2tensor gathers them.
 std::vector<float> materialise(const ShawParams& p, std::span<const float> table) {
   const std::vector<std::int32_t> idx = shaw_index_reference(p);
-  std::vector<float> e(idx.size() * p.depth);
+  std::vector<float> e(idx.size() * p.head_dim);
   for (std::size_t ij = 0; ij < idx.size(); ++ij)
-    std::copy_n(table.begin() + static_cast<std::ptrdiff_t>(idx[ij]) * p.depth, p.depth, e.begin() + ij * p.depth);
+    std::copy_n(table.begin() + static_cast<std::ptrdiff_t>(idx[ij]) * p.head_dim, p.head_dim, e.begin() + ij * p.head_dim);
   return e;
 }
 
@@ -118,17 +118,17 @@ std::vector<float> from_query_major(const ShawParams& p, const std::vector<float
 
 std::vector<float> shaw_logits_t2t_reference(const ShawParams& p, std::span<const float> q, std::span<const float> rel_keys) {
   const std::size_t bh = std::size_t{p.batch} * p.heads;
-  check_inputs(p, q.size(), bh * p.queries * p.depth, "q", rel_keys.size());
+  check_inputs(p, q.size(), bh * p.queries * p.head_dim, "q", rel_keys.size());
   const std::vector<float> e = materialise(p, rel_keys);        // [Q, K, D]
-  const std::vector<float> x = to_query_major(p, q, p.depth);   // [Q, BH, D]
+  const std::vector<float> x = to_query_major(p, q, p.head_dim);   // [Q, BH, D]
   // matmul(x, transpose(e, [0, 2, 1])): [Q, BH, D] x [Q, D, K] -> [Q, BH, K]
   std::vector<float> y(std::size_t{p.queries} * bh * p.keys);
   for (std::size_t i = 0; i < p.queries; ++i)
     for (std::size_t g = 0; g < bh; ++g)
       for (std::size_t j = 0; j < p.keys; ++j) {
         double s = 0.0;
-        for (std::size_t c = 0; c < p.depth; ++c)
-          s += static_cast<double>(x[(i * bh + g) * p.depth + c]) * e[(i * p.keys + j) * p.depth + c];
+        for (std::size_t c = 0; c < p.head_dim; ++c)
+          s += static_cast<double>(x[(i * bh + g) * p.head_dim + c]) * e[(i * p.keys + j) * p.head_dim + c];
         y[(i * bh + g) * p.keys + j] = static_cast<float>(p.scale * s);
       }
   return from_query_major(p, y, p.keys);
@@ -136,15 +136,15 @@ std::vector<float> shaw_logits_t2t_reference(const ShawParams& p, std::span<cons
 
 std::vector<float> shaw_logits_direct_reference(const ShawParams& p, std::span<const float> q, std::span<const float> rel_keys) {
   const std::size_t bh = std::size_t{p.batch} * p.heads;
-  check_inputs(p, q.size(), bh * p.queries * p.depth, "q", rel_keys.size());
+  check_inputs(p, q.size(), bh * p.queries * p.head_dim, "q", rel_keys.size());
   std::vector<float> out(bh * p.queries * p.keys);
   for (std::size_t g = 0; g < bh; ++g)
     for (std::uint32_t i = 0; i < p.queries; ++i)
       for (std::uint32_t j = 0; j < p.keys; ++j) {
-        const float* qi = q.data() + (g * p.queries + i) * p.depth;
-        const float* e = rel_keys.data() + static_cast<std::size_t>(p.index(i, j)) * p.depth;
+        const float* qi = q.data() + (g * p.queries + i) * p.head_dim;
+        const float* e = rel_keys.data() + static_cast<std::size_t>(p.index(i, j)) * p.head_dim;
         double s = 0.0;
-        for (std::size_t c = 0; c < p.depth; ++c) s += static_cast<double>(qi[c]) * e[c];
+        for (std::size_t c = 0; c < p.head_dim; ++c) s += static_cast<double>(qi[c]) * e[c];
         out[(g * p.queries + i) * p.keys + j] = static_cast<float>(p.scale * s);
       }
   return out;
@@ -157,31 +157,31 @@ std::vector<float> shaw_values_t2t_reference(const ShawParams& p, std::span<cons
   const std::vector<float> e = materialise(p, rel_values);         // [Q, K, D]
   const std::vector<float> x = to_query_major(p, weights, p.keys);  // [Q, BH, K]
   // matmul(x, e): [Q, BH, K] x [Q, K, D] -> [Q, BH, D]
-  std::vector<float> y(std::size_t{p.queries} * bh * p.depth);
+  std::vector<float> y(std::size_t{p.queries} * bh * p.head_dim);
   for (std::size_t i = 0; i < p.queries; ++i)
     for (std::size_t g = 0; g < bh; ++g)
-      for (std::size_t c = 0; c < p.depth; ++c) {
+      for (std::size_t c = 0; c < p.head_dim; ++c) {
         double s = 0.0;
         for (std::size_t j = 0; j < p.keys; ++j)
-          s += static_cast<double>(x[(i * bh + g) * p.keys + j]) * e[(i * p.keys + j) * p.depth + c];
-        y[(i * bh + g) * p.depth + c] = static_cast<float>(s);
+          s += static_cast<double>(x[(i * bh + g) * p.keys + j]) * e[(i * p.keys + j) * p.head_dim + c];
+        y[(i * bh + g) * p.head_dim + c] = static_cast<float>(s);
       }
-  return from_query_major(p, y, p.depth);
+  return from_query_major(p, y, p.head_dim);
 }
 
 std::vector<float> shaw_values_direct_reference(const ShawParams& p, std::span<const float> weights,
                                                 std::span<const float> rel_values) {
   const std::size_t bh = std::size_t{p.batch} * p.heads;
   check_inputs(p, weights.size(), bh * p.queries * p.keys, "weights", rel_values.size());
-  std::vector<float> out(bh * p.queries * p.depth);
+  std::vector<float> out(bh * p.queries * p.head_dim);
   for (std::size_t g = 0; g < bh; ++g)
     for (std::uint32_t i = 0; i < p.queries; ++i)
-      for (std::size_t c = 0; c < p.depth; ++c) {
+      for (std::size_t c = 0; c < p.head_dim; ++c) {
         double s = 0.0;
         for (std::uint32_t j = 0; j < p.keys; ++j)
           s += static_cast<double>(weights[(g * p.queries + i) * p.keys + j]) *
-               rel_values[static_cast<std::size_t>(p.index(i, j)) * p.depth + c];
-        out[(g * p.queries + i) * p.depth + c] = static_cast<float>(s);
+               rel_values[static_cast<std::size_t>(p.index(i, j)) * p.head_dim + c];
+        out[(g * p.queries + i) * p.head_dim + c] = static_cast<float>(s);
       }
   return out;
 }
@@ -193,7 +193,7 @@ ShawParams ShawAttentionParams::shaw() const {
   s.heads = attention.heads;
   s.queries = attention.queries;
   s.keys = attention.keys;
-  s.depth = attention.depth;
+  s.head_dim = attention.head_dim;
   s.query_offset = attention.query_offset;
   s.scale = attention.scale;
   return s;
@@ -210,7 +210,7 @@ std::vector<float> shaw_attention_reference(const ShawAttentionParams& p, std::s
   p.validate();
   const UnfusedAttentionParams& a = p.attention;
   const ShawParams s = p.shaw();
-  const std::size_t bh = std::size_t{a.batch} * a.heads, d = a.depth;
+  const std::size_t bh = std::size_t{a.batch} * a.heads, d = a.head_dim;
   check_inputs(s, q.size(), bh * a.queries * d, "q", rel_keys.size());
   check_inputs(s, k.size(), bh * a.keys * d, "k", rel_values.size());
   require(v.size() == k.size(), "v", std::to_string(v.size()) + " values", "must hold " + std::to_string(k.size()));

@@ -71,7 +71,7 @@ void UnfusedAttentionParams::validate() const {
   require(heads >= 1, "heads", std::to_string(heads), "must be >= 1");
   require(queries >= 1, "queries", std::to_string(queries), "must be >= 1");
   require(keys >= 1, "keys", std::to_string(keys), "must be >= 1");
-  require(depth >= 1 && depth <= kMaxDepth, "depth", std::to_string(depth), "must be >= 1 and <= " + std::to_string(kMaxDepth));
+  require(head_dim >= 1 && head_dim <= kMaxHeadDim, "head_dim", std::to_string(head_dim), "must be >= 1 and <= " + std::to_string(kMaxHeadDim));
   require(std::isfinite(scale), "scale", std::to_string(scale), "must be finite");
   require_storage(dtype, "dtype");
   require(key_lengths.empty() || key_lengths.size() == batch, "key_lengths", std::to_string(key_lengths.size()) + " lengths",
@@ -84,8 +84,8 @@ void UnfusedAttentionParams::validate() const {
   const std::uint64_t rows = detail::checked_elements({batch, heads, queries}, "batch * heads * queries");
   require(rows < 0xffffffffull, "batch * heads * queries", std::to_string(rows), "must be < 2^32");
   for (auto [name, e] : {std::pair{"batch * heads * queries * keys", detail::checked_elements({rows, keys}, "logits")},
-                         {"batch * heads * queries * depth", detail::checked_elements({rows, depth}, "q")},
-                         {"batch * heads * keys * depth", detail::checked_elements({batch, heads, keys, depth}, "k")}})
+                         {"batch * heads * queries * head_dim", detail::checked_elements({rows, head_dim}, "q")},
+                         {"batch * heads * keys * head_dim", detail::checked_elements({batch, heads, keys, head_dim}, "k")}})
     require(e < 0xffffffffull, name, std::to_string(e), "must be < 2^32 elements");
 }
 
@@ -122,15 +122,15 @@ std::vector<float> matmul_reference(const MatmulParams& p, std::span<const float
 std::vector<float> unfused_logits_reference(const UnfusedAttentionParams& p, std::span<const float> q, std::span<const float> k) {
   p.validate();
   const std::size_t bh = std::size_t{p.batch} * p.heads;
-  require_span(q.size(), bh * p.queries * p.depth, "q");
-  require_span(k.size(), bh * p.keys * p.depth, "k");
+  require_span(q.size(), bh * p.queries * p.head_dim, "q");
+  require_span(k.size(), bh * p.keys * p.head_dim, "k");
   std::vector<float> logits(bh * p.queries * p.keys);
   for (std::size_t g = 0; g < bh; ++g)
     for (std::size_t i = 0; i < p.queries; ++i)
       for (std::size_t j = 0; j < p.keys; ++j) {
         double s = 0.0;
-        for (std::size_t c = 0; c < p.depth; ++c)
-          s += static_cast<double>(q[(g * p.queries + i) * p.depth + c]) * k[(g * p.keys + j) * p.depth + c];
+        for (std::size_t c = 0; c < p.head_dim; ++c)
+          s += static_cast<double>(q[(g * p.queries + i) * p.head_dim + c]) * k[(g * p.keys + j) * p.head_dim + c];
         logits[(g * p.queries + i) * p.keys + j] = static_cast<float>(s * p.scale);
       }
   return logits;
@@ -159,15 +159,15 @@ std::vector<float> unfused_attention_reference(const UnfusedAttentionParams& p, 
   std::vector<float> w = unfused_logits_reference(p, q, k);
   masked_softmax_reference(p, w);
   const std::size_t bh = std::size_t{p.batch} * p.heads;
-  require_span(v.size(), bh * p.keys * p.depth, "v");
-  std::vector<float> out(bh * p.queries * p.depth);
+  require_span(v.size(), bh * p.keys * p.head_dim, "v");
+  std::vector<float> out(bh * p.queries * p.head_dim);
   for (std::size_t g = 0; g < bh; ++g)
     for (std::size_t i = 0; i < p.queries; ++i)
-      for (std::size_t c = 0; c < p.depth; ++c) {
+      for (std::size_t c = 0; c < p.head_dim; ++c) {
         double s = 0.0;
         for (std::size_t j = 0; j < p.keys; ++j)
-          s += static_cast<double>(w[(g * p.queries + i) * p.keys + j]) * v[(g * p.keys + j) * p.depth + c];
-        out[(g * p.queries + i) * p.depth + c] = static_cast<float>(s);
+          s += static_cast<double>(w[(g * p.queries + i) * p.keys + j]) * v[(g * p.keys + j) * p.head_dim + c];
+        out[(g * p.queries + i) * p.head_dim + c] = static_cast<float>(s);
       }
   return out;
 }

@@ -23,7 +23,7 @@ inline ShawSeed shaw_seed() {
   s.params.batch = 2;
   s.params.heads = 3;
   s.params.queries = s.params.keys = 4;
-  s.params.depth = 5;
+  s.params.head_dim = 5;
   for (int e = 0; e < 120; ++e) s.q.push_back(static_cast<float>(e));
   std::vector<float> index;
   std::vector<float>* into = nullptr;
