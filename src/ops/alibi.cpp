@@ -14,7 +14,7 @@ detail::DistanceWindow window_of(const AlibiParams& p) {
 detail::RowsRecorder alibi_rows(const AlibiParams& p) {
   return [&p](Recorder& r) -> const Buffer& {
     const std::vector<float> slopes = alibi_slopes(p);
-    return detail::record_distance_rows(r, window_of(p), "alibi_distance_row", push::AlibiRowPush{}, {&detail::upload_floats(r, slopes)});
+    return detail::record_distance_rows(r, window_of(p), detail::ShaderId::alibi_distance_row, push::AlibiRowPush{}, {&detail::upload_floats(r, slopes)});
   };
 }
 

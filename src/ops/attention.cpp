@@ -198,7 +198,7 @@ void record_merge(Recorder& r, const MergeLayout& m, std::uint64_t rows, std::ui
     const std::vector<std::uint32_t> spec = {group, D4, m.in_dtype == DType::F16 ? 1u : 0u, out_dtype == DType::F16 ? 1u : 0u};
     detail::for_each_group_range(lim, detail::div_up((r1 - r0) * D4, group), [&](std::uint64_t first, std::uint32_t groups) {
       pc.first = static_cast<std::uint32_t>(r0 * D4 + first * group);
-      detail::dispatch(r, "attention_merge", spec, {b[0].span, b[1].span, b[2].span, b[3].span}, pc, groups);
+      detail::dispatch(r, detail::ShaderId::attention_merge, spec, {b[0].span, b[1].span, b[2].span, b[3].span}, pc, groups);
     });
     r0 = r1;
   }
@@ -305,7 +305,7 @@ void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& bu
                                            // every lane of a subgroup must walk the same keys
                                            tiles.share_loads && !lane_splits && lanes % tiles.key_block == 0 ? 1u : 0u, mode};
   // Only the variant that shares loads declares the subgroup-shuffle capability.
-  const char* shader = spec[6] ? "attention_fused_shuffle" : "attention_fused";
+  const detail::ShaderId shader = spec[6] ? detail::ShaderId::attention_fused_shuffle : detail::ShaderId::attention_fused;
   const detail::BufferSpan rel_keys = mode == RELPOS_ATTN_SHAW ? detail::BufferSpan{bufs.rel_keys} : detail::BufferSpan{dummy};
   const detail::BufferSpan rel_values = mode == RELPOS_ATTN_SHAW ? detail::BufferSpan{bufs.rel_values} : detail::BufferSpan{dummy};
   const detail::BufferSpan lengths = bufs.key_lengths ? detail::BufferSpan{bufs.key_lengths} : detail::BufferSpan{dummy};

@@ -33,7 +33,7 @@ const Buffer& upload_floats(Recorder& r, std::span<const float> values);
 // kit fills its leading RELPOS_DISTANCE_ROW_FIELDS. `params` is binding 0, `extra` (if any)
 // binding 2. out_heads 0: w.heads.
 template <class Push>
-const Buffer& record_distance_rows(Recorder& r, const DistanceWindow& w, std::string_view shader, Push pc, BufferSpan params,
+const Buffer& record_distance_rows(Recorder& r, const DistanceWindow& w, ShaderId shader, Push pc, BufferSpan params,
                                    const BufferSpan* extra = nullptr, std::uint32_t out_heads = 0) {
   if (out_heads == 0) out_heads = w.heads;
   const std::uint32_t row_len = static_cast<std::uint32_t>(w.row_len());

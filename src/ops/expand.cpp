@@ -46,7 +46,7 @@ Buffer& shifted_rows(Recorder& r, const ExpandShape& s, const Buffer& distance_r
   sp.count = static_cast<std::uint32_t>(words);
   for_each_group_range(r.context().limits(), div_up(words, kGroup), [&](std::uint64_t first_group, std::uint32_t groups) {
     sp.first_row = static_cast<std::uint32_t>(first_group * kGroup);
-    dispatch(r, "expand_shift", {kGroup, half ? 1u : 0u, copies}, {{&distance_rows}, {&shifted}}, sp, groups);
+    dispatch(r, detail::ShaderId::expand_shift, {kGroup, half ? 1u : 0u, copies}, {{&distance_rows}, {&shifted}}, sp, groups);
   });
   barrier(r);
   return shifted;
@@ -174,7 +174,7 @@ void expand_distance(Recorder& r, const ExpandShape& s, const Buffer& distance_r
       const std::uint64_t rows = std::min(rows_per_chunk, s.rows - first);
       pc.first_row = static_cast<std::uint32_t>(first);
       pc.count = static_cast<std::uint32_t>(rows * s.keys);
-      dispatch(r, "expand_distance_rows", {group_x, static_cast<std::uint32_t>(mode), kDiagonal, vec, kUnroll},
+      dispatch(r, detail::ShaderId::expand_distance_rows, {group_x, static_cast<std::uint32_t>(mode), kDiagonal, vec, kUnroll},
                {{&shifted}, {&out, first * row_bytes, rows * row_bytes}}, pc, static_cast<std::uint32_t>(groups_x),
                div_up(rows, rows_per_tile));
     }
@@ -186,7 +186,7 @@ void expand_distance(Recorder& r, const ExpandShape& s, const Buffer& distance_r
     pc.first_row = static_cast<std::uint32_t>(c.first / s.keys);
     pc.first_col = static_cast<std::uint32_t>(c.first % s.keys);
     pc.count = static_cast<std::uint32_t>(c.count);
-    dispatch(r, "expand_distance", spec, {{&distance_rows}, {&out, c.first * elem_bytes, c.count * elem_bytes}}, pc,
+    dispatch(r, detail::ShaderId::expand_distance, spec, {{&distance_rows}, {&out, c.first * elem_bytes, c.count * elem_bytes}}, pc,
              div_up(c.count, per_group));
   }
 }

@@ -106,7 +106,7 @@ void record_encoding(Recorder& r, const SinusoidalParams& p, const Buffer& out) 
       pc.count = static_cast<std::uint32_t>(rows * (p.dim / 8));
       detail::for_each_group_range(lim, detail::div_up(pc.count, kGroup), [&](std::uint64_t g, std::uint32_t groups) {
         pc.first_task = static_cast<std::uint32_t>(g * kGroup);
-        detail::dispatch(r, "sinusoidal", {kGroup, 1u}, {{&steps}, {&out, first * row_bytes, rows * row_bytes}}, pc, groups);
+        detail::dispatch(r, detail::ShaderId::sinusoidal, {kGroup, 1u}, {{&steps}, {&out, first * row_bytes, rows * row_bytes}}, pc, groups);
       });
     }
     return;
@@ -116,7 +116,7 @@ void record_encoding(Recorder& r, const SinusoidalParams& p, const Buffer& out) 
     pc.first = static_cast<std::uint32_t>(c.first);
     pc.count = static_cast<std::uint32_t>(c.count);
     pc.first_task = 0;
-    detail::dispatch(r, "sinusoidal", {kGroup, 0u}, {{&steps}, {&out, c.first * 4, c.count * 4}}, pc, detail::div_up(c.count, kGroup));
+    detail::dispatch(r, detail::ShaderId::sinusoidal, {kGroup, 0u}, {{&steps}, {&out, c.first * 4, c.count * 4}}, pc, detail::div_up(c.count, kGroup));
   }
 }
 
@@ -156,7 +156,7 @@ void record_row(Recorder& r, const FourierParams& p, const Buffer& rotation, con
       // Four distances per invocation.
       detail::for_each_group_range(r.context().limits(), detail::div_up(pc.row_len, 4 * kGroup), [&](std::uint64_t first, std::uint32_t groups) {
         pc.first = static_cast<std::uint32_t>(first * 4 * kGroup);
-        detail::dispatch(r, share ? "fourier_distance_row_shuffle" : "fourier_distance_row", {kGroup, kHeadsPerPass, sub, accumulate},
+        detail::dispatch(r, share ? detail::ShaderId::fourier_distance_row_shuffle : detail::ShaderId::fourier_distance_row, {kGroup, kHeadsPerPass, sub, accumulate},
                          {{&steps}, {&rotation}, {&row, 0, bytes}}, pc, groups);
       });
     }
@@ -200,7 +200,7 @@ void record_direct(Recorder& r, const FourierParams& p, const Buffer& rotation, 
       pc.blocks = detail::div_up(n, 4) * pc.key_blocks;
       detail::for_each_group_range(lim, detail::div_up(pc.blocks, kGroup), [&](std::uint64_t g, std::uint32_t groups) {
         pc.first_block = static_cast<std::uint32_t>(g * kGroup);
-        detail::dispatch(r, "fourier_direct", {kGroup, accumulate},
+        detail::dispatch(r, detail::ShaderId::fourier_direct, {kGroup, accumulate},
                          {{&qbuf}, {&kbuf}, {&rotation}, {&out, first * row_bytes, n * row_bytes}}, pc, groups);
       });
     }

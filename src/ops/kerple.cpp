@@ -12,7 +12,7 @@ const Buffer& kerple_distance_rows(Recorder& r, const DistanceWindow& w, KerpleV
   push::KerpleRowPush pc{};
   pc.heads = w.heads;
   pc.variant = static_cast<std::uint32_t>(variant);
-  return record_distance_rows(r, w, "kerple_distance_row", pc, {&params});
+  return record_distance_rows(r, w, detail::ShaderId::kerple_distance_row, pc, {&params});
 }
 
 }  // namespace detail

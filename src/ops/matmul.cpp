@@ -187,7 +187,7 @@ void record_depth_part(Recorder& r, const MatmulParams& p, const Buffer& a, cons
         const std::uint64_t tile_rows = shared ? st.rows() : tm, tile_cols = shared ? 4ull * st.quads : tn;
         for_each_group_range(lim, div_up(n1 - n0, tile_cols), [&](std::uint64_t first, std::uint32_t groups) {
           pc.tile_n0 = static_cast<std::uint32_t>(first);
-          dispatch(r, shared ? "matmul_shared" : "matmul", spec, {wa.span, wb.span, wc.span}, pc, groups, div_up(m1 - m0, tile_rows),
+          dispatch(r, shared ? detail::ShaderId::matmul_shared : detail::ShaderId::matmul, spec, {wa.span, wb.span, wc.span}, pc, groups, div_up(m1 - m0, tile_rows),
                    static_cast<std::uint32_t>(nb));
         });
       }
@@ -242,7 +242,7 @@ void record_cast_f16(Recorder& r, const Buffer& in, const Buffer& out, std::uint
     const Window wi = window(lim, in, first, first + n, 4);
     const Window wo = window(lim, out, first, first + n, 2);
     push::CastPush pc{static_cast<std::uint32_t>(n), wi.base, wo.base};
-    dispatch(r, "cast_f16", {kCastGroup, add ? 1u : 0u}, {wi.span, wo.span}, pc, div_up((wo.base % 2 + n + 1) / 2, kCastGroup));
+    dispatch(r, detail::ShaderId::cast_f16, {kCastGroup, add ? 1u : 0u}, {wi.span, wo.span}, pc, div_up((wo.base % 2 + n + 1) / 2, kCastGroup));
   }
 }
 

@@ -124,7 +124,7 @@ void record(Recorder& r, const RopeParams& p, const Buffer& x, const Buffer* out
       pc.l_first = static_cast<std::uint32_t>(l0);
       pc.l_count = static_cast<std::uint32_t>(ln);
       pc.base = static_cast<std::uint32_t>((first - bound) / e);
-      detail::dispatch(r, "rope", spec, {{&freq}, {&x, bound, bytes}, {&dst, bound, bytes}, {positions ? positions : &freq}}, pc,
+      detail::dispatch(r, detail::ShaderId::rope, spec, {{&freq}, {&x, bound, bytes}, {&dst, bound, bytes}, {positions ? positions : &freq}}, pc,
                        detail::div_up(units, wg_x), detail::div_up(pn, wg_y), detail::div_up(ln, l_per));
     }
 }

@@ -105,13 +105,13 @@ void record_gather(Recorder& r, const ShawParams& p, const Buffer& logits, const
     const std::uint32_t vec4 = p.keys % 4 == 0 && wl.base % 4 == 0 ? 1u : 0u, mode = add ? 1u : 0u;
     for_each_group_range(lim, quad_groups, [&](std::uint64_t first, std::uint32_t groups) {
       pc.first_quad = static_cast<std::uint32_t>(first * quads_per_group);
-      dispatch(r, "shaw_gather_add", {kGroup, vec4, kGatherUnroll, mode, 0u, kGatherRows}, {wl.span, wp.span}, pc, groups,
+      dispatch(r, detail::ShaderId::shaw_gather_add, {kGroup, vec4, kGatherUnroll, mode, 0u, kGatherRows}, {wl.span, wp.span}, pc, groups,
                div_up(n, kGatherRows));
     });
     pc.first_quad = 0;
     pc.parts = band_parts;
     pc.part_len = kRowPart;
-    dispatch(r, "shaw_gather_add", {kGroup, vec4, kGatherUnroll, mode, 1u, kGatherRows}, {wl.span, wp.span}, pc,
+    dispatch(r, detail::ShaderId::shaw_gather_add, {kGroup, vec4, kGatherUnroll, mode, 1u, kGatherRows}, {wl.span, wp.span}, pc,
              div_up(n * band_parts, kGroup));
   });
 }
@@ -131,15 +131,15 @@ void record_buckets(Recorder& r, const ShawParams& p, const Buffer& weights, con
     if (whole) {
       pc.parts = 1;
       Buffer& none = scratch(r, 16, MemoryUse::Device);
-      dispatch(r, "shaw_buckets", {kGroup, vec4, 0u}, {ww.span, ws.span, {&none}}, pc, div_up(n, kGroup));
+      dispatch(r, detail::ShaderId::shaw_buckets, {kGroup, vec4, 0u}, {ww.span, ws.span, {&none}}, pc, div_up(n, kGroup));
       return;
     }
     Buffer& partial = scratch(r, n * key_parts * 8, MemoryUse::Device);
     pc.parts = key_parts;
-    dispatch(r, "shaw_buckets", {kGroup, vec4, 1u}, {ww.span, ws.span, {&partial}}, pc, div_up(n * key_parts, kGroup));
+    dispatch(r, detail::ShaderId::shaw_buckets, {kGroup, vec4, 1u}, {ww.span, ws.span, {&partial}}, pc, div_up(n * key_parts, kGroup));
     barrier(r);
     pc.parts = bucket_parts;
-    dispatch(r, "shaw_buckets", {kGroup, vec4, 2u}, {ww.span, ws.span, {&partial}}, pc, div_up(n * bucket_parts, kGroup));
+    dispatch(r, detail::ShaderId::shaw_buckets, {kGroup, vec4, 2u}, {ww.span, ws.span, {&partial}}, pc, div_up(n * bucket_parts, kGroup));
   });
 }
 
@@ -217,7 +217,7 @@ void materialised_term(Recorder& r, const ShawParams& p, const Buffer& q, const 
     pc.pair0 = static_cast<std::uint32_t>(first);
     pc.e_base = we.base;
     const bool vec4 = p.head_dim % 4 == 0 && we.base % 4 == 0;
-    dispatch(r, "shaw_materialise", {kGroup, vec4 ? 1u : 0u}, {{&rel_keys}, we.span}, pc, div_up(n, kGroup));
+    dispatch(r, detail::ShaderId::shaw_materialise, {kGroup, vec4 ? 1u : 0u}, {{&rel_keys}, we.span}, pc, div_up(n, kGroup));
   }
   barrier(r);
   record_matmul(r, m, q, e, logits);

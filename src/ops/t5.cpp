@@ -53,7 +53,7 @@ const Buffer& t5_distance_row(Recorder& r, const T5Params& p, const Buffer* tabl
   pc.write_buckets = table ? 0 : 1;
   // Buckets need no table: the thresholds stand in for it. They are one row, not one per head.
   const BufferSpan thresholds_span{&thr};
-  return record_distance_rows(r, window_of(p), "t5_distance_row", pc, {table ? table : &thr}, &thresholds_span, table ? p.heads : 1);
+  return record_distance_rows(r, window_of(p), detail::ShaderId::t5_distance_row, pc, {table ? table : &thr}, &thresholds_span, table ? p.heads : 1);
 }
 
 }  // namespace detail

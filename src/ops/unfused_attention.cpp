@@ -74,12 +74,12 @@ void record_softmax(Recorder& r, const UnfusedAttentionParams& p, const Buffer& 
     const std::uint32_t groups = div_up(n * chunks, kRowGroup);
     Buffer& stats = scratch(r, chunks == 1 ? 16 : n * chunks * 8, MemoryUse::Device);
     if (chunks == 1) {
-      dispatch(r, "masked_softmax", {kRowGroup, vec4, 0u}, {w.span, {&lengths}, {&stats}}, pc, groups);
+      dispatch(r, detail::ShaderId::masked_softmax, {kRowGroup, vec4, 0u}, {w.span, {&lengths}, {&stats}}, pc, groups);
       continue;
     }
-    dispatch(r, "masked_softmax", {kRowGroup, vec4, 1u}, {w.span, {&lengths}, {&stats}}, pc, groups);
+    dispatch(r, detail::ShaderId::masked_softmax, {kRowGroup, vec4, 1u}, {w.span, {&lengths}, {&stats}}, pc, groups);
     barrier(r);
-    dispatch(r, "masked_softmax", {kRowGroup, vec4, 2u}, {w.span, {&lengths}, {&stats}}, pc, groups);
+    dispatch(r, detail::ShaderId::masked_softmax, {kRowGroup, vec4, 2u}, {w.span, {&lengths}, {&stats}}, pc, groups);
   }
 }
 

@@ -15,6 +15,7 @@
 
 #include "relpos/buffer.hpp"
 #include "relpos/context.hpp"
+#include "shader_id.hpp"
 #include "vk/loader.hpp"
 
 namespace relpos::detail {
@@ -25,6 +26,13 @@ struct Pipeline {
   VkPipeline pipeline = VK_NULL_HANDLE;
   std::uint32_t binding_count = 0;
   std::uint32_t local_size_x = 1;
+};
+
+// A pipeline is one shader with one set of specialization constants.
+struct PipelineKey {
+  ShaderId shader;
+  std::vector<std::uint32_t> spec;
+  bool operator<(const PipelineKey& o) const { return shader != o.shader ? shader < o.shader : spec < o.spec; }
 };
 
 // What a recording's commands use, besides the command buffer.
@@ -97,7 +105,7 @@ struct Device {
 
   VkPipelineCache pipeline_cache = VK_NULL_HANDLE;
   std::mutex pipeline_mutex;
-  std::map<std::string, Pipeline> pipelines;
+  std::map<PipelineKey, Pipeline> pipelines;
 
   // Resources of recorders destroyed while their commands may still be pending in an application's
   // command buffer: freed once the command buffer has set the last event, or with the Context.
@@ -113,7 +121,7 @@ struct Device {
 
   // The pipeline of an embedded shader with the given specialization constants (ids 0, 1, ...;
   // id 0 is the workgroup size), compiled once and cached.
-  const Pipeline& pipeline(std::string_view shader, const std::vector<std::uint32_t>& spec);
+  const Pipeline& pipeline(ShaderId shader, const std::vector<std::uint32_t>& spec);
 
   // Memory type for `type_bits` with the properties `use` asks for.
   std::uint32_t memory_type(std::uint32_t type_bits, bool host_visible) const;

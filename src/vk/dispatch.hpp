@@ -12,6 +12,7 @@
 
 #include "relpos/buffer.hpp"
 #include "relpos/recorder.hpp"
+#include "shader_id.hpp"
 #include "vk/device.hpp"
 
 namespace relpos::detail {
@@ -65,14 +66,14 @@ void barrier(Recorder& r);
 // A buffer that lives as long as the recording (until submit_and_wait or the Recorder's end).
 Buffer& scratch(Recorder& r, std::uint64_t bytes, MemoryUse use);
 
-// Records one dispatch. spec[0] is the workgroup size (constant_id 0); bindings are in binding
+// Records one dispatch of an embedded shader (ShaderId: one per shaders/*.comp). spec[0] is the workgroup size (constant_id 0); bindings are in binding
 // order; the push block is at most 128 bytes.
-void dispatch(Recorder& r, std::string_view shader, const std::vector<std::uint32_t>& spec,
+void dispatch(Recorder& r, ShaderId shader, const std::vector<std::uint32_t>& spec,
               std::initializer_list<BufferSpan> bindings, const void* push, std::size_t push_bytes, std::uint32_t groups_x,
               std::uint32_t groups_y = 1, std::uint32_t groups_z = 1);
 
 template <class Push>
-void dispatch(Recorder& r, std::string_view shader, const std::vector<std::uint32_t>& spec,
+void dispatch(Recorder& r, ShaderId shader, const std::vector<std::uint32_t>& spec,
               std::initializer_list<BufferSpan> bindings, const Push& push, std::uint32_t groups_x, std::uint32_t groups_y = 1,
               std::uint32_t groups_z = 1) {
   static_assert(sizeof(Push) <= 128, "push constants are limited to 128 bytes");

@@ -1,4 +1,4 @@
-// Compute pipelines of the embedded shaders, cached per (shader, specialization constants).
+// Compute pipelines of the embedded shaders, cached per (ShaderId, specialization constants).
 #include <algorithm>
 #include <string>
 
@@ -7,12 +7,6 @@
 
 namespace relpos::detail {
 namespace {
-
-const EmbeddedShader& find_shader(std::string_view name) {
-  for (const auto& s : embedded_shaders())
-    if (s.name == name) return s;
-  throw Error("internal: no embedded shader named " + std::string(name));
-}
 
 // The number of descriptor bindings (all storage buffers in set 0): one past the largest Binding
 // decoration in the module.
@@ -30,16 +24,12 @@ std::uint32_t binding_count(const EmbeddedShader& s) {
 
 }  // namespace
 
-const Pipeline& Device::pipeline(std::string_view shader, const std::vector<std::uint32_t>& spec) {
-  std::string key(shader);
-  for (auto v : spec) {
-    key += ':';
-    key += std::to_string(v);
-  }
+const Pipeline& Device::pipeline(ShaderId shader, const std::vector<std::uint32_t>& spec) {
+  PipelineKey key{shader, spec};
   std::lock_guard lock(pipeline_mutex);
   if (auto it = pipelines.find(key); it != pipelines.end()) return it->second;
 
-  const EmbeddedShader& s = find_shader(shader);
+  const EmbeddedShader& s = embedded_shader(shader);
   Pipeline p;
   p.binding_count = binding_count(s);
   p.local_size_x = spec.empty() ? 1 : spec[0];

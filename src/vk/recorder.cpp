@@ -4,6 +4,7 @@
 #include <string>
 
 #include "relpos/context.hpp"
+#include "shaders/embedded.hpp"
 #include "vk/dispatch.hpp"
 
 namespace relpos {
@@ -114,17 +115,17 @@ Buffer& scratch(Recorder& r, std::uint64_t bytes, MemoryUse use) {
   return s.resources.scratch.back();
 }
 
-void dispatch(Recorder& r, std::string_view shader, const std::vector<std::uint32_t>& spec,
+void dispatch(Recorder& r, ShaderId shader, const std::vector<std::uint32_t>& spec,
               std::initializer_list<BufferSpan> bindings, const void* push, std::size_t push_bytes, std::uint32_t groups_x,
               std::uint32_t groups_y, std::uint32_t groups_z) {
   auto& s = r.state();
   auto& d = *s.dev;
   const Pipeline& p = d.pipeline(shader, spec);
   if (p.binding_count > kMaxBindings)
-    throw Error("internal: shader " + std::string(shader) + " has " + std::to_string(p.binding_count) +
+    throw Error("internal: shader " + std::string(embedded_shader(shader).name) + " has " + std::to_string(p.binding_count) +
                 " bindings; the runtime supports at most " + std::to_string(kMaxBindings));
   if (bindings.size() != p.binding_count)
-    throw Error("internal: shader " + std::string(shader) + " has " + std::to_string(p.binding_count) + " bindings, " +
+    throw Error("internal: shader " + std::string(embedded_shader(shader).name) + " has " + std::to_string(p.binding_count) + " bindings, " +
                 std::to_string(bindings.size()) + " given");
   if (push_bytes > 128) throw Error("internal: push constants over 128 bytes");
   const auto& lim = d.limits;
@@ -141,7 +142,7 @@ void dispatch(Recorder& r, std::string_view shader, const std::vector<std::uint3
     std::uint64_t range = b.bytes ? b.bytes : b.buffer->capacity() - b.offset;
     range = std::min<std::uint64_t>((range + 3) / 4 * 4, b.buffer->capacity() - b.offset);
     if (range > lim.max_storage_buffer_range || b.offset % lim.min_storage_buffer_offset_alignment != 0)
-      throw Error("internal: binding " + std::to_string(i) + " of " + std::string(shader) + " (offset " +
+      throw Error("internal: binding " + std::to_string(i) + " of " + std::string(embedded_shader(shader).name) + " (offset " +
                   std::to_string(b.offset) + ", range " + std::to_string(range) + ") breaks the device's storage buffer limits");
     infos[i] = {b.buffer->handle(), b.offset, range};
     writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
