@@ -16,6 +16,7 @@
 #include "relpos_push/attention.h"
 #include "relpos_push/attention_merge.h"
 #include "relpos_push/loop_bound.h"
+#include "ops/planner.hpp"
 #include "vk/dispatch.hpp"
 
 namespace relpos {

@@ -7,6 +7,7 @@
 #include "relpos/buffer.hpp"
 #include "relpos/context.hpp"
 #include "relpos_push/fill.h"
+#include "ops/planner.hpp"
 #include "vk/dispatch.hpp"
 
 namespace relpos {

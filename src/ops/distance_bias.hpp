@@ -16,6 +16,7 @@
 #include "relpos/dtype.hpp"
 #include "relpos/recorder.hpp"
 #include "relpos_push/loop_bound.h"
+#include "ops/planner.hpp"
 #include "vk/dispatch.hpp"
 
 namespace relpos::detail {

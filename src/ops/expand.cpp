@@ -1,12 +1,12 @@
 #include "ops/expand.hpp"
 
 #include <cstdlib>
-#include <numeric>
 #include <string>
 #include <thread>
 
 #include "reference/checks.hpp"
 #include "relpos_push/expand.h"
+#include "ops/planner.hpp"
 #include "vk/dispatch.hpp"
 
 namespace relpos::detail {
@@ -127,9 +127,7 @@ void check_expand(const DeviceLimits& lim, const ExpandShape& s, const Buffer& o
   require(out.size() >= total * elem_bytes, "output buffer", std::to_string(out.size()) + " bytes",
           "must hold " + std::to_string(total) + " elements of " + std::to_string(elem_bytes) + " bytes = " +
               std::to_string(total * elem_bytes) + " bytes");
-  require(row_len * s.heads * 4 <= lim.max_storage_buffer_range, "heads * (queries + keys - 1)",
-          std::to_string(row_len * s.heads), "must fit one storage buffer binding of the device (" +
-              std::to_string(lim.max_storage_buffer_range / 4) + " values)");
+  require_binding(lim, row_len * s.heads, "heads * (queries + keys - 1)", "the per-distance rows");
 }
 
 void expand_distance(Recorder& r, const ExpandShape& s, const Buffer& distance_rows, const Buffer& out, ExpandMode mode) {
@@ -160,10 +158,7 @@ void expand_distance(Recorder& r, const ExpandShape& s, const Buffer& distance_r
   const std::uint64_t lanes_x = (s.keys / vec + kDiagonal - 1 + kUnroll - 1) / kUnroll;
   const std::uint64_t groups_x = (lanes_x + group_x - 1) / group_x;
   const std::uint64_t rows_per_tile = std::uint64_t{vec} * kDiagonal;
-  std::uint64_t rows_per_chunk = std::min<std::uint64_t>(lim.max_storage_buffer_range / row_bytes,
-                                                         std::uint64_t{lim.max_workgroup_count[1]} * rows_per_tile);
-  const std::uint64_t align_rows = lim.min_storage_buffer_offset_alignment / std::gcd(row_bytes, lim.min_storage_buffer_offset_alignment);
-  rows_per_chunk = rows_per_chunk / align_rows * align_rows;
+  const std::uint64_t rows_per_chunk = whole_rows_per_chunk(lim, row_bytes, std::uint64_t{lim.max_workgroup_count[1]} * rows_per_tile);
   const bool half_copies = mode == ExpandMode::WriteF16;  // ADD_F16 adds f32 values, rounding once
   const std::uint64_t shifted_len = (row_len + vec - 1) / vec * vec;
   if (s.keys % vec == 0 && group_x > 0 && rows_per_chunk > 0 && groups_x <= lim.max_workgroup_count[0] &&

@@ -3,7 +3,6 @@
 // here, and the shaders reduce pos·step modulo one turn with integer arithmetic.
 #include <cmath>
 #include <cstring>
-#include <numeric>
 #include <string>
 
 #include "ops/distance_bias.hpp"
@@ -13,6 +12,7 @@
 #include "relpos/fourier.hpp"
 #include "relpos_push/fourier.h"
 #include "relpos_push/loop_bound.h"
+#include "ops/planner.hpp"
 #include "vk/dispatch.hpp"
 
 namespace relpos {
@@ -77,9 +77,9 @@ const Buffer& upload_steps(Recorder& r, std::uint32_t dim, double max_wavelength
   return buf;
 }
 
-void require_fits_binding(const Recorder& r, std::uint64_t bytes, const std::string& what, std::uint64_t count) {
-  const std::uint64_t max = r.context().limits().max_storage_buffer_range;
-  detail::require(bytes <= max, what, std::to_string(count), "must fit one storage buffer binding of the device (" + std::to_string(max) + " bytes)");
+// `count` float32 values of the product `what` read through one binding.
+void require_fits_binding(const Recorder& r, std::uint64_t count, const std::string& what) {
+  detail::require_binding(r.context().limits(), count, what);
 }
 
 void check_rotation_buffer(const FourierParams& p, const Buffer& rotation) {
@@ -97,8 +97,7 @@ void record_encoding(Recorder& r, const SinusoidalParams& p, const Buffer& out) 
   pc.pos0 = static_cast<std::int32_t>(p.offset);
   // Paired quads: chunks of whole rows at bindable offsets.
   const std::uint64_t row_bytes = std::uint64_t{p.dim} * 4;
-  const std::uint64_t align_rows = lim.min_storage_buffer_offset_alignment / std::gcd(row_bytes, lim.min_storage_buffer_offset_alignment);
-  const std::uint64_t rows_per_chunk = lim.max_storage_buffer_range / row_bytes / align_rows * align_rows;
+  const std::uint64_t rows_per_chunk = detail::whole_rows_per_chunk(lim, row_bytes);
   if (p.dim % 8 == 0 && rows_per_chunk > 0) {
     for (std::uint64_t first = 0; first < p.positions; first += rows_per_chunk) {
       const std::uint64_t rows = std::min<std::uint64_t>(rows_per_chunk, p.positions - first);
@@ -124,7 +123,7 @@ void check_row_output(const Recorder& r, const FourierParams& p, const Buffer& r
   const std::uint64_t need = std::uint64_t{p.row_len()} * p.heads * 4;
   detail::require(row.size() >= need, "row buffer", std::to_string(row.size()) + " bytes",
                   "must hold float32 [heads, queries + keys - 1] = " + std::to_string(need) + " bytes");
-  require_fits_binding(r, need, "heads * (queries + keys - 1)", need / 4);
+  require_fits_binding(r, need / 4, "heads * (queries + keys - 1)");
 }
 
 void record_row(Recorder& r, const FourierParams& p, const Buffer& rotation, const Buffer& row) {
@@ -169,9 +168,7 @@ void record_row(Recorder& r, const FourierParams& p, const Buffer& rotation, con
 void record_direct(Recorder& r, const FourierParams& p, const Buffer& rotation, const Buffer& out) {
   const auto& lim = r.context().limits();
   const std::uint64_t row_bytes = std::uint64_t{p.keys} * 4;
-  std::uint64_t rows_per_chunk = lim.max_storage_buffer_range / row_bytes;
-  const std::uint64_t align_rows = lim.min_storage_buffer_offset_alignment / std::gcd(row_bytes, lim.min_storage_buffer_offset_alignment);
-  rows_per_chunk = rows_per_chunk / align_rows * align_rows;
+  const std::uint64_t rows_per_chunk = detail::whole_rows_per_chunk(lim, row_bytes);
   detail::require(rows_per_chunk > 0, "keys", std::to_string(p.keys), "a direct-path output row must fit one storage buffer binding");
 
   SinusoidalParams ks{p.keys, p.vector_size, 0, p.wavelength()};
@@ -210,7 +207,7 @@ void record_direct(Recorder& r, const FourierParams& p, const Buffer& rotation, 
 void check_common(const Recorder& r, const FourierParams& p, const Buffer& rotation) {
   p.validate();
   check_rotation_buffer(p, rotation);
-  require_fits_binding(r, rotation.size(), "heads * vector_size", rotation.size() / 4);
+  require_fits_binding(r, rotation.size() / 4, "heads * vector_size");
 }
 
 detail::DistanceWindow window_of(const FourierParams& p) { return {p.heads, p.queries, p.keys, p.offset(), p.batch, false}; }
@@ -253,7 +250,7 @@ void fourier_bias(Recorder& r, const FourierParams& p, const Buffer& rotation, c
     detail::require(out.size() >= need, "output buffer", std::to_string(out.size()) + " bytes",
                     "must hold float32 [heads, queries, keys] = " + std::to_string(need) + " bytes");
     for (std::uint32_t n : {p.keys, p.queries})
-      require_fits_binding(r, std::uint64_t{n} * p.vector_size * 4, "positions * vector_size (direct path)", std::uint64_t{n} * p.vector_size);
+      require_fits_binding(r, std::uint64_t{n} * p.vector_size, "positions * vector_size (direct path)");
     const auto op = detail::begin_op(r);
     record_direct(r, p, rotation, out);
     return;

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <string>
 
-#include "ops/window.hpp"
+#include "ops/planner.hpp"
 #include "relpos/context.hpp"
 #include "relpos_push/cast.h"
 #include "relpos_push/loop_bound.h"

@@ -12,6 +12,7 @@
 #include "relpos/rope.hpp"
 #include "relpos_push/loop_bound.h"
 #include "relpos_push/rope.h"
+#include "ops/planner.hpp"
 #include "vk/dispatch.hpp"
 
 namespace relpos {
@@ -57,8 +58,7 @@ void record(Recorder& r, const RopeParams& p, const Buffer& x, const Buffer* out
   const bool in_place = out == nullptr || out == &x;
   const bool quad = d % 8 == 0 && dim % 4 == 0;
   const bool wide = dtype == DType::F16 && d % 16 == 0 && dim % 8 == 0;  // 16-byte words of eight halves
-  const std::uint64_t range = lim.max_storage_buffer_range - std::min(lim.max_storage_buffer_range, lim.min_storage_buffer_offset_alignment);
-  require(std::uint64_t{dim} * e <= range, "head_dim", std::to_string(dim), "one row must fit a storage buffer binding of the device");
+  require(dim <= detail::window_capacity(lim, e), "head_dim", std::to_string(dim), "one row must fit a storage buffer binding of the device");
   require(!positions || positions->size() <= lim.max_storage_buffer_range, "batch * seq",
           std::to_string(std::uint64_t{p.batch} * p.seq), "positions must fit one storage buffer binding of the device");
 
@@ -97,7 +97,7 @@ void record(Recorder& r, const RopeParams& p, const Buffer& x, const Buffer* out
 
   // Rectangles of np x nl rows whose bound span ((np-1) * p_stride + (nl-1) * l_stride + head_dim
   // elements) fits one binding and whose grid fits one dispatch.
-  const std::uint64_t span_max = range / e;
+  const std::uint64_t span_max = detail::window_capacity(lim, e);
   auto np_for = [&](std::uint64_t nl) -> std::uint64_t {
     const std::uint64_t fixed = (nl - 1) * g.l_stride + dim;
     return fixed > span_max ? 0 : (span_max - fixed) / g.p_stride + 1;
@@ -117,7 +117,7 @@ void record(Recorder& r, const RopeParams& p, const Buffer& x, const Buffer* out
     for (std::uint64_t l0 = 0; l0 < g.l_count; l0 += nl) {
       const std::uint64_t pn = std::min(np, g.p_count - p0), ln = std::min(nl, g.l_count - l0);
       const std::uint64_t first = (p0 * g.p_stride + l0 * g.l_stride) * e;
-      const std::uint64_t bound = first / lim.min_storage_buffer_offset_alignment * lim.min_storage_buffer_offset_alignment;
+      const std::uint64_t bound = detail::bindable_offset(lim, first);
       const std::uint64_t bytes = first - bound + ((pn - 1) * g.p_stride + (ln - 1) * g.l_stride + dim) * e;
       pc.p_first = static_cast<std::uint32_t>(p0);
       pc.p_count = static_cast<std::uint32_t>(pn);

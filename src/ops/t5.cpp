@@ -31,9 +31,7 @@ DistanceWindow window_of(const T5Params& p) { return {p.heads, p.queries, p.keys
 
 void require_t5_table_binding(const DeviceLimits& lim, const T5Params& p) {
   const std::uint64_t entries = std::uint64_t{p.num_buckets} * p.heads;
-  require(entries * 4 <= lim.max_storage_buffer_range, "num_buckets * heads", std::to_string(entries),
-          "the T5 table must fit one storage buffer binding of the device (" + std::to_string(lim.max_storage_buffer_range / 4) +
-              " values)");
+  require_binding(lim, entries, "num_buckets * heads", "the T5 table");
 }
 
 const Buffer& t5_distance_row(Recorder& r, const T5Params& p, const Buffer* table) {

@@ -5,7 +5,7 @@
 
 #include "ops/unfused_attention.hpp"
 #include "ops/matmul.hpp"
-#include "ops/window.hpp"
+#include "ops/planner.hpp"
 #include "relpos/context.hpp"
 #include "relpos_push/loop_bound.h"
 #include "relpos_push/softmax.h"

@@ -1,7 +1,7 @@
 #pragma once
 // What an operation uses to put work into a Recorder: barriers, scratch buffers, dispatches of
-// embedded shaders, and the splitting of large element ranges into chunks the device can bind
-// and dispatch (maxStorageBufferRange, maxComputeWorkGroupCount).
+// embedded shaders and transfer commands. How work is cut into dispatches and bindings the device
+// accepts is the planner's (ops/planner.hpp).
 #include <cstdint>
 #include <algorithm>
 #include <initializer_list>
@@ -84,29 +84,6 @@ void dispatch(Recorder& r, ShaderId shader, const std::vector<std::uint32_t>& sp
 void copy_regions(Recorder& r, const Buffer& src, const Buffer& dst, const std::vector<VkBufferCopy>& regions);
 // Records vkCmdFillBuffer of `bytes` (a multiple of 4) at `offset` with the 32-bit `value`.
 void fill_words(Recorder& r, const Buffer& dst, std::uint64_t offset, std::uint64_t bytes, std::uint32_t value);
-
-// [first, first + count) of a flat element range.
-struct ElementChunk {
-  std::uint64_t first;
-  std::uint64_t count;
-};
-
-// Splits `total` elements of `elem_bytes` each into chunks that one binding can cover
-// (maxStorageBufferRange, offsets aligned for binding, whole quads) and one dispatch of
-// workgroups that each cover `elems_per_group` elements can reach (maxComputeWorkGroupCount).
-std::vector<ElementChunk> element_chunks(const DeviceLimits& limits, std::uint64_t total, std::uint32_t elem_bytes,
-                                         std::uint64_t elems_per_group);
-
-// Splits a 1-D grid of `total_groups` workgroups into dispatches of at most
-// maxComputeWorkGroupCount[0]: f(first_group, groups) per dispatch.
-template <class F>
-void for_each_group_range(const DeviceLimits& limits, std::uint64_t total_groups, F&& f) {
-  const std::uint64_t max = limits.max_workgroup_count[0];
-  for (std::uint64_t first = 0; first < total_groups; first += max)
-    f(first, static_cast<std::uint32_t>(std::min(max, total_groups - first)));
-}
-
-inline std::uint32_t div_up(std::uint64_t a, std::uint64_t b) { return static_cast<std::uint32_t>((a + b - 1) / b); }
 
 // The subgroup size where the lanes of a subgroup should share their storage loads by
 // subgroupShuffle, 0 where not: a CPU device (each load there is a loop over the subgroup's lanes;
