@@ -12,10 +12,6 @@
 
 namespace relpos {
 
-namespace detail {
-struct Device;
-}
-
 enum class DeviceType { Discrete, Integrated, Virtual, Cpu, Other };
 std::string_view device_type_name(DeviceType t);
 
@@ -156,10 +152,12 @@ class Context {
   // for command buffers that have executed since.
   void wait_idle();
 
-  const std::shared_ptr<detail::Device>& device() const { return device_; }
 
  private:
-  std::shared_ptr<detail::Device> device_;
+  friend class Buffer;          // holds the Device, which outlives the Context while buffers do
+  friend struct RuntimeAccess;  // the runtime's way in (not installed)
+  struct Device;                // everything the Context owns; the runtime defines it
+  std::shared_ptr<Device> device_;
 };
 
 }  // namespace relpos

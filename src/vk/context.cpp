@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "vk/access.hpp"
 #include "vk/device.hpp"
 
 namespace relpos {
