@@ -2,8 +2,8 @@
 // its own Vulkan objects, timestamps, validation reporting.
 #include <vulkan/vulkan.h>  // the application's Vulkan: the system loader's own symbols
 
+#include <relpos/ceiling.hpp>
 #include <relpos/relpos.hpp>
-
 
 #include <chrono>
 #include <future>
@@ -11,6 +11,7 @@
 
 #include "support/app_vulkan.hpp"
 #include "support/gpu_fixture.hpp"
+#include "testing_options.hpp"
 
 using namespace relpos;
 using relpos::test::GpuTest;
@@ -94,9 +95,10 @@ TEST_F(Runtime, BufferRoundTripsAndChecksRanges) {
 TEST_F(Runtime, StagingPathRoundTrips) {
   ContextOptions o;
   o.validation = true;
-  o.staging_only = true;
   o.on_validation_message = [](const ValidationMessage& m) { ADD_FAILURE() << m.id << ": " << m.text; };
-  Context ctx(o);
+  detail::TestingOptions t;
+  t.staging_only = true;
+  Context ctx = detail::testing_context(o, t);
   std::vector<float> v(100003);
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) * 0.5f;
   Buffer b = make_buffer(ctx, v);

@@ -69,15 +69,6 @@ struct ContextOptions {
   // Receives every validation warning and error, on whichever thread made the call that caused it
   // (so it must be thread-safe when several threads use the Context). Default: print to stderr.
   std::function<void(const ValidationMessage&)> on_validation_message;
-  // Lower the device's limits (0 = keep). For tests of the split paths on small tensors.
-  std::uint64_t max_storage_buffer_range = 0;
-  std::uint32_t max_workgroup_count = 0;
-  // Never map MemoryUse::Device buffers, even where device memory is host-visible, so uploads and
-  // downloads take the staging path a discrete GPU uses. For tests of that path.
-  bool staging_only = false;
-  // Treat the device as one without subgroup shuffles, so that the kernels such devices get run.
-  // For tests of those kernels on devices that have shuffles.
-  bool no_subgroup_shuffles = false;
   DistanceExpansion distance_expansion = DistanceExpansion::Auto;
 };
 
