@@ -2,7 +2,6 @@
 // its own Vulkan objects, timestamps, validation reporting.
 #include <vulkan/vulkan.h>  // the application's Vulkan: the system loader's own symbols
 
-#include <relpos/ceiling.hpp>
 #include <relpos/relpos.hpp>
 
 #include <chrono>
@@ -11,6 +10,7 @@
 
 #include "support/app_vulkan.hpp"
 #include "support/gpu_fixture.hpp"
+#include "ceiling.hpp"
 #include "testing_options.hpp"
 
 using namespace relpos;

@@ -1,12 +1,12 @@
 // relpos bench: GPU timestamps (warm-up, then the median of repeated runs) of each op, beside the
 // same run's device ceiling over the same bytes and the CPU reference's time.
 #include <nlohmann/json.hpp>
-#include <relpos/ceiling.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 
+#include "ceiling.hpp"
 #include "registry.hpp"
 
 namespace relpos::tool {

@@ -1,4 +1,4 @@
-#include "testing/testing_options.hpp"
+#include "tooling/testing_options.hpp"
 
 #include <algorithm>
 

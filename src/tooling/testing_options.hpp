@@ -1,7 +1,7 @@
 #pragma once
 // Contexts for tests and the fuzzer, made to believe less of their device than it offers, so that
 // the split and fallback paths run on small tensors. Not installed: only relpos's own tests and
-// tool reach it (the CMake target relpos_testing); applications use ContextOptions.
+// tool reach it (the CMake target relpos_tooling); applications use ContextOptions.
 #include <cstdint>
 
 #include "relpos/context.hpp"
