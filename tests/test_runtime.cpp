@@ -116,6 +116,31 @@ TEST_F(Runtime, StagingPathRoundTrips) {
   EXPECT_EQ(out.download<std::int32_t>(33 * 17), t5_buckets_reference(p));
 }
 
+// TestingOptions only ever lower what the context believes of its device, and only its own.
+TEST_F(Runtime, TestingContextsLowerTheirLimitsOnly) {
+  const DeviceLimits& device = gpu().limits();
+  ContextOptions o;
+  o.validation = true;
+  o.on_validation_message = [](const ValidationMessage& m) { ADD_FAILURE() << m.id << ": " << m.text; };
+  detail::TestingOptions t;
+  t.max_storage_buffer_range = 4096;
+  t.max_workgroup_count = 3;
+  t.no_subgroup_shuffles = true;
+  const Context lowered = detail::testing_context(o, t);
+  EXPECT_EQ(lowered.limits().max_storage_buffer_range, std::min<std::uint64_t>(4096, device.max_storage_buffer_range));
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(lowered.limits().max_workgroup_count[i], std::min(3u, device.max_workgroup_count[i]));
+  EXPECT_FALSE(lowered.limits().subgroup_shuffle);
+  EXPECT_EQ(lowered.limits().min_storage_buffer_offset_alignment, device.min_storage_buffer_offset_alignment);
+
+  detail::TestingOptions above;  // limits above the device's keep the device's
+  above.max_storage_buffer_range = device.max_storage_buffer_range + 1;
+  above.max_workgroup_count = 0xffffffffu;
+  const Context same = detail::testing_context(o, above);
+  EXPECT_EQ(same.limits().max_storage_buffer_range, device.max_storage_buffer_range);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(same.limits().max_workgroup_count[i], device.max_workgroup_count[i]);
+  EXPECT_EQ(same.limits().subgroup_shuffle, device.subgroup_shuffle);
+}
+
 TEST_F(Runtime, TimestampsMeasureRecordedWork) {
   T5Params p;
   p.queries = p.keys = 256;
