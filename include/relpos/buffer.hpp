@@ -10,7 +10,6 @@
 
 namespace relpos {
 
-
 enum class MemoryUse {
   // Device-local. Mapped directly where that memory is also host-visible (integrated GPUs, CPU
   // devices); otherwise upload/download go through a staging buffer.

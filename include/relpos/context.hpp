@@ -143,7 +143,6 @@ class Context {
   // for command buffers that have executed since.
   void wait_idle();
 
-
  private:
   friend class Buffer;          // holds the Device, which outlives the Context while buffers do
   friend struct RuntimeAccess;  // the runtime's way in (not installed)

@@ -54,7 +54,6 @@ class Recorder {
   // Dispatches recorded since the recording began (or since the last submit_and_wait).
   std::uint32_t dispatch_count() const;
 
-
  private:
   friend struct RuntimeAccess;  // the runtime's way in (not installed)
   struct State;                 // the command buffer, its pools and what its commands use
