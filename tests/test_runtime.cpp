@@ -4,13 +4,14 @@
 
 #include <relpos/relpos.hpp>
 
-
 #include <chrono>
 #include <future>
 #include <stdexcept>
 
 #include "support/app_vulkan.hpp"
 #include "support/gpu_fixture.hpp"
+#include "ceiling.hpp"
+#include "testing_options.hpp"
 
 using namespace relpos;
 using relpos::test::GpuTest;
@@ -94,9 +95,10 @@ TEST_F(Runtime, BufferRoundTripsAndChecksRanges) {
 TEST_F(Runtime, StagingPathRoundTrips) {
   ContextOptions o;
   o.validation = true;
-  o.staging_only = true;
   o.on_validation_message = [](const ValidationMessage& m) { ADD_FAILURE() << m.id << ": " << m.text; };
-  Context ctx(o);
+  detail::TestingOptions t;
+  t.staging_only = true;
+  Context ctx = detail::testing_context(o, t);
   std::vector<float> v(100003);
   for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) * 0.5f;
   Buffer b = make_buffer(ctx, v);
@@ -112,6 +114,31 @@ TEST_F(Runtime, StagingPathRoundTrips) {
   Buffer out(ctx, 33 * 17 * 4);
   run(ctx, [&](Recorder& r) { t5_buckets(r, p, out); });
   EXPECT_EQ(out.download<std::int32_t>(33 * 17), t5_buckets_reference(p));
+}
+
+// TestingOptions only ever lower what the context believes of its device, and only its own.
+TEST_F(Runtime, TestingContextsLowerTheirLimitsOnly) {
+  const DeviceLimits& device = gpu().limits();
+  ContextOptions o;
+  o.validation = true;
+  o.on_validation_message = [](const ValidationMessage& m) { ADD_FAILURE() << m.id << ": " << m.text; };
+  detail::TestingOptions t;
+  t.max_storage_buffer_range = 4096;
+  t.max_workgroup_count = 3;
+  t.no_subgroup_shuffles = true;
+  const Context lowered = detail::testing_context(o, t);
+  EXPECT_EQ(lowered.limits().max_storage_buffer_range, std::min<std::uint64_t>(4096, device.max_storage_buffer_range));
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(lowered.limits().max_workgroup_count[i], std::min(3u, device.max_workgroup_count[i]));
+  EXPECT_FALSE(lowered.limits().subgroup_shuffle);
+  EXPECT_EQ(lowered.limits().min_storage_buffer_offset_alignment, device.min_storage_buffer_offset_alignment);
+
+  detail::TestingOptions above;  // limits above the device's keep the device's
+  above.max_storage_buffer_range = device.max_storage_buffer_range + 1;
+  above.max_workgroup_count = 0xffffffffu;
+  const Context same = detail::testing_context(o, above);
+  EXPECT_EQ(same.limits().max_storage_buffer_range, device.max_storage_buffer_range);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(same.limits().max_workgroup_count[i], device.max_workgroup_count[i]);
+  EXPECT_EQ(same.limits().subgroup_shuffle, device.subgroup_shuffle);
 }
 
 TEST_F(Runtime, TimestampsMeasureRecordedWork) {

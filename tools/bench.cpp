@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "ceiling.hpp"
 #include "registry.hpp"
 
 namespace relpos::tool {

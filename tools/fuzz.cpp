@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "registry.hpp"
+#include "testing_options.hpp"
 
 namespace relpos::tool {
 
@@ -73,7 +74,7 @@ void add_fuzz_options(CLI::App& cmd, FuzzOptions& o) {
 
 namespace {
 
-// Where a case runs: the device's own limits, or limits lowered by ContextOptions' test knobs so
+// Where a case runs: the device's own limits, or limits lowered by TestingOptions so
 // that small tensors take the split paths (bindings beyond maxStorageBufferRange, dispatches beyond
 // maxComputeWorkGroupCount) cheaply, with each per-distance expansion path and, in one, the
 // kernels of devices without subgroup shuffles.
@@ -120,11 +121,12 @@ int fuzz_command(Registry& reg, const FuzzOptions& o) {
   auto context = [&](std::size_t t) -> Context& {
     if (!contexts[t]) {
       ContextOptions c = base;
-      c.max_storage_buffer_range = kTargets[t].max_storage_buffer_range;
-      c.max_workgroup_count = kTargets[t].max_workgroup_count;
       c.distance_expansion = kTargets[t].expansion;
-      c.no_subgroup_shuffles = kTargets[t].no_subgroup_shuffles;
-      contexts[t].emplace(c);
+      detail::TestingOptions lowered;
+      lowered.max_storage_buffer_range = kTargets[t].max_storage_buffer_range;
+      lowered.max_workgroup_count = kTargets[t].max_workgroup_count;
+      lowered.no_subgroup_shuffles = kTargets[t].no_subgroup_shuffles;
+      contexts[t].emplace(detail::testing_context(c, lowered));
     }
     return *contexts[t];
   };

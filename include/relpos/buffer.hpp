@@ -6,12 +6,9 @@
 #include <span>
 #include <vector>
 
-namespace relpos {
+#include "relpos/context.hpp"
 
-class Context;
-namespace detail {
-struct Device;
-}
+namespace relpos {
 
 enum class MemoryUse {
   // Device-local. Mapped directly where that memory is also host-visible (integrated GPUs, CPU
@@ -26,7 +23,6 @@ class Buffer {
  public:
   Buffer() = default;
   Buffer(Context& ctx, std::uint64_t bytes, MemoryUse use = MemoryUse::Device);
-  Buffer(const std::shared_ptr<detail::Device>& device, std::uint64_t bytes, MemoryUse use = MemoryUse::Device);
   // Wraps an application's buffer (created with STORAGE_BUFFER usage, and TRANSFER_SRC/DST for
   // upload/download). relpos never frees it. `usage`: the flags it was created with, where the
   // application passes them; with TRANSFER_DST relpos may write it with transfer copies (see
@@ -70,10 +66,11 @@ class Buffer {
   }
 
  private:
-  friend struct detail::Device;  // takes a scratch buffer's handles when its recording is retired
+  friend struct RuntimeAccess;  // the runtime's scratch buffers (not installed)
+  Buffer(std::shared_ptr<Context::Device> device, std::uint64_t bytes, MemoryUse use);
   void release() noexcept;
 
-  std::shared_ptr<detail::Device> device_;
+  std::shared_ptr<Context::Device> device_;
   VkBuffer buffer_ = VK_NULL_HANDLE;
   VkDeviceMemory memory_ = VK_NULL_HANDLE;
   void* mapped_ = nullptr;

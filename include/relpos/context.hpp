@@ -12,10 +12,6 @@
 
 namespace relpos {
 
-namespace detail {
-struct Device;
-}
-
 enum class DeviceType { Discrete, Integrated, Virtual, Cpu, Other };
 std::string_view device_type_name(DeviceType t);
 
@@ -73,15 +69,6 @@ struct ContextOptions {
   // Receives every validation warning and error, on whichever thread made the call that caused it
   // (so it must be thread-safe when several threads use the Context). Default: print to stderr.
   std::function<void(const ValidationMessage&)> on_validation_message;
-  // Lower the device's limits (0 = keep). For tests of the split paths on small tensors.
-  std::uint64_t max_storage_buffer_range = 0;
-  std::uint32_t max_workgroup_count = 0;
-  // Never map MemoryUse::Device buffers, even where device memory is host-visible, so uploads and
-  // downloads take the staging path a discrete GPU uses. For tests of that path.
-  bool staging_only = false;
-  // Treat the device as one without subgroup shuffles, so that the kernels such devices get run.
-  // For tests of those kernels on devices that have shuffles.
-  bool no_subgroup_shuffles = false;
   DistanceExpansion distance_expansion = DistanceExpansion::Auto;
 };
 
@@ -156,10 +143,11 @@ class Context {
   // for command buffers that have executed since.
   void wait_idle();
 
-  const std::shared_ptr<detail::Device>& device() const { return device_; }
-
  private:
-  std::shared_ptr<detail::Device> device_;
+  friend class Buffer;          // holds the Device, which outlives the Context while buffers do
+  friend struct RuntimeAccess;  // the runtime's way in (not installed)
+  struct Device;                // everything the Context owns; the runtime defines it
+  std::shared_ptr<Device> device_;
 };
 
 }  // namespace relpos

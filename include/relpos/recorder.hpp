@@ -9,9 +9,6 @@
 namespace relpos {
 
 class Context;
-namespace detail {
-struct RecorderState;
-}
 
 // Threads: a Recorder belongs to one thread at a time (it may move between threads); any number
 // of Recorders of one Context may record and submit at once, each from its own thread.
@@ -57,10 +54,10 @@ class Recorder {
   // Dispatches recorded since the recording began (or since the last submit_and_wait).
   std::uint32_t dispatch_count() const;
 
-  detail::RecorderState& state() { return *state_; }
-
  private:
-  std::unique_ptr<detail::RecorderState> state_;
+  friend struct RuntimeAccess;  // the runtime's way in (not installed)
+  struct State;                 // the command buffer, its pools and what its commands use
+  std::unique_ptr<State> state_;
 };
 
 }  // namespace relpos

@@ -12,7 +12,6 @@
 #include "relpos/unfused_attention.hpp"
 #include "relpos/shaw.hpp"
 #include "relpos/compare.hpp"
-#include "relpos/ceiling.hpp"
 #include "relpos/alibi.hpp"
 #include "relpos/kerple.hpp"
 #include "relpos/rope.hpp"

@@ -1,4 +1,4 @@
-#include "relpos/ceiling.hpp"
+#include "tooling/ceiling.hpp"
 
 #include <algorithm>
 #include <string>

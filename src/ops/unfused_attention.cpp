@@ -1,4 +1,6 @@
-// The unfused attention pipeline on the GPU: q·kᵀ·scale (matmul), masked softmax, weights·v.
+// The unfused attention family (relpos/unfused_attention.hpp) on the GPU: q·kᵀ·scale (matmul),
+// masked softmax, weights·v: the blocks that Shaw (shaw.cpp) and fused attention's baseline
+// (attention_baseline.cpp) are built from.
 #include <algorithm>
 #include <cstring>
 #include <string>

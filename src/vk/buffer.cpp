@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "relpos/context.hpp"
+#include "vk/access.hpp"
 #include "vk/device.hpp"
 
 namespace relpos {
@@ -104,10 +105,10 @@ void check_range(const Buffer& b, std::uint64_t bytes, std::uint64_t offset, con
 
 }  // namespace
 
-Buffer::Buffer(Context& ctx, std::uint64_t bytes, MemoryUse use) : Buffer(ctx.device(), bytes, use) {}
+Buffer::Buffer(Context& ctx, std::uint64_t bytes, MemoryUse use) : Buffer(ctx.device_, bytes, use) {}
 
-Buffer::Buffer(const std::shared_ptr<detail::Device>& device, std::uint64_t bytes, MemoryUse use)
-    : device_(device), owned_(true) {
+Buffer::Buffer(std::shared_ptr<Context::Device> device, std::uint64_t bytes, MemoryUse use)
+    : device_(std::move(device)), owned_(true) {
   auto& d = *device_;
   if (bytes == 0) throw InvalidArgument("buffer size must be > 0");
   size_ = bytes;
@@ -150,7 +151,7 @@ Buffer Buffer::external(Context& ctx, VkBuffer buffer, std::uint64_t bytes, VkBu
                           ": must be a multiple of 4 (shaders access buffers in 32-bit words; an f16 tensor of an odd number of "
                           "values needs its buffer rounded up to " + std::to_string((bytes + 3) / 4 * 4) + " bytes)");
   Buffer b;
-  b.device_ = ctx.device();
+  b.device_ = ctx.device_;
   b.buffer_ = buffer;
   b.size_ = b.capacity_ = bytes;
   b.owned_ = false;

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "vk/access.hpp"
 #include "vk/device.hpp"
 
 namespace relpos {
@@ -199,16 +200,6 @@ void read_limits(Device& d) {
   fn.vkGetPhysicalDeviceMemoryProperties(d.physical, &d.memory);
 }
 
-void apply_overrides(Device& d, const ContextOptions& opt) {
-  d.staging_only = opt.staging_only;
-  d.distance_expansion = opt.distance_expansion;
-  if (opt.no_subgroup_shuffles) d.limits.subgroup_shuffle = false;
-  if (opt.max_storage_buffer_range)
-    d.limits.max_storage_buffer_range = std::min<std::uint64_t>(d.limits.max_storage_buffer_range, opt.max_storage_buffer_range);
-  if (opt.max_workgroup_count)
-    for (auto& c : d.limits.max_workgroup_count) c = std::min(c, opt.max_workgroup_count);
-}
-
 // relpos needs a host-visible coherent memory type (uploads, downloads, MemoryUse::Host buffers,
 // staging) and some memory type for device buffers. Checked before anything is allocated, so that
 // a device without them (RADV's null hardware has none) gives this error instead of a failure
@@ -330,7 +321,7 @@ Context::Context(const ContextOptions& opt) : device_(std::make_shared<Device>()
   d.info = infos[idx];
   d.queue_family = detail::compute_queue_family(d.fn, d.physical);
   detail::read_limits(d);
-  detail::apply_overrides(d, opt);
+  d.distance_expansion = opt.distance_expansion;
   detail::require_usable_memory(d);
 
   float priority = 1.0f;
@@ -400,7 +391,7 @@ Context::Context(const AdoptedVulkan& app, const ContextOptions& opt) : device_(
       throw InvalidArgument("AdoptedVulkan::queue_family = " + std::to_string(app.queue_family) + ": the family has no compute support");
   }
   detail::read_limits(d);
-  detail::apply_overrides(d, opt);
+  d.distance_expansion = opt.distance_expansion;
   detail::require_usable_memory(d);
   detail::load_device_table(d.fn, app.device, &d.vk);
   d.device = app.device;

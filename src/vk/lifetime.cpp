@@ -1,5 +1,6 @@
 // How long what relpos's commands use lives: relpos's own submissions in flight, and the resources
 // of recordings into an application's command buffer after their Recorder is gone.
+#include "vk/access.hpp"
 #include "vk/device.hpp"
 
 namespace relpos::detail {
@@ -38,11 +39,7 @@ void Device::free_resources(RecordingResources& r) {
 void Device::retire(RecordingResources&& r) {
   RetiredResources out;
   out.descriptor_pools = std::move(r.descriptor_pools);
-  for (Buffer& b : r.scratch) {
-    out.buffers.emplace_back(b.buffer_, b.memory_);
-    b.owned_ = false;  // its handles are freed with the retired entry
-    b.release();
-  }
+  for (Buffer& b : r.scratch) out.buffers.push_back(RuntimeAccess::take_handles(b));  // freed with the retired entry
   out.query_pool = r.query_pool;
   out.events = std::move(r.events);
   if (!out.events.empty() && !r.commands_after_last_event) out.finished = out.events.back();

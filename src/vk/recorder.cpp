@@ -5,6 +5,7 @@
 
 #include "relpos/context.hpp"
 #include "shaders/embedded.hpp"
+#include "vk/access.hpp"
 #include "vk/dispatch.hpp"
 
 namespace relpos {
@@ -87,12 +88,12 @@ RecorderState::~RecorderState() {
 }
 
 OpScope::OpScope(Recorder& r) : r_(r) {
-  auto& s = r.state();
+  auto& s = state_of(r);
   memory_barrier(s, kWorkStages, kWriteAccess, kWorkStages, kAllAccess);
 }
 
 OpScope::~OpScope() {
-  auto& s = r_.state();
+  auto& s = state_of(r_);
   if (!s.external || !s.resources.commands_after_last_event) return;
   auto& d = *s.dev;
   VkEventCreateInfo ei{VK_STRUCTURE_TYPE_EVENT_CREATE_INFO};
@@ -105,20 +106,20 @@ OpScope::~OpScope() {
 }
 
 void barrier(Recorder& r) {
-  auto& s = r.state();
+  auto& s = state_of(r);
   memory_barrier(s, kWorkStages, kWriteAccess, kWorkStages, kAllAccess);
 }
 
 Buffer& scratch(Recorder& r, std::uint64_t bytes, MemoryUse use) {
-  auto& s = r.state();
-  s.resources.scratch.emplace_back(s.dev, std::max<std::uint64_t>(bytes, 16), use);
+  auto& s = state_of(r);
+  s.resources.scratch.push_back(RuntimeAccess::buffer(s.dev, std::max<std::uint64_t>(bytes, 16), use));
   return s.resources.scratch.back();
 }
 
 void dispatch(Recorder& r, ShaderId shader, const std::vector<std::uint32_t>& spec,
               std::initializer_list<BufferSpan> bindings, const void* push, std::size_t push_bytes, std::uint32_t groups_x,
               std::uint32_t groups_y, std::uint32_t groups_z) {
-  auto& s = r.state();
+  auto& s = state_of(r);
   auto& d = *s.dev;
   const Pipeline& p = d.pipeline(shader, spec);
   if (p.binding_count > kMaxBindings)
@@ -164,13 +165,13 @@ void dispatch(Recorder& r, ShaderId shader, const std::vector<std::uint32_t>& sp
 
 void copy_regions(Recorder& r, const Buffer& src, const Buffer& dst, const std::vector<VkBufferCopy>& regions) {
   if (regions.empty()) return;
-  auto& s = r.state();
+  auto& s = state_of(r);
   s.dev->vk.vkCmdCopyBuffer(s.cb, src.handle(), dst.handle(), static_cast<std::uint32_t>(regions.size()), regions.data());
   mark_command(s);
 }
 
 void fill_words(Recorder& r, const Buffer& dst, std::uint64_t offset, std::uint64_t bytes, std::uint32_t value) {
-  auto& s = r.state();
+  auto& s = state_of(r);
   s.dev->vk.vkCmdFillBuffer(s.cb, dst.handle(), offset, bytes, value);
   mark_command(s);
 }
@@ -181,10 +182,10 @@ void fill_words(Recorder& r, const Buffer& dst, std::uint64_t offset, std::uint6
 using detail::RecorderState;
 using detail::vk_check;
 
-Recorder::Recorder(Context& ctx) : state_(std::make_unique<RecorderState>()) {
+Recorder::Recorder(Context& ctx) : state_(std::make_unique<State>()) {
   auto& s = *state_;
   s.ctx = &ctx;
-  s.dev = ctx.device();
+  s.dev = detail::device_of(ctx);
   auto& d = *s.dev;
   d.free_retired(false);
   VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
@@ -201,11 +202,11 @@ Recorder::Recorder(Context& ctx) : state_(std::make_unique<RecorderState>()) {
   detail::begin_own(s);
 }
 
-Recorder::Recorder(Context& ctx, VkCommandBuffer external) : state_(std::make_unique<RecorderState>()) {
+Recorder::Recorder(Context& ctx, VkCommandBuffer external) : state_(std::make_unique<State>()) {
   if (!external) throw InvalidArgument("Recorder: external command buffer is null");
   auto& s = *state_;
   s.ctx = &ctx;
-  s.dev = ctx.device();
+  s.dev = detail::device_of(ctx);
   s.cb = external;
   s.external = true;
   s.dev->free_retired(false);

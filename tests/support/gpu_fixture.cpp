@@ -3,6 +3,8 @@
 #include <memory>
 #include <mutex>
 
+#include "testing_options.hpp"
+
 namespace relpos::test {
 namespace {
 
@@ -28,19 +30,19 @@ Context& gpu() {
 
 Context& gpu_small_limits() {
   static Context ctx = [] {
-    ContextOptions o = validated_options();
-    o.max_storage_buffer_range = 4096;
-    o.max_workgroup_count = 3;
-    return Context(o);
+    detail::TestingOptions t;
+    t.max_storage_buffer_range = 4096;
+    t.max_workgroup_count = 3;
+    return detail::testing_context(validated_options(), t);
   }();
   return ctx;
 }
 
 Context& gpu_few_workgroups() {
   static Context ctx = [] {
-    ContextOptions o = validated_options();
-    o.max_workgroup_count = 3;
-    return Context(o);
+    detail::TestingOptions t;
+    t.max_workgroup_count = 3;
+    return detail::testing_context(validated_options(), t);
   }();
   return ctx;
 }
@@ -60,9 +62,9 @@ Context& gpu_expansion(DistanceExpansion path) {
 
 Context& gpu_without_shuffles() {
   static Context ctx = [] {
-    ContextOptions o = validated_options();
-    o.no_subgroup_shuffles = true;
-    return Context(o);
+    detail::TestingOptions t;
+    t.no_subgroup_shuffles = true;
+    return detail::testing_context(validated_options(), t);
   }();
   return ctx;
 }

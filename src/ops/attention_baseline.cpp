@@ -1,6 +1,6 @@
-// The unfused GPU pipeline for the same parameters as the fused op: the bias materialised into the
-// [B, H, Q, K] logits, then the softmax and the output matmul. What the fused op is measured and
-// tested against.
+// Fused attention's baseline (attention_unfused): the same AttentionParams run as the unfused
+// pipeline of unfused_attention.cpp, the bias materialised into the [B, H, Q, K] logits, then the
+// softmax and the output matmul. What the fused op is measured and tested against.
 #include <string>
 #include <tuple>
 

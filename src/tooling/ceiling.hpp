@@ -1,6 +1,6 @@
 #pragma once
-// Reference kernels that measure what the device can do, for benchmarks: every relpos timing is
-// reported beside one of these over the same number of bytes.
+// Reference kernels that measure what the device can do, for `relpos bench`: every relpos timing is
+// reported beside one of these over the same number of bytes. Not installed (relpos_tooling).
 #include <cstdint>
 
 namespace relpos {

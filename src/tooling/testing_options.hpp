@@ -1,0 +1,26 @@
+#pragma once
+// Contexts for tests and the fuzzer, made to believe less of their device than it offers, so that
+// the split and fallback paths run on small tensors. Not installed: only relpos's own tests and
+// tool reach it (the CMake target relpos_tooling); applications use ContextOptions.
+#include <cstdint>
+
+#include "relpos/context.hpp"
+
+namespace relpos::detail {
+
+struct TestingOptions {
+  // Lower the device's limits (0 = keep): bindings beyond maxStorageBufferRange and dispatches
+  // beyond maxComputeWorkGroupCount (each dimension) then split at small sizes.
+  std::uint64_t max_storage_buffer_range = 0;
+  std::uint32_t max_workgroup_count = 0;
+  // Never map MemoryUse::Device buffers, even where device memory is host-visible, so uploads and
+  // downloads take the staging path a discrete GPU uses.
+  bool staging_only = false;
+  // Treat the device as one without subgroup shuffles, so that the kernels such devices get run.
+  bool no_subgroup_shuffles = false;
+};
+
+// A Context made from `options`, then changed by `testing` before anything uses it.
+Context testing_context(const ContextOptions& options, const TestingOptions& testing);
+
+}  // namespace relpos::detail

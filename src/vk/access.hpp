@@ -1,0 +1,46 @@
+#pragma once
+// The runtime's way into the private parts of the public classes. The installed headers name only
+// opaque private types (Context::Device, Recorder::State); this header, which is not installed,
+// defines them as the runtime's own Device and RecorderState and gives src/ the accessors.
+#include <memory>
+#include <utility>
+
+#include "relpos/buffer.hpp"
+#include "relpos/context.hpp"
+#include "relpos/recorder.hpp"
+#include "vk/device.hpp"
+#include "vk/dispatch.hpp"
+
+namespace relpos {
+
+// Every detail::Device is made as a Context's (Context's constructors are the only place one is
+// created), so a Device shared by a Context's recorders is always a Context::Device.
+struct Context::Device : detail::Device {};
+struct Recorder::State : detail::RecorderState {};
+
+struct RuntimeAccess {
+  static std::shared_ptr<detail::Device> device(const Context& ctx) { return ctx.device_; }
+  static detail::RecorderState& state(Recorder& r) { return *r.state_; }
+
+  // A buffer of relpos's own on `device` (scratch buffers, which outlive no Context).
+  static Buffer buffer(const std::shared_ptr<detail::Device>& device, std::uint64_t bytes, MemoryUse use) {
+    return Buffer(std::static_pointer_cast<Context::Device>(device), bytes, use);
+  }
+  // Takes the handles of a relpos-made buffer; the Buffer is left empty and frees nothing.
+  static std::pair<VkBuffer, VkDeviceMemory> take_handles(Buffer& b) {
+    std::pair<VkBuffer, VkDeviceMemory> handles{b.buffer_, b.memory_};
+    b.owned_ = false;
+    b.release();
+    return handles;
+  }
+};
+
+namespace detail {
+
+// The Device that `ctx` owns, shared with its buffers and recorders.
+inline std::shared_ptr<Device> device_of(const Context& ctx) { return RuntimeAccess::device(ctx); }
+// What a Recorder records into.
+inline RecorderState& state_of(Recorder& r) { return RuntimeAccess::state(r); }
+
+}  // namespace detail
+}  // namespace relpos
