@@ -17,7 +17,6 @@
 namespace relpos {
 namespace {
 
-constexpr std::uint32_t kRowGroup = 64;
 // Heads one invocation of t5_distance_row.comp writes (its one loop over heads): half the loop
 // bound, so that the rest of the invocation's loops (the T5 bucket's bisection, at most 32) fit
 // beside it. Any more heads take further dispatches.
@@ -41,15 +40,13 @@ void require_t5_table_binding(const DeviceLimits& lim, const T5Params& p) {
               " values)");
 }
 
-const Buffer& t5_distance_row(Recorder& r, const T5Params& p, const Buffer* table) {
-  const T5WindowThresholds window = t5_window_thresholds(p);
-  const std::vector<std::uint32_t>& thresholds = window.thresholds;
+namespace {
+
+// The row's dispatches, from thresholds already in `thr`.
+void record_t5_row(Recorder& r, const T5Params& p, const T5WindowThresholds& window, const Buffer* table, const Buffer& thr,
+                   const Buffer& row, DescriptorSource* sets) {
   const std::uint32_t row_len = p.queries + p.keys - 1;
-  Buffer& thr = detail::scratch(r, std::max<std::size_t>(thresholds.size(), 1) * 4, MemoryUse::Host);
-  if (!thresholds.empty())  // fresh: no GPU work uses it yet
-    std::memcpy(thr.host_pointer(), thresholds.data(), thresholds.size() * 4);
   const std::uint32_t out_heads = table ? p.heads : 1;
-  Buffer& row = detail::scratch(r, std::uint64_t{row_len} * out_heads * 4, MemoryUse::Device);
   push::T5RowPush pc{};
   pc.row_len = row_len;
   pc.rp_first = static_cast<std::int32_t>(-(static_cast<std::int64_t>(p.queries) - 1) - p.query_offset);
@@ -57,7 +54,7 @@ const Buffer& t5_distance_row(Recorder& r, const T5Params& p, const Buffer* tabl
   pc.bidirectional = p.bidirectional ? 1 : 0;
   pc.half_buckets = p.bidirectional ? p.num_buckets / 2 : 0;
   pc.max_exact = p.max_exact();
-  pc.threshold_count = static_cast<std::uint32_t>(thresholds.size());
+  pc.threshold_count = static_cast<std::uint32_t>(window.thresholds.size());
   pc.threshold_base = window.base;
   pc.scale = p.scale;
   pc.write_buckets = table ? 0 : 1;
@@ -65,13 +62,36 @@ const Buffer& t5_distance_row(Recorder& r, const T5Params& p, const Buffer* tabl
   for (std::uint32_t h0 = 0; h0 < out_heads; h0 += kHeadsPerInvocation) {
     pc.first_head = h0;
     pc.head_count = std::min(kHeadsPerInvocation, out_heads - h0);
-    detail::for_each_group_range(r.context().limits(), detail::div_up(row_len, kRowGroup), [&](std::uint64_t first, std::uint32_t groups) {
-      pc.first = static_cast<std::uint32_t>(first * kRowGroup);
-      detail::dispatch(r, "t5_distance_row", {kRowGroup}, {{table ? table : &thr}, {&thr}, {&row}}, pc, groups);
+    detail::for_each_group_range(r.context().limits(), detail::div_up(row_len, kT5RowGroup), [&](std::uint64_t first, std::uint32_t groups) {
+      pc.first = static_cast<std::uint32_t>(first * kT5RowGroup);
+      detail::dispatch(r, sets, "t5_distance_row", {kT5RowGroup}, {{table ? table : &thr}, {&thr}, {&row}}, pc, groups);
     });
   }
   detail::barrier(r);
+}
+
+}  // namespace
+
+const Buffer& t5_distance_row(Recorder& r, const T5Params& p, const Buffer* table) {
+  const T5WindowThresholds window = t5_window_thresholds(p);
+  const std::vector<std::uint32_t>& thresholds = window.thresholds;
+  Buffer& thr = detail::scratch(r, std::max<std::size_t>(thresholds.size(), 1) * 4, MemoryUse::Host);
+  if (!thresholds.empty())  // no GPU work uses it yet (fresh, or its last submission has finished)
+    std::memcpy(thr.host_pointer(), thresholds.data(), thresholds.size() * 4);
+  const std::uint32_t out_heads = table ? p.heads : 1;
+  Buffer& row = detail::scratch(r, std::uint64_t{p.queries + p.keys - 1} * out_heads * 4, MemoryUse::Device);
+  record_t5_row(r, p, window, table, thr, row, nullptr);
   return row;
+}
+
+void t5_distance_row_into(Recorder& r, const T5Params& p, const Buffer& table, const Buffer& thresholds, const Buffer& row,
+                          DescriptorSource* sets) {
+  const T5WindowThresholds window = t5_window_thresholds(p);
+  if (window.thresholds.size() * 4 > thresholds.size() || std::uint64_t{p.queries + p.keys - 1} * p.heads * 4 > row.size())
+    throw Error("internal: t5_distance_row_into: buffers too small for the row");
+  detail::update_words(r, thresholds, 0, window.thresholds);
+  detail::barrier(r);
+  record_t5_row(r, p, window, &table, thresholds, row, sets);
 }
 
 }  // namespace detail

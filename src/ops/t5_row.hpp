@@ -8,10 +8,22 @@
 
 namespace relpos::detail {
 
+class DescriptorSource;
+
 // Records the row: int buckets ([1, Q + K - 1]) when table is null, else scale * table[bucket, h]
 // for every head ([heads, Q + K - 1], float32). Entry x holds relative position
 // x - (Q - 1) - query_offset. Returns the scratch buffer, ready to read after the barrier it ends with.
 const Buffer& t5_distance_row(Recorder& r, const T5Params& p, const Buffer* table);
+
+// The same row of every head into caller-given buffers, for plans that hold them across steps:
+// the window's thresholds (t5_window_thresholds: at most num_buckets words) go into `thresholds`
+// by vkCmdUpdateBuffer, so a submission still pending keeps its own; `row` holds at least
+// heads * (Q + K - 1) floats; descriptor sets come from `sets`. Ends with a barrier.
+void t5_distance_row_into(Recorder& r, const T5Params& p, const Buffer& table, const Buffer& thresholds, const Buffer& row,
+                          DescriptorSource* sets);
+
+// Workgroup size of t5_distance_row.comp (its pipeline's only specialisation constant).
+constexpr std::uint32_t kT5RowGroup = 64;
 
 // The table is read through one binding: throws InvalidArgument when it is larger.
 void require_t5_table_binding(const DeviceLimits& lim, const T5Params& p);

@@ -95,6 +95,11 @@ struct Device {
   std::mutex* queue_mutex = &own_queue_mutex;
   Submissions submissions;
 
+  // What relpos has created (relpos/resource_counts.hpp).
+  struct Counters {
+    std::atomic<std::uint64_t> buffers{0}, memory_allocations{0}, descriptor_pools{0}, pipelines{0};
+  } counters;
+
   VkPipelineCache pipeline_cache = VK_NULL_HANDLE;
   std::mutex pipeline_mutex;
   std::map<std::string, Pipeline> pipelines;

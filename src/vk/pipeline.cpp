@@ -94,6 +94,7 @@ const Pipeline& Device::pipeline(std::string_view shader, const std::vector<std:
   VkResult r = vk.vkCreateComputePipelines(device, pipeline_cache, 1, &ci, nullptr, &p.pipeline);
   vk.vkDestroyShaderModule(device, module, nullptr);
   vk_check(r, "vkCreateComputePipelines");
+  ++counters.pipelines;
   partial.done = true;
   return pipelines.emplace(std::move(key), p).first->second;
 }
