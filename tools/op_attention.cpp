@@ -1,11 +1,16 @@
 // Fused attention in the tool: `run attention`, `run attention-merge`, their check cases and the
 // benchmarks (GFLOP/s of every bias mode beside no bias).
 #include <algorithm>
+#include <array>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 #include <map>
 #include <random>
+
+#include <relpos/attention_plan.hpp>
+#include <relpos/resource_counts.hpp>
 
 #include "fuzz.hpp"
 #include "registry.hpp"
@@ -456,6 +461,81 @@ void register_benches(Registry& reg) {
       false);
 }
 
+// A decode loop through a plan: 256 steps of one query with the T5 decoder bias, the keys growing
+// from 32 to 8192 by 32 per step, one submission per step. Host time is recording only; the
+// counts are of Vulkan objects created after the first step (relpos/resource_counts.hpp).
+constexpr std::uint32_t kDecodeSteps = 256, kDecodeKeyStep = 32;
+
+struct DecodeLoop {
+  AttentionParams env;
+  Buffer q, k, v, out, table;
+  std::unique_ptr<AttentionPlan> plan;
+  DecodeLoop(Context& ctx, const AttentionParams& e) : env(e) {
+    std::mt19937 rng(1);
+    auto floats = [&](std::size_t n) {
+      std::vector<float> x(n);
+      std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+      for (float& f : x) f = u(rng);
+      return make_buffer(ctx, x);
+    };
+    const std::size_t cache = std::size_t{env.batch} * env.kv_heads * env.keys * env.head_dim;
+    q = floats(env.rows() * env.head_dim);
+    k = floats(cache);
+    v = floats(cache);
+    out = Buffer(ctx, env.rows() * env.head_dim * 4);
+    table = floats(std::size_t{env.t5.num_buckets} * env.heads);
+    plan = std::make_unique<AttentionPlan>(ctx, env);
+  }
+  AttentionBuffers buffers() const { return {&q, &k, &v, &out, nullptr, &table}; }
+  static AttentionStep step(std::uint32_t n) {
+    const std::uint32_t keys = kDecodeKeyStep * (n + 1);
+    return {1, keys, std::int64_t{keys} - 1};
+  }
+
+  // Runs the loop; record(r, step) records one step. Returns {host µs per step after the first,
+  // allocations after the first, pipelines after the first}.
+  template <class F>
+  std::array<double, 3> run(Context& ctx, F&& record) {
+    Recorder r(ctx);
+    ResourceCounts first{};
+    double host_us = 0;
+    for (std::uint32_t n = 0; n < kDecodeSteps; ++n) {
+      const auto t0 = std::chrono::steady_clock::now();
+      record(r, step(n));
+      const auto t1 = std::chrono::steady_clock::now();
+      if (n > 0) host_us += std::chrono::duration<double, std::micro>(t1 - t0).count();
+      r.submit_and_wait();
+      if (n == 0) first = resource_counts(ctx);
+    }
+    const ResourceCounts last = resource_counts(ctx);
+    return {host_us / (kDecodeSteps - 1), static_cast<double>(last.allocations() - first.allocations()),
+            static_cast<double>(last.pipelines - first.pipelines)};
+  }
+};
+
+void register_decode_loop(Registry& reg) {
+  AttentionParams env{.heads = 8, .kv_heads = 8, .queries = 1, .keys = kDecodeSteps * kDecodeKeyStep, .head_dim = 64, .scale = 1.0f,
+                      .causal = true, .bias = AttentionBias::T5};
+  env.t5.bidirectional = false;
+  const std::uint64_t bytes = 2 * env.rows() * env.head_dim * 4 + 2ull * env.kv_heads * env.keys * env.head_dim * 4;
+  const std::string shape = "[1,8,1,32..8192,64] t5 f32 256 steps";
+  reg.benches.push_back({"attention-decode-loop", shape, bytes, Ceiling::Copy, false, [env](Context& ctx) {
+                           auto d = std::make_shared<DecodeLoop>(ctx, env);
+                           BenchRun run;
+                           // The GPU columns: the loop's last step (8192 keys) through the plan.
+                           run.record = [d](Recorder& r) { d->plan->record(r, DecodeLoop::step(kDecodeSteps - 1), d->buffers()); };
+                           run.loop = [d, &ctx] {
+                             const auto planned = d->run(ctx, [&](Recorder& r, const AttentionStep& s) { d->plan->record(r, s, d->buffers()); });
+                             std::vector<std::pair<std::string, double>> figures = {{"host_us_per_step", planned[0]},
+                                                                                    {"allocations_after_first", planned[1]},
+                                                                                    {"pipelines_after_first", planned[2]}};
+                             return figures;
+                           };
+                           run.keep = d;
+                           return run;
+                         }});
+}
+
 }  // namespace
 
 void register_attention(CLI::App& run, Registry& reg) {
@@ -463,6 +543,7 @@ void register_attention(CLI::App& run, Registry& reg) {
   add_merge_run(run, reg);
   register_checks(reg);
   register_benches(reg);
+  register_decode_loop(reg);
   reg.fuzz.push_back({"attention", draw_case});
 }
 
