@@ -5,6 +5,7 @@
 #include "relpos/attention_plan.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <list>
 #include <string>
 
@@ -34,6 +35,10 @@ struct AttentionPlan::State {
   const Buffer* lse = nullptr;  // float32 [rows] when the caller passes none
   const Buffer* t5_row = nullptr;
   const Buffer* t5_thresholds = nullptr;
+  // t5_bucket_thresholds of the envelope's buckets, when there are few: each step's window takes
+  // its thresholds from there (a search) instead of bisecting the bucket formula again.
+  bool t5_levels_cached = false;
+  std::vector<std::uint32_t> t5_levels;
   std::unique_ptr<detail::StepSets> sets;
 
   const Buffer& make(std::uint64_t bytes, const char* what) {
@@ -59,15 +64,37 @@ namespace {
 std::string str(std::uint64_t v) { return std::to_string(v); }
 
 // The buffer must exist, hold `want` bytes (or more, where `larger` allows) and fit one binding.
-void require_buffer(const DeviceLimits& lim, const Buffer* b, std::uint64_t want, bool larger, const char* name, const std::string& what) {
-  require(b != nullptr, name, "null", "is required (" + what + ")");
-  if (larger)
-    require(b->size() >= want, name, str(b->size()) + " bytes", "must hold at least " + what + " = " + str(want) + " bytes");
-  else
-    require(b->size() == want, name, str(b->size()) + " bytes", "must be " + what + " = " + str(want) + " bytes");
-  require(b->capacity() <= lim.max_storage_buffer_range, name, str(b->capacity()) + " bytes",
-          "must fit one storage buffer binding (maxStorageBufferRange = " + str(lim.max_storage_buffer_range) +
-              " bytes): the plan binds it whole");
+// `what()` describes the layout. (Messages are built only on failure: a step's checks are part of
+// its recording time.)
+template <class What>
+void require_buffer(const DeviceLimits& lim, const Buffer* b, std::uint64_t want, bool larger, const char* name, What&& what) {
+  if (!b) require(false, name, "null", "is required (" + what() + ")");
+  if (larger ? b->size() < want : b->size() != want)
+    require(false, name, str(b->size()) + " bytes", (larger ? "must hold at least " : "must be ") + what() + " = " + str(want) + " bytes");
+  if (b->capacity() > lim.max_storage_buffer_range)
+    require(false, name, str(b->capacity()) + " bytes",
+            "must fit one storage buffer binding (maxStorageBufferRange = " + str(lim.max_storage_buffer_range) +
+                " bytes): the plan binds it whole");
+}
+
+// Buckets up to which a plan keeps every level threshold (a few KiB).
+constexpr std::uint32_t kCachedT5Buckets = 4096;
+
+// What t5_window_thresholds(p) gives, from all the level thresholds `levels`
+// (t5_bucket_thresholds): bucket(n) = max_exact + #{t in levels : t <= n} for n >= max_exact, so
+// the window's base is that count at its first distance and its thresholds are the levels' in
+// (first, last].
+T5WindowThresholds window_thresholds(const std::vector<std::uint32_t>& levels, const T5Params& p) {
+  T5WindowThresholds w;
+  const std::uint64_t me = p.max_exact();
+  const T5Params::Distances d = p.distances();
+  if (d.last < me) return w;
+  const std::uint64_t lo = std::max<std::uint64_t>(d.first, me);
+  const auto first = std::upper_bound(levels.begin(), levels.end(), lo, [](std::uint64_t n, std::uint32_t t) { return n < t; });
+  const auto last = std::upper_bound(first, levels.end(), d.last, [](std::uint64_t n, std::uint32_t t) { return n < t; });
+  w.base = static_cast<std::uint32_t>(first - levels.begin());
+  w.thresholds.assign(first, last);
+  return w;
 }
 
 }  // namespace
@@ -115,6 +142,8 @@ AttentionPlan::AttentionPlan(Context& ctx, const AttentionParams& envelope) : st
     s.t5_row = &s.make((std::uint64_t{env.queries} + env.keys - 1) * env.heads * 4, "heads * (queries + keys - 1) T5 row");
     // t5_window_thresholds lists at most one threshold per bucket level.
     s.t5_thresholds = &s.make(std::uint64_t{std::max<std::uint32_t>(env.t5.num_buckets, 1)} * 4, "T5 thresholds");
+    s.t5_levels_cached = env.t5.num_buckets <= kCachedT5Buckets;
+    if (s.t5_levels_cached) s.t5_levels = t5_bucket_thresholds(env.t5_row_params());
   }
 
   // Every pipeline a step can use: one query or more, one split or more.
@@ -150,35 +179,48 @@ AttentionParams AttentionPlan::step_params(const AttentionStep& step) const {
 void AttentionPlan::record(Recorder& r, const AttentionStep& step, const AttentionBuffers& b) {
   State& s = *state_;
   const AttentionParams& env = s.env;
-  require(&r.context() == s.ctx, "recorder", "of another Context", "must record on the Context the plan was built on");
-  require(step.queries >= 1 && step.queries <= env.queries, "queries", str(step.queries),
-          "must be in [1, " + str(env.queries) + "] (the plan's envelope: queries = " + str(env.queries) + ")");
-  require(step.keys >= std::max<std::uint32_t>(env.memory_prefix, 1) && step.keys <= env.keys, "keys", str(step.keys),
-          "must be in [" + str(std::max<std::uint32_t>(env.memory_prefix, 1)) + ", " + str(env.keys) +
-              "] (the plan's envelope: keys = " + str(env.keys) + ", memory_prefix = " + str(env.memory_prefix) + ")");
+  if (&r.context() != s.ctx) require(false, "recorder", "of another Context", "must record on the Context the plan was built on");
+  if (step.queries < 1 || step.queries > env.queries)
+    require(false, "queries", str(step.queries),
+            "must be in [1, " + str(env.queries) + "] (the plan's envelope: queries = " + str(env.queries) + ")");
+  const std::uint32_t min_keys = std::max<std::uint32_t>(env.memory_prefix, 1);
+  if (step.keys < min_keys || step.keys > env.keys)
+    require(false, "keys", str(step.keys),
+            "must be in [" + str(min_keys) + ", " + str(env.keys) + "] (the plan's envelope: keys = " + str(env.keys) +
+                ", memory_prefix = " + str(env.memory_prefix) + ")");
   const AttentionParams p = step_params(step);
-  p.validate();
+  // Within the envelope, only the query offset (relative positions within 32 bits) and an explicit
+  // key_splits (enough for the keys) can make the step invalid; validate() says which.
+  constexpr std::int64_t kMax = std::numeric_limits<std::int32_t>::max();
+  const std::int64_t rp_first = -(static_cast<std::int64_t>(p.queries) - 1) - p.query_offset;
+  const std::int64_t rp_last = static_cast<std::int64_t>(p.keys) - 1 - p.query_offset;
+  const bool offset_ok = p.query_offset > -kMax && p.query_offset < kMax && rp_first > -kMax && rp_last < kMax;
+  const bool splits_ok = p.key_splits == 0 || (p.key_splits <= p.keys && std::uint64_t{p.key_splits} * AttentionParams::kMaxKeysPerSplit >= p.keys);
+  if (!offset_ok || !splits_ok) p.validate();
 
   const DeviceLimits& lim = s.ctx->limits();
   const std::uint64_t es = dtype_size(p.dtype), D = p.head_dim, rows = p.rows();
-  const std::string dt(dtype_name(p.dtype));
-  require_buffer(lim, b.q, rows * D * es, true, "q buffer", dt + " [batch, heads, queries, head_dim]");
+  auto dt = [&] { return std::string(dtype_name(p.dtype)); };
+  require_buffer(lim, b.q, rows * D * es, true, "q buffer", [&] { return dt() + " [batch, heads, queries, head_dim]"; });
   const std::uint64_t cache = std::uint64_t{p.batch} * p.kv_heads * env.keys * D * es;
-  require_buffer(lim, b.k, cache, true, "k buffer", dt + " [batch, kv_heads, envelope keys = " + str(env.keys) + ", head_dim]");
-  require_buffer(lim, b.v, cache, true, "v buffer", dt + " [batch, kv_heads, envelope keys = " + str(env.keys) + ", head_dim]");
-  require_buffer(lim, b.out, rows * D * es, true, "out buffer", dt + " [batch, heads, queries, head_dim]");
-  if (b.lse) require_buffer(lim, b.lse, rows * 4, true, "lse buffer", "float32 [batch, heads, queries]");
+  auto cache_layout = [&] { return dt() + " [batch, kv_heads, envelope keys = " + str(env.keys) + ", head_dim]"; };
+  require_buffer(lim, b.k, cache, true, "k buffer", cache_layout);
+  require_buffer(lim, b.v, cache, true, "v buffer", cache_layout);
+  require_buffer(lim, b.out, rows * D * es, true, "out buffer", [&] { return dt() + " [batch, heads, queries, head_dim]"; });
+  if (b.lse) require_buffer(lim, b.lse, rows * 4, true, "lse buffer", [] { return std::string("float32 [batch, heads, queries]"); });
   if (p.bias == AttentionBias::Shaw) {
     const std::uint64_t rel = (2ull * p.max_relative_position + 1) * D * 4;
-    require_buffer(lim, b.rel_keys, rel, false, "rel_keys buffer", "float32 [2 * max_relative_position + 1, head_dim]");
-    require_buffer(lim, b.rel_values, rel, false, "rel_values buffer", "float32 [2 * max_relative_position + 1, head_dim]");
+    auto rel_layout = [] { return std::string("float32 [2 * max_relative_position + 1, head_dim]"); };
+    require_buffer(lim, b.rel_keys, rel, false, "rel_keys buffer", rel_layout);
+    require_buffer(lim, b.rel_values, rel, false, "rel_values buffer", rel_layout);
   } else if (p.bias != AttentionBias::None) {
     const char* what = p.bias == AttentionBias::T5 ? "float32 [num_buckets, heads]"
                        : p.bias == AttentionBias::Distance ? "float32 [heads, queries + keys - 1]"
                        : p.bias == AttentionBias::Alibi ? "float32 [heads] slopes" : "float32 [heads, queries, keys]";
-    require_buffer(lim, b.bias, p.bias_elements() * 4, p.bias != AttentionBias::T5, "bias buffer", what);
+    require_buffer(lim, b.bias, p.bias_elements() * 4, p.bias != AttentionBias::T5, "bias buffer", [&] { return std::string(what); });
   }
-  if (b.key_lengths) require_buffer(lim, b.key_lengths, std::uint64_t{p.batch} * 4, false, "key_lengths buffer", "uint32 [batch]");
+  if (b.key_lengths)
+    require_buffer(lim, b.key_lengths, std::uint64_t{p.batch} * 4, false, "key_lengths buffer", [] { return std::string("uint32 [batch]"); });
 
   const std::uint32_t S = detail::attention_splits(p, s.tiles);
   if (S > s.max_splits) throw Error("internal: attention plan step needs more splits than its envelope");
@@ -188,7 +230,9 @@ void AttentionPlan::record(Recorder& r, const AttentionStep& step, const Attenti
   detail::DescriptorSource& sets = s.sets->begin_step();
   const Buffer* bias = b.bias ? b.bias : s.dummy;
   if (p.bias == AttentionBias::T5) {
-    detail::t5_distance_row_into(r, p.t5_row_params(), *b.bias, *s.t5_thresholds, *s.t5_row, &sets);
+    const T5Params t5 = p.t5_row_params();
+    const T5WindowThresholds window = s.t5_levels_cached ? window_thresholds(s.t5_levels, t5) : t5_window_thresholds(t5);
+    detail::t5_distance_row_into(r, t5, window, *b.bias, *s.t5_thresholds, *s.t5_row, &sets);
     bias = s.t5_row;
   }
   const Buffer* out = S > 1 ? s.partial_out : b.out;

@@ -84,9 +84,8 @@ const Buffer& t5_distance_row(Recorder& r, const T5Params& p, const Buffer* tabl
   return row;
 }
 
-void t5_distance_row_into(Recorder& r, const T5Params& p, const Buffer& table, const Buffer& thresholds, const Buffer& row,
-                          DescriptorSource* sets) {
-  const T5WindowThresholds window = t5_window_thresholds(p);
+void t5_distance_row_into(Recorder& r, const T5Params& p, const T5WindowThresholds& window, const Buffer& table,
+                          const Buffer& thresholds, const Buffer& row, DescriptorSource* sets) {
   if (window.thresholds.size() * 4 > thresholds.size() || std::uint64_t{p.queries + p.keys - 1} * p.heads * 4 > row.size())
     throw Error("internal: t5_distance_row_into: buffers too small for the row");
   detail::update_words(r, thresholds, 0, window.thresholds);

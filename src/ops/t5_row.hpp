@@ -16,11 +16,11 @@ class DescriptorSource;
 const Buffer& t5_distance_row(Recorder& r, const T5Params& p, const Buffer* table);
 
 // The same row of every head into caller-given buffers, for plans that hold them across steps:
-// the window's thresholds (t5_window_thresholds: at most num_buckets words) go into `thresholds`
+// `window` (what t5_window_thresholds(p) gives: at most num_buckets words) goes into `thresholds`
 // by vkCmdUpdateBuffer, so a submission still pending keeps its own; `row` holds at least
 // heads * (Q + K - 1) floats; descriptor sets come from `sets`. Ends with a barrier.
-void t5_distance_row_into(Recorder& r, const T5Params& p, const Buffer& table, const Buffer& thresholds, const Buffer& row,
-                          DescriptorSource* sets);
+void t5_distance_row_into(Recorder& r, const T5Params& p, const T5WindowThresholds& window, const Buffer& table,
+                          const Buffer& thresholds, const Buffer& row, DescriptorSource* sets);
 
 // Workgroup size of t5_distance_row.comp (its pipeline's only specialisation constant).
 constexpr std::uint32_t kT5RowGroup = 64;

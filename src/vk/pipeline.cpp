@@ -1,5 +1,6 @@
 // Compute pipelines of the embedded shaders, cached per (shader, specialization constants).
 #include <algorithm>
+#include <charconv>
 #include <string>
 
 #include "shaders/embedded.hpp"
@@ -31,10 +32,14 @@ std::uint32_t binding_count(const EmbeddedShader& s) {
 }  // namespace
 
 const Pipeline& Device::pipeline(std::string_view shader, const std::vector<std::uint32_t>& spec) {
-  std::string key(shader);
+  // Looked up on every dispatch: the key is built in a buffer of the thread's, without allocating.
+  thread_local std::string key;
+  key.assign(shader);
   for (auto v : spec) {
-    key += ':';
-    key += std::to_string(v);
+    char digits[12];
+    digits[0] = ':';
+    const auto end = std::to_chars(digits + 1, digits + sizeof digits, v).ptr;
+    key.append(digits, end);
   }
   std::lock_guard lock(pipeline_mutex);
   if (auto it = pipelines.find(key); it != pipelines.end()) return it->second;
@@ -96,7 +101,7 @@ const Pipeline& Device::pipeline(std::string_view shader, const std::vector<std:
   vk_check(r, "vkCreateComputePipelines");
   ++counters.pipelines;
   partial.done = true;
-  return pipelines.emplace(std::move(key), p).first->second;
+  return pipelines.emplace(key, p).first->second;
 }
 
 const char* vk_result_name(VkResult r) {
