@@ -7,10 +7,12 @@
 
 #include <random>
 
+#include "support/app_vulkan.hpp"
 #include "support/gpu_fixture.hpp"
 #include "support/test_data.hpp"
 
 using namespace relpos;
+using relpos::test::AppVulkan;
 using relpos::test::GpuTest;
 using relpos::test::gpu;
 using relpos::test::random_floats;
@@ -232,4 +234,50 @@ TEST_F(HotLoops, PlanRefusesStepsOutsideItsEnvelope) {
   EXPECT_NE(cache.find("envelope keys = 256"), std::string::npos) << cache;
   EXPECT_EQ(r.dispatch_count(), 0u);  // nothing recorded before the checks passed
   EXPECT_THROW(AttentionPlan(ctx, AttentionParams{.queries = 1, .keys = 0, .head_dim = 8}), InvalidArgument);
+}
+
+// In an application's command buffers: a step whose command buffer has run frees its slot for the
+// next (no new object), and a plan destroyed before its last command buffer runs hands its sets
+// and scratch to the Context, which frees them once that step's event is set.
+TEST(HotLoopsAdopted, PlanSlotsFollowTheApplicationsCommandBuffers) {
+  AppVulkan app;
+  Context ctx(app.adopted());
+  AttentionParams env{.heads = 2, .queries = 1, .keys = 300, .head_dim = 8, .causal = true, .bias = AttentionBias::T5};
+  env.t5.bidirectional = false;
+  std::mt19937 rng(4);
+  const std::vector<float> kh = random_floats(rng, std::size_t{env.keys} * env.head_dim), vh = random_floats(rng, kh.size());
+  const std::vector<float> qh = random_floats(rng, env.heads * env.head_dim);
+  const std::vector<float> table = random_floats(rng, std::size_t{env.t5.num_buckets} * env.heads);
+  Buffer q = make_buffer(ctx, qh), k = make_buffer(ctx, kh), v = make_buffer(ctx, vh), t = make_buffer(ctx, table);
+  Buffer out1(ctx, env.heads * env.head_dim * 4), out2(ctx, env.heads * env.head_dim * 4);
+  auto plan = std::make_unique<AttentionPlan>(ctx, env);
+  const AttentionStep s1{1, 100, 99}, s2{1, 300, 299};
+
+  VkCommandBuffer cb1 = app.begin_command_buffer();
+  {
+    Recorder rec(ctx, cb1);
+    plan->record(rec, s1, {&q, &k, &v, &out1, nullptr, &t});
+    rec.release(VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+  }
+  app.submit_and_wait(cb1);
+  const std::uint64_t a0 = resource_counts(ctx).allocations(), p0 = resource_counts(ctx).pipelines;
+  VkCommandBuffer cb2 = app.begin_command_buffer();
+  {
+    Recorder rec(ctx, cb2);
+    plan->record(rec, s2, {&q, &k, &v, &out2, nullptr, &t});
+    rec.release(VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+  }
+  EXPECT_EQ(resource_counts(ctx).allocations(), a0);
+  EXPECT_EQ(resource_counts(ctx).pipelines, p0);
+  plan.reset();  // before cb2 runs
+  app.submit_and_wait(cb2);
+  Cache c{env, kh, vh};
+  for (const auto& [step, out] : {std::pair{s1, &out1}, std::pair{s2, &out2}}) {
+    AttentionParams p = env;
+    p.keys = step.keys;
+    p.query_offset = step.query_offset;
+    EXPECT_EQ(out->download<float>(env.heads * env.head_dim), free_function(ctx, c, p, qh, table).out);
+  }
+  ctx.wait_idle();  // frees what the plan left, its last command buffer having run
+  EXPECT_EQ(app.take_messages(), std::vector<std::string>{});
 }
