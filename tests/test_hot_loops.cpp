@@ -161,7 +161,7 @@ TEST_F(HotLoops, ReusedRecorderCreatesNothingAfterItsFirstStep) {
 }
 
 TEST_F(HotLoops, DecodePlanEqualsAttentionForEveryBias) {
-  for (AttentionBias bias : {AttentionBias::None, AttentionBias::T5, AttentionBias::Distance, AttentionBias::Alibi}) {
+  for (AttentionBias bias : {AttentionBias::None, AttentionBias::T5, AttentionBias::Distance, AttentionBias::Alibi, AttentionBias::Dense}) {
     AttentionParams env{.batch = 2, .heads = 4, .kv_heads = 2, .queries = 1, .keys = 1100, .head_dim = 8, .causal = true, .bias = bias};
     env.t5.bidirectional = false;
     env.t5.num_buckets = 32;
