@@ -120,6 +120,10 @@ struct Device {
   // id 0 is the workgroup size), compiled once and cached.
   const Pipeline& pipeline(std::string_view shader, const std::vector<std::uint32_t>& spec);
 
+  // A descriptor pool of `sets` sets of `bindings` storage buffers each (counted).
+  VkDescriptorPool create_descriptor_pool(std::uint32_t sets, std::uint32_t bindings);
+  VkDescriptorSet allocate_descriptor_set(VkDescriptorPool pool, VkDescriptorSetLayout layout);
+
   // Memory type for `type_bits` with the properties `use` asks for.
   std::uint32_t memory_type(std::uint32_t type_bits, bool host_visible) const;
 

@@ -31,28 +31,13 @@ VkDescriptorSet allocate_set(RecorderState& s, VkDescriptorSetLayout layout) {
   auto& d = *s.dev;
   auto& pools = s.resources.descriptor_pools;
   if (s.sets_left == 0) {
-    if (s.pools_used == pools.size()) {  // no reset pool left over from an earlier recording
-      VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kSetsPerPool * kMaxBindings};
-      VkDescriptorPoolCreateInfo ci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
-      ci.maxSets = kSetsPerPool;
-      ci.poolSizeCount = 1;
-      ci.pPoolSizes = &size;
-      VkDescriptorPool pool = VK_NULL_HANDLE;
-      vk_check(d.vk.vkCreateDescriptorPool(d.device, &ci, nullptr, &pool), "vkCreateDescriptorPool");
-      ++d.counters.descriptor_pools;
-      pools.push_back(pool);
-    }
+    if (s.pools_used == pools.size())  // no reset pool left over from an earlier recording
+      pools.push_back(d.create_descriptor_pool(kSetsPerPool, kMaxBindings));
     ++s.pools_used;
     s.sets_left = kSetsPerPool;
   }
-  VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
-  ai.descriptorPool = pools[s.pools_used - 1];
-  ai.descriptorSetCount = 1;
-  ai.pSetLayouts = &layout;
-  VkDescriptorSet set = VK_NULL_HANDLE;
-  vk_check(d.vk.vkAllocateDescriptorSets(d.device, &ai, &set), "vkAllocateDescriptorSets");
   --s.sets_left;
-  return set;
+  return d.allocate_descriptor_set(pools[s.pools_used - 1], layout);
 }
 
 void begin_own(RecorderState& s) {
@@ -85,6 +70,28 @@ void recycle_submitted(RecorderState& s) {
 void mark_command(RecorderState& s) { s.resources.commands_after_last_event = true; }
 
 }  // namespace
+
+VkDescriptorPool Device::create_descriptor_pool(std::uint32_t sets, std::uint32_t bindings) {
+  VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, sets * bindings};
+  VkDescriptorPoolCreateInfo ci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+  ci.maxSets = sets;
+  ci.poolSizeCount = 1;
+  ci.pPoolSizes = &size;
+  VkDescriptorPool pool = VK_NULL_HANDLE;
+  vk_check(vk.vkCreateDescriptorPool(device, &ci, nullptr, &pool), "vkCreateDescriptorPool");
+  ++counters.descriptor_pools;
+  return pool;
+}
+
+VkDescriptorSet Device::allocate_descriptor_set(VkDescriptorPool pool, VkDescriptorSetLayout layout) {
+  VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+  ai.descriptorPool = pool;
+  ai.descriptorSetCount = 1;
+  ai.pSetLayouts = &layout;
+  VkDescriptorSet set = VK_NULL_HANDLE;
+  vk_check(vk.vkAllocateDescriptorSets(device, &ai, &set), "vkAllocateDescriptorSets");
+  return set;
+}
 
 RecorderState::~RecorderState() {
   if (!dev) return;

@@ -88,25 +88,11 @@ VkDescriptorSet StepSets::Slot::take(const Pipeline& p) {
 VkDescriptorSet StepSets::allocate(VkDescriptorSetLayout layout) {
   auto& d = *dev_;
   if (sets_left_ == 0) {
-    VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kSetsPerPool * kBindingsPerSet};
-    VkDescriptorPoolCreateInfo ci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
-    ci.maxSets = kSetsPerPool;
-    ci.poolSizeCount = 1;
-    ci.pPoolSizes = &size;
-    VkDescriptorPool pool = VK_NULL_HANDLE;
-    vk_check(d.vk.vkCreateDescriptorPool(d.device, &ci, nullptr, &pool), "vkCreateDescriptorPool");
-    ++d.counters.descriptor_pools;
-    pools_.push_back(pool);
+    pools_.push_back(d.create_descriptor_pool(kSetsPerPool, kBindingsPerSet));
     sets_left_ = kSetsPerPool;
   }
-  VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
-  ai.descriptorPool = pools_.back();
-  ai.descriptorSetCount = 1;
-  ai.pSetLayouts = &layout;
-  VkDescriptorSet set = VK_NULL_HANDLE;
-  vk_check(d.vk.vkAllocateDescriptorSets(d.device, &ai, &set), "vkAllocateDescriptorSets");
   --sets_left_;
-  return set;
+  return d.allocate_descriptor_set(pools_.back(), layout);
 }
 
 }  // namespace relpos::detail
