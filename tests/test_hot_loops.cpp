@@ -160,6 +160,44 @@ TEST_F(HotLoops, ReusedRecorderCreatesNothingAfterItsFirstStep) {
   EXPECT_EQ(out.download<float>(p.rows() * p.head_dim), first);  // recycled scratch: the same result
 }
 
+// Ops whose shapes stay while their offsets move (RoPE on the new token, ALiBi added to its logits)
+// reuse what the recorder kept: nothing created after the first step, and the results equal a
+// fresh recorder's.
+TEST_F(HotLoops, ReusedRecorderWithMovingOffsets) {
+  Context& ctx = gpu();
+  RopeParams rp;
+  rp.heads = 4;
+  rp.head_dim = 32;
+  AlibiParams ap;
+  ap.heads = 4;
+  ap.keys = 64;
+  std::mt19937 rng(6);
+  const std::vector<float> xh = random_floats(rng, rp.elements());
+  Buffer x(ctx, rp.elements() * 4), logits(ctx, 4 * 64 * 4);
+  Recorder r(ctx);
+  ResourceCounts after_first{};
+  for (int step = 0; step < 50; ++step) {
+    rp.position_offset = step;
+    ap.query_offset = 13 + step;
+    x.upload(std::span<const float>(xh));
+    logits.upload(std::span<const float>(std::vector<float>(4 * 64, 0.0f)));
+    rope(r, rp, x);
+    alibi_bias_add(r, ap, logits);
+    r.submit_and_wait();
+    if (step == 0) after_first = resource_counts(ctx);
+    std::vector<float> want_x = xh, want_logits(4 * 64, 0.0f);
+    rope_reference(rp, want_x);
+    alibi_bias_add_reference(ap, want_logits);
+    const std::vector<float> got_x = x.download<float>(rp.elements()), got_logits = logits.download<float>(4 * 64);
+    if (step % 10 == 0) {  // spot checks: the first and later steps
+      EXPECT_LE(normalised_error(got_x, want_x), 1e-6) << step;
+      EXPECT_EQ(got_logits, want_logits) << step;
+    }
+  }
+  EXPECT_EQ(resource_counts(ctx).allocations(), after_first.allocations());
+  EXPECT_EQ(resource_counts(ctx).pipelines, after_first.pipelines);
+}
+
 TEST_F(HotLoops, DecodePlanEqualsAttentionForEveryBias) {
   for (AttentionBias bias : {AttentionBias::None, AttentionBias::T5, AttentionBias::Distance, AttentionBias::Alibi, AttentionBias::Dense}) {
     AttentionParams env{.batch = 2, .heads = 4, .kv_heads = 2, .queries = 1, .keys = 1100, .head_dim = 8, .causal = true, .bias = bias};
