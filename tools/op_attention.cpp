@@ -463,7 +463,8 @@ void register_benches(Registry& reg) {
 
 // A decode loop through a plan: 256 steps of one query with the T5 decoder bias, the keys growing
 // from 32 to 8192 by 32 per step, one submission per step. Host time is recording only; the
-// counts are of Vulkan objects created after the first step (relpos/resource_counts.hpp).
+// counts are of Vulkan objects created after the first step (relpos/resource_counts.hpp). The
+// same loop through attention() is reported beside it (attention_*).
 constexpr std::uint32_t kDecodeSteps = 256, kDecodeKeyStep = 32;
 
 struct DecodeLoop {
@@ -529,10 +530,20 @@ void register_decode_loop(Registry& reg) {
                            run.record = [d](Recorder& r) { d->plan->record(r, DecodeLoop::step(kDecodeSteps - 1), d->buffers()); };
                            run.loop = [d, &ctx] {
                              const auto planned = d->run(ctx, [&](Recorder& r, const AttentionStep& s) { d->plan->record(r, s, d->buffers()); });
-                             std::vector<std::pair<std::string, double>> figures = {{"host_us_per_step", planned[0]},
-                                                                                    {"host_us_per_step_median", planned[1]},
-                                                                                    {"allocations_after_first", planned[2]},
-                                                                                    {"pipelines_after_first", planned[3]}};
+                             // The same loop through attention(), which takes k and v of the step's
+                             // size: views of the cache's beginning (Buffer::external allocates nothing).
+                             const auto free_function = d->run(ctx, [&](Recorder& r, const AttentionStep& s) {
+                               AttentionParams p = d->plan->step_params(s);
+                               const std::uint64_t kv_bytes = std::uint64_t{p.kv_heads} * p.keys * p.head_dim * 4;
+                               const Buffer k = Buffer::external(ctx, d->k.handle(), kv_bytes), v = Buffer::external(ctx, d->v.handle(), kv_bytes);
+                               attention(r, p, {&d->q, &k, &v, &d->out, nullptr, &d->table});
+                             });
+                             std::vector<std::pair<std::string, double>> figures = {
+                                 {"host_us_per_step", planned[0]},          {"host_us_per_step_median", planned[1]},
+                                 {"allocations_after_first", planned[2]},   {"pipelines_after_first", planned[3]},
+                                 {"attention_host_us_per_step", free_function[0]}, {"attention_host_us_per_step_median", free_function[1]},
+                                 {"attention_allocations_after_first", free_function[2]},
+                                 {"attention_pipelines_after_first", free_function[3]}};
                              return figures;
                            };
                            run.keep = d;
