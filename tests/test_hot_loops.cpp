@@ -211,7 +211,8 @@ TEST_F(HotLoops, DecodePlanEqualsAttentionForEveryBias) {
 TEST_F(HotLoops, PlanWithSeveralQueriesAndMovingOffsets) {
   for (DType dtype : {DType::F32, DType::F16})
     for (AttentionBias bias : {AttentionBias::None, AttentionBias::T5}) {
-      AttentionParams env{.heads = 3, .queries = 6, .keys = 600, .head_dim = 20, .dtype = dtype, .scale = 1.0f, .bias = bias};
+      AttentionParams env{.heads = 3, .queries = 6, .keys = 600, .head_dim = 20, .dtype = dtype, .scale = 1.0f, .memory_prefix = 5,
+                          .bias = bias};
       env.t5.num_buckets = 16;
       env.t5.max_distance = 64;
       expect_plan_equals_free_function(

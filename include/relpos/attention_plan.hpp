@@ -38,7 +38,8 @@ class AttentionPlan {
   // The parameters of a step: the envelope with the step's queries, keys and query_offset.
   AttentionParams step_params(const AttentionStep& step) const;
 
-  // Records one step: the result attention(r, step_params(step), b) gives, bit for bit. Checks
+  // Records one step: the result attention() gives for step_params(step) and the same inputs (k
+  // and v cut to the step's keys), bit for bit. Every bias mode is planned. Checks
   // the step against the envelope (InvalidArgument naming the parameter and the envelope's limit)
   // and the buffers, then records with no new buffer, memory, descriptor pool or pipeline.
   // Buffers, for the step's Q and K:
