@@ -69,7 +69,7 @@ AttentionResult gpu_attention(Context& ctx, const AttentionParams& p, const Inpu
 }
 
 std::string describe(const AttentionParams& p) {
-  static const char* modes[] = {"none", "t5", "distance", "alibi", "shaw", "dense"};
+  static const char* modes[] = {"none", "t5", "distance", "alibi", "shaw", "dense", "kerple"};
   return std::string(modes[static_cast<int>(p.bias)]) + " B=" + std::to_string(p.batch) + " H=" + std::to_string(p.heads) +
          " Hkv=" + std::to_string(p.kv_heads) + " Q=" + std::to_string(p.queries) + " K=" + std::to_string(p.keys) +
          " D=" + std::to_string(p.head_dim) + " " + std::string(dtype_name(p.dtype)) + (p.causal ? " causal" : "") +

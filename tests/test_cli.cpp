@@ -117,6 +117,16 @@ TEST(Cli, BenchJsonReportsTheSameSubmissionBaseline) {
   EXPECT_EQ(r.output.substr(record_start, record_end - record_start).find("baseline"), std::string::npos) << r.output;
 }
 
+// The decode loop through a plan: its record carries the loop's figures, and nothing is created
+// after the first step.
+TEST(Cli, BenchDecodeLoopCreatesNothingAfterItsFirstStep) {
+  auto r = tool("bench --json --filter attention-decode-loop --repeat 1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  for (const char* field : {"\"op\": \"attention-decode-loop\"", "\"host_us_per_step\"", "\"allocations_after_first\": 0.0",
+                            "\"pipelines_after_first\": 0.0"})
+    EXPECT_NE(r.output.find(field), std::string::npos) << field << " in " << r.output;
+}
+
 TEST(Cli, AlibiSlopesAndBias) {
   auto r = tool("run alibi-slopes --heads 6 --out " + temp("slopes.npy"));
   ASSERT_EQ(r.status, 0) << r.output;

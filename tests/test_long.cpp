@@ -75,7 +75,7 @@ TEST_P(LongGpu, FusedAttentionMatchesReference) {
 }
 
 std::string case_name(const ::testing::TestParamInfo<LongCase>& info) {
-  static const char* modes[] = {"none", "t5", "distance", "alibi", "shaw", "dense"};
+  static const char* modes[] = {"none", "t5", "distance", "alibi", "shaw", "dense", "kerple"};
   return std::string(modes[static_cast<int>(info.param.bias)]) + "_" + std::to_string(info.param.keys) +
          (info.param.causal ? "_causal" : "");
 }

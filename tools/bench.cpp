@@ -133,12 +133,16 @@ int bench_command(Registry& reg, const std::string& filter, bool json, bool shor
       rec["baseline_ms"] = t.ms.back();
       rec["speedup_vs_baseline"] = t.speedup;
     }
+    std::vector<std::pair<std::string, double>> loop_figures;
+    if (run.loop) loop_figures = run.loop();
+    for (const auto& [name, value] : loop_figures) rec[name] = value;
     records.push_back(rec);
     if (!json) {
       std::printf("%-18s %-28s %10.3f %10.1f %9.2f %6.2f (%3.0f%%) %10.1f %8.1fx", c.op.c_str(), c.shape.c_str(), gpu_ms,
                   c.bytes / 1e6, gbps, ceiling_gbps, 100.0 * gbps / ceiling_gbps, cpu_ms, cpu_ms / gpu_ms);
       if (run.record_baseline) std::printf("  %.1fx vs %s (%.1f ms)", t.speedup, run.baseline.c_str(), t.ms.back());
       std::printf("  transfer %.2f (%.0f%%)", transfer_gbps, 100.0 * gbps / transfer_gbps);
+      for (const auto& [name, value] : loop_figures) std::printf("  %s %.4g", name.c_str(), value);
       std::printf("\n");
       std::fflush(stdout);
     }

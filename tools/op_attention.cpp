@@ -1,11 +1,16 @@
 // Fused attention in the tool: `run attention`, `run attention-merge`, their check cases and the
 // benchmarks (GFLOP/s of every bias mode beside no bias).
 #include <algorithm>
+#include <array>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 #include <map>
 #include <random>
+
+#include <relpos/attention_plan.hpp>
+#include <relpos/resource_counts.hpp>
 
 #include "fuzz.hpp"
 #include "kerple_flags.hpp"
@@ -492,6 +497,96 @@ void register_benches(Registry& reg) {
       false);
 }
 
+// A decode loop through a plan: 256 steps of one query with the T5 decoder bias, the keys growing
+// from 32 to 8192 by 32 per step, one submission per step. Host time is recording only; the
+// counts are of Vulkan objects created after the first step (relpos/resource_counts.hpp). The
+// same loop through attention() is reported beside it (attention_*).
+constexpr std::uint32_t kDecodeSteps = 256, kDecodeKeyStep = 32;
+
+struct DecodeLoop {
+  AttentionParams env;
+  Buffer q, k, v, out, table;
+  std::unique_ptr<AttentionPlan> plan;
+  DecodeLoop(Context& ctx, const AttentionParams& e) : env(e) {
+    std::mt19937 rng(1);
+    auto floats = [&](std::size_t n) {
+      std::vector<float> x(n);
+      std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+      for (float& f : x) f = u(rng);
+      return make_buffer(ctx, x);
+    };
+    const std::size_t cache = std::size_t{env.batch} * env.kv_heads * env.keys * env.head_dim;
+    q = floats(env.rows() * env.head_dim);
+    k = floats(cache);
+    v = floats(cache);
+    out = Buffer(ctx, env.rows() * env.head_dim * 4);
+    table = floats(std::size_t{env.t5.num_buckets} * env.heads);
+    plan = std::make_unique<AttentionPlan>(ctx, env);
+  }
+  AttentionBuffers buffers() const { return {&q, &k, &v, &out, nullptr, &table}; }
+  static AttentionStep step(std::uint32_t n) {
+    const std::uint32_t keys = kDecodeKeyStep * (n + 1);
+    return {1, keys, std::int64_t{keys} - 1};
+  }
+
+  // Runs the loop; record(r, step) records one step. Returns {mean and median host µs per step
+  // after the first, allocations after the first, pipelines after the first}.
+  template <class F>
+  std::array<double, 4> run(Context& ctx, F&& record) {
+    Recorder r(ctx);
+    ResourceCounts first{};
+    std::vector<double> host_us;
+    for (std::uint32_t n = 0; n < kDecodeSteps; ++n) {
+      const auto t0 = std::chrono::steady_clock::now();
+      record(r, step(n));
+      const auto t1 = std::chrono::steady_clock::now();
+      if (n > 0) host_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+      r.submit_and_wait();
+      if (n == 0) first = resource_counts(ctx);
+    }
+    const ResourceCounts last = resource_counts(ctx);
+    double sum = 0;
+    for (double t : host_us) sum += t;
+    std::sort(host_us.begin(), host_us.end());
+    return {sum / host_us.size(), host_us[host_us.size() / 2], static_cast<double>(last.allocations() - first.allocations()),
+            static_cast<double>(last.pipelines - first.pipelines)};
+  }
+};
+
+void register_decode_loop(Registry& reg) {
+  AttentionParams env{.heads = 8, .kv_heads = 8, .queries = 1, .keys = kDecodeSteps * kDecodeKeyStep, .head_dim = 64, .scale = 1.0f,
+                      .causal = true, .bias = AttentionBias::T5};
+  env.t5.bidirectional = false;
+  const std::uint64_t bytes = 2 * env.rows() * env.head_dim * 4 + 2ull * env.kv_heads * env.keys * env.head_dim * 4;
+  const std::string shape = "[1,8,1,32..8192,64] t5 f32 256 steps";
+  reg.benches.push_back({"attention-decode-loop", shape, bytes, Ceiling::Copy, false, [env](Context& ctx) {
+                           auto d = std::make_shared<DecodeLoop>(ctx, env);
+                           BenchRun run;
+                           // The GPU columns: the loop's last step (8192 keys) through the plan.
+                           run.record = [d](Recorder& r) { d->plan->record(r, DecodeLoop::step(kDecodeSteps - 1), d->buffers()); };
+                           run.loop = [d, &ctx] {
+                             const auto planned = d->run(ctx, [&](Recorder& r, const AttentionStep& s) { d->plan->record(r, s, d->buffers()); });
+                             // The same loop through attention(), which takes k and v of the step's
+                             // size: views of the cache's beginning (Buffer::external allocates nothing).
+                             const auto free_function = d->run(ctx, [&](Recorder& r, const AttentionStep& s) {
+                               AttentionParams p = d->plan->step_params(s);
+                               const std::uint64_t kv_bytes = std::uint64_t{p.kv_heads} * p.keys * p.head_dim * 4;
+                               const Buffer k = Buffer::external(ctx, d->k.handle(), kv_bytes), v = Buffer::external(ctx, d->v.handle(), kv_bytes);
+                               attention(r, p, {&d->q, &k, &v, &d->out, nullptr, &d->table});
+                             });
+                             std::vector<std::pair<std::string, double>> figures = {
+                                 {"host_us_per_step", planned[0]},          {"host_us_per_step_median", planned[1]},
+                                 {"allocations_after_first", planned[2]},   {"pipelines_after_first", planned[3]},
+                                 {"attention_host_us_per_step", free_function[0]}, {"attention_host_us_per_step_median", free_function[1]},
+                                 {"attention_allocations_after_first", free_function[2]},
+                                 {"attention_pipelines_after_first", free_function[3]}};
+                             return figures;
+                           };
+                           run.keep = d;
+                           return run;
+                         }});
+}
+
 }  // namespace
 
 void register_attention(CLI::App& run, Registry& reg) {
@@ -499,6 +594,7 @@ void register_attention(CLI::App& run, Registry& reg) {
   add_merge_run(run, reg);
   register_checks(reg);
   register_benches(reg);
+  register_decode_loop(reg);
   reg.fuzz.push_back({"attention", draw_case});
 }
 

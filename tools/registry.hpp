@@ -59,6 +59,9 @@ struct BenchRun {
   // timed in the same submission as the op, so that both see the same machine load.
   std::string baseline;
   std::function<void(Recorder&)> record_baseline;
+  // Optional: a loop the case runs on its own (a decode loop, one submission per step); the named
+  // figures it returns join the case's record.
+  std::function<std::vector<std::pair<std::string, double>>()> loop;
 };
 
 enum class Ceiling { Write, Copy };

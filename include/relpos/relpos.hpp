@@ -17,3 +17,5 @@
 #include "relpos/rope.hpp"
 #include "relpos/float_buffer.hpp"
 #include "relpos/attention.hpp"
+#include "relpos/attention_plan.hpp"
+#include "relpos/resource_counts.hpp"

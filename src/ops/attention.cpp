@@ -7,7 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "ops/attention_kernel.hpp"
 #include "ops/kerple_row.hpp"
+#include "ops/planner.hpp"
 #include "ops/t5_row.hpp"
 #include "reference/checks.hpp"
 #include "relpos/attention.hpp"
@@ -16,36 +18,12 @@
 #include "relpos_push/attention.h"
 #include "relpos_push/attention_merge.h"
 #include "relpos_push/loop_bound.h"
-#include "ops/planner.hpp"
 #include "vk/dispatch.hpp"
 
 namespace relpos {
 namespace {
 
 using detail::require;
-
-// Lanes per workgroup, query rows per lane and keys per softmax rescale, from the device. A few
-// subgroups per workgroup. A CPU device (lavapipe) gathers every key and value load lane by lane
-// and has no register file to run out of, so each lane takes 4 rows to share those loads; a GPU
-// keeps one row per lane, in registers.
-struct Tiles {
-  std::uint32_t lanes, rows, key_block;
-  // Rows times key splits below which the keys are split: enough workgroups to fill the device
-  // (a CPU device runs a few threads, and each workgroup costs it a task).
-  std::uint32_t target_items;
-  bool share_loads;  // key blocks loaded one key per subgroup lane and shuffled (SHARE_LOADS)
-};
-Tiles pick_tiles(const Context& ctx) {
-  const DeviceLimits& lim = ctx.limits();
-  const std::uint32_t sub = std::max<std::uint32_t>(lim.subgroup_size, 1);
-  const std::uint32_t cap = std::min<std::uint32_t>(lim.max_workgroup_invocations, lim.max_workgroup_size[0]);
-  const bool cpu = ctx.device_info().type == DeviceType::Cpu;
-  const std::uint32_t lanes = std::clamp<std::uint32_t>(sub * 4, 1, std::min<std::uint32_t>(cap, 64));
-  // A CPU device runs each storage load as a loop over its SIMD lanes (the subgroup): there the
-  // lanes of a subgroup load one key each and shuffle them, so a key block is one subgroup.
-  const bool share = detail::load_sharing_subgroup(ctx, lanes) != 0;
-  return {lanes, cpu ? 4u : 1u, share ? sub : 8u, cpu ? 64u : 1024u, share};
-}
 
 // At least this many keys per split, so that the merge stays small beside the attention itself.
 constexpr std::uint32_t kMinSplitKeys = 128;
@@ -54,13 +32,17 @@ constexpr std::uint32_t kMinSplitKeys = 128;
 // per key block: at most 3 per key, with room left for its fixed-size loops.
 static_assert(3 * AttentionParams::kMaxKeysPerSplit <= RELPOS_MAX_LOOP_ITERATIONS, "a split's keys must fit the loop bound");
 
-std::uint32_t pick_splits(const AttentionParams& p, const Tiles& tiles) {
-  if (p.key_splits) return p.key_splits;  // validate() checked it against kMaxKeysPerSplit
-  const std::uint64_t needed = detail::div_up(p.keys, AttentionParams::kMaxKeysPerSplit);
-  std::uint64_t by_items = 1;
-  if (p.rows() < tiles.target_items)
-    by_items = std::min<std::uint64_t>((tiles.target_items + p.rows() - 1) / p.rows(), p.keys / kMinSplitKeys);
-  return static_cast<std::uint32_t>(std::max<std::uint64_t>({1, needed, by_items}));
+std::uint32_t kernel_mode(AttentionBias bias) {
+  switch (bias) {
+    case AttentionBias::None: return RELPOS_ATTN_NONE;
+    case AttentionBias::T5:
+    case AttentionBias::Kerple:
+    case AttentionBias::Distance: return RELPOS_ATTN_ROW;
+    case AttentionBias::Alibi: return RELPOS_ATTN_ALIBI;
+    case AttentionBias::Shaw: return RELPOS_ATTN_SHAW;
+    case AttentionBias::Dense: return RELPOS_ATTN_DENSE;
+  }
+  return RELPOS_ATTN_NONE;
 }
 
 // The bytes [first, end) of a buffer, bound from an offset the device accepts; shift is that
@@ -122,54 +104,117 @@ void check_buffers(const AttentionParams& p, const AttentionBuffers& b) {
     require_bytes(b.rel_keys, rel, "rel_keys buffer", "float32 [2 * max_relative_position + 1, head_dim]");
     require_bytes(b.rel_values, rel, "rel_values buffer", "float32 [2 * max_relative_position + 1, head_dim]");
   } else if (p.bias != AttentionBias::None) {
-    const char* what = p.bias == AttentionBias::T5 ? "float32 [num_buckets, heads]"
-                       : p.bias == AttentionBias::Distance ? "float32 [heads, queries + keys - 1]"
-                       : p.bias == AttentionBias::Alibi ? "float32 [heads] slopes"
-                       : p.bias == AttentionBias::Kerple ? "float32 [2, heads]: r1 then r2"
-                       : "float32 [heads, queries, keys]";
-    require_bytes(b.bias, p.bias_elements() * 4, "bias buffer", what);
+    require_bytes(b.bias, p.bias_elements() * 4, "bias buffer", detail::attention_bias_layout(p.bias));
   }
   if (b.key_lengths) require_bytes(b.key_lengths, std::uint64_t{p.batch} * 4, "key_lengths buffer", "uint32 [batch]");
 }
 
-std::uint32_t kernel_mode(AttentionBias bias) {
+}  // namespace
+
+namespace detail {
+
+const char* attention_bias_layout(AttentionBias bias) {
   switch (bias) {
-    case AttentionBias::None: return RELPOS_ATTN_NONE;
-    case AttentionBias::T5:
-    case AttentionBias::Kerple:
-    case AttentionBias::Distance: return RELPOS_ATTN_ROW;
-    case AttentionBias::Alibi: return RELPOS_ATTN_ALIBI;
-    case AttentionBias::Shaw: return RELPOS_ATTN_SHAW;
-    case AttentionBias::Dense: return RELPOS_ATTN_DENSE;
+    case AttentionBias::T5: return "float32 [num_buckets, heads]";
+    case AttentionBias::Distance: return "float32 [heads, queries + keys - 1]";
+    case AttentionBias::Alibi: return "float32 [heads] slopes";
+    case AttentionBias::Kerple: return "float32 [2, heads]: r1 then r2";
+    case AttentionBias::Dense: return "float32 [heads, queries, keys]";
+    case AttentionBias::None:
+    case AttentionBias::Shaw: break;
   }
-  return RELPOS_ATTN_NONE;
+  return "no bias buffer";
 }
 
-// The per-distance biases whose rows [heads, Q + K - 1] the op computes before the kernel reads
-// them (RELPOS_ATTN_ROW), from the caller's parameters: the kit's hook into fused attention.
-bool computes_rows(AttentionBias bias) { return bias == AttentionBias::T5 || bias == AttentionBias::Kerple; }
+bool attention_computes_rows(AttentionBias bias) { return bias == AttentionBias::T5 || bias == AttentionBias::Kerple; }
 
-const Buffer& distance_rows(Recorder& r, const AttentionParams& p, const Buffer& params) {
-  if (p.bias == AttentionBias::T5) return detail::t5_distance_row(r, p.t5_row_params(), &params);
-  return detail::kerple_distance_rows(r, {p.heads, p.queries, p.keys, p.query_offset, 1, false}, p.kerple_variant, params);
+const Buffer& attention_distance_rows(Recorder& r, const AttentionParams& p, const Buffer& params, const Buffer* rows,
+                                      DescriptorSource* sets) {
+  if (p.bias == AttentionBias::T5) return t5_distance_row(r, p.t5_row_params(), &params);
+  const DistanceWindow w{p.heads, p.queries, p.keys, p.query_offset, 1, false};
+  if (!rows) return kerple_distance_rows(r, w, p.kerple_variant, params);
+  kerple_distance_rows_into(r, w, p.kerple_variant, params, *rows, sets);
+  return *rows;
 }
 
-// Merges `parts` partial results (words of D/4 floats, strides in words) into out and lse.
-struct MergeLayout {
-  const Buffer* in;
-  const Buffer* in_lse;
-  std::uint32_t parts, part_stride, row_stride, lse_part_stride, lse_row_stride;
-  DType in_dtype;
-};
+// A few subgroups per workgroup. A CPU device (lavapipe) gathers every key and value load lane by
+// lane and has no register file to run out of, so each lane takes 4 rows to share those loads; a
+// GPU keeps one row per lane, in registers.
+AttentionTiles attention_tiles(const Context& ctx) {
+  const DeviceLimits& lim = ctx.limits();
+  const std::uint32_t sub = std::max<std::uint32_t>(lim.subgroup_size, 1);
+  const std::uint32_t cap = std::min<std::uint32_t>(lim.max_workgroup_invocations, lim.max_workgroup_size[0]);
+  const bool cpu = ctx.device_info().type == DeviceType::Cpu;
+  const std::uint32_t lanes = std::clamp<std::uint32_t>(sub * 4, 1, std::min<std::uint32_t>(cap, 64));
+  // A CPU device runs each storage load as a loop over its SIMD lanes (the subgroup): there the
+  // lanes of a subgroup load one key each and shuffle them, so a key block is one subgroup.
+  const bool share = detail::load_sharing_subgroup(ctx, lanes) != 0;
+  return {lanes, cpu ? 4u : 1u, share ? sub : 8u, cpu ? 64u : 1024u, share};
+}
 
-void record_merge(Recorder& r, const MergeLayout& m, std::uint64_t rows, std::uint32_t head_dim, const Buffer& out, DType out_dtype,
-                  const Buffer& lse) {
+std::uint32_t attention_splits(const AttentionParams& p, const AttentionTiles& tiles) {
+  if (p.key_splits) return p.key_splits;  // validate() checked it against kMaxKeysPerSplit
+  const std::uint64_t needed = detail::div_up(p.keys, AttentionParams::kMaxKeysPerSplit);
+  std::uint64_t by_items = 1;
+  if (p.rows() < tiles.target_items)
+    by_items = std::min<std::uint64_t>((tiles.target_items + p.rows() - 1) / p.rows(), p.keys / kMinSplitKeys);
+  return static_cast<std::uint32_t>(std::max<std::uint64_t>({1, needed, by_items}));
+}
+
+AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles& tiles, std::uint32_t S, bool fixed_lanes) {
+  AttentionLaunch l{};
+  l.splits = S;
+  l.split_len = detail::div_up(p.keys, S);
+  const bool one_query = p.queries == 1;
+  l.lane_splits = one_query && (S > 1 || fixed_lanes);
+  l.lanes = l.lane_splits ? (fixed_lanes ? tiles.lanes : std::min(tiles.lanes, S)) : one_query ? 1 : tiles.lanes;
+  l.rows_per_lane = one_query ? 1 : tiles.rows;
+  l.split_groups = l.lane_splits ? detail::div_up(S, l.lanes) : S;
+  l.groups_per_bh = l.split_groups * detail::div_up(p.queries, std::uint64_t{l.lanes} * l.rows_per_lane);
+  l.spec = {l.lanes, p.head_dim / 4, tiles.key_block, p.dtype == DType::F16 ? 1u : 0u, S == 1 && p.dtype == DType::F16 ? 1u : 0u,
+            l.rows_per_lane,
+            // every lane of a subgroup must walk the same keys
+            tiles.share_loads && !l.lane_splits && l.lanes % tiles.key_block == 0 ? 1u : 0u, kernel_mode(p.bias)};
+  // Only the variant that shares loads declares the subgroup-shuffle capability.
+  l.shader = l.spec[6] ? ShaderId::attention_fused_shuffle : ShaderId::attention_fused;
+  return l;
+}
+
+push::AttentionPush attention_push(const AttentionParams& p, const AttentionLaunch& l, bool has_lengths, std::uint32_t kv_stride) {
+  push::AttentionPush pc{};
+  pc.groups_per_bh = l.groups_per_bh;
+  pc.split_groups = l.split_groups;
+  pc.lane_splits = l.lane_splits ? 1 : 0;
+  pc.splits = l.splits;
+  pc.split_len = l.split_len;
+  pc.heads = p.heads;
+  pc.kv_group = p.heads / p.kv_heads;
+  pc.kv_heads = p.kv_heads;
+  pc.queries = p.queries;
+  pc.keys = p.keys;
+  pc.memory_prefix = p.memory_prefix;
+  pc.query_offset = static_cast<std::int32_t>(p.query_offset);
+  pc.causal = p.causal ? 1 : 0;
+  pc.scale = p.effective_scale();
+  pc.shaw_k = p.max_relative_position;
+  pc.has_lengths = has_lengths ? 1 : 0;
+  pc.kv_stride = kv_stride;
+  return pc;
+}
+
+std::vector<std::uint32_t> attention_merge_spec(std::uint32_t head_dim, DType in_dtype, DType out_dtype) {
+  return {64, head_dim / 4, in_dtype == DType::F16 ? 1u : 0u, out_dtype == DType::F16 ? 1u : 0u};
+}
+
+void record_attention_merge(Recorder& r, const AttentionMergeLayout& m, std::uint64_t rows, std::uint32_t head_dim, const Buffer& out,
+                            DType out_dtype, const Buffer& lse, DescriptorSource* sets) {
   const DeviceLimits& lim = r.context().limits();
   const std::uint32_t D4 = head_dim / 4, group = 64;
   const std::uint32_t in_word = dtype_size(m.in_dtype) * 4, out_word = dtype_size(out_dtype) * 4;
   auto bounds = [&](std::uint64_t r0, std::uint64_t r1) {
     const std::uint64_t in_end = (r1 - 1) * m.row_stride + std::uint64_t{m.parts - 1} * m.part_stride + D4;
     const std::uint64_t lse_end = (r1 - 1) * m.lse_row_stride + std::uint64_t{m.parts - 1} * m.lse_part_stride + 1;
+    if (sets) return std::array<Bound, 4>{Bound{{m.in}}, Bound{{m.in_lse}}, Bound{{&out}}, Bound{{&lse}}};
     return std::array<Bound, 4>{bind(lim, *m.in, r0 * m.row_stride * in_word, in_end * in_word, in_word),
                                 bind(lim, *m.in_lse, r0 * m.lse_row_stride * 4, lse_end * 4, 4),
                                 bind(lim, out, r0 * D4 * out_word, r1 * D4 * out_word, out_word),
@@ -196,37 +241,31 @@ void record_merge(Recorder& r, const MergeLayout& m, std::uint64_t rows, std::ui
     pc.lse_shift = b[1].shift;
     pc.out_shift = b[2].shift;
     pc.lse_out_shift = b[3].shift;
-    const std::vector<std::uint32_t> spec = {group, D4, m.in_dtype == DType::F16 ? 1u : 0u, out_dtype == DType::F16 ? 1u : 0u};
+    const std::vector<std::uint32_t> spec = attention_merge_spec(head_dim, m.in_dtype, out_dtype);
     detail::for_each_group_range(lim, detail::div_up((r1 - r0) * D4, group), [&](std::uint64_t first, std::uint32_t groups) {
       pc.first = static_cast<std::uint32_t>(r0 * D4 + first * group);
-      detail::dispatch(r, detail::ShaderId::attention_merge, spec, {b[0].span, b[1].span, b[2].span, b[3].span}, pc, groups);
+      detail::dispatch(r, sets, ShaderId::attention_merge, spec, {b[0].span, b[1].span, b[2].span, b[3].span}, pc, groups);
     });
     r0 = r1;
   }
 }
 
-}  // namespace
+}  // namespace detail
 
 void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& bufs) {
   p.validate();
   check_buffers(p, bufs);
   const DeviceLimits& lim = r.context().limits();
-  const Tiles tiles = pick_tiles(r.context());
-  const std::uint32_t S = pick_splits(p, tiles);
+  const detail::AttentionTiles tiles = detail::attention_tiles(r.context());
+  const std::uint32_t S = detail::attention_splits(p, tiles);
   require(S <= AttentionMergeParams::kMaxParts, "keys", std::to_string(p.keys),
           "need " + std::to_string(S) + " key splits; at most " + std::to_string(AttentionMergeParams::kMaxParts) + " are merged");
-  const std::uint32_t split_len = detail::div_up(p.keys, S);
   require(p.rows() * S * (p.head_dim / 4) <= 0xffffffffull, "key_splits", std::to_string(S),
           "makes batch * heads * queries * splits * head_dim / 4 partial words exceed 2^32");
   const std::uint64_t Q = p.queries, K = p.keys, D = p.head_dim, H = p.heads, rows = p.rows();
   const std::uint32_t es = dtype_size(p.dtype), word = es * 4;
   const std::uint32_t out_word = S > 1 ? 16 : word;  // partial results are float32
-  // One query (decoding): the lanes of a workgroup take consecutive splits of one row.
-  const bool lane_splits = Q == 1 && S > 1;
-  const std::uint32_t lanes = lane_splits ? std::min(tiles.lanes, S) : Q == 1 ? 1 : tiles.lanes;
-  const std::uint32_t rows_per_lane = Q == 1 ? 1 : tiles.rows;
-  const std::uint32_t split_groups = lane_splits ? detail::div_up(S, lanes) : S;
-  const std::uint32_t groups_per_bh = split_groups * detail::div_up(Q, std::uint64_t{lanes} * rows_per_lane);
+  const detail::AttentionLaunch launch = detail::attention_launch(p, tiles, S, false);
   const std::uint32_t group = p.heads / p.kv_heads;
   const std::uint32_t mode = kernel_mode(p.bias);
   // All reads of the rel tables, key lengths and slopes are small and bound whole.
@@ -234,10 +273,7 @@ void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& bu
   require(mode != RELPOS_ATTN_SHAW || rel_bytes <= lim.max_storage_buffer_range, "rel_keys", std::to_string(rel_bytes) + " bytes",
           "must fit in maxStorageBufferRange = " + std::to_string(lim.max_storage_buffer_range));
   // A per-distance bias computed here (T5, KERPLE) writes the rows of every head through one binding.
-  const std::uint64_t row_values = (Q + K - 1) * H;
-  require(!computes_rows(p.bias) || row_values * 4 <= lim.max_storage_buffer_range, "heads * (queries + keys - 1)",
-          std::to_string(row_values), "the per-distance bias rows must fit one storage buffer binding of the device (" +
-              std::to_string(lim.max_storage_buffer_range / 4) + " values)");
+  if (detail::attention_computes_rows(p.bias)) detail::require_binding(lim, (Q + K - 1) * H, "heads * (queries + keys - 1)", "the per-distance bias rows");
   if (p.bias == AttentionBias::T5) detail::require_t5_table_binding(lim, p.t5_row_params());
 
   // The buffers a dispatch binds. Until the scratch buffers exist (after every check), the caller's
@@ -280,33 +316,11 @@ void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& bu
 
   const auto op = detail::begin_op(r);
   dummy = &detail::scratch(r, 16, MemoryUse::Device);
-  if (computes_rows(p.bias)) bias = &distance_rows(r, p, *bufs.bias);
+  if (detail::attention_computes_rows(p.bias)) bias = &detail::attention_distance_rows(r, p, *bufs.bias);
   if (S > 1) out = &detail::scratch(r, rows * S * D * 4, MemoryUse::Device);
   lse = S > 1 ? &detail::scratch(r, rows * S * 4, MemoryUse::Device) : bufs.lse ? bufs.lse : &detail::scratch(r, rows * 4, MemoryUse::Device);
 
-  push::AttentionPush pc{};
-  pc.groups_per_bh = groups_per_bh;
-  pc.split_groups = split_groups;
-  pc.lane_splits = lane_splits ? 1 : 0;
-  pc.splits = S;
-  pc.split_len = split_len;
-  pc.heads = p.heads;
-  pc.kv_group = group;
-  pc.kv_heads = p.kv_heads;
-  pc.queries = p.queries;
-  pc.keys = p.keys;
-  pc.memory_prefix = p.memory_prefix;
-  pc.query_offset = static_cast<std::int32_t>(p.query_offset);
-  pc.causal = p.causal ? 1 : 0;
-  pc.scale = p.effective_scale();
-  pc.shaw_k = p.max_relative_position;
-  pc.has_lengths = bufs.key_lengths ? 1 : 0;
-  const std::vector<std::uint32_t> spec = {lanes, p.head_dim / 4, tiles.key_block, p.dtype == DType::F16 ? 1u : 0u,
-                                           S == 1 && p.dtype == DType::F16 ? 1u : 0u, rows_per_lane,
-                                           // every lane of a subgroup must walk the same keys
-                                           tiles.share_loads && !lane_splits && lanes % tiles.key_block == 0 ? 1u : 0u, mode};
-  // Only the variant that shares loads declares the subgroup-shuffle capability.
-  const detail::ShaderId shader = spec[6] ? detail::ShaderId::attention_fused_shuffle : detail::ShaderId::attention_fused;
+  push::AttentionPush pc = detail::attention_push(p, launch, bufs.key_lengths != nullptr, p.keys);
   const detail::BufferSpan rel_keys = mode == RELPOS_ATTN_SHAW ? detail::BufferSpan{bufs.rel_keys} : detail::BufferSpan{dummy};
   const detail::BufferSpan rel_values = mode == RELPOS_ATTN_SHAW ? detail::BufferSpan{bufs.rel_values} : detail::BufferSpan{dummy};
   const detail::BufferSpan lengths = bufs.key_lengths ? detail::BufferSpan{bufs.key_lengths} : detail::BufferSpan{dummy};
@@ -321,9 +335,9 @@ void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& bu
     pc.bias_shift = b[4].shift;
     detail::BufferSpan v_span = b[1].span;
     v_span.buffer = bufs.v;  // v has k's layout: the same range
-    detail::for_each_group_range(lim, (bh1 - bh0) * groups_per_bh, [&](std::uint64_t first, std::uint32_t groups) {
+    detail::for_each_group_range(lim, (bh1 - bh0) * launch.groups_per_bh, [&](std::uint64_t first, std::uint32_t groups) {
       pc.first_group = static_cast<std::uint32_t>(first);
-      detail::dispatch(r, shader, spec,
+      detail::dispatch(r, launch.shader, launch.spec,
                        {b[0].span, b[1].span, v_span, b[2].span, b[3].span, mode == RELPOS_ATTN_SHAW ? rel_values : b[4].span,
                         rel_keys, lengths},
                        pc, groups);
@@ -333,7 +347,7 @@ void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& bu
     detail::barrier(r);
     const Buffer& lse_out = bufs.lse ? *bufs.lse : detail::scratch(r, rows * 4, MemoryUse::Device);
     const std::uint32_t D4 = p.head_dim / 4;
-    record_merge(r, {out, lse, S, D4, S * D4, 1, S, DType::F32}, rows, p.head_dim, *bufs.out, p.dtype, lse_out);
+    detail::record_attention_merge(r, {out, lse, S, D4, S * D4, 1, S, DType::F32}, rows, p.head_dim, *bufs.out, p.dtype, lse_out);
   }
 }
 
@@ -357,7 +371,7 @@ void attention_merge(Recorder& r, const AttentionMergeParams& p, const Buffer& p
   const auto op = detail::begin_op(r);
   const Buffer& lse_out = lse ? *lse : detail::scratch(r, p.rows * 4, MemoryUse::Device);
   const std::uint32_t D4 = p.head_dim / 4;
-  record_merge(r, {&partial_out, &partial_lse, p.parts, static_cast<std::uint32_t>(p.rows * D4), D4, static_cast<std::uint32_t>(p.rows), 1, p.dtype},
+  detail::record_attention_merge(r, {&partial_out, &partial_lse, p.parts, static_cast<std::uint32_t>(p.rows * D4), D4, static_cast<std::uint32_t>(p.rows), 1, p.dtype},
                p.rows, p.head_dim, out, p.dtype, lse_out);
 }
 

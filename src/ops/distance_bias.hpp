@@ -15,6 +15,7 @@
 #include "relpos/buffer.hpp"
 #include "relpos/dtype.hpp"
 #include "relpos/recorder.hpp"
+#include "ops/planner.hpp"
 #include "relpos_push/loop_bound.h"
 #include "ops/planner.hpp"
 #include "vk/dispatch.hpp"
@@ -29,16 +30,14 @@ inline constexpr std::uint32_t kRowGroup = 64;
 // Host floats in a fresh host-visible scratch buffer (no GPU work uses it yet).
 const Buffer& upload_floats(Recorder& r, std::span<const float> values);
 
-// Records a family's row shader over the window into a fresh scratch buffer [out_heads, Q + K - 1]
-// and returns it after the barrier that makes it readable. `pc` is the family's push block: the
+// Records a family's row shader over the window into `rows` ([out_heads, Q + K - 1] 32-bit
+// values), ending with the barrier that makes them readable. `pc` is the family's push block: the
 // kit fills its leading RELPOS_DISTANCE_ROW_FIELDS. `params` is binding 0, `extra` (if any)
-// binding 2. out_heads 0: w.heads.
+// binding 2. Descriptor sets come from `sets` (a plan's) or the recording's pools.
 template <class Push>
-const Buffer& record_distance_rows(Recorder& r, const DistanceWindow& w, ShaderId shader, Push pc, BufferSpan params,
-                                   const BufferSpan* extra = nullptr, std::uint32_t out_heads = 0) {
-  if (out_heads == 0) out_heads = w.heads;
+void record_distance_rows_into(Recorder& r, const DistanceWindow& w, ShaderId shader, Push pc, BufferSpan params,
+                               const BufferSpan* extra, std::uint32_t out_heads, const Buffer& rows, DescriptorSource* sets = nullptr) {
   const std::uint32_t row_len = static_cast<std::uint32_t>(w.row_len());
-  Buffer& rows = scratch(r, std::uint64_t{row_len} * out_heads * 4, MemoryUse::Device);
   pc.row_len = row_len;
   pc.rp_first = static_cast<std::int32_t>(w.rp_first());
   pc.causal = w.causal ? 1 : 0;
@@ -47,11 +46,20 @@ const Buffer& record_distance_rows(Recorder& r, const DistanceWindow& w, ShaderI
     pc.head_count = std::min(kRowHeadsPerInvocation, out_heads - h0);
     for_each_group_range(r.context().limits(), div_up(row_len, kRowGroup), [&](std::uint64_t first, std::uint32_t groups) {
       pc.first = static_cast<std::uint32_t>(first * kRowGroup);
-      if (extra) dispatch(r, shader, {kRowGroup}, {params, {&rows}, *extra}, pc, groups);
-      else dispatch(r, shader, {kRowGroup}, {params, {&rows}}, pc, groups);
+      if (extra) dispatch(r, sets, shader, {kRowGroup}, {params, {&rows}, *extra}, pc, groups);
+      else dispatch(r, sets, shader, {kRowGroup}, {params, {&rows}}, pc, groups);
     });
   }
   barrier(r);
+}
+
+// The same into a fresh scratch buffer, which it returns. out_heads 0: w.heads.
+template <class Push>
+const Buffer& record_distance_rows(Recorder& r, const DistanceWindow& w, ShaderId shader, Push pc, BufferSpan params,
+                                   const BufferSpan* extra = nullptr, std::uint32_t out_heads = 0) {
+  if (out_heads == 0) out_heads = w.heads;
+  Buffer& rows = scratch(r, w.row_len() * out_heads * 4, MemoryUse::Device);
+  record_distance_rows_into(r, w, shader, pc, params, extra, out_heads, rows);
   return rows;
 }
 

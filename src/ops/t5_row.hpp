@@ -9,6 +9,8 @@
 
 namespace relpos::detail {
 
+class DescriptorSource;
+
 // Records the row: int buckets ([1, Q + K - 1]) when table is null, else scale * table[bucket, h]
 // for every head ([heads, Q + K - 1], float32). Entry x holds relative position
 // x - (Q - 1) - query_offset. Returns the scratch buffer, ready to read after the barrier it ends with.
@@ -16,6 +18,13 @@ const Buffer& t5_distance_row(Recorder& r, const T5Params& p, const Buffer* tabl
 
 // The window of a T5 bias: no mask of its own (a decoder's buckets are one-sided instead).
 DistanceWindow window_of(const T5Params& p);
+
+// The same row of every head into caller-given buffers, for plans that hold them across steps:
+// `window` (what t5_window_thresholds(p) gives: at most num_buckets words) goes into `thresholds`
+// by vkCmdUpdateBuffer, so a submission still pending keeps its own; `row` holds at least
+// heads * (Q + K - 1) floats; descriptor sets come from `sets`. Ends with a barrier.
+void t5_distance_row_into(Recorder& r, const T5Params& p, const T5WindowThresholds& window, const Buffer& table,
+                          const Buffer& thresholds, const Buffer& row, DescriptorSource* sets);
 
 // The table is read through one binding: throws InvalidArgument when it is larger.
 void require_t5_table_binding(const DeviceLimits& lim, const T5Params& p);

@@ -123,6 +123,7 @@ Buffer::Buffer(std::shared_ptr<Context::Device> device, std::uint64_t bytes, Mem
   usage_ = bi.usage;
   bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   detail::vk_check(d.vk.vkCreateBuffer(d.device, &bi, nullptr, &buffer_), "vkCreateBuffer");
+  ++d.counters.buffers;
   try {
     VkMemoryRequirements req{};
     d.vk.vkGetBufferMemoryRequirements(d.device, buffer_, &req);
@@ -130,6 +131,7 @@ Buffer::Buffer(std::shared_ptr<Context::Device> device, std::uint64_t bytes, Mem
     ai.allocationSize = req.size;
     ai.memoryTypeIndex = d.memory_type(req.memoryTypeBits, use == MemoryUse::Host);
     detail::vk_check(d.vk.vkAllocateMemory(d.device, &ai, nullptr, &memory_), "vkAllocateMemory");
+    ++d.counters.memory_allocations;
     detail::vk_check(d.vk.vkBindBufferMemory(d.device, buffer_, memory_, 0), "vkBindBufferMemory");
     constexpr auto kHost = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
     const bool may_map = use == MemoryUse::Host || !d.staging_only;

@@ -1,6 +1,7 @@
 #pragma once
 // Everything a Context owns. Buffers and recorders hold a shared_ptr to it, so the device outlives
 // them whatever order the application destroys things in.
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -28,11 +30,23 @@ struct Pipeline {
   std::uint32_t local_size_x = 1;
 };
 
-// A pipeline is one shader with one set of specialization constants.
+// A pipeline is one shader with one set of specialization constants; looked up by a view
+// (PipelineKeyView), so that a dispatch allocates nothing.
 struct PipelineKey {
   ShaderId shader;
   std::vector<std::uint32_t> spec;
-  bool operator<(const PipelineKey& o) const { return shader != o.shader ? shader < o.shader : spec < o.spec; }
+};
+struct PipelineKeyView {
+  ShaderId shader;
+  std::span<const std::uint32_t> spec;
+};
+struct PipelineKeyLess {
+  using is_transparent = void;
+  template <class A, class B>
+  bool operator()(const A& a, const B& b) const {
+    if (a.shader != b.shader) return a.shader < b.shader;
+    return std::lexicographical_compare(a.spec.begin(), a.spec.end(), b.spec.begin(), b.spec.end());
+  }
 };
 
 // What a recording's commands use, besides the command buffer.
@@ -103,9 +117,14 @@ struct Device {
   std::mutex* queue_mutex = &own_queue_mutex;
   Submissions submissions;
 
+  // What relpos has created (relpos/resource_counts.hpp).
+  struct Counters {
+    std::atomic<std::uint64_t> buffers{0}, memory_allocations{0}, descriptor_pools{0}, pipelines{0};
+  } counters;
+
   VkPipelineCache pipeline_cache = VK_NULL_HANDLE;
   std::mutex pipeline_mutex;
-  std::map<PipelineKey, Pipeline> pipelines;
+  std::map<PipelineKey, Pipeline, PipelineKeyLess> pipelines;
 
   // Resources of recorders destroyed while their commands may still be pending in an application's
   // command buffer: freed once the command buffer has set the last event, or with the Context.
@@ -122,6 +141,10 @@ struct Device {
   // The pipeline of an embedded shader with the given specialization constants (ids 0, 1, ...;
   // id 0 is the workgroup size), compiled once and cached.
   const Pipeline& pipeline(ShaderId shader, const std::vector<std::uint32_t>& spec);
+
+  // A descriptor pool of `sets` sets of `bindings` storage buffers each (counted).
+  VkDescriptorPool create_descriptor_pool(std::uint32_t sets, std::uint32_t bindings);
+  VkDescriptorSet allocate_descriptor_set(VkDescriptorPool pool, VkDescriptorSetLayout layout);
 
   // Memory type for `type_bits` with the properties `use` asks for.
   std::uint32_t memory_type(std::uint32_t type_bits, bool host_visible) const;

@@ -25,6 +25,13 @@ struct RecorderState {
   VkCommandPool command_pool = VK_NULL_HANDLE;  // a recorder's own: pools are externally synchronised
   VkFence fence = VK_NULL_HANDLE;
   RecordingResources resources;
+  std::vector<MemoryUse> scratch_uses;  // of resources.scratch, in its order
+  // A recorder's own command buffer, once its submission has finished: the last recording's
+  // scratch buffers wait here for a later one that asks for the same size and use, and its
+  // descriptor pools are reset and used again in order (pools_used of them so far).
+  std::list<Buffer> spare_scratch;
+  std::list<MemoryUse> spare_uses;
+  std::size_t pools_used = 0;
   std::uint32_t sets_left = 0;
   bool timestamps_reset = false;
   std::uint32_t next_timestamp = 0;
@@ -66,22 +73,48 @@ void barrier(Recorder& r);
 // A buffer that lives as long as the recording (until submit_and_wait or the Recorder's end).
 Buffer& scratch(Recorder& r, std::uint64_t bytes, MemoryUse use);
 
-// Records one dispatch of an embedded shader (ShaderId: one per shaders/*.comp). spec[0] is the workgroup size (constant_id 0); bindings are in binding
-// order; the push block is at most 128 bytes.
-void dispatch(Recorder& r, ShaderId shader, const std::vector<std::uint32_t>& spec,
+// Where a dispatch's descriptor set comes from when not from the recording's own pools: a plan's
+// sets (ops/attention_plan.cpp), which it hands out for the pipeline's layout, to be written now.
+class DescriptorSource {
+ public:
+  virtual VkDescriptorSet take(const Pipeline& pipeline) = 0;
+
+ protected:
+  ~DescriptorSource() = default;
+};
+
+// Records one dispatch of an embedded shader (ShaderId: one per shaders/*.comp). spec[0] is the
+// workgroup size (constant_id 0); bindings are in binding order; the push block is at most 128
+// bytes. The descriptor set comes from `sets`, or from the recording's pools when it is null.
+void dispatch(Recorder& r, DescriptorSource* sets, ShaderId shader, const std::vector<std::uint32_t>& spec,
               std::initializer_list<BufferSpan> bindings, const void* push, std::size_t push_bytes, std::uint32_t groups_x,
               std::uint32_t groups_y = 1, std::uint32_t groups_z = 1);
+inline void dispatch(Recorder& r, ShaderId shader, const std::vector<std::uint32_t>& spec,
+                     std::initializer_list<BufferSpan> bindings, const void* push, std::size_t push_bytes, std::uint32_t groups_x,
+                     std::uint32_t groups_y = 1, std::uint32_t groups_z = 1) {
+  dispatch(r, nullptr, shader, spec, bindings, push, push_bytes, groups_x, groups_y, groups_z);
+}
 
 template <class Push>
 void dispatch(Recorder& r, ShaderId shader, const std::vector<std::uint32_t>& spec,
               std::initializer_list<BufferSpan> bindings, const Push& push, std::uint32_t groups_x, std::uint32_t groups_y = 1,
               std::uint32_t groups_z = 1) {
   static_assert(sizeof(Push) <= 128, "push constants are limited to 128 bytes");
-  dispatch(r, shader, spec, bindings, &push, sizeof(Push), groups_x, groups_y, groups_z);
+  dispatch(r, nullptr, shader, spec, bindings, &push, sizeof(Push), groups_x, groups_y, groups_z);
+}
+template <class Push>
+void dispatch(Recorder& r, DescriptorSource* sets, ShaderId shader, const std::vector<std::uint32_t>& spec,
+              std::initializer_list<BufferSpan> bindings, const Push& push, std::uint32_t groups_x, std::uint32_t groups_y = 1,
+              std::uint32_t groups_z = 1) {
+  static_assert(sizeof(Push) <= 128, "push constants are limited to 128 bytes");
+  dispatch(r, sets, shader, spec, bindings, &push, sizeof(Push), groups_x, groups_y, groups_z);
 }
 
 // Records transfer copies from `src` to `dst` (vkCmdCopyBuffer): the regions must lie inside both.
 void copy_regions(Recorder& r, const Buffer& src, const Buffer& dst, const std::vector<VkBufferCopy>& regions);
+// Records vkCmdUpdateBuffer of `words` at `offset` (in pieces of 64 KiB): host data ordered in
+// the command buffer, so a submission still pending keeps reading what it was recorded with.
+void update_words(Recorder& r, const Buffer& dst, std::uint64_t offset, const std::vector<std::uint32_t>& words);
 // Records vkCmdFillBuffer of `bytes` (a multiple of 4) at `offset` with the 32-bit `value`.
 void fill_words(Recorder& r, const Buffer& dst, std::uint64_t offset, std::uint64_t bytes, std::uint32_t value);
 

@@ -25,7 +25,8 @@ std::uint32_t binding_count(const EmbeddedShader& s) {
 }  // namespace
 
 const Pipeline& Device::pipeline(ShaderId shader, const std::vector<std::uint32_t>& spec) {
-  PipelineKey key{shader, spec};
+  // Looked up on every dispatch: by a view of the key, without allocating.
+  const PipelineKeyView key{shader, spec};
   std::lock_guard lock(pipeline_mutex);
   if (auto it = pipelines.find(key); it != pipelines.end()) return it->second;
 
@@ -84,8 +85,9 @@ const Pipeline& Device::pipeline(ShaderId shader, const std::vector<std::uint32_
   VkResult r = vk.vkCreateComputePipelines(device, pipeline_cache, 1, &ci, nullptr, &p.pipeline);
   vk.vkDestroyShaderModule(device, module, nullptr);
   vk_check(r, "vkCreateComputePipelines");
+  ++counters.pipelines;
   partial.done = true;
-  return pipelines.emplace(std::move(key), p).first->second;
+  return pipelines.emplace(PipelineKey{shader, spec}, p).first->second;
 }
 
 const char* vk_result_name(VkResult r) {

@@ -32,25 +32,14 @@ void memory_barrier(RecorderState& s, VkPipelineStageFlags src, VkAccessFlags sr
 VkDescriptorSet allocate_set(RecorderState& s, VkDescriptorSetLayout layout) {
   auto& d = *s.dev;
   auto& pools = s.resources.descriptor_pools;
-  if (pools.empty() || s.sets_left == 0) {
-    VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kSetsPerPool * kMaxBindings};
-    VkDescriptorPoolCreateInfo ci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
-    ci.maxSets = kSetsPerPool;
-    ci.poolSizeCount = 1;
-    ci.pPoolSizes = &size;
-    VkDescriptorPool pool = VK_NULL_HANDLE;
-    vk_check(d.vk.vkCreateDescriptorPool(d.device, &ci, nullptr, &pool), "vkCreateDescriptorPool");
-    pools.push_back(pool);
+  if (s.sets_left == 0) {
+    if (s.pools_used == pools.size())  // no reset pool left over from an earlier recording
+      pools.push_back(d.create_descriptor_pool(kSetsPerPool, kMaxBindings));
+    ++s.pools_used;
     s.sets_left = kSetsPerPool;
   }
-  VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
-  ai.descriptorPool = pools.back();
-  ai.descriptorSetCount = 1;
-  ai.pSetLayouts = &layout;
-  VkDescriptorSet set = VK_NULL_HANDLE;
-  vk_check(d.vk.vkAllocateDescriptorSets(d.device, &ai, &set), "vkAllocateDescriptorSets");
   --s.sets_left;
-  return set;
+  return d.allocate_descriptor_set(pools[s.pools_used - 1], layout);
 }
 
 void begin_own(RecorderState& s) {
@@ -62,19 +51,49 @@ void begin_own(RecorderState& s) {
   s.dispatches = 0;
 }
 
-// After a finished submission of the recorder's own command buffer: what its commands used goes
-// (the query pool stays for the next recording).
-void release_submitted(RecorderState& s) {
+// After a finished submission of the recorder's own command buffer, what its commands used is
+// kept for the next recording, and what the one before used and this one did not goes: a
+// recorder that records the same work again and again creates nothing after the first time, and
+// holds no more than one recording needs. (The query pool stays too.)
+void recycle_submitted(RecorderState& s) {
   auto& d = *s.dev;
-  for (auto pool : s.resources.descriptor_pools) d.vk.vkDestroyDescriptorPool(d.device, pool, nullptr);
-  s.resources.descriptor_pools.clear();
+  auto& pools = s.resources.descriptor_pools;
+  for (std::size_t i = s.pools_used; i < pools.size(); ++i) d.vk.vkDestroyDescriptorPool(d.device, pools[i], nullptr);
+  pools.resize(s.pools_used);
+  for (auto pool : pools) vk_check(d.vk.vkResetDescriptorPool(d.device, pool, 0), "vkResetDescriptorPool");
+  s.pools_used = 0;
   s.sets_left = 0;
+  s.spare_scratch = std::move(s.resources.scratch);
+  s.spare_uses.assign(s.scratch_uses.begin(), s.scratch_uses.end());
   s.resources.scratch.clear();
+  s.scratch_uses.clear();
 }
 
 void mark_command(RecorderState& s) { s.resources.commands_after_last_event = true; }
 
 }  // namespace
+
+VkDescriptorPool Device::create_descriptor_pool(std::uint32_t sets, std::uint32_t bindings) {
+  VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, sets * bindings};
+  VkDescriptorPoolCreateInfo ci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+  ci.maxSets = sets;
+  ci.poolSizeCount = 1;
+  ci.pPoolSizes = &size;
+  VkDescriptorPool pool = VK_NULL_HANDLE;
+  vk_check(vk.vkCreateDescriptorPool(device, &ci, nullptr, &pool), "vkCreateDescriptorPool");
+  ++counters.descriptor_pools;
+  return pool;
+}
+
+VkDescriptorSet Device::allocate_descriptor_set(VkDescriptorPool pool, VkDescriptorSetLayout layout) {
+  VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+  ai.descriptorPool = pool;
+  ai.descriptorSetCount = 1;
+  ai.pSetLayouts = &layout;
+  VkDescriptorSet set = VK_NULL_HANDLE;
+  vk_check(vk.vkAllocateDescriptorSets(device, &ai, &set), "vkAllocateDescriptorSets");
+  return set;
+}
 
 RecorderState::~RecorderState() {
   if (!dev) return;
@@ -112,11 +131,22 @@ void barrier(Recorder& r) {
 
 Buffer& scratch(Recorder& r, std::uint64_t bytes, MemoryUse use) {
   auto& s = state_of(r);
-  s.resources.scratch.push_back(RuntimeAccess::buffer(s.dev, std::max<std::uint64_t>(bytes, 16), use));
+  bytes = std::max<std::uint64_t>(bytes, 16);
+  auto use_it = s.spare_uses.begin();
+  for (auto it = s.spare_scratch.begin(); it != s.spare_scratch.end(); ++it, ++use_it)
+    if (it->size() == bytes && *use_it == use) {
+      // Its last user's submission has finished; ops never assume fresh contents.
+      s.resources.scratch.splice(s.resources.scratch.end(), s.spare_scratch, it);
+      s.spare_uses.erase(use_it);
+      s.scratch_uses.push_back(use);
+      return s.resources.scratch.back();
+    }
+  s.resources.scratch.push_back(RuntimeAccess::buffer(s.dev, bytes, use));
+  s.scratch_uses.push_back(use);
   return s.resources.scratch.back();
 }
 
-void dispatch(Recorder& r, ShaderId shader, const std::vector<std::uint32_t>& spec,
+void dispatch(Recorder& r, DescriptorSource* sets, ShaderId shader, const std::vector<std::uint32_t>& spec,
               std::initializer_list<BufferSpan> bindings, const void* push, std::size_t push_bytes, std::uint32_t groups_x,
               std::uint32_t groups_y, std::uint32_t groups_z) {
   auto& s = state_of(r);
@@ -135,7 +165,7 @@ void dispatch(Recorder& r, ShaderId shader, const std::vector<std::uint32_t>& sp
     throw Error("internal: dispatch of " + std::to_string(groups_x) + "x" + std::to_string(groups_y) + "x" +
                 std::to_string(groups_z) + " workgroups exceeds maxComputeWorkGroupCount");
 
-  VkDescriptorSet set = allocate_set(s, p.set_layout);
+  VkDescriptorSet set = sets ? sets->take(p) : allocate_set(s, p.set_layout);
   VkDescriptorBufferInfo infos[kMaxBindings];
   VkWriteDescriptorSet writes[kMaxBindings];
   std::uint32_t i = 0;
@@ -168,6 +198,16 @@ void copy_regions(Recorder& r, const Buffer& src, const Buffer& dst, const std::
   auto& s = state_of(r);
   s.dev->vk.vkCmdCopyBuffer(s.cb, src.handle(), dst.handle(), static_cast<std::uint32_t>(regions.size()), regions.data());
   mark_command(s);
+}
+
+void update_words(Recorder& r, const Buffer& dst, std::uint64_t offset, const std::vector<std::uint32_t>& words) {
+  auto& s = state_of(r);
+  constexpr std::size_t kPiece = 65536 / 4;  // vkCmdUpdateBuffer's limit
+  for (std::size_t first = 0; first < words.size(); first += kPiece) {
+    const std::size_t n = std::min(kPiece, words.size() - first);
+    s.dev->vk.vkCmdUpdateBuffer(s.cb, dst.handle(), offset + first * 4, n * 4, words.data() + first);
+  }
+  if (!words.empty()) mark_command(s);
 }
 
 void fill_words(Recorder& r, const Buffer& dst, std::uint64_t offset, std::uint64_t bytes, std::uint32_t value) {
@@ -237,7 +277,7 @@ void Recorder::submit_and_wait() {
                                         VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
              "vkGetQueryPoolResults");
   }
-  detail::release_submitted(s);
+  detail::recycle_submitted(s);
   vk_check(d.vk.vkResetCommandBuffer(s.cb, 0), "vkResetCommandBuffer");
   d.free_retired(false);
   detail::begin_own(s);

@@ -77,7 +77,7 @@ void main() {
   const int kk = int(pc.shaw_k);
   const uint last_rel = 2u * pc.shaw_k;
   const float slope = mode == RELPOS_ATTN_ALIBI ? bias[h - pc.bias_shift] : 0.0;
-  const uint kv_word = (b * pc.kv_heads + h / pc.kv_group) * pc.keys * D4 - pc.kv_shift;
+  const uint kv_word = (b * pc.kv_heads + h / pc.kv_group) * pc.kv_stride * D4 - pc.kv_shift;
 
   // Per row r (query i_first + r * WG + lane; idle lanes shadow the last query): the scaled query,
   // the accumulator, the running max and sum. Shaw's two edge buckets take every far key, so

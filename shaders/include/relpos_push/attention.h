@@ -39,6 +39,7 @@ RELPOS_PUSH_BEGIN(AttentionPush) {
   uint out_shift;      // in 4-element words
   uint lse_shift;      // in floats
   uint bias_shift;     // in floats
+  uint kv_stride;      // keys between two (batch, kv head) slabs of k and v: keys, or a plan's max_keys (a KV cache)
 }
 RELPOS_PUSH_END(AttentionPush)
 

@@ -1,0 +1,72 @@
+#pragma once
+// What the fused attention op and its plan (ops/attention_plan.cpp) share: the device's tiles, the
+// key splits, how one step launches attention_fused, and the merge of split results.
+#include <cstdint>
+#include <vector>
+
+#include "relpos/attention.hpp"
+#include "relpos/context.hpp"
+#include "relpos_push/attention.h"
+#include "shader_id.hpp"
+
+namespace relpos::detail {
+
+class DescriptorSource;
+
+// Lanes per workgroup, query rows per lane and keys per softmax rescale, from the device.
+struct AttentionTiles {
+  std::uint32_t lanes, rows, key_block;
+  // Rows times key splits below which the keys are split: enough workgroups to fill the device
+  // (a CPU device runs a few threads, and each workgroup costs it a task).
+  std::uint32_t target_items;
+  bool share_loads;  // key blocks loaded one key per subgroup lane and shuffled (SHARE_LOADS)
+};
+AttentionTiles attention_tiles(const Context& ctx);
+
+// What the bias buffer of a mode holds, for the messages about its size.
+const char* attention_bias_layout(AttentionBias bias);
+
+// The per-distance biases whose rows [heads, Q + K - 1] the op computes from the caller's
+// parameters before the kernel reads them (RELPOS_ATTN_ROW): the per-distance bias kit's hook
+// into fused attention (T5, KERPLE).
+bool attention_computes_rows(AttentionBias bias);
+// Records those rows: into a fresh scratch buffer, or into `rows` (plans, with their `sets`).
+// KERPLE only takes `rows`; a plan records T5's through t5_distance_row_into (host thresholds).
+const Buffer& attention_distance_rows(Recorder& r, const AttentionParams& p, const Buffer& params, const Buffer* rows = nullptr,
+                                      DescriptorSource* sets = nullptr);
+
+// Key splits per row for this shape (p.key_splits when given).
+std::uint32_t attention_splits(const AttentionParams& p, const AttentionTiles& tiles);
+
+// How one recording of attention_fused covers the rows and splits.
+struct AttentionLaunch {
+  std::uint32_t splits, split_len;
+  bool lane_splits;  // one query: the lanes of a workgroup take consecutive splits of one row
+  std::uint32_t lanes, rows_per_lane, split_groups, groups_per_bh;
+  std::vector<std::uint32_t> spec;
+  ShaderId shader;
+};
+// fixed_lanes (plans): with one query the lanes always take splits and a workgroup is always
+// tiles.lanes wide, so the specialisation does not change with the key count; otherwise as many
+// lanes as splits (one when there is one split).
+AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles& tiles, std::uint32_t splits, bool fixed_lanes);
+
+// The push constants of a launch (shifts, bh_first and first_group 0). kv_stride: keys between two
+// (batch, kv head) slabs of k and v.
+push::AttentionPush attention_push(const AttentionParams& p, const AttentionLaunch& l, bool has_lengths, std::uint32_t kv_stride);
+
+// Merges `parts` partial results (words of D/4 floats, strides in words) into out and lse.
+struct AttentionMergeLayout {
+  const Buffer* in;
+  const Buffer* in_lse;
+  std::uint32_t parts, part_stride, row_stride, lse_part_stride, lse_row_stride;
+  DType in_dtype;
+};
+// With `sets` (plans) every buffer is bound whole (the caller checked that it fits a binding) and
+// the descriptor sets come from there; otherwise the rows go in chunks whose ranges fit.
+void record_attention_merge(Recorder& r, const AttentionMergeLayout& m, std::uint64_t rows, std::uint32_t head_dim, const Buffer& out,
+                            DType out_dtype, const Buffer& lse, DescriptorSource* sets = nullptr);
+// The merge's specialisation constants.
+std::vector<std::uint32_t> attention_merge_spec(std::uint32_t head_dim, DType in_dtype, DType out_dtype);
+
+}  // namespace relpos::detail

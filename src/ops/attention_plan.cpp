@@ -1,0 +1,262 @@
+// A fused attention plan: the kernel's specialisation is fixed from the envelope (one query: the
+// lanes always take key splits, so the workgroup width does not follow the split count), its
+// pipelines compiled and its scratch made at construction; a step writes its push constants, its
+// T5 thresholds (by vkCmdUpdateBuffer) and the descriptor sets of a free slot.
+#include "relpos/attention_plan.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <list>
+#include <string>
+
+#include "ops/attention_kernel.hpp"
+#include "ops/distance_bias.hpp"
+#include "ops/t5_row.hpp"
+#include "reference/checks.hpp"
+#include "relpos/buffer.hpp"
+#include "relpos/context.hpp"
+#include "relpos/recorder.hpp"
+#include "vk/access.hpp"
+#include "vk/dispatch.hpp"
+#include "vk/step_sets.hpp"
+
+namespace relpos {
+
+using detail::require;
+
+struct AttentionPlan::State {
+  Context* ctx = nullptr;
+  std::shared_ptr<detail::Device> dev;
+  AttentionParams env;
+  detail::AttentionTiles tiles{};
+  std::uint32_t max_splits = 1;
+  std::list<Buffer> buffers;  // the scratch below, in one list so that it can be retired at once
+  const Buffer* dummy = nullptr;
+  const Buffer* partial_out = nullptr;  // float32 [rows, splits, D] of the largest step
+  const Buffer* partial_lse = nullptr;
+  const Buffer* lse = nullptr;  // float32 [rows] when the caller passes none
+  const Buffer* rows = nullptr;  // the per-distance rows of T5 or KERPLE
+  const Buffer* t5_thresholds = nullptr;
+  // t5_bucket_thresholds of the envelope's buckets, when there are few: each step's window takes
+  // its thresholds from there (a search) instead of bisecting the bucket formula again.
+  bool t5_levels_cached = false;
+  std::vector<std::uint32_t> t5_levels;
+  std::unique_ptr<detail::StepSets> sets;
+
+  const Buffer& make(std::uint64_t bytes, const char* what) {
+    const auto& lim = ctx->limits();
+    require(bytes <= lim.max_storage_buffer_range, what, std::to_string(bytes) + " bytes",
+            "for the plan's largest step must fit one storage buffer binding (maxStorageBufferRange = " +
+                std::to_string(lim.max_storage_buffer_range) + " bytes); use attention(), which splits it");
+    return buffers.emplace_back(*ctx, std::max<std::uint64_t>(bytes, 16), MemoryUse::Device);
+  }
+
+  ~State() {
+    if (!sets) return;
+    if (sets->finished()) {
+      sets.reset();  // then the buffers, as members
+    } else {
+      sets->retire(std::move(buffers));
+    }
+  }
+};
+
+namespace {
+
+std::string str(std::uint64_t v) { return std::to_string(v); }
+
+// The buffer must exist, hold `want` bytes (or more, where `larger` allows) and fit one binding.
+// `what()` describes the layout. (Messages are built only on failure: a step's checks are part of
+// its recording time.)
+template <class What>
+void require_buffer(const DeviceLimits& lim, const Buffer* b, std::uint64_t want, bool larger, const char* name, What&& what) {
+  if (!b) require(false, name, "null", "is required (" + what() + ")");
+  if (larger ? b->size() < want : b->size() != want)
+    require(false, name, str(b->size()) + " bytes", (larger ? "must hold at least " : "must be ") + what() + " = " + str(want) + " bytes");
+  if (b->capacity() > lim.max_storage_buffer_range)
+    require(false, name, str(b->capacity()) + " bytes",
+            "must fit one storage buffer binding (maxStorageBufferRange = " + str(lim.max_storage_buffer_range) +
+                " bytes): the plan binds it whole");
+}
+
+// Buckets up to which a plan keeps every level threshold (a few KiB).
+constexpr std::uint32_t kCachedT5Buckets = 4096;
+
+// What t5_window_thresholds(p) gives, from all the level thresholds `levels`
+// (t5_bucket_thresholds): bucket(n) = max_exact + #{t in levels : t <= n} for n >= max_exact, so
+// the window's base is that count at its first distance and its thresholds are the levels' in
+// (first, last].
+T5WindowThresholds window_thresholds(const std::vector<std::uint32_t>& levels, const T5Params& p) {
+  T5WindowThresholds w;
+  const std::uint64_t me = p.max_exact();
+  const T5Params::Distances d = p.distances();
+  if (d.last < me) return w;
+  const std::uint64_t lo = std::max<std::uint64_t>(d.first, me);
+  const auto first = std::upper_bound(levels.begin(), levels.end(), lo, [](std::uint64_t n, std::uint32_t t) { return n < t; });
+  const auto last = std::upper_bound(first, levels.end(), d.last, [](std::uint64_t n, std::uint32_t t) { return n < t; });
+  w.base = static_cast<std::uint32_t>(first - levels.begin());
+  w.thresholds.assign(first, last);
+  return w;
+}
+
+}  // namespace
+
+AttentionPlan::AttentionPlan(Context& ctx, const AttentionParams& envelope) : state_(std::make_unique<State>()) {
+  State& s = *state_;
+  s.ctx = &ctx;
+  s.dev = detail::device_of(ctx);
+  s.env = envelope;
+  s.env.query_offset = 0;
+  AttentionParams& env = s.env;
+  env.validate();
+  const DeviceLimits& lim = ctx.limits();
+  s.tiles = detail::attention_tiles(ctx);
+  const std::uint64_t D = env.head_dim, BH = std::uint64_t{env.batch} * env.heads;
+
+  // The splits only grow with the keys and shrink with the queries: each query count's largest
+  // step has the most partial results.
+  std::uint64_t partial_rows = 0;
+  for (std::uint32_t q = 1; q <= env.queries; ++q) {
+    AttentionParams p = env;
+    p.queries = q;
+    const std::uint32_t S = detail::attention_splits(p, s.tiles);
+    require(S <= AttentionMergeParams::kMaxParts, "keys", str(env.keys),
+            "need " + str(S) + " key splits; at most " + str(AttentionMergeParams::kMaxParts) + " are merged");
+    require(p.rows() * S * (D / 4) <= 0xffffffffull, "key_splits", str(S),
+            "makes batch * heads * queries * splits * head_dim / 4 partial words exceed 2^32");
+    s.max_splits = std::max(s.max_splits, S);
+    if (S > 1) partial_rows = std::max(partial_rows, p.rows() * S);
+  }
+  if (env.bias == AttentionBias::Shaw) {
+    const std::uint64_t rel_bytes = (2ull * env.max_relative_position + 1) * D * 4;
+    require(rel_bytes <= lim.max_storage_buffer_range, "rel_keys", str(rel_bytes) + " bytes",
+            "must fit in maxStorageBufferRange = " + str(lim.max_storage_buffer_range));
+  }
+
+  s.dummy = &s.make(16, "dummy");
+  s.lse = &s.make(BH * env.queries * 4, "lse");
+  if (partial_rows) {
+    s.partial_out = &s.make(partial_rows * D * 4, "partial results");
+    s.partial_lse = &s.make(partial_rows * 4, "partial lse");
+  }
+  if (detail::attention_computes_rows(env.bias))
+    s.rows = &s.make((std::uint64_t{env.queries} + env.keys - 1) * env.heads * 4, "heads * (queries + keys - 1) per-distance rows");
+  if (env.bias == AttentionBias::T5) {
+    detail::require_t5_table_binding(lim, env.t5_row_params());
+    // t5_window_thresholds lists at most one threshold per bucket level.
+    s.t5_thresholds = &s.make(std::uint64_t{std::max<std::uint32_t>(env.t5.num_buckets, 1)} * 4, "T5 thresholds");
+    s.t5_levels_cached = env.t5.num_buckets <= kCachedT5Buckets;
+    if (s.t5_levels_cached) s.t5_levels = t5_bucket_thresholds(env.t5_row_params());
+  }
+
+  // Every pipeline a step can use: one query or more, one split or more.
+  for (std::uint32_t q : {1u, 2u}) {
+    if (q > env.queries) continue;
+    for (std::uint32_t S : {1u, 2u}) {
+      if (S > s.max_splits) continue;
+      AttentionParams p = env;
+      p.queries = q;
+      const detail::AttentionLaunch l = detail::attention_launch(p, s.tiles, S, true);
+      s.dev->pipeline(l.shader, l.spec);
+    }
+  }
+  if (s.max_splits > 1) s.dev->pipeline(detail::ShaderId::attention_merge, detail::attention_merge_spec(env.head_dim, DType::F32, env.dtype));
+  if (env.bias == AttentionBias::T5) s.dev->pipeline(detail::ShaderId::t5_distance_row, {detail::kRowGroup});
+  if (env.bias == AttentionBias::Kerple) s.dev->pipeline(detail::ShaderId::kerple_distance_row, {detail::kRowGroup});
+  s.sets = std::make_unique<detail::StepSets>(s.dev);
+}
+
+AttentionPlan::~AttentionPlan() = default;
+AttentionPlan::AttentionPlan(AttentionPlan&&) noexcept = default;
+AttentionPlan& AttentionPlan::operator=(AttentionPlan&&) noexcept = default;
+
+const AttentionParams& AttentionPlan::envelope() const { return state_->env; }
+
+AttentionParams AttentionPlan::step_params(const AttentionStep& step) const {
+  AttentionParams p = state_->env;
+  p.queries = step.queries;
+  p.keys = step.keys;
+  p.query_offset = step.query_offset;
+  return p;
+}
+
+void AttentionPlan::record(Recorder& r, const AttentionStep& step, const AttentionBuffers& b) {
+  State& s = *state_;
+  const AttentionParams& env = s.env;
+  if (&r.context() != s.ctx) require(false, "recorder", "of another Context", "must record on the Context the plan was built on");
+  if (step.queries < 1 || step.queries > env.queries)
+    require(false, "queries", str(step.queries),
+            "must be in [1, " + str(env.queries) + "] (the plan's envelope: queries = " + str(env.queries) + ")");
+  const std::uint32_t min_keys = std::max<std::uint32_t>(env.memory_prefix, 1);
+  if (step.keys < min_keys || step.keys > env.keys)
+    require(false, "keys", str(step.keys),
+            "must be in [" + str(min_keys) + ", " + str(env.keys) + "] (the plan's envelope: keys = " + str(env.keys) +
+                ", memory_prefix = " + str(env.memory_prefix) + ")");
+  const AttentionParams p = step_params(step);
+  // Within the envelope, only the query offset (relative positions within 32 bits) and an explicit
+  // key_splits (enough for the keys) can make the step invalid; validate() says which.
+  constexpr std::int64_t kMax = std::numeric_limits<std::int32_t>::max();
+  const std::int64_t rp_first = -(static_cast<std::int64_t>(p.queries) - 1) - p.query_offset;
+  const std::int64_t rp_last = static_cast<std::int64_t>(p.keys) - 1 - p.query_offset;
+  const bool offset_ok = p.query_offset > -kMax && p.query_offset < kMax && rp_first > -kMax && rp_last < kMax;
+  const bool splits_ok = p.key_splits == 0 || (p.key_splits <= p.keys && std::uint64_t{p.key_splits} * AttentionParams::kMaxKeysPerSplit >= p.keys);
+  if (!offset_ok || !splits_ok) p.validate();
+
+  const DeviceLimits& lim = s.ctx->limits();
+  const std::uint64_t es = dtype_size(p.dtype), D = p.head_dim, rows = p.rows();
+  auto dt = [&] { return std::string(dtype_name(p.dtype)); };
+  require_buffer(lim, b.q, rows * D * es, true, "q buffer", [&] { return dt() + " [batch, heads, queries, head_dim]"; });
+  const std::uint64_t cache = std::uint64_t{p.batch} * p.kv_heads * env.keys * D * es;
+  auto cache_layout = [&] { return dt() + " [batch, kv_heads, envelope keys = " + str(env.keys) + ", head_dim]"; };
+  require_buffer(lim, b.k, cache, true, "k buffer", cache_layout);
+  require_buffer(lim, b.v, cache, true, "v buffer", cache_layout);
+  require_buffer(lim, b.out, rows * D * es, true, "out buffer", [&] { return dt() + " [batch, heads, queries, head_dim]"; });
+  if (b.lse) require_buffer(lim, b.lse, rows * 4, true, "lse buffer", [] { return std::string("float32 [batch, heads, queries]"); });
+  if (p.bias == AttentionBias::Shaw) {
+    const std::uint64_t rel = (2ull * p.max_relative_position + 1) * D * 4;
+    auto rel_layout = [] { return std::string("float32 [2 * max_relative_position + 1, head_dim]"); };
+    require_buffer(lim, b.rel_keys, rel, false, "rel_keys buffer", rel_layout);
+    require_buffer(lim, b.rel_values, rel, false, "rel_values buffer", rel_layout);
+  } else if (p.bias != AttentionBias::None) {
+    require_buffer(lim, b.bias, p.bias_elements() * 4, !detail::attention_computes_rows(p.bias), "bias buffer",
+                   [&] { return std::string(detail::attention_bias_layout(p.bias)); });
+  }
+  if (b.key_lengths)
+    require_buffer(lim, b.key_lengths, std::uint64_t{p.batch} * 4, false, "key_lengths buffer", [] { return std::string("uint32 [batch]"); });
+
+  const std::uint32_t S = detail::attention_splits(p, s.tiles);
+  if (S > s.max_splits) throw Error("internal: attention plan step needs more splits than its envelope");
+  const detail::AttentionLaunch launch = detail::attention_launch(p, s.tiles, S, true);
+
+  const auto op = detail::begin_op(r);
+  detail::DescriptorSource& sets = s.sets->begin_step();
+  const Buffer* bias = b.bias ? b.bias : s.dummy;
+  if (p.bias == AttentionBias::T5) {
+    const T5Params t5 = p.t5_row_params();
+    const T5WindowThresholds window = s.t5_levels_cached ? window_thresholds(s.t5_levels, t5) : t5_window_thresholds(t5);
+    detail::t5_distance_row_into(r, t5, window, *b.bias, *s.t5_thresholds, *s.rows, &sets);
+    bias = s.rows;
+  } else if (detail::attention_computes_rows(p.bias)) {
+    bias = &detail::attention_distance_rows(r, p, *b.bias, s.rows, &sets);
+  }
+  const Buffer* out = S > 1 ? s.partial_out : b.out;
+  const Buffer* lse = S > 1 ? s.partial_lse : b.lse ? b.lse : s.lse;
+  const bool shaw = p.bias == AttentionBias::Shaw;
+  const Buffer* lengths = b.key_lengths ? b.key_lengths : s.dummy;
+  push::AttentionPush pc = detail::attention_push(p, launch, b.key_lengths != nullptr, env.keys);
+  detail::for_each_group_range(lim, std::uint64_t{p.batch} * p.heads * launch.groups_per_bh, [&](std::uint64_t first, std::uint32_t groups) {
+    pc.first_group = static_cast<std::uint32_t>(first);
+    detail::dispatch(r, &sets, launch.shader, launch.spec,
+                     {{b.q}, {b.k}, {b.v}, {out}, {lse}, {shaw ? b.rel_values : bias}, {shaw ? b.rel_keys : s.dummy}, {lengths}}, pc,
+                     groups);
+  });
+  if (S > 1) {
+    detail::barrier(r);
+    const std::uint32_t D4 = p.head_dim / 4;
+    detail::record_attention_merge(r, {s.partial_out, s.partial_lse, S, D4, S * D4, 1, S, DType::F32}, rows, p.head_dim, *b.out, p.dtype,
+                                   b.lse ? *b.lse : *s.lse, &sets);
+  }
+  s.sets->end_step(r);
+}
+
+}  // namespace relpos

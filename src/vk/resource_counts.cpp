@@ -1,0 +1,14 @@
+#include "relpos/resource_counts.hpp"
+
+#include "relpos/context.hpp"
+#include "vk/access.hpp"
+#include "vk/device.hpp"
+
+namespace relpos {
+
+ResourceCounts resource_counts(const Context& ctx) {
+  const auto& c = detail::device_of(ctx)->counters;
+  return {c.buffers.load(), c.memory_allocations.load(), c.descriptor_pools.load(), c.pipelines.load()};
+}
+
+}  // namespace relpos

@@ -1,0 +1,100 @@
+#include "vk/step_sets.hpp"
+
+#include "vk/access.hpp"
+
+#include <utility>
+
+namespace relpos::detail {
+namespace {
+
+// Enough for several slots of a few dispatches each (a fused attention step takes three).
+constexpr std::uint32_t kSetsPerPool = 32;
+constexpr std::uint32_t kBindingsPerSet = 8;
+
+}  // namespace
+
+StepSets::StepSets(std::shared_ptr<Device> dev) : dev_(std::move(dev)) {}
+
+StepSets::~StepSets() { release(); }
+
+void StepSets::release() {
+  if (!dev_) return;
+  auto& d = *dev_;
+  for (auto& s : slots_)
+    if (s.done) d.vk.vkDestroyEvent(d.device, s.done, nullptr);
+  for (auto pool : pools_) d.vk.vkDestroyDescriptorPool(d.device, pool, nullptr);
+  slots_.clear();
+  pools_.clear();
+  dev_.reset();
+}
+
+bool StepSets::finished() const {
+  auto& d = *dev_;
+  for (const auto& s : slots_)
+    if (s.pending && d.vk.vkGetEventStatus(d.device, s.done) != VK_EVENT_SET) return false;
+  return true;
+}
+
+void StepSets::retire(std::list<Buffer>&& buffers) {
+  RecordingResources r;
+  r.descriptor_pools = std::move(pools_);
+  r.scratch = std::move(buffers);
+  for (auto& s : slots_)
+    if (&s != last_) r.events.push_back(s.done);
+  if (last_) r.events.push_back(last_->done);  // last: once it is set, every step has executed
+  r.commands_after_last_event = last_ == nullptr;
+  slots_.clear();
+  pools_.clear();
+  dev_->retire(std::move(r));
+  dev_.reset();
+}
+
+DescriptorSource& StepSets::begin_step() {
+  auto& d = *dev_;
+  current_ = nullptr;
+  for (auto& s : slots_) {
+    if (s.pending) {
+      if (d.vk.vkGetEventStatus(d.device, s.done) != VK_EVENT_SET) continue;
+      vk_check(d.vk.vkResetEvent(d.device, s.done), "vkResetEvent");
+      s.pending = false;
+    }
+    current_ = &s;
+    break;
+  }
+  if (!current_) {
+    Slot& s = slots_.emplace_back();
+    s.owner = this;
+    VkEventCreateInfo ei{VK_STRUCTURE_TYPE_EVENT_CREATE_INFO};
+    vk_check(d.vk.vkCreateEvent(d.device, &ei, nullptr, &s.done), "vkCreateEvent");
+    current_ = &s;
+  }
+  current_->taken.clear();
+  return *current_;
+}
+
+void StepSets::end_step(Recorder& r) {
+  auto& s = state_of(r);
+  s.dev->vk.vkCmdSetEvent(s.cb, current_->done, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT);
+  current_->pending = true;
+  last_ = current_;
+  current_ = nullptr;
+}
+
+VkDescriptorSet StepSets::Slot::take(const Pipeline& p) {
+  auto& list = sets[p.set_layout];
+  std::size_t& n = taken[p.set_layout];
+  if (n == list.size()) list.push_back(owner->allocate(p.set_layout));
+  return list[n++];
+}
+
+VkDescriptorSet StepSets::allocate(VkDescriptorSetLayout layout) {
+  auto& d = *dev_;
+  if (sets_left_ == 0) {
+    pools_.push_back(d.create_descriptor_pool(kSetsPerPool, kBindingsPerSet));
+    sets_left_ = kSetsPerPool;
+  }
+  --sets_left_;
+  return d.allocate_descriptor_set(pools_.back(), layout);
+}
+
+}  // namespace relpos::detail

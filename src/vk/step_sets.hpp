@@ -1,0 +1,52 @@
+#pragma once
+// Descriptor sets of a plan, reused step after step: each step recorded takes a slot (the sets of
+// its dispatches) whose last step has executed, known by an event the step sets at its end; a
+// step recorded while every slot is pending gets a new one. Sets are written when taken, never
+// while a pending command buffer may use them.
+#include <list>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "vk/dispatch.hpp"
+
+namespace relpos::detail {
+
+class StepSets {
+ public:
+  explicit StepSets(std::shared_ptr<Device> dev);
+  ~StepSets();
+  StepSets(const StepSets&) = delete;
+  StepSets& operator=(const StepSets&) = delete;
+
+  // The sets of the step about to be recorded.
+  DescriptorSource& begin_step();
+  // Records, in r's command buffer, the event that says the step begun last has executed.
+  void end_step(Recorder& r);
+  // Whether every step recorded has executed (or none was).
+  bool finished() const;
+  // Hands the pools and events, with `buffers`, to the Device, which frees them once the event of
+  // the last step is set (for an owner destroyed while steps may be pending).
+  void retire(std::list<Buffer>&& buffers);
+
+ private:
+  struct Slot final : DescriptorSource {
+    StepSets* owner = nullptr;
+    VkEvent done = VK_NULL_HANDLE;
+    bool pending = false;
+    std::map<VkDescriptorSetLayout, std::vector<VkDescriptorSet>> sets;
+    std::map<VkDescriptorSetLayout, std::size_t> taken;  // this step's, per layout
+    VkDescriptorSet take(const Pipeline& p) override;
+  };
+  VkDescriptorSet allocate(VkDescriptorSetLayout layout);
+  void release();
+
+  std::shared_ptr<Device> dev_;
+  std::list<Slot> slots_;
+  Slot* current_ = nullptr;
+  Slot* last_ = nullptr;
+  std::vector<VkDescriptorPool> pools_;
+  std::uint32_t sets_left_ = 0;
+};
+
+}  // namespace relpos::detail

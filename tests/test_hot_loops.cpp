@@ -1,0 +1,325 @@
+// Hot loops: a Recorder reused across steps creates nothing after its first step, and a fused
+// attention plan records decode loops (keys growing, query offsets moving) bit for bit as
+// attention() does, with no buffer, memory, descriptor pool or pipeline made after its first step.
+#include <relpos/attention_plan.hpp>
+#include <relpos/relpos.hpp>
+#include <relpos/resource_counts.hpp>
+
+#include <random>
+
+#include "support/app_vulkan.hpp"
+#include "support/gpu_fixture.hpp"
+#include "support/test_data.hpp"
+
+using namespace relpos;
+using relpos::test::AppVulkan;
+using relpos::test::GpuTest;
+using relpos::test::gpu;
+using relpos::test::random_floats;
+
+namespace {
+
+class HotLoops : public GpuTest {};
+
+std::uint64_t allocations(Context& ctx) { return resource_counts(ctx).allocations(); }
+std::uint64_t pipelines(Context& ctx) { return resource_counts(ctx).pipelines; }
+
+std::string describe(const AttentionParams& p) {
+  static const char* modes[] = {"none", "t5", "distance", "alibi", "shaw", "dense", "kerple"};
+  return std::string(modes[static_cast<int>(p.bias)]) + " Q=" + std::to_string(p.queries) + " K=" + std::to_string(p.keys) +
+         " off=" + std::to_string(p.query_offset) + " " + std::string(dtype_name(p.dtype));
+}
+
+// Host data of a decode loop: a KV cache [B, Hkv, max_keys, D] and per-step inputs.
+struct Cache {
+  AttentionParams env;
+  std::vector<float> k, v;
+  // The first `keys` keys of each (batch, kv head): what attention() takes.
+  std::vector<float> prefix(const std::vector<float>& all, std::uint32_t keys) const {
+    const std::size_t D = env.head_dim, slabs = std::size_t{env.batch} * env.kv_heads;
+    std::vector<float> out;
+    for (std::size_t s = 0; s < slabs; ++s)
+      out.insert(out.end(), all.begin() + s * env.keys * D, all.begin() + (s * env.keys + keys) * D);
+    return out;
+  }
+};
+
+struct Result {
+  std::vector<float> out, lse;
+};
+
+// The step through attention() (fresh buffers of the step's exact shape).
+Result free_function(Context& ctx, const Cache& c, const AttentionParams& p, const std::vector<float>& q, const std::vector<float>& bias) {
+  Buffer qb = make_float_buffer(ctx, q, p.dtype);
+  Buffer kb = make_float_buffer(ctx, c.prefix(c.k, p.keys), p.dtype), vb = make_float_buffer(ctx, c.prefix(c.v, p.keys), p.dtype);
+  Buffer out(ctx, p.rows() * p.head_dim * dtype_size(p.dtype)), lse(ctx, p.rows() * 4), bb;
+  AttentionBuffers b{&qb, &kb, &vb, &out, &lse};
+  if (!bias.empty()) b.bias = &(bb = make_buffer(ctx, bias));
+  Recorder r(ctx);
+  attention(r, p, b);
+  r.submit_and_wait();
+  return {download_floats(out, p.rows() * p.head_dim, p.dtype), lse.download<float>(p.rows())};
+}
+
+std::vector<float> step_bias(std::mt19937& rng, const AttentionParams& p) {
+  if (p.bias == AttentionBias::None) return {};
+  if (p.bias == AttentionBias::Alibi) return random_floats(rng, p.heads, 0.0f, 1.0f);
+  if (p.bias == AttentionBias::Kerple) return random_floats(rng, 2 * p.heads, 0.05f, 1.0f);  // r1, r2
+  return random_floats(rng, p.bias_elements(), -3.0f, 3.0f);
+}
+
+struct Step {
+  std::uint32_t queries, keys;
+  std::int64_t offset;
+};
+
+// Runs the steps through one plan and through attention(): equal results; nothing created by the
+// plan's steps after the first.
+void expect_plan_equals_free_function(const AttentionParams& env, const std::vector<Step>& steps, std::uint32_t seed) {
+  Context& ctx = gpu();
+  std::mt19937 rng(seed);
+  Cache c{env, {}, {}};
+  const std::size_t cache_values = std::size_t{env.batch} * env.kv_heads * env.keys * env.head_dim;
+  c.k = rounded_to_storage(random_floats(rng, cache_values), env.dtype);
+  c.v = rounded_to_storage(random_floats(rng, cache_values), env.dtype);
+  Buffer kb = make_float_buffer(ctx, c.k, env.dtype), vb = make_float_buffer(ctx, c.v, env.dtype);
+  // A T5 table (the plan's bias input in T5 mode) stays for every step; the other biases change.
+  const std::vector<float> table = random_floats(rng, std::size_t{env.t5.num_buckets} * env.heads, -3.0f, 3.0f);
+  Buffer table_buffer = make_buffer(ctx, table);
+  const std::size_t max_rows = std::size_t{env.batch} * env.heads * env.queries;
+  Buffer out(ctx, max_rows * env.head_dim * dtype_size(env.dtype)), lse(ctx, max_rows * 4);
+
+  AttentionPlan plan(ctx, env);
+  Recorder r(ctx);
+  std::uint64_t created = 0, compiled = 0;
+  for (std::size_t n = 0; n < steps.size(); ++n) {
+    const AttentionStep step{steps[n].queries, steps[n].keys, steps[n].offset};
+    const AttentionParams p = plan.step_params(step);
+    SCOPED_TRACE(describe(p));
+    const std::vector<float> q = rounded_to_storage(random_floats(rng, p.rows() * p.head_dim), p.dtype);
+    const std::vector<float> bias = p.bias == AttentionBias::T5 ? table : step_bias(rng, p);
+
+    Buffer qb = make_float_buffer(ctx, q, p.dtype), bb;  // the step's inputs, made before counting
+    if (p.bias != AttentionBias::None && p.bias != AttentionBias::T5) bb = make_buffer(ctx, bias);
+    AttentionBuffers b{&qb, &kb, &vb, &out, &lse};
+    if (p.bias == AttentionBias::T5) b.bias = &table_buffer;
+    else if (bb) b.bias = &bb;
+    const std::uint64_t a0 = allocations(ctx), p0 = pipelines(ctx);
+    plan.record(r, step, b);
+    r.submit_and_wait();
+    if (n > 0) {
+      created += allocations(ctx) - a0;
+      compiled += pipelines(ctx) - p0;
+    }
+    const Result got{download_floats(out, p.rows() * p.head_dim, p.dtype), lse.download<float>(p.rows())};
+    // After the plan's step, so that attention() compiles nothing the plan would need.
+    const Result want = free_function(ctx, c, p, q, bias);
+    EXPECT_EQ(got.out, want.out);
+    EXPECT_EQ(got.lse, want.lse);
+  }
+  EXPECT_EQ(created, 0u);
+  EXPECT_EQ(compiled, 0u);
+}
+
+// Decoding: one query, the keys growing past several changes of the split count, the query at the
+// last key.
+std::vector<Step> decode_steps() {
+  std::vector<Step> s;
+  for (std::uint32_t k : {1u, 2u, 37u, 127u, 128u, 255u, 256u, 300u, 384u, 513u, 700u, 1000u, 1100u})
+    s.push_back({1, k, std::int64_t{k} - 1});
+  return s;
+}
+
+}  // namespace
+
+TEST_F(HotLoops, ReusedRecorderCreatesNothingAfterItsFirstStep) {
+  Context& ctx = gpu();
+  const AttentionParams p{.heads = 4, .queries = 1, .keys = 700, .head_dim = 16, .query_offset = 699, .causal = true,
+                          .bias = AttentionBias::T5};
+  std::mt19937 rng(3);
+  Buffer q = make_buffer(ctx, random_floats(rng, p.rows() * p.head_dim));
+  Buffer k = make_buffer(ctx, random_floats(rng, std::size_t{p.keys} * p.head_dim));
+  Buffer v = make_buffer(ctx, random_floats(rng, std::size_t{p.keys} * p.head_dim));
+  Buffer table = make_buffer(ctx, random_floats(rng, std::size_t{p.t5.num_buckets} * p.heads));
+  Buffer out(ctx, p.rows() * p.head_dim * 4);
+  Recorder r(ctx);
+  std::vector<float> first;
+  ResourceCounts after_first{};
+  for (int step = 0; step < 200; ++step) {
+    attention(r, p, {&q, &k, &v, &out, nullptr, &table});
+    r.submit_and_wait();
+    if (step == 0) {
+      after_first = resource_counts(ctx);
+      first = out.download<float>(p.rows() * p.head_dim);
+    }
+  }
+  const ResourceCounts now = resource_counts(ctx);
+  EXPECT_EQ(now.buffers, after_first.buffers);
+  EXPECT_EQ(now.memory_allocations, after_first.memory_allocations);
+  EXPECT_EQ(now.descriptor_pools, after_first.descriptor_pools);
+  EXPECT_EQ(now.pipelines, after_first.pipelines);
+  EXPECT_EQ(out.download<float>(p.rows() * p.head_dim), first);  // recycled scratch: the same result
+}
+
+// Ops whose shapes stay while their offsets move (RoPE on the new token, ALiBi added to its logits)
+// reuse what the recorder kept: nothing created after the first step, and the results equal a
+// fresh recorder's.
+TEST_F(HotLoops, ReusedRecorderWithMovingOffsets) {
+  Context& ctx = gpu();
+  RopeParams rp;
+  rp.heads = 4;
+  rp.head_dim = 32;
+  AlibiParams ap;
+  ap.heads = 4;
+  ap.keys = 64;
+  std::mt19937 rng(6);
+  const std::vector<float> xh = random_floats(rng, rp.elements());
+  Buffer x(ctx, rp.elements() * 4), logits(ctx, 4 * 64 * 4);
+  Recorder r(ctx);
+  ResourceCounts after_first{};
+  for (int step = 0; step < 50; ++step) {
+    rp.position_offset = step;
+    ap.query_offset = 13 + step;
+    x.upload(std::span<const float>(xh));
+    logits.upload(std::span<const float>(std::vector<float>(4 * 64, 0.0f)));
+    rope(r, rp, x);
+    alibi_bias_add(r, ap, logits);
+    r.submit_and_wait();
+    if (step == 0) after_first = resource_counts(ctx);
+    std::vector<float> want_x = xh, want_logits(4 * 64, 0.0f);
+    rope_reference(rp, want_x);
+    alibi_bias_add_reference(ap, want_logits);
+    const std::vector<float> got_x = x.download<float>(rp.elements()), got_logits = logits.download<float>(4 * 64);
+    if (step % 10 == 0) {  // spot checks: the first and later steps
+      EXPECT_LE(normalised_error(got_x, want_x), 1e-6) << step;
+      EXPECT_EQ(got_logits, want_logits) << step;
+    }
+  }
+  EXPECT_EQ(resource_counts(ctx).allocations(), after_first.allocations());
+  EXPECT_EQ(resource_counts(ctx).pipelines, after_first.pipelines);
+}
+
+TEST_F(HotLoops, DecodePlanEqualsAttentionForEveryBias) {
+  for (AttentionBias bias : {AttentionBias::None, AttentionBias::T5, AttentionBias::Distance, AttentionBias::Alibi, AttentionBias::Dense,
+                             AttentionBias::Kerple}) {
+    AttentionParams env{.batch = 2, .heads = 4, .kv_heads = 2, .queries = 1, .keys = 1100, .head_dim = 8, .causal = true, .bias = bias};
+    env.kerple_variant = KerpleVariant::Power;
+    env.t5.bidirectional = false;
+    env.t5.num_buckets = 32;
+    env.t5.max_distance = 128;
+    expect_plan_equals_free_function(env, decode_steps(), 11);
+  }
+}
+
+TEST_F(HotLoops, PlanWithSeveralQueriesAndMovingOffsets) {
+  for (DType dtype : {DType::F32, DType::F16})
+    for (AttentionBias bias : {AttentionBias::None, AttentionBias::T5, AttentionBias::Kerple}) {
+      AttentionParams env{.heads = 3, .queries = 6, .keys = 600, .head_dim = 20, .dtype = dtype, .scale = 1.0f, .memory_prefix = 5,
+                          .bias = bias};
+      env.t5.num_buckets = 16;
+      env.t5.max_distance = 64;
+      expect_plan_equals_free_function(
+          env, {{6, 6, 0}, {1, 7, 6}, {4, 11, 7}, {1, 300, -40}, {6, 600, 594}, {2, 130, 1000}, {1, 600, 599}, {3, 9, -5}}, 5);
+    }
+}
+
+TEST_F(HotLoops, PlanRecordsSeveralPendingStepsIntoOneCommandBuffer) {
+  Context& ctx = gpu();
+  AttentionParams env{.heads = 2, .queries = 1, .keys = 400, .head_dim = 8, .causal = true, .bias = AttentionBias::T5};
+  env.t5.bidirectional = false;
+  std::mt19937 rng(9);
+  const std::size_t cache = std::size_t{env.keys} * env.head_dim;
+  const std::vector<float> kh = random_floats(rng, cache), vh = random_floats(rng, cache);
+  const std::vector<float> table = random_floats(rng, std::size_t{env.t5.num_buckets} * env.heads);
+  Buffer k = make_buffer(ctx, kh), v = make_buffer(ctx, vh), t = make_buffer(ctx, table);
+  const std::vector<float> qh = random_floats(rng, env.heads * env.head_dim);
+  Buffer q = make_buffer(ctx, qh);
+  const std::uint32_t keys[] = {100, 260, 400};
+  std::vector<Buffer> outs;
+  for (int n = 0; n < 3; ++n) outs.emplace_back(ctx, env.heads * env.head_dim * 4);
+  AttentionPlan plan(ctx, env);
+  Recorder r(ctx);
+  for (int n = 0; n < 3; ++n) plan.record(r, {1, keys[n], keys[n] - 1}, {&q, &k, &v, &outs[n], nullptr, &t});
+  r.submit_and_wait();
+  for (int n = 0; n < 3; ++n) {
+    const AttentionParams p = plan.step_params({1, keys[n], keys[n] - 1});
+    SCOPED_TRACE(describe(p));
+    const Result want = free_function(ctx, Cache{env, kh, vh}, p, qh, table);
+    EXPECT_EQ(outs[n].download<float>(env.heads * env.head_dim), want.out);
+  }
+}
+
+TEST_F(HotLoops, PlanRefusesStepsOutsideItsEnvelope) {
+  Context& ctx = gpu();
+  AttentionParams env{.heads = 2, .queries = 4, .keys = 256, .head_dim = 8, .bias = AttentionBias::T5};
+  AttentionPlan plan(ctx, env);
+  Buffer q(ctx, 2 * 4 * 8 * 4), kv(ctx, 2 * 256 * 8 * 4), small_kv(ctx, 2 * 100 * 8 * 4), out(ctx, 2 * 4 * 8 * 4);
+  Buffer table(ctx, std::size_t{env.t5.num_buckets} * 2 * 4);
+  Recorder r(ctx);
+  auto message = [&](const AttentionStep& s, const Buffer& k) -> std::string {
+    try {
+      plan.record(r, s, {&q, &k, &k, &out, nullptr, &table});
+    } catch (const InvalidArgument& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const std::string keys = message({1, 257, 0}, kv);
+  EXPECT_NE(keys.find("keys"), std::string::npos) << keys;
+  EXPECT_NE(keys.find("257"), std::string::npos) << keys;
+  EXPECT_NE(keys.find("envelope: keys = 256"), std::string::npos) << keys;
+  const std::string queries = message({5, 100, 0}, kv);
+  EXPECT_NE(queries.find("queries"), std::string::npos) << queries;
+  EXPECT_NE(queries.find("envelope: queries = 4"), std::string::npos) << queries;
+  const std::string cache = message({1, 100, 0}, small_kv);
+  EXPECT_NE(cache.find("k buffer"), std::string::npos) << cache;
+  EXPECT_NE(cache.find("envelope keys = 256"), std::string::npos) << cache;
+  EXPECT_EQ(r.dispatch_count(), 0u);  // nothing recorded before the checks passed
+  EXPECT_THROW(AttentionPlan(ctx, AttentionParams{.queries = 1, .keys = 0, .head_dim = 8}), InvalidArgument);
+}
+
+// In an application's command buffers: a step whose command buffer has run frees its slot for the
+// next (no new object), and a plan destroyed before its last command buffer runs hands its sets
+// and scratch to the Context, which frees them once that step's event is set.
+TEST(HotLoopsAdopted, PlanSlotsFollowTheApplicationsCommandBuffers) {
+  AppVulkan app;
+  Context ctx(app.adopted());
+  AttentionParams env{.heads = 2, .queries = 1, .keys = 300, .head_dim = 8, .causal = true, .bias = AttentionBias::T5};
+  env.t5.bidirectional = false;
+  std::mt19937 rng(4);
+  const std::vector<float> kh = random_floats(rng, std::size_t{env.keys} * env.head_dim), vh = random_floats(rng, kh.size());
+  const std::vector<float> qh = random_floats(rng, env.heads * env.head_dim);
+  const std::vector<float> table = random_floats(rng, std::size_t{env.t5.num_buckets} * env.heads);
+  Buffer q = make_buffer(ctx, qh), k = make_buffer(ctx, kh), v = make_buffer(ctx, vh), t = make_buffer(ctx, table);
+  Buffer out1(ctx, env.heads * env.head_dim * 4), out2(ctx, env.heads * env.head_dim * 4);
+  auto plan = std::make_unique<AttentionPlan>(ctx, env);
+  const AttentionStep s1{1, 100, 99}, s2{1, 300, 299};
+
+  VkCommandBuffer cb1 = app.begin_command_buffer();
+  {
+    Recorder rec(ctx, cb1);
+    plan->record(rec, s1, {&q, &k, &v, &out1, nullptr, &t});
+    rec.release(VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+  }
+  app.submit_and_wait(cb1);
+  const std::uint64_t a0 = resource_counts(ctx).allocations(), p0 = resource_counts(ctx).pipelines;
+  VkCommandBuffer cb2 = app.begin_command_buffer();
+  {
+    Recorder rec(ctx, cb2);
+    plan->record(rec, s2, {&q, &k, &v, &out2, nullptr, &t});
+    rec.release(VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+  }
+  EXPECT_EQ(resource_counts(ctx).allocations(), a0);
+  EXPECT_EQ(resource_counts(ctx).pipelines, p0);
+  plan.reset();  // before cb2 runs
+  app.submit_and_wait(cb2);
+  Cache c{env, kh, vh};
+  for (const auto& [step, out] : {std::pair{s1, &out1}, std::pair{s2, &out2}}) {
+    AttentionParams p = env;
+    p.keys = step.keys;
+    p.query_offset = step.query_offset;
+    EXPECT_EQ(out->download<float>(env.heads * env.head_dim), free_function(ctx, c, p, qh, table).out);
+  }
+  ctx.wait_idle();  // frees what the plan left, its last command buffer having run
+  EXPECT_EQ(app.take_messages(), std::vector<std::string>{});
+}
