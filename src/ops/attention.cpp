@@ -45,49 +45,12 @@ std::uint32_t kernel_mode(AttentionBias bias) {
   return RELPOS_ATTN_NONE;
 }
 
-// The bytes [first, end) of a buffer, bound from an offset the device accepts; shift is that
-// offset in `unit`-byte words (what the shader subtracts from its global word index).
-struct Bound {
-  detail::BufferSpan span;
-  std::uint32_t shift = 0;
-  bool fits = true;
-};
-
-Bound bind(const DeviceLimits& lim, const Buffer& buf, std::uint64_t first, std::uint64_t end, std::uint32_t unit) {
-  const std::uint64_t align = std::max<std::uint64_t>(lim.min_storage_buffer_offset_alignment, 16);
-  const std::uint64_t off = first / align * align;
-  const std::uint64_t bytes = std::max<std::uint64_t>(end - off, 4);
-  return {{&buf, off, bytes}, static_cast<std::uint32_t>(off / unit), bytes <= lim.max_storage_buffer_range};
-}
+// What to do when one unit of a chunked dispatch needs a larger binding than the device has.
+constexpr const char* kSplitHint = "split the keys and merge the parts with attention_merge";
 
 void require_bytes(const Buffer* b, std::uint64_t want, const std::string& name, const std::string& what) {
   require(b != nullptr, name, "null", "is required (" + what + ")");
   require(b->size() == want, name, std::to_string(b->size()) + " bytes", "must be " + what + " = " + std::to_string(want) + " bytes");
-}
-
-// The largest end in (first, total] for which misfit(first, end) is empty (it names the binding
-// that does not fit, and only grows with end); throws when a single unit does not fit.
-std::uint64_t largest_chunk(const DeviceLimits& lim, std::uint64_t first, std::uint64_t total, const std::string& unit,
-                            const std::function<std::string(std::uint64_t, std::uint64_t)>& misfit) {
-  const std::string one = misfit(first, first + 1);
-  require(one.empty(), one + " buffer", unit,
-          "needs a binding larger than maxStorageBufferRange = " + std::to_string(lim.max_storage_buffer_range) +
-              " bytes; split the keys and merge the parts with attention_merge");
-  std::uint64_t good = first + 1, bad = total + 1, step = 1;
-  while (good < total) {
-    const std::uint64_t next = std::min(total, good + step);
-    if (!misfit(first, next).empty()) {
-      bad = next;
-      break;
-    }
-    good = next;
-    step *= 2;
-  }
-  while (bad - good > 1) {
-    const std::uint64_t mid = good + (bad - good) / 2;
-    if (misfit(first, mid).empty()) good = mid; else bad = mid;
-  }
-  return good;
 }
 
 void check_buffers(const AttentionParams& p, const AttentionBuffers& b) {
@@ -214,11 +177,11 @@ void record_attention_merge(Recorder& r, const AttentionMergeLayout& m, std::uin
   auto bounds = [&](std::uint64_t r0, std::uint64_t r1) {
     const std::uint64_t in_end = (r1 - 1) * m.row_stride + std::uint64_t{m.parts - 1} * m.part_stride + D4;
     const std::uint64_t lse_end = (r1 - 1) * m.lse_row_stride + std::uint64_t{m.parts - 1} * m.lse_part_stride + 1;
-    if (sets) return std::array<Bound, 4>{Bound{{m.in}}, Bound{{m.in_lse}}, Bound{{&out}}, Bound{{&lse}}};
-    return std::array<Bound, 4>{bind(lim, *m.in, r0 * m.row_stride * in_word, in_end * in_word, in_word),
-                                bind(lim, *m.in_lse, r0 * m.lse_row_stride * 4, lse_end * 4, 4),
-                                bind(lim, out, r0 * D4 * out_word, r1 * D4 * out_word, out_word),
-                                bind(lim, lse, r0 * 4, r1 * 4, 4)};
+    if (sets) return std::array<detail::Bound, 4>{detail::Bound{{m.in}}, detail::Bound{{m.in_lse}}, detail::Bound{{&out}}, detail::Bound{{&lse}}};
+    return std::array<detail::Bound, 4>{detail::bind_range(lim, *m.in, r0 * m.row_stride * in_word, in_end * in_word, in_word),
+                                detail::bind_range(lim, *m.in_lse, r0 * m.lse_row_stride * 4, lse_end * 4, 4),
+                                detail::bind_range(lim, out, r0 * D4 * out_word, r1 * D4 * out_word, out_word),
+                                detail::bind_range(lim, lse, r0 * 4, r1 * 4, 4)};
   };
   static const char* names[] = {"partial out", "partial lse", "out", "lse"};
   auto misfit = [&](std::uint64_t r0, std::uint64_t r1) -> std::string {
@@ -228,7 +191,7 @@ void record_attention_merge(Recorder& r, const AttentionMergeLayout& m, std::uin
     return "";
   };
   for (std::uint64_t r0 = 0; r0 < rows;) {
-    const std::uint64_t r1 = largest_chunk(lim, r0, rows, "one row of the merge", misfit);
+    const std::uint64_t r1 = detail::largest_fitting_chunk(lim, r0, rows, "one row of the merge", kSplitHint, misfit);
     const auto b = bounds(r0, r1);
     push::AttentionMergePush pc{};
     pc.end = static_cast<std::uint32_t>(r1 * D4);
@@ -294,12 +257,12 @@ void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& bu
   auto bounds = [&](std::uint64_t bh0, std::uint64_t bh1) {
     const auto [b0, b1] = bias_range(bh0, bh1);
     const Buffer& bias_buf = bias ? *bias : *dummy;
-    return std::array<Bound, 5>{
-        bind(lim, *bufs.q, bh0 * Q * D * es, bh1 * Q * D * es, word),
-        bind(lim, *bufs.k, kv_slab(bh0) * K * D * es, (kv_slab(bh1 - 1) + 1) * K * D * es, word),
-        bind(lim, *out, bh0 * Q * S * D * out_word / 4, bh1 * Q * S * D * out_word / 4, out_word),
-        bind(lim, *lse, bh0 * Q * S * 4, bh1 * Q * S * 4, 4),
-        bias ? bind(lim, bias_buf, b0 * 4, b1 * 4, 4) : Bound{{dummy, 0, 16}, 0, true}};
+    return std::array<detail::Bound, 5>{
+        detail::bind_range(lim, *bufs.q, bh0 * Q * D * es, bh1 * Q * D * es, word),
+        detail::bind_range(lim, *bufs.k, kv_slab(bh0) * K * D * es, (kv_slab(bh1 - 1) + 1) * K * D * es, word),
+        detail::bind_range(lim, *out, bh0 * Q * S * D * out_word / 4, bh1 * Q * S * D * out_word / 4, out_word),
+        detail::bind_range(lim, *lse, bh0 * Q * S * 4, bh1 * Q * S * 4, 4),
+        bias ? detail::bind_range(lim, bias_buf, b0 * 4, b1 * 4, 4) : detail::Bound{{dummy, 0, 16}, 0, true}};
   };
   static const char* names[] = {"q", "k and v", "out", "lse", "bias"};
   auto misfit = [&](std::uint64_t bh0, std::uint64_t bh1) -> std::string {
@@ -312,7 +275,7 @@ void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& bu
   // Chunks of (batch, head) slabs whose bindings fit, planned before anything is recorded.
   const std::uint64_t bh_total = std::uint64_t{p.batch} * p.heads;
   std::vector<std::uint64_t> cuts{0};
-  while (cuts.back() < bh_total) cuts.push_back(largest_chunk(lim, cuts.back(), bh_total, "one (batch, head) slab", misfit));
+  while (cuts.back() < bh_total) cuts.push_back(detail::largest_fitting_chunk(lim, cuts.back(), bh_total, "one (batch, head) slab", kSplitHint, misfit));
 
   const auto op = detail::begin_op(r);
   dummy = &detail::scratch(r, 16, MemoryUse::Device);

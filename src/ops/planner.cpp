@@ -17,4 +17,28 @@ std::vector<ElementChunk> element_chunks(const DeviceLimits& lim, std::uint64_t 
   return out;
 }
 
+std::uint64_t largest_fitting_chunk(const DeviceLimits& lim, std::uint64_t first, std::uint64_t total, const std::string& unit,
+                                    const std::string& hint, const std::function<std::string(std::uint64_t, std::uint64_t)>& misfit) {
+  const std::string one = misfit(first, first + 1);
+  require(one.empty(), one + " buffer", unit,
+          "needs a binding larger than maxStorageBufferRange = " + std::to_string(lim.max_storage_buffer_range) + " bytes; " + hint);
+  // Doubling steps, then bisection: O(log) calls of misfit.
+  std::uint64_t good = first + 1, bad = total + 1, step = 1;
+  while (good < total) {
+    const std::uint64_t next = std::min(total, good + step);
+    if (!misfit(first, next).empty()) {
+      bad = next;
+      break;
+    }
+    good = next;
+    step *= 2;
+  }
+  while (bad - good > 1) {
+    const std::uint64_t mid = good + (bad - good) / 2;
+    if (misfit(first, mid).empty()) good = mid;
+    else bad = mid;
+  }
+  return good;
+}
+
 }  // namespace relpos::detail

@@ -101,4 +101,29 @@ inline void require_binding(const DeviceLimits& lim, std::uint64_t values, const
               std::to_string(lim.max_storage_buffer_range / 4) + " values)");
 }
 
+// ---- bindings shifted to a bindable offset ----------------------------------------------------
+
+// The bytes [first, end) of a buffer, bound from an offset the device accepts (aligned to 16 bytes
+// at least, so vec4 words stay whole); shift is that offset in `unit`-byte words, what the shader
+// subtracts from its global word index. fits: the binding is within maxStorageBufferRange.
+struct Bound {
+  BufferSpan span;
+  std::uint32_t shift = 0;
+  bool fits = true;
+};
+
+inline Bound bind_range(const DeviceLimits& lim, const Buffer& buf, std::uint64_t first, std::uint64_t end, std::uint32_t unit) {
+  const std::uint64_t align = std::max<std::uint64_t>(lim.min_storage_buffer_offset_alignment, 16);
+  const std::uint64_t off = first / align * align;
+  const std::uint64_t bytes = std::max<std::uint64_t>(end - off, 4);
+  return {{&buf, off, bytes}, static_cast<std::uint32_t>(off / unit), bytes <= lim.max_storage_buffer_range};
+}
+
+// Chunks of units (rows, slabs) whose bindings all fit: the largest end in (first, total] for which
+// misfit(first, end) is empty (misfit names the binding that does not fit, and only grows with
+// end). Throws InvalidArgument, naming that binding and `unit` and ending with `hint`, when a single
+// unit does not fit.
+std::uint64_t largest_fitting_chunk(const DeviceLimits& lim, std::uint64_t first, std::uint64_t total, const std::string& unit,
+                                    const std::string& hint, const std::function<std::string(std::uint64_t, std::uint64_t)>& misfit);
+
 }  // namespace relpos::detail
