@@ -8,6 +8,7 @@
 #include <random>
 
 #include "support/app_vulkan.hpp"
+#include "support/expect.hpp"
 #include "support/gpu_fixture.hpp"
 #include "support/test_data.hpp"
 
@@ -322,4 +323,119 @@ TEST(HotLoopsAdopted, PlanSlotsFollowTheApplicationsCommandBuffers) {
   }
   ctx.wait_idle();  // frees what the plan left, its last command buffer having run
   EXPECT_EQ(app.take_messages(), std::vector<std::string>{});
+}
+
+namespace {
+
+// Runs the steps through a bias plan and through `free_op` (the free function for the step's
+// params) on the same inputs: equal bit for bit, and nothing created after the plan's first step.
+template <class FreeOp>
+void expect_bias_plan_equals_free_function(BiasPlan& plan, std::uint32_t heads, std::uint32_t batch, DType dtype, bool add,
+                                           const std::vector<BiasStep>& steps, FreeOp&& free_op) {
+  Context& ctx = gpu();
+  std::mt19937 rng(17);
+  const std::uint32_t max_q = 8, max_k = 700;
+  const std::size_t n = std::size_t{add ? batch : 1u} * heads * max_q * max_k;
+  const std::vector<float> logits = add ? random_floats(rng, n, -4.0f, 4.0f) : std::vector<float>(n, 0.0f);
+  Buffer by_plan = make_float_buffer(ctx, logits, dtype), by_free = make_float_buffer(ctx, logits, dtype);
+  const std::vector<std::uint8_t> initial = by_plan.download<std::uint8_t>(n * dtype_size(dtype));
+  Recorder r(ctx);
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const BiasStep& st = steps[i];
+    SCOPED_TRACE("step " + std::to_string(i) + " Q=" + std::to_string(st.queries) + " K=" + std::to_string(st.keys) +
+                 " off=" + std::to_string(st.query_offset));
+    by_plan.upload(initial.data(), initial.size());
+    by_free.upload(initial.data(), initial.size());
+    const ResourceCounts before = resource_counts(ctx);
+    plan.record(r, st, by_plan);
+    r.submit_and_wait();
+    if (i > 0) {  // the first step may fill the recorder's own pools
+      EXPECT_EQ(resource_counts(ctx).allocations(), before.allocations());
+      EXPECT_EQ(resource_counts(ctx).pipelines, before.pipelines);
+    }
+    Recorder fr(ctx);
+    free_op(fr, st, by_free);
+    fr.submit_and_wait();
+    const std::size_t used = std::size_t{add ? batch : 1u} * heads * st.queries * st.keys;
+    ASSERT_EQ(download_floats(by_plan, used, dtype), download_floats(by_free, used, dtype));
+  }
+}
+
+std::vector<BiasStep> bias_steps() {
+  std::vector<BiasStep> steps;
+  for (std::uint32_t k = 1; k <= 700; k += 97) steps.push_back({1, k, static_cast<std::int64_t>(k) - 1});  // decoding
+  steps.push_back({8, 700, 692});   // the envelope
+  steps.push_back({5, 64, -3});     // prefill-like, keys a multiple of the vector width
+  steps.push_back({3, 333, 100000});
+  return steps;
+}
+
+}  // namespace
+
+TEST_F(HotLoops, BiasPlansEqualTheFreeFunctions) {
+  Context& ctx = gpu();
+  std::mt19937 rng(21);
+  for (DType dtype : {DType::F32, DType::F16})
+    for (bool add : {false, true}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + (add ? " add" : " write"));
+      AlibiParams a;
+      a.heads = 3;
+      a.queries = 8;
+      a.keys = 700;
+      a.batch = 2;
+      a.causal = true;
+      BiasPlan alibi_plan(ctx, a, dtype, add);
+      expect_bias_plan_equals_free_function(alibi_plan, a.heads, a.batch, dtype, add, bias_steps(),
+                                            [&](Recorder& r, const BiasStep& st, const Buffer& out) {
+                                              AlibiParams p = a;
+                                              p.queries = st.queries, p.keys = st.keys, p.query_offset = st.query_offset;
+                                              add ? alibi_bias_add(r, p, out, dtype) : alibi_bias(r, p, out, dtype);
+                                            });
+      KerpleParams k;
+      k.heads = 3;
+      k.queries = 8;
+      k.keys = 700;
+      k.batch = 2;
+      k.variant = KerpleVariant::Log;
+      k.r1 = {0.5f, 1.0f, 2.0f};
+      k.r2 = {0.1f, 1.0f, 3.0f};
+      BiasPlan kerple_plan(ctx, k, dtype, add);
+      expect_bias_plan_equals_free_function(kerple_plan, k.heads, k.batch, dtype, add, bias_steps(),
+                                            [&](Recorder& r, const BiasStep& st, const Buffer& out) {
+                                              KerpleParams p = k;
+                                              p.queries = st.queries, p.keys = st.keys, p.query_offset = st.query_offset;
+                                              add ? kerple_bias_add(r, p, out, dtype) : kerple_bias(r, p, out, dtype);
+                                            });
+      T5Params t;
+      t.heads = 3;
+      t.queries = 8;
+      t.keys = 700;
+      t.batch = 2;
+      t.bidirectional = false;
+      Buffer table = make_buffer(ctx, random_floats(rng, std::size_t{t.num_buckets} * t.heads));
+      BiasPlan t5_plan(ctx, t, table, dtype, add);
+      expect_bias_plan_equals_free_function(t5_plan, t.heads, t.batch, dtype, add, bias_steps(),
+                                            [&](Recorder& r, const BiasStep& st, const Buffer& out) {
+                                              T5Params p = t;
+                                              p.queries = st.queries, p.keys = st.keys, p.query_offset = st.query_offset;
+                                              add ? t5_bias_add(r, p, table, out, dtype) : t5_bias(r, p, table, out, dtype);
+                                            });
+    }
+}
+
+TEST_F(HotLoops, BiasPlanRefusesStepsOutsideItsEnvelope) {
+  Context& ctx = gpu();
+  AlibiParams a;
+  a.heads = 2;
+  a.queries = 4;
+  a.keys = 100;
+  BiasPlan plan(ctx, a, DType::F32, false);
+  Buffer out(ctx, 2 * 4 * 100 * 4);
+  Recorder r(ctx);
+  relpos::test::expect_invalid([&] { plan.record(r, {5, 10, 0}, out); }, "queries");
+  relpos::test::expect_invalid([&] { plan.record(r, {1, 101, 0}, out); }, "keys");
+  relpos::test::expect_invalid([&] { plan.record(r, {1, 10, std::int64_t{1} << 31}, out); }, "query_offset");
+  Buffer small(ctx, 16);
+  relpos::test::expect_invalid([&] { plan.record(r, {4, 100, 0}, small); }, "output buffer");
+  EXPECT_EQ(r.dispatch_count(), 0u);
 }

@@ -7,6 +7,7 @@
 #include "reference/checks.hpp"
 #include "relpos_push/expand.h"
 #include "ops/planner.hpp"
+#include "vk/access.hpp"
 #include "vk/dispatch.hpp"
 
 namespace relpos::detail {
@@ -32,10 +33,11 @@ std::uint64_t shifted_rows_bytes(const ExpandShape& s, std::uint32_t copies, std
 
 // Those copies, made by expand_shift.comp: copy c of head h holds row[h][x + c] at x, rounded to
 // f16 once per distance where `half`. Ends with the barrier that makes them readable.
-Buffer& shifted_rows(Recorder& r, const ExpandShape& s, const Buffer& distance_rows, std::uint32_t copies,
-                     std::uint64_t shifted_len, bool half) {
+const Buffer& shifted_rows(Recorder& r, const ExpandShape& s, const Buffer& distance_rows, std::uint32_t copies,
+                           std::uint64_t shifted_len, bool half, const ExpandResources& res) {
   const std::uint64_t bytes = shifted_rows_bytes(s, copies, shifted_len, half);
-  Buffer& shifted = scratch(r, bytes, MemoryUse::Device);
+  if (res.shifted && res.shifted->size() < bytes) throw Error("internal: a plan's shifted rows buffer is too small");
+  const Buffer& shifted = res.shifted ? *res.shifted : scratch(r, bytes, MemoryUse::Device);
   push::ExpandPush sp{};
   sp.queries = s.queries;
   sp.keys = s.keys;
@@ -46,7 +48,7 @@ Buffer& shifted_rows(Recorder& r, const ExpandShape& s, const Buffer& distance_r
   sp.count = static_cast<std::uint32_t>(words);
   for_each_group_range(r.context().limits(), div_up(words, kGroup), [&](std::uint64_t first_group, std::uint32_t groups) {
     sp.first_row = static_cast<std::uint32_t>(first_group * kGroup);
-    dispatch(r, detail::ShaderId::expand_shift, {kGroup, half ? 1u : 0u, copies}, {{&distance_rows}, {&shifted}}, sp, groups);
+    dispatch(r, res.sets, ShaderId::expand_shift, {kGroup, half ? 1u : 0u, copies}, {{&distance_rows}, {&shifted}}, sp, groups);
   });
   barrier(r);
   return shifted;
@@ -82,7 +84,8 @@ bool expand_by_copies(const Context& ctx, const ExpandShape& s, const Buffer& ou
 
 // Output row r = (b, h, i) is the window at Q - 1 - i of head h's row: one copy region per row,
 // from the rows themselves (32-bit values) or from their f16 rounding.
-void copy_windows(Recorder& r, const ExpandShape& s, const Buffer& distance_rows, const Buffer& out, ExpandMode mode) {
+void copy_windows(Recorder& r, const ExpandShape& s, const Buffer& distance_rows, const Buffer& out, ExpandMode mode,
+                  const ExpandResources& res) {
   const std::uint64_t row_len = static_cast<std::uint64_t>(s.queries) + s.keys - 1;
   const Buffer* src = &distance_rows;
   std::uint64_t pitch = row_len;  // source elements from one head's row to the next
@@ -92,7 +95,7 @@ void copy_windows(Recorder& r, const ExpandShape& s, const Buffer& distance_rows
     // within one head.
     pitch = (row_len + 1) / 2 * 2;
     elem_bytes = 2;
-    src = &shifted_rows(r, s, distance_rows, 1, pitch, true);
+    src = &shifted_rows(r, s, distance_rows, 1, pitch, true, res);
   }
   std::vector<VkBufferCopy> regions;
   regions.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(s.rows, kRegionsPerCommand)));
@@ -109,6 +112,24 @@ void copy_windows(Recorder& r, const ExpandShape& s, const Buffer& distance_rows
 }
 
 }  // namespace
+
+std::uint64_t expand_scratch_bytes(const ExpandShape& s) {
+  // The whole-vector path's VEC copies: 16 bytes per distance (4 f32 or 8 f16 values), 32 for an
+  // f16 add (8 f32 values); the f16 copy path's one rounded copy takes less.
+  const std::uint64_t row_len = std::uint64_t{s.queries} + s.keys - 1;
+  return std::uint64_t{s.heads} * (row_len + 8) * 32;
+}
+
+void prepare_expand_pipelines(Context& ctx, ExpandMode mode) {
+  Device& d = *device_of(ctx);
+  const bool f16 = mode == ExpandMode::WriteF16 || mode == ExpandMode::AddF16;
+  const std::uint32_t vec = f16 ? 8 : 4;
+  d.pipeline(ShaderId::expand_distance, {kGroup, static_cast<std::uint32_t>(mode), kQuadsPerInvocation});
+  if (const std::uint32_t group_x = rows_group(ctx.limits(), vec))
+    d.pipeline(ShaderId::expand_distance_rows, {group_x, static_cast<std::uint32_t>(mode), kDiagonal, vec, kUnroll});
+  d.pipeline(ShaderId::expand_shift, {kGroup, mode == ExpandMode::WriteF16 ? 1u : 0u, vec});
+  if (mode == ExpandMode::WriteF16) d.pipeline(ShaderId::expand_shift, {kGroup, 1u, 1u});
+}
 
 ExpandMode expand_mode(DType dtype, bool add) {
   if (dtype == DType::F16) return add ? ExpandMode::AddF16 : ExpandMode::WriteF16;
@@ -130,7 +151,8 @@ void check_expand(const DeviceLimits& lim, const ExpandShape& s, const Buffer& o
   require_binding(lim, row_len * s.heads, "heads * (queries + keys - 1)", "the per-distance rows");
 }
 
-void expand_distance(Recorder& r, const ExpandShape& s, const Buffer& distance_rows, const Buffer& out, ExpandMode mode) {
+void expand_distance(Recorder& r, const ExpandShape& s, const Buffer& distance_rows, const Buffer& out, ExpandMode mode,
+                     const ExpandResources& res) {
   check_expand(r.context().limits(), s, out, mode);
   const std::uint32_t elem_bytes = expand_elem_bytes(mode);
   const std::uint64_t total = std::uint64_t{s.rows} * s.keys;
@@ -138,7 +160,7 @@ void expand_distance(Recorder& r, const ExpandShape& s, const Buffer& distance_r
   require(distance_rows.size() >= row_len * s.heads * 4, "per-distance rows buffer", std::to_string(distance_rows.size()) + " bytes",
           "must hold heads * (queries + keys - 1) 32-bit values");
   if (expand_by_copies(r.context(), s, out, mode)) {
-    copy_windows(r, s, distance_rows, out, mode);
+    copy_windows(r, s, distance_rows, out, mode, res);
     return;
   }
   const auto& lim = r.context().limits();
@@ -164,12 +186,12 @@ void expand_distance(Recorder& r, const ExpandShape& s, const Buffer& distance_r
   if (s.keys % vec == 0 && group_x > 0 && rows_per_chunk > 0 && groups_x <= lim.max_workgroup_count[0] &&
       shifted_rows_bytes(s, vec, shifted_len, half_copies) <= lim.max_storage_buffer_range) {
     pc.shifted_len = static_cast<std::uint32_t>(shifted_len);
-    const Buffer& shifted = shifted_rows(r, s, distance_rows, vec, shifted_len, half_copies);
+    const Buffer& shifted = shifted_rows(r, s, distance_rows, vec, shifted_len, half_copies, res);
     for (std::uint64_t first = 0; first < s.rows; first += rows_per_chunk) {
       const std::uint64_t rows = std::min(rows_per_chunk, s.rows - first);
       pc.first_row = static_cast<std::uint32_t>(first);
       pc.count = static_cast<std::uint32_t>(rows * s.keys);
-      dispatch(r, detail::ShaderId::expand_distance_rows, {group_x, static_cast<std::uint32_t>(mode), kDiagonal, vec, kUnroll},
+      dispatch(r, res.sets, ShaderId::expand_distance_rows, {group_x, static_cast<std::uint32_t>(mode), kDiagonal, vec, kUnroll},
                {{&shifted}, {&out, first * row_bytes, rows * row_bytes}}, pc, static_cast<std::uint32_t>(groups_x),
                div_up(rows, rows_per_tile));
     }
@@ -181,7 +203,7 @@ void expand_distance(Recorder& r, const ExpandShape& s, const Buffer& distance_r
     pc.first_row = static_cast<std::uint32_t>(c.first / s.keys);
     pc.first_col = static_cast<std::uint32_t>(c.first % s.keys);
     pc.count = static_cast<std::uint32_t>(c.count);
-    dispatch(r, detail::ShaderId::expand_distance, spec, {{&distance_rows}, {&out, c.first * elem_bytes, c.count * elem_bytes}}, pc,
+    dispatch(r, res.sets, ShaderId::expand_distance, spec, {{&distance_rows}, {&out, c.first * elem_bytes, c.count * elem_bytes}}, pc,
              div_up(c.count, per_group));
   }
 }

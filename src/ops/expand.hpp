@@ -21,12 +21,26 @@ struct ExpandShape {
   std::uint64_t rows = 0;   // output rows: batch * heads * queries
 };
 
+class DescriptorSource;
+
+// What a plan lends an expansion so that it allocates nothing: a buffer for the shifted copies of
+// the rows (at least expand_scratch_bytes() of the largest shape) and descriptor sets.
+struct ExpandResources {
+  const Buffer* shifted = nullptr;
+  DescriptorSource* sets = nullptr;
+};
+
 // The checks expand_distance() makes of the output: call them before recording anything else.
 void check_expand(const DeviceLimits& limits, const ExpandShape& shape, const Buffer& out, ExpandMode mode);
 
 // Write (mode Copy32 for f32 or i32 outputs, WriteF16) or add (AddF32, AddF16) the expansion of
 // `distance_rows` ([heads, Q + K - 1], 32-bit values) into `out`. Checks out's size.
-void expand_distance(Recorder& r, const ExpandShape& shape, const Buffer& distance_rows, const Buffer& out, ExpandMode mode);
+void expand_distance(Recorder& r, const ExpandShape& shape, const Buffer& distance_rows, const Buffer& out, ExpandMode mode,
+                     const ExpandResources& res = {});
+// Bytes of shifted copies an expansion of this shape (or a smaller one) may need.
+std::uint64_t expand_scratch_bytes(const ExpandShape& largest);
+// Creates every pipeline an expansion in `mode` may use on this context's device.
+void prepare_expand_pipelines(Context& ctx, ExpandMode mode);
 
 // The mode that writes (or adds into) a tensor of `dtype`.
 ExpandMode expand_mode(DType dtype, bool add);
