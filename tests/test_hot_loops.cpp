@@ -439,3 +439,55 @@ TEST_F(HotLoops, BiasPlanRefusesStepsOutsideItsEnvelope) {
   relpos::test::expect_invalid([&] { plan.record(r, {4, 100, 0}, small); }, "output buffer");
   EXPECT_EQ(r.dispatch_count(), 0u);
 }
+
+// RoPE through a plan: the same bits as rope()/rope_into() for every step (seq and offsets moving,
+// dynamic NTK's table changing with the positions), nothing created after the first step.
+TEST_F(HotLoops, RopePlanEqualsTheFreeFunctions) {
+  Context& ctx = gpu();
+  std::mt19937 rng(31);
+  for (bool in_place : {true, false})
+    for (bool with_positions : {false, true})
+      for (DType dtype : {DType::F32, DType::F16}) {
+        SCOPED_TRACE(std::string(in_place ? "in place" : "into") + (with_positions ? " positions" : " offset") + " " +
+                     std::string(dtype_name(dtype)));
+        RopeParams env;
+        env.batch = 2;
+        env.seq = 9;
+        env.heads = 3;
+        env.head_dim = 24;
+        env.rotary_dim = 16;
+        env.layout = RopeLayout::BHSD;
+        if (!with_positions) {  // dynamic NTK: the table depends on position_offset + seq
+          env.scaling.type = RopeScaling::DynamicNtk;
+          env.scaling.factor = 2.0;
+          env.scaling.original_max_position = 64;
+        }
+        RopePlan plan(ctx, env, dtype, in_place, with_positions);
+        Recorder r(ctx);
+        bool first = true;  // the first step may make the plan's descriptor pool
+        for (const RopeStep st : {RopeStep{1, 0}, RopeStep{1, 63}, RopeStep{9, 100}, RopeStep{4, 5}, RopeStep{1, 2000}}) {
+          RopeParams p = env;
+          p.seq = st.seq;
+          p.position_offset = st.position_offset;
+          const std::vector<float> x = random_floats(rng, p.elements(), -2.0f, 2.0f);
+          std::vector<std::int32_t> pos(std::size_t{p.batch} * p.seq);
+          for (auto& v : pos) v = std::uniform_int_distribution<std::int32_t>(-100000, 100000)(rng);
+          Buffer positions = make_buffer(ctx, pos);
+          Buffer a = make_float_buffer(ctx, x, dtype), b = make_float_buffer(ctx, x, dtype);
+          Buffer a_out(ctx, p.elements() * dtype_size(dtype)), b_out(ctx, p.elements() * dtype_size(dtype));
+          const ResourceCounts before = resource_counts(ctx);
+          plan.record(r, st, a, in_place ? nullptr : &a_out, with_positions ? &positions : nullptr);
+          r.submit_and_wait();
+          if (!first) EXPECT_EQ(resource_counts(ctx).allocations(), before.allocations());
+          EXPECT_EQ(resource_counts(ctx).pipelines, before.pipelines);  // compiled when the plan was built
+          first = false;
+          Recorder fr(ctx);
+          if (in_place) rope(fr, p, b, dtype, with_positions ? &positions : nullptr);
+          else rope_into(fr, p, b, b_out, dtype, with_positions ? &positions : nullptr);
+          fr.submit_and_wait();
+          EXPECT_EQ(download_floats(in_place ? a : a_out, p.elements(), dtype), download_floats(in_place ? b : b_out, p.elements(), dtype));
+        }
+        Buffer x(ctx, env.elements() * 4);
+        relpos::test::expect_invalid([&] { plan.record(r, {10, 0}, x, in_place ? nullptr : &x); }, "seq");
+      }
+}

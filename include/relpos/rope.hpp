@@ -4,6 +4,7 @@
 // GPT-J pairings, a partial rotary dimension, and HuggingFace's frequency scalings.
 // CPU reference and GPU operations share RopeParams.
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -12,6 +13,7 @@
 namespace relpos {
 
 class Buffer;
+class Context;
 class Recorder;
 
 enum class RopeLayout {
@@ -102,5 +104,34 @@ void rope(Recorder& r, const RopeParams& p, const Buffer& x, DType dtype = DType
 // Into `out` (the pass-through features are copied); out may be x itself.
 void rope_into(Recorder& r, const RopeParams& p, const Buffer& x, const Buffer& out, DType dtype = DType::F32,
                const Buffer* positions = nullptr);
+
+// ---- Hot loops ----------------------------------------------------------------------------
+
+// What changes from one step to the next.
+struct RopeStep {
+  std::uint32_t seq = 1;
+  std::int64_t position_offset = 0;  // without a position buffer: token s sits at position_offset + s
+};
+
+// RoPE for hot loops (decoding): built once for the largest step (`envelope.seq` is the most a
+// step takes; every other field holds for all steps, envelope.position_offset is ignored), dtype,
+// in place or not, positions from a buffer or not. It compiles the pipeline and holds the frequency
+// table's buffer and descriptor sets, so that recording a step creates nothing; the table of each
+// step (dynamic NTK's depends on the positions) travels in the command buffer. Recording gives
+// what rope()/rope_into() give for the envelope with the step's seq and position_offset, bit for
+// bit; the same rules as AttentionPlan's hold for command buffers, threads and its lifetime.
+class RopePlan {
+ public:
+  RopePlan(Context& ctx, const RopeParams& envelope, DType dtype = DType::F32, bool in_place = true, bool positions = false);
+  ~RopePlan();
+  RopePlan(RopePlan&&) noexcept;
+  RopePlan& operator=(RopePlan&&) noexcept;
+  // x (and out, unless in place) hold the step's elements; positions: int32 [batch, step seq].
+  void record(Recorder& r, const RopeStep& step, const Buffer& x, const Buffer* out = nullptr, const Buffer* positions = nullptr);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 }  // namespace relpos

@@ -8,11 +8,13 @@
 #include "reference/checks.hpp"
 #include "relpos/buffer.hpp"
 #include "relpos/context.hpp"
-#include "ops/rope_plan.hpp"
+#include "ops/rope_invocations.hpp"
+#include "ops/rope_record.hpp"
 #include "relpos/rope.hpp"
 #include "relpos_push/loop_bound.h"
 #include "relpos_push/rope.h"
 #include "ops/planner.hpp"
+#include "vk/access.hpp"
 #include "vk/dispatch.hpp"
 
 namespace relpos {
@@ -50,16 +52,21 @@ void check_buffers(const RopeParams& p, const Buffer& x, const Buffer* out, DTyp
   }
 }
 
-void record(Recorder& r, const RopeParams& p, const Buffer& x, const Buffer* out, DType dtype, const Buffer* positions) {
+}  // namespace
+
+namespace detail {
+
+void record_rope(Recorder& r, const RopeParams& p, const Buffer& x, const Buffer* out, DType dtype, const Buffer* positions,
+                 const RopePlanResources& plan) {
   const RopeFrequencies fr = rope_frequencies(p, positions != nullptr);
-  check_buffers(p, x, out, dtype, positions);
+  if (!plan.prepare_only) check_buffers(p, x, out, dtype, positions);
   const auto& lim = r.context().limits();
   const std::uint32_t e = dtype_size(dtype), d = p.rot_dim(), dim = p.head_dim;
   const bool in_place = out == nullptr || out == &x;
   const bool quad = d % 8 == 0 && dim % 4 == 0;
   const bool wide = dtype == DType::F16 && d % 16 == 0 && dim % 8 == 0;  // 16-byte words of eight halves
   require(dim <= detail::window_capacity(lim, e), "head_dim", std::to_string(dim), "one row must fit a storage buffer binding of the device");
-  require(!positions || positions->size() <= lim.max_storage_buffer_range, "batch * seq",
+  require(!positions || plan.prepare_only || positions->size() <= lim.max_storage_buffer_range, "batch * seq",
           std::to_string(std::uint64_t{p.batch} * p.seq), "positions must fit one storage buffer binding of the device");
 
   push::RopePush pc{};
@@ -106,13 +113,28 @@ void record(Recorder& r, const RopeParams& p, const Buffer& x, const Buffer* out
   if (np_for(nl) == 0) nl = (span_max - dim) / g.l_stride + 1;
   const std::uint64_t np = std::min({g.p_count, np_for(nl), std::uint64_t{lim.max_workgroup_count[1]} * wg_y});
 
-  Buffer& freq = detail::scratch(r, fr.inv_freq.size() * 4, MemoryUse::Host);
-  std::memcpy(freq.host_pointer(), fr.inv_freq.data(), fr.inv_freq.size() * 4);  // fresh: no GPU work uses it yet
+  // A plan's frequencies travel in the command buffer (a pending step keeps its own); otherwise a
+  // host buffer no submitted work uses yet.
+  const Buffer* freq = plan.frequencies;
+  if (freq) {
+    std::vector<std::uint32_t> words(fr.inv_freq.size());
+    std::memcpy(words.data(), fr.inv_freq.data(), words.size() * 4);
+    detail::update_words(r, *freq, 0, words);
+  } else {
+    Buffer& host = detail::scratch(r, fr.inv_freq.size() * 4, MemoryUse::Host);
+    std::memcpy(host.host_pointer(), fr.inv_freq.data(), fr.inv_freq.size() * 4);
+    freq = &host;
+  }
   const std::vector<std::uint32_t> spec = {wg_x, wg_y, dtype == DType::F16 ? 1u : 0u, p.style == RopeStyle::GptJ ? 1u : 0u,
                                            quad ? 1u : 0u, in_place ? 1u : 0u, wide ? 1u : 0u,
                                            pc.l_div != 0 ? 1u : 0u, pc.tail_units != 0 ? 1u : 0u};
   const Buffer& dst = in_place ? x : *out;
+  if (plan.prepare_only) {
+    detail::device_of(r.context())->pipeline(ShaderId::rope, spec);
+    return;
+  }
   const auto op = detail::begin_op(r);
+  if (plan.frequencies) detail::barrier(r);  // the update before the shader's reads
   for (std::uint64_t p0 = 0; p0 < g.p_count; p0 += np)
     for (std::uint64_t l0 = 0; l0 < g.l_count; l0 += nl) {
       const std::uint64_t pn = std::min(np, g.p_count - p0), ln = std::min(nl, g.l_count - l0);
@@ -124,19 +146,19 @@ void record(Recorder& r, const RopeParams& p, const Buffer& x, const Buffer* out
       pc.l_first = static_cast<std::uint32_t>(l0);
       pc.l_count = static_cast<std::uint32_t>(ln);
       pc.base = static_cast<std::uint32_t>((first - bound) / e);
-      detail::dispatch(r, detail::ShaderId::rope, spec, {{&freq}, {&x, bound, bytes}, {&dst, bound, bytes}, {positions ? positions : &freq}}, pc,
+      detail::dispatch(r, plan.sets, ShaderId::rope, spec, {{freq}, {&x, bound, bytes}, {&dst, bound, bytes}, {positions ? positions : freq}}, pc,
                        detail::div_up(units, wg_x), detail::div_up(pn, wg_y), detail::div_up(ln, l_per));
     }
 }
 
-}  // namespace
+}  // namespace detail
 
 void rope(Recorder& r, const RopeParams& p, const Buffer& x, DType dtype, const Buffer* positions) {
-  record(r, p, x, nullptr, dtype, positions);
+  detail::record_rope(r, p, x, nullptr, dtype, positions, {});
 }
 
 void rope_into(Recorder& r, const RopeParams& p, const Buffer& x, const Buffer& out, DType dtype, const Buffer* positions) {
-  record(r, p, x, &out, dtype, positions);
+  detail::record_rope(r, p, x, &out, dtype, positions, {});
 }
 
 }  // namespace relpos

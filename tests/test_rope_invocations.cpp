@@ -1,14 +1,14 @@
-// How RoPE's invocations share rows (src/ops/rope_plan.hpp), checked for shapes far too large to
+// How RoPE's invocations share rows (src/ops/rope_invocations.hpp), checked for shapes far too large to
 // run: no invocation's loops go past RELPOS_MAX_LOOP_ITERATIONS.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 
-#include "ops/rope_plan.hpp"
+#include "ops/rope_invocations.hpp"
 
 using namespace relpos::detail;
 
-TEST(RopePlan, InvocationsStayUnderTheLoopBound) {
+TEST(RopeInvocations, InvocationsStayUnderTheLoopBound) {
   for (std::uint64_t units : {1u, 4u, 16u, 64u})
     for (std::uint64_t p_count : {1ull, 7ull, 8192ull, 100000ull, 1ull << 32})
       for (std::uint64_t l_count : {1ull, 5ull, 32768ull, 40000ull, 1ull << 20, 0xffffffffull})
@@ -22,7 +22,7 @@ TEST(RopePlan, InvocationsStayUnderTheLoopBound) {
         }
 }
 
-TEST(RopePlan, RowIterationsCountEveryLoop) {
+TEST(RopeInvocations, RowIterationsCountEveryLoop) {
   EXPECT_EQ(rope_row_iterations(true, false, 64, 128), 1u);  // four-pair units: the loop over rows only
   EXPECT_EQ(rope_row_iterations(false, true, 6, 10), 1u + 3u);
   EXPECT_EQ(rope_row_iterations(false, false, 6, 10), 1u + 3u + 4u);

@@ -1,0 +1,75 @@
+// RopePlan (relpos/rope.hpp): rope()'s recording with the plan's frequency buffer (updated in the
+// command buffer each step) and descriptor sets.
+#include <list>
+#include <string>
+
+#include "ops/rope_record.hpp"
+#include "reference/checks.hpp"
+#include "relpos/context.hpp"
+#include "relpos/rope.hpp"
+#include "vk/access.hpp"
+#include "vk/step_sets.hpp"
+
+namespace relpos {
+
+using detail::require;
+
+struct RopePlan::State {
+  Context* ctx = nullptr;
+  RopeParams env;
+  DType dtype = DType::F32;
+  bool in_place = true;
+  bool positions = false;
+  std::list<Buffer> buffers;  // the frequency table, in a list so that it can be retired
+  std::unique_ptr<detail::StepSets> sets;
+
+  ~State() {
+    if (!sets) return;
+    if (sets->finished()) sets.reset();
+    else sets->retire(std::move(buffers));
+  }
+};
+
+RopePlan::RopePlan(Context& ctx, const RopeParams& envelope, DType dtype, bool in_place, bool positions)
+    : state_(std::make_unique<State>()) {
+  State& s = *state_;
+  s.ctx = &ctx;
+  s.env = envelope;
+  s.env.position_offset = 0;
+  s.env.validate();
+  s.dtype = dtype;
+  s.in_place = in_place;
+  s.positions = positions;
+  // One float per rotated pair: rope_frequencies' table.
+  s.buffers.emplace_back(ctx, std::max<std::uint64_t>(std::uint64_t{s.env.rot_dim() / 2} * 4, 16), MemoryUse::Device);
+  s.sets = std::make_unique<detail::StepSets>(detail::device_of(ctx));
+  // The pipeline does not depend on the step (seq or offset): create it now.
+  const Buffer x, out, pos;  // stand-ins: only whether they are given (and distinct) matters here
+  Recorder r(ctx);
+  detail::record_rope(r, s.env, x, in_place ? nullptr : &out, dtype, positions ? &pos : nullptr, {nullptr, nullptr, true});
+}
+
+RopePlan::~RopePlan() = default;
+RopePlan::RopePlan(RopePlan&&) noexcept = default;
+RopePlan& RopePlan::operator=(RopePlan&&) noexcept = default;
+
+void RopePlan::record(Recorder& r, const RopeStep& step, const Buffer& x, const Buffer* out, const Buffer* positions) {
+  State& s = *state_;
+  if (&r.context() != s.ctx) require(false, "recorder", "of another Context", "must record on the Context the plan was built on");
+  if (step.seq < 1 || step.seq > s.env.seq)
+    require(false, "seq", std::to_string(step.seq),
+            "must be in [1, " + std::to_string(s.env.seq) + "] (the plan's envelope: seq = " + std::to_string(s.env.seq) + ")");
+  require((out == nullptr || out == &x) == s.in_place, "out", out ? "a buffer" : "null",
+          s.in_place ? "must be null or x: the plan rotates in place" : "is required: the plan writes into out");
+  require((positions != nullptr) == s.positions, "positions", positions ? "a buffer" : "null",
+          s.positions ? "is required: the plan reads positions from a buffer" : "must be null: the plan uses position_offset");
+  RopeParams p = s.env;
+  p.seq = step.seq;
+  p.position_offset = step.position_offset;
+  p.validate();
+  detail::DescriptorSource& sets = s.sets->begin_step();
+  detail::record_rope(r, p, x, out, s.dtype, positions, {&s.buffers.front(), &sets, false});
+  s.sets->end_step(r);
+}
+
+}  // namespace relpos
