@@ -7,14 +7,11 @@
 namespace relpos {
 namespace {
 
-detail::DistanceWindow window_of(const AlibiParams& p) {
-  return {p.heads, p.queries, p.keys, p.query_offset, p.batch, p.causal};
-}
 
 detail::RowsRecorder alibi_rows(const AlibiParams& p) {
   return [&p](Recorder& r) -> const Buffer& {
     const std::vector<float> slopes = alibi_slopes(p);
-    return detail::record_distance_rows(r, window_of(p), detail::ShaderId::alibi_distance_row, push::AlibiRowPush{}, {&detail::upload_floats(r, slopes)});
+    return detail::record_distance_rows(r, detail::distance_window(p), detail::ShaderId::alibi_distance_row, push::AlibiRowPush{}, {&detail::upload_floats(r, slopes)});
   };
 }
 
@@ -22,12 +19,12 @@ detail::RowsRecorder alibi_rows(const AlibiParams& p) {
 
 void alibi_bias(Recorder& r, const AlibiParams& p, const Buffer& out, DType out_dtype) {
   p.validate();
-  detail::distance_bias(r, window_of(p), out, out_dtype, alibi_rows(p));
+  detail::distance_bias(r, detail::distance_window(p), out, out_dtype, alibi_rows(p));
 }
 
 void alibi_bias_add(Recorder& r, const AlibiParams& p, const Buffer& logits, DType logits_dtype) {
   p.validate();
-  detail::distance_bias_add(r, window_of(p), logits, logits_dtype, alibi_rows(p));
+  detail::distance_bias_add(r, detail::distance_window(p), logits, logits_dtype, alibi_rows(p));
 }
 
 }  // namespace relpos

@@ -11,6 +11,7 @@
 
 #include "ops/attention_kernel.hpp"
 #include "ops/distance_bias.hpp"
+#include "ops/plan_storage.hpp"
 #include "ops/t5_row.hpp"
 #include "reference/checks.hpp"
 #include "relpos/buffer.hpp"
@@ -18,7 +19,6 @@
 #include "relpos/recorder.hpp"
 #include "vk/access.hpp"
 #include "vk/dispatch.hpp"
-#include "vk/step_sets.hpp"
 
 namespace relpos {
 
@@ -30,7 +30,6 @@ struct AttentionPlan::State {
   AttentionParams env;
   detail::AttentionTiles tiles{};
   std::uint32_t max_splits = 1;
-  std::list<Buffer> buffers;  // the scratch below, in one list so that it can be retired at once
   const Buffer* dummy = nullptr;
   const Buffer* partial_out = nullptr;  // float32 [rows, splits, D] of the largest step
   const Buffer* partial_lse = nullptr;
@@ -41,23 +40,10 @@ struct AttentionPlan::State {
   // its thresholds from there (a search) instead of bisecting the bucket formula again.
   bool t5_levels_cached = false;
   std::vector<std::uint32_t> t5_levels;
-  std::unique_ptr<detail::StepSets> sets;
+  std::unique_ptr<detail::PlanStorage> storage;  // the scratch above and the descriptor sets
 
   const Buffer& make(std::uint64_t bytes, const char* what) {
-    const auto& lim = ctx->limits();
-    require(bytes <= lim.max_storage_buffer_range, what, std::to_string(bytes) + " bytes",
-            "for the plan's largest step must fit one storage buffer binding (maxStorageBufferRange = " +
-                std::to_string(lim.max_storage_buffer_range) + " bytes); use attention(), which splits it");
-    return buffers.emplace_back(*ctx, std::max<std::uint64_t>(bytes, 16), MemoryUse::Device);
-  }
-
-  ~State() {
-    if (!sets) return;
-    if (sets->finished()) {
-      sets.reset();  // then the buffers, as members
-    } else {
-      sets->retire(std::move(buffers));
-    }
+    return storage->make(bytes, what, "use attention(), which splits it");
   }
 };
 
@@ -105,6 +91,7 @@ AttentionPlan::AttentionPlan(Context& ctx, const AttentionParams& envelope) : st
   State& s = *state_;
   s.ctx = &ctx;
   s.dev = detail::device_of(ctx);
+  s.storage = std::make_unique<detail::PlanStorage>(ctx);
   s.env = envelope;
   s.env.query_offset = 0;
   AttentionParams& env = s.env;
@@ -163,7 +150,6 @@ AttentionPlan::AttentionPlan(Context& ctx, const AttentionParams& envelope) : st
   if (s.max_splits > 1) s.dev->pipeline(detail::ShaderId::attention_merge, detail::attention_merge_spec(env.head_dim, DType::F32, env.dtype));
   if (env.bias == AttentionBias::T5) s.dev->pipeline(detail::ShaderId::t5_distance_row, {detail::kRowGroup});
   if (env.bias == AttentionBias::Kerple) s.dev->pipeline(detail::ShaderId::kerple_distance_row, {detail::kRowGroup});
-  s.sets = std::make_unique<detail::StepSets>(s.dev);
 }
 
 AttentionPlan::~AttentionPlan() = default;
@@ -229,7 +215,7 @@ void AttentionPlan::record(Recorder& r, const AttentionStep& step, const Attenti
   const detail::AttentionLaunch launch = detail::attention_launch(p, s.tiles, S, true);
 
   const auto op = detail::begin_op(r);
-  detail::DescriptorSource& sets = s.sets->begin_step();
+  detail::DescriptorSource& sets = s.storage->sets().begin_step();
   const Buffer* bias = b.bias ? b.bias : s.dummy;
   if (p.bias == AttentionBias::T5) {
     const T5Params t5 = p.t5_row_params();
@@ -256,7 +242,7 @@ void AttentionPlan::record(Recorder& r, const AttentionStep& step, const Attenti
     detail::record_attention_merge(r, {s.partial_out, s.partial_lse, S, D4, S * D4, 1, S, DType::F32}, rows, p.head_dim, *b.out, p.dtype,
                                    b.lse ? *b.lse : *s.lse, &sets);
   }
-  s.sets->end_step(r);
+  s.storage->sets().end_step(r);
 }
 
 }  // namespace relpos

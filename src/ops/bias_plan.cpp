@@ -8,11 +8,11 @@
 
 #include "ops/distance_bias.hpp"
 #include "ops/kerple_row.hpp"
+#include "ops/plan_storage.hpp"
 #include "ops/t5_row.hpp"
 #include "relpos/context.hpp"
 #include "relpos_push/alibi.h"
 #include "vk/access.hpp"
-#include "vk/step_sets.hpp"
 
 namespace relpos {
 
@@ -22,44 +22,23 @@ struct BiasPlan::State {
   Context* ctx = nullptr;
   detail::DistanceWindow env;
   detail::ExpandMode mode{};
-  std::list<Buffer> buffers;  // the plan's own, in one list so that they can be retired at once
   const Buffer* rows = nullptr;
   const Buffer* shifted = nullptr;
   const Buffer* params = nullptr;      // slopes, KERPLE's [r1; r2], or T5's thresholds
   // The family's rows of a step's window into `rows`, descriptor sets from `sets`.
   std::function<void(Recorder&, const detail::DistanceWindow&, detail::DescriptorSource&)> record_rows;
-  std::unique_ptr<detail::StepSets> sets;
+  detail::PlanStorage storage;
 
-  State(Context& c, const detail::DistanceWindow& envelope, DType dtype, bool add) : ctx(&c), env(envelope) {
+  State(Context& c, const detail::DistanceWindow& envelope, DType dtype, bool add) : ctx(&c), env(envelope), storage(c) {
     env.validate();
     mode = detail::expand_mode(dtype, add);
     if (!add) require(dtype != DType::I32, "dtype", "i32", "must be f32 or f16");
-    rows = &make(env.row_len() * env.heads * 4, "heads * (queries + keys - 1) per-distance rows");
+    rows = &storage.make(env.row_len() * env.heads * 4, "heads * (queries + keys - 1) per-distance rows");
     const detail::ExpandShape largest{env.queries, env.keys, env.heads, 0};
-    shifted = &make(std::min(detail::expand_scratch_bytes(largest), c.limits().max_storage_buffer_range), "shifted rows");
+    shifted = &storage.make(std::min(detail::expand_scratch_bytes(largest), c.limits().max_storage_buffer_range), "shifted rows");
     detail::prepare_expand_pipelines(c, mode);
-    sets = std::make_unique<detail::StepSets>(detail::device_of(c));
   }
 
-  const Buffer& make(std::uint64_t bytes, const char* what) {
-    const auto& lim = ctx->limits();
-    require(bytes <= lim.max_storage_buffer_range, what, std::to_string(bytes) + " bytes",
-            "for the plan's largest step must fit one storage buffer binding (maxStorageBufferRange = " +
-                std::to_string(lim.max_storage_buffer_range) + " bytes)");
-    return buffers.emplace_back(*ctx, std::max<std::uint64_t>(bytes, 16), MemoryUse::Device);
-  }
-
-  const Buffer& upload(const std::vector<float>& values) {
-    Buffer& b = buffers.emplace_back(*ctx, std::max<std::uint64_t>(values.size() * 4, 16), MemoryUse::Device);
-    b.upload(values.data(), values.size() * 4);
-    return b;
-  }
-
-  ~State() {
-    if (!sets) return;
-    if (sets->finished()) sets.reset();  // then the buffers, as members
-    else sets->retire(std::move(buffers));
-  }
 };
 
 BiasPlan::BiasPlan(Context& ctx, const T5Params& envelope, const Buffer& table, DType dtype, bool add) {
@@ -71,7 +50,7 @@ BiasPlan::BiasPlan(Context& ctx, const T5Params& envelope, const Buffer& table, 
   state_ = std::make_unique<State>(ctx, detail::window_of(envelope), dtype, add);
   State& s = *state_;
   // t5_window_thresholds lists at most one threshold per bucket level.
-  s.params = &s.make(std::uint64_t{std::max<std::uint32_t>(envelope.num_buckets, 1)} * 4, "T5 thresholds");
+  s.params = &s.storage.make(std::uint64_t{std::max<std::uint32_t>(envelope.num_buckets, 1)} * 4, "T5 thresholds");
   detail::device_of(ctx)->pipeline(detail::ShaderId::t5_distance_row, {detail::kRowGroup});
   s.record_rows = [&s, envelope, &table](Recorder& r, const detail::DistanceWindow& w, detail::DescriptorSource& sets) {
     T5Params p = envelope;
@@ -84,11 +63,9 @@ BiasPlan::BiasPlan(Context& ctx, const T5Params& envelope, const Buffer& table, 
 
 BiasPlan::BiasPlan(Context& ctx, const AlibiParams& envelope, DType dtype, bool add) {
   envelope.validate();
-  state_ = std::make_unique<State>(
-      ctx, detail::DistanceWindow{envelope.heads, envelope.queries, envelope.keys, envelope.query_offset, envelope.batch, envelope.causal},
-      dtype, add);
+  state_ = std::make_unique<State>(ctx, detail::distance_window(envelope), dtype, add);
   State& s = *state_;
-  s.params = &s.upload(alibi_slopes(envelope));
+  s.params = &s.storage.upload(alibi_slopes(envelope));
   detail::device_of(ctx)->pipeline(detail::ShaderId::alibi_distance_row, {detail::kRowGroup});
   s.record_rows = [&s](Recorder& r, const detail::DistanceWindow& w, detail::DescriptorSource& sets) {
     detail::record_distance_rows_into(r, w, detail::ShaderId::alibi_distance_row, push::AlibiRowPush{}, {s.params}, nullptr, w.heads,
@@ -98,13 +75,11 @@ BiasPlan::BiasPlan(Context& ctx, const AlibiParams& envelope, DType dtype, bool 
 
 BiasPlan::BiasPlan(Context& ctx, const KerpleParams& envelope, DType dtype, bool add) {
   envelope.validate();
-  state_ = std::make_unique<State>(
-      ctx, detail::DistanceWindow{envelope.heads, envelope.queries, envelope.keys, envelope.query_offset, envelope.batch, envelope.causal},
-      dtype, add);
+  state_ = std::make_unique<State>(ctx, detail::distance_window(envelope), dtype, add);
   State& s = *state_;
   std::vector<float> params = envelope.r1;  // [2, heads]
   params.insert(params.end(), envelope.r2.begin(), envelope.r2.end());
-  s.params = &s.upload(params);
+  s.params = &s.storage.upload(params);
   detail::device_of(ctx)->pipeline(detail::ShaderId::kerple_distance_row, {detail::kRowGroup});
   s.record_rows = [&s, variant = envelope.variant](Recorder& r, const detail::DistanceWindow& w, detail::DescriptorSource& sets) {
     detail::kerple_distance_rows_into(r, w, variant, *s.params, *s.rows, &sets);
@@ -133,10 +108,10 @@ void BiasPlan::record(Recorder& r, const BiasStep& step, const Buffer& out) {
   const detail::ExpandShape shape{w.queries, w.keys, w.heads, std::uint64_t{add ? w.batch : 1u} * w.heads * w.queries};
   detail::check_expand(s.ctx->limits(), shape, out, s.mode);
   const auto op = detail::begin_op(r);
-  detail::DescriptorSource& sets = s.sets->begin_step();
+  detail::DescriptorSource& sets = s.storage.sets().begin_step();
   s.record_rows(r, w, sets);
   detail::expand_distance(r, shape, *s.rows, out, s.mode, {s.shifted, &sets});
-  s.sets->end_step(r);
+  s.storage.sets().end_step(r);
 }
 
 }  // namespace relpos

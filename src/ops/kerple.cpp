@@ -30,15 +30,12 @@ void kerple_distance_rows_into(Recorder& r, const DistanceWindow& w, KerpleVaria
 
 namespace {
 
-detail::DistanceWindow window_of(const KerpleParams& p) {
-  return {p.heads, p.queries, p.keys, p.query_offset, p.batch, p.causal};
-}
 
 detail::RowsRecorder kerple_rows(const KerpleParams& p) {
   return [&p](Recorder& r) -> const Buffer& {
     std::vector<float> params = p.r1;  // [2, heads]
     params.insert(params.end(), p.r2.begin(), p.r2.end());
-    return detail::kerple_distance_rows(r, window_of(p), p.variant, detail::upload_floats(r, params));
+    return detail::kerple_distance_rows(r, detail::distance_window(p), p.variant, detail::upload_floats(r, params));
   };
 }
 
@@ -46,12 +43,12 @@ detail::RowsRecorder kerple_rows(const KerpleParams& p) {
 
 void kerple_bias(Recorder& r, const KerpleParams& p, const Buffer& out, DType out_dtype) {
   p.validate();
-  detail::distance_bias(r, window_of(p), out, out_dtype, kerple_rows(p));
+  detail::distance_bias(r, detail::distance_window(p), out, out_dtype, kerple_rows(p));
 }
 
 void kerple_bias_add(Recorder& r, const KerpleParams& p, const Buffer& logits, DType logits_dtype) {
   p.validate();
-  detail::distance_bias_add(r, window_of(p), logits, logits_dtype, kerple_rows(p));
+  detail::distance_bias_add(r, detail::distance_window(p), logits, logits_dtype, kerple_rows(p));
 }
 
 }  // namespace relpos

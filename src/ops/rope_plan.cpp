@@ -1,14 +1,13 @@
 // RopePlan (relpos/rope.hpp): rope()'s recording with the plan's frequency buffer (updated in the
 // command buffer each step) and descriptor sets.
-#include <list>
 #include <string>
 
+#include "ops/plan_storage.hpp"
 #include "ops/rope_record.hpp"
 #include "reference/checks.hpp"
 #include "relpos/context.hpp"
 #include "relpos/rope.hpp"
 #include "vk/access.hpp"
-#include "vk/step_sets.hpp"
 
 namespace relpos {
 
@@ -20,14 +19,8 @@ struct RopePlan::State {
   DType dtype = DType::F32;
   bool in_place = true;
   bool positions = false;
-  std::list<Buffer> buffers;  // the frequency table, in a list so that it can be retired
-  std::unique_ptr<detail::StepSets> sets;
-
-  ~State() {
-    if (!sets) return;
-    if (sets->finished()) sets.reset();
-    else sets->retire(std::move(buffers));
-  }
+  std::unique_ptr<detail::PlanStorage> storage;
+  const Buffer* frequencies = nullptr;
 };
 
 RopePlan::RopePlan(Context& ctx, const RopeParams& envelope, DType dtype, bool in_place, bool positions)
@@ -40,9 +33,9 @@ RopePlan::RopePlan(Context& ctx, const RopeParams& envelope, DType dtype, bool i
   s.dtype = dtype;
   s.in_place = in_place;
   s.positions = positions;
+  s.storage = std::make_unique<detail::PlanStorage>(ctx);
   // One float per rotated pair: rope_frequencies' table.
-  s.buffers.emplace_back(ctx, std::max<std::uint64_t>(std::uint64_t{s.env.rot_dim() / 2} * 4, 16), MemoryUse::Device);
-  s.sets = std::make_unique<detail::StepSets>(detail::device_of(ctx));
+  s.frequencies = &s.storage->make(std::uint64_t{s.env.rot_dim() / 2} * 4, "rotary_dim / 2 frequencies");
   // The pipeline does not depend on the step (seq or offset): create it now.
   const Buffer x, out, pos;  // stand-ins: only whether they are given (and distinct) matters here
   Recorder r(ctx);
@@ -67,9 +60,9 @@ void RopePlan::record(Recorder& r, const RopeStep& step, const Buffer& x, const 
   p.seq = step.seq;
   p.position_offset = step.position_offset;
   p.validate();
-  detail::DescriptorSource& sets = s.sets->begin_step();
-  detail::record_rope(r, p, x, out, s.dtype, positions, {&s.buffers.front(), &sets, false});
-  s.sets->end_step(r);
+  detail::DescriptorSource& sets = s.storage->sets().begin_step();
+  detail::record_rope(r, p, x, out, s.dtype, positions, {s.frequencies, &sets, false});
+  s.storage->sets().end_step(r);
 }
 
 }  // namespace relpos

@@ -19,7 +19,7 @@ void AlibiParams::validate_slopes() const {
 
 void AlibiParams::validate() const {
   validate_slopes();
-  detail::DistanceWindow{heads, queries, keys, query_offset, batch, causal}.validate();
+  detail::distance_window(*this).validate();
 }
 
 namespace {
@@ -56,12 +56,12 @@ float alibi_bias_value(float slope, std::int64_t rp, bool causal) {
 std::vector<float> alibi_bias_reference(const AlibiParams& p) {
   p.validate();
   const std::vector<float> m = alibi_slopes(p);
-  return detail::distance_bias_reference({p.heads, p.queries, p.keys, p.query_offset, p.batch, p.causal},
+  return detail::distance_bias_reference(detail::distance_window(p),
                                          [&](std::uint32_t h, std::int64_t rp) { return alibi_bias_value(m[h], rp, false); });
 }
 
 void alibi_bias_add_reference(const AlibiParams& p, std::span<float> logits) {
-  detail::distance_bias_add_reference({p.heads, p.queries, p.keys, p.query_offset, p.batch, p.causal}, alibi_bias_reference(p), logits);
+  detail::distance_bias_add_reference(detail::distance_window(p), alibi_bias_reference(p), logits);
 }
 
 }  // namespace relpos

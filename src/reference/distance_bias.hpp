@@ -43,6 +43,13 @@ struct DistanceWindow {
   }
 };
 
+// The window of a family's parameters (ALiBi's, KERPLE's: the fields every masked per-distance
+// bias has).
+template <class Params>
+DistanceWindow distance_window(const Params& p) {
+  return {p.heads, p.queries, p.keys, p.query_offset, p.batch, p.causal};
+}
+
 // float32 [heads, Q, K] from the per-distance rows [heads, Q + K - 1] (entry x holds rp_first + x).
 inline std::vector<float> expand_distance_rows_reference(const DistanceWindow& w, std::span<const float> rows) {
   const std::size_t Q = w.queries, K = w.keys, L = w.row_len();

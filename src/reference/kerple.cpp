@@ -7,9 +7,6 @@
 
 namespace relpos {
 namespace {
-detail::DistanceWindow window_of(const KerpleParams& p) {
-  return {p.heads, p.queries, p.keys, p.query_offset, p.batch, p.causal};
-}
 
 void require_per_head(const std::vector<float>& v, const char* name, std::uint32_t heads, float max) {
   using detail::require;
@@ -31,7 +28,7 @@ void KerpleParams::validate_kernel() const {
 
 void KerpleParams::validate() const {
   validate_kernel();
-  window_of(*this).validate();
+  detail::distance_window(*this).validate();
 }
 
 float kerple_bias_value(float r1, float r2, KerpleVariant variant, std::int64_t rp) {
@@ -61,13 +58,13 @@ double kerple_error_bound(float r1, float r2, KerpleVariant variant, std::int64_
 
 std::vector<float> kerple_bias_reference(const KerpleParams& p) {
   p.validate();
-  return detail::distance_bias_reference(window_of(p), [&](std::uint32_t h, std::int64_t rp) {
+  return detail::distance_bias_reference(detail::distance_window(p), [&](std::uint32_t h, std::int64_t rp) {
     return kerple_bias_value(p.r1[h], p.r2[h], p.variant, rp);
   });
 }
 
 void kerple_bias_add_reference(const KerpleParams& p, std::span<float> logits) {
-  detail::distance_bias_add_reference(window_of(p), kerple_bias_reference(p), logits);
+  detail::distance_bias_add_reference(detail::distance_window(p), kerple_bias_reference(p), logits);
 }
 
 }  // namespace relpos
