@@ -36,7 +36,7 @@ class Buffer {
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
 
-  explicit operator bool() const { return buffer_ != VK_NULL_HANDLE; }
+  explicit operator bool() const { return size_ != 0; }
   std::uint64_t size() const { return size_; }
   // The VkBuffer's own size: size() rounded up, so shaders may store whole 4- and 16-byte words.
   std::uint64_t capacity() const { return capacity_; }
@@ -78,6 +78,7 @@ class Buffer {
   std::uint64_t capacity_ = 0;
   bool owned_ = false;
   VkBufferUsageFlags usage_ = 0;
+  std::unique_ptr<std::byte[]> host_only_;  // a compile-only context's stand-in for device memory
 };
 
 // Makes a buffer holding `values`.

@@ -70,6 +70,15 @@ struct ContextOptions {
   // (so it must be thread-safe when several threads use the Context). Default: print to stderr.
   std::function<void(const ValidationMessage&)> on_validation_message;
   DistanceExpansion distance_expansion = DistanceExpansion::Auto;
+  // Survey mode (`relpos stats`): ops check their inputs, plan their dispatches and create their
+  // pipelines, but record and run nothing; buffers hold host memory only (uploads and downloads
+  // copy host memory). Works on devices that cannot run anything, such as RADV's null hardware
+  // (a real GPU compiler without a GPU), which a normal Context refuses for its lack of memory.
+  bool compile_only = false;
+  // Keep each pipeline's executable statistics (registers, spills, instruction counts: whatever the
+  // driver reports through VK_KHR_pipeline_executable_properties), for pipeline_reports()
+  // (relpos/pipeline_report.hpp). Ignored where the device lacks the extension.
+  bool pipeline_statistics = false;
 };
 
 // An application's own Vulkan objects. relpos loads its own function pointers for them (under

@@ -6,6 +6,7 @@
 #include "relpos/error.hpp"
 #include "relpos/half.hpp"
 #include "relpos/npy.hpp"
+#include "relpos/pipeline_report.hpp"
 #include "relpos/recorder.hpp"
 #include "relpos/t5.hpp"
 #include "relpos/fourier.hpp"

@@ -117,6 +117,12 @@ Buffer::Buffer(std::shared_ptr<Context::Device> device, std::uint64_t bytes, Mem
   if (d.limits.max_memory_allocation_size && capacity_ > d.limits.max_memory_allocation_size)
     throw InvalidArgument("buffer of " + std::to_string(bytes) + " bytes exceeds the device's maxMemoryAllocationSize of " +
                           std::to_string(d.limits.max_memory_allocation_size) + " bytes");
+  if (d.compile_only) {  // host memory stands in: ops read and write nothing on the device
+    usage_ = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    host_only_ = std::make_unique<std::byte[]>(capacity_);
+    mapped_ = host_only_.get();
+    return;
+  }
   VkBufferCreateInfo bi{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
   bi.size = capacity_;
   bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
@@ -164,7 +170,7 @@ Buffer Buffer::external(Context& ctx, VkBuffer buffer, std::uint64_t bytes, VkBu
 void Buffer::release() noexcept {
   if (device_ && owned_) {
     auto& d = *device_;
-    if (mapped_) d.vk.vkUnmapMemory(d.device, memory_);
+    if (mapped_ && memory_) d.vk.vkUnmapMemory(d.device, memory_);
     if (buffer_) d.vk.vkDestroyBuffer(d.device, buffer_, nullptr);
     if (memory_) d.vk.vkFreeMemory(d.device, memory_, nullptr);
   }
@@ -172,6 +178,7 @@ void Buffer::release() noexcept {
   buffer_ = VK_NULL_HANDLE;
   memory_ = VK_NULL_HANDLE;
   mapped_ = nullptr;
+  host_only_.reset();
   size_ = capacity_ = 0;
   owned_ = false;
   usage_ = 0;
@@ -188,6 +195,7 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
     buffer_ = std::exchange(o.buffer_, VK_NULL_HANDLE);
     memory_ = std::exchange(o.memory_, VK_NULL_HANDLE);
     mapped_ = std::exchange(o.mapped_, nullptr);
+    host_only_ = std::move(o.host_only_);
     size_ = std::exchange(o.size_, 0);
     capacity_ = std::exchange(o.capacity_, 0);
     owned_ = std::exchange(o.owned_, false);

@@ -250,7 +250,7 @@ Device::~Device() {
   // still have recorded relpos's commands into its own command buffers: wait for the device (its
   // one queue is relpos's) before anything is destroyed. An adopted device is the application's
   // to wait for: it destroys the Context only after its command buffers finished (context.hpp).
-  if (owns_device && vk.vkDeviceWaitIdle) {
+  if (owns_device && vk.vkDeviceWaitIdle && !compile_only) {  // compile-only: nothing was submitted
     auto lock = lock_queue();
     vk.vkDeviceWaitIdle(device);
   }
@@ -322,7 +322,8 @@ Context::Context(const ContextOptions& opt) : device_(std::make_shared<Device>()
   d.queue_family = detail::compute_queue_family(d.fn, d.physical);
   detail::read_limits(d);
   d.distance_expansion = opt.distance_expansion;
-  detail::require_usable_memory(d);
+  d.compile_only = opt.compile_only;
+  if (!d.compile_only) detail::require_usable_memory(d);
 
   float priority = 1.0f;
   VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
@@ -335,10 +336,19 @@ Context::Context(const ContextOptions& opt) : device_(std::make_shared<Device>()
     d.fn.vkEnumerateDeviceExtensionProperties(d.physical, nullptr, &n, nullptr);
     std::vector<VkExtensionProperties> avail(n);
     d.fn.vkEnumerateDeviceExtensionProperties(d.physical, nullptr, &n, avail.data());
-    for (auto& e : avail)
+    for (auto& e : avail) {
       if (std::strcmp(e.extensionName, "VK_KHR_portability_subset") == 0) exts.push_back("VK_KHR_portability_subset");
+      if (opt.pipeline_statistics && std::strcmp(e.extensionName, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME) == 0) {
+        exts.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+        d.pipeline_statistics = true;
+      }
+    }
   }
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR executable_info{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
+  executable_info.pipelineExecutableInfo = VK_TRUE;
   VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+  if (d.pipeline_statistics) dci.pNext = &executable_info;
   dci.queueCreateInfoCount = 1;
   dci.pQueueCreateInfos = &qci;
   dci.enabledExtensionCount = static_cast<std::uint32_t>(exts.size());

@@ -107,6 +107,12 @@ struct Device {
   VkPhysicalDeviceMemoryProperties memory{};
   bool validation = false;
   bool staging_only = false;
+  // ContextOptions::compile_only: ops plan, check and compile, and record and run nothing; buffers
+  // are host memory only.
+  bool compile_only = false;
+  // ContextOptions::pipeline_statistics, where the device has VK_KHR_pipeline_executable_properties:
+  // pipelines are created with CAPTURE_STATISTICS.
+  bool pipeline_statistics = false;
   DistanceExpansion distance_expansion = DistanceExpansion::Auto;
   std::atomic<std::uint64_t> validation_messages{0};
   std::function<void(const ValidationMessage&)> on_message;

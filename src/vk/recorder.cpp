@@ -23,6 +23,7 @@ constexpr VkAccessFlags kAllAccess =
 
 void memory_barrier(RecorderState& s, VkPipelineStageFlags src, VkAccessFlags src_access, VkPipelineStageFlags dst,
                     VkAccessFlags dst_access) {
+  if (s.dev->compile_only) return;
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
   mb.srcAccessMask = src_access;
   mb.dstAccessMask = dst_access;
@@ -43,6 +44,8 @@ VkDescriptorSet allocate_set(RecorderState& s, VkDescriptorSetLayout layout) {
 }
 
 void begin_own(RecorderState& s) {
+  s.dispatches = 0;
+  if (s.dev->compile_only) return;
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
   vk_check(s.dev->vk.vkBeginCommandBuffer(s.cb, &bi), "vkBeginCommandBuffer");
@@ -113,7 +116,7 @@ OpScope::OpScope(Recorder& r) : r_(r) {
 
 OpScope::~OpScope() {
   auto& s = state_of(r_);
-  if (!s.external || !s.resources.commands_after_last_event) return;
+  if (!s.external || !s.resources.commands_after_last_event || s.dev->compile_only) return;
   auto& d = *s.dev;
   VkEventCreateInfo ei{VK_STRUCTURE_TYPE_EVENT_CREATE_INFO};
   VkEvent event = VK_NULL_HANDLE;
@@ -165,7 +168,6 @@ void dispatch(Recorder& r, DescriptorSource* sets, ShaderId shader, const std::v
     throw Error("internal: dispatch of " + std::to_string(groups_x) + "x" + std::to_string(groups_y) + "x" +
                 std::to_string(groups_z) + " workgroups exceeds maxComputeWorkGroupCount");
 
-  VkDescriptorSet set = sets ? sets->take(p) : allocate_set(s, p.set_layout);
   VkDescriptorBufferInfo infos[kMaxBindings];
   VkWriteDescriptorSet writes[kMaxBindings];
   std::uint32_t i = 0;
@@ -177,13 +179,18 @@ void dispatch(Recorder& r, DescriptorSource* sets, ShaderId shader, const std::v
                   std::to_string(b.offset) + ", range " + std::to_string(range) + ") breaks the device's storage buffer limits");
     infos[i] = {b.buffer->handle(), b.offset, range};
     writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
-    writes[i].dstSet = set;
     writes[i].dstBinding = i;
     writes[i].descriptorCount = 1;
     writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
     writes[i].pBufferInfo = &infos[i];
     ++i;
   }
+  if (d.compile_only) {  // planned, checked and compiled: nothing to record
+    ++s.dispatches;
+    return;
+  }
+  const VkDescriptorSet set = sets ? sets->take(p) : allocate_set(s, p.set_layout);
+  for (std::uint32_t k = 0; k < i; ++k) writes[k].dstSet = set;
   d.vk.vkUpdateDescriptorSets(d.device, i, writes, 0, nullptr);
   d.vk.vkCmdBindPipeline(s.cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
   d.vk.vkCmdBindDescriptorSets(s.cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
@@ -194,14 +201,15 @@ void dispatch(Recorder& r, DescriptorSource* sets, ShaderId shader, const std::v
 }
 
 void copy_regions(Recorder& r, const Buffer& src, const Buffer& dst, const std::vector<VkBufferCopy>& regions) {
-  if (regions.empty()) return;
   auto& s = state_of(r);
+  if (regions.empty() || s.dev->compile_only) return;
   s.dev->vk.vkCmdCopyBuffer(s.cb, src.handle(), dst.handle(), static_cast<std::uint32_t>(regions.size()), regions.data());
   mark_command(s);
 }
 
 void update_words(Recorder& r, const Buffer& dst, std::uint64_t offset, const std::vector<std::uint32_t>& words) {
   auto& s = state_of(r);
+  if (s.dev->compile_only) return;
   constexpr std::size_t kPiece = 65536 / 4;  // vkCmdUpdateBuffer's limit
   for (std::size_t first = 0; first < words.size(); first += kPiece) {
     const std::size_t n = std::min(kPiece, words.size() - first);
@@ -212,6 +220,7 @@ void update_words(Recorder& r, const Buffer& dst, std::uint64_t offset, const st
 
 void fill_words(Recorder& r, const Buffer& dst, std::uint64_t offset, std::uint64_t bytes, std::uint32_t value) {
   auto& s = state_of(r);
+  if (s.dev->compile_only) return;
   s.dev->vk.vkCmdFillBuffer(s.cb, dst.handle(), offset, bytes, value);
   mark_command(s);
 }
@@ -228,6 +237,7 @@ Recorder::Recorder(Context& ctx) : state_(std::make_unique<State>()) {
   s.dev = detail::device_of(ctx);
   auto& d = *s.dev;
   d.free_retired(false);
+  if (d.compile_only) return;  // records nothing
   VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
   pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
   pci.queueFamilyIndex = d.queue_family;
@@ -264,6 +274,10 @@ void Recorder::submit_and_wait() {
   auto& s = *state_;
   if (s.external) throw InvalidArgument("Recorder::submit_and_wait: this recorder records into the application's command buffer; the application submits it");
   auto& d = *s.dev;
+  if (d.compile_only) {
+    detail::begin_own(s);
+    return;
+  }
   // Results become visible to the host (downloads of mapped buffers read them directly).
   detail::memory_barrier(s, detail::kWorkStages, detail::kWriteAccess, VK_PIPELINE_STAGE_HOST_BIT | detail::kWorkStages,
                          VK_ACCESS_HOST_READ_BIT | detail::kAllAccess);

@@ -74,6 +74,10 @@ DescriptorSource& StepSets::begin_step() {
 
 void StepSets::end_step(Recorder& r) {
   auto& s = state_of(r);
+  if (s.dev->compile_only) {  // nothing was recorded: the slot is free again
+    current_ = nullptr;
+    return;
+  }
   s.dev->vk.vkCmdSetEvent(s.cb, current_->done, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT);
   current_->pending = true;
   last_ = current_;

@@ -1,0 +1,135 @@
+// relpos stats: what the device's compiler makes of every pipeline the library would use there.
+// The ops run on a compile-only context (ContextOptions::compile_only: they plan, check and create
+// their pipelines, and record nothing), so any device works, also one that cannot run anything:
+// RADV's null hardware is AMD's real compiler without a GPU.
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "registry.hpp"
+
+namespace relpos::tool {
+namespace {
+
+using Key = std::pair<std::string, std::vector<std::pair<std::string, std::uint32_t>>>;
+
+Key key_of(const PipelineReport& r) { return {r.shader, r.constants}; }
+
+// Fused attention at one head_dim, every bias mode, f32 and f16, a prefill and a decoding shape,
+// through attention() and through a decode plan (whose kernels keep their lanes fixed).
+void survey_attention(Context& ctx, std::uint32_t head_dim) {
+  const AttentionBias modes[] = {AttentionBias::None, AttentionBias::T5,   AttentionBias::Distance, AttentionBias::Alibi,
+                                 AttentionBias::Shaw, AttentionBias::Dense, AttentionBias::Kerple};
+  for (AttentionBias bias : modes)
+    for (DType dtype : {DType::F32, DType::F16})
+      for (bool decode : {false, true}) {
+        AttentionParams p{.heads = 8, .kv_heads = 8, .queries = decode ? 1u : 512u, .keys = decode ? 4096u : 512u, .head_dim = head_dim,
+                          .dtype = dtype, .query_offset = decode ? 4095 : 0, .causal = true, .bias = bias, .max_relative_position = 64};
+        const std::uint64_t es = dtype_size(dtype);
+        Buffer q(ctx, p.rows() * head_dim * es), k(ctx, std::uint64_t{p.kv_heads} * p.keys * head_dim * es),
+            v(ctx, std::uint64_t{p.kv_heads} * p.keys * head_dim * es), out(ctx, p.rows() * head_dim * es);
+        const std::uint64_t bias_values = std::max<std::uint64_t>(p.bias_elements(), 1);
+        std::vector<float> bias_data(bias_values, 0.5f);
+        Buffer b = make_buffer(ctx, bias_data);
+        const std::uint64_t rel = (2ull * p.max_relative_position + 1) * head_dim * 4;
+        Buffer rk(ctx, rel), rv(ctx, rel);
+        AttentionBuffers bufs{.q = &q, .k = &k, .v = &v, .out = &out};
+        if (bias == AttentionBias::Shaw) bufs.rel_keys = &rk, bufs.rel_values = &rv;
+        else if (bias != AttentionBias::None) bufs.bias = &b;
+        Recorder r(ctx);
+        attention(r, p, bufs);
+        if (decode) AttentionPlan plan(ctx, p);
+      }
+}
+
+std::vector<std::uint32_t> parse_head_dims(const std::string& list) {
+  std::vector<std::uint32_t> out;
+  std::size_t start = 0;
+  while (start <= list.size()) {
+    const std::size_t end = std::min(list.find(',', start), list.size());
+    const std::string item = list.substr(start, end - start);
+    std::uint64_t v = 0;
+    const bool digits = !item.empty() && item.find_first_not_of("0123456789") == std::string::npos && item.size() < 10;
+    if (digits) v = std::stoull(item);
+    if (!digits || v == 0 || v % 4 != 0 || v > AttentionParams::kMaxHeadDim)
+      throw InvalidArgument("--head-dims = " + list + ": each must be a multiple of 4 in [4, " + std::to_string(AttentionParams::kMaxHeadDim) +
+                            "], got \"" + item + "\"");
+    out.push_back(static_cast<std::uint32_t>(v));
+    start = end + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+int stats_command(Registry& reg, const std::string& filter, bool json, const std::string& head_dims) {
+  const std::vector<std::uint32_t> dims = parse_head_dims(head_dims);
+  ContextOptions o = tool_context_options();
+  o.compile_only = true;
+  o.pipeline_statistics = true;
+  Context ctx(o);
+  const DeviceInfo& info = ctx.device_info();
+  if (!has_pipeline_statistics(ctx))
+    throw VulkanError("device " + std::to_string(info.index) + " (" + info.name +
+                      ") does not offer VK_KHR_pipeline_executable_properties: relpos stats needs the driver's pipeline statistics");
+  std::map<Key, std::string> op_of;  // the op whose case created each pipeline first
+  auto survey = [&](const std::string& op, const std::function<void()>& run) {
+    try {
+      run();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "relpos stats: %s: %s\n", op.c_str(), e.what());
+    }
+    for (const PipelineReport& r : pipeline_reports(ctx, false)) op_of.emplace(key_of(r), op);
+  };
+  // Every op's small check cases create every pipeline variant the full check does; fused
+  // attention is surveyed at the asked head sizes instead.
+  for (const auto& c : reg.checks) {
+    if (!c.quick || c.op == "attention" || (!filter.empty() && c.op.find(filter) == std::string::npos)) continue;
+    survey(c.op, [&] { (void)c.run(ctx); });
+  }
+  if (filter.empty() || std::string("attention").find(filter) != std::string::npos)
+    for (std::uint32_t d : dims) survey("attention", [&] { survey_attention(ctx, d); });
+
+  if (!json) std::printf("relpos stats on %s (%s)\n", info.name.c_str(), info.driver.c_str());
+  std::size_t lines = 0;
+  for (const PipelineReport& r : pipeline_reports(ctx, true)) {
+    const auto it = op_of.find(key_of(r));
+    const std::string op = it != op_of.end() ? it->second : "?";
+    nlohmann::ordered_json variant = nlohmann::ordered_json::object();
+    for (const auto& [name, value] : r.constants) variant[name] = value;
+    if (r.shader.rfind("attention_", 0) == 0 && variant.contains("D4")) variant["head_dim"] = 4 * variant["D4"].get<std::uint32_t>();
+    for (const PipelineExecutable& e : r.executables) {
+      ++lines;
+      if (json) {
+        nlohmann::ordered_json line;
+        line["op"] = op;
+        line["pipeline"] = r.shader;
+        line["variant"] = variant;
+        line["workgroup"] = r.workgroup;
+        if (e.subgroup_size) line["subgroup_size"] = e.subgroup_size;
+        line["executable"] = e.name;
+        nlohmann::ordered_json stats = nlohmann::ordered_json::object();
+        for (const PipelineStatistic& s : e.statistics) {
+          if (s.integer) stats[s.name] = s.integer_value;
+          else stats[s.name] = s.value;
+        }
+        line["stats"] = stats;
+        std::printf("%s\n", line.dump().c_str());
+      } else {
+        std::string stats;
+        for (const PipelineStatistic& s : e.statistics) {
+          char buf[96];
+          std::snprintf(buf, sizeof buf, " %s=%g", s.name.c_str(), s.value);
+          stats += buf;
+        }
+        std::printf("%-18s %-28s %s wg=[%u,%u,%u] %s:%s\n", op.c_str(), r.shader.c_str(), variant.dump().c_str(), r.workgroup[0], r.workgroup[1],
+                    r.workgroup[2], e.name.c_str(), stats.c_str());
+      }
+    }
+  }
+  if (!json) std::printf("stats: %zu executables\n", lines);
+  return lines > 0 ? 0 : 1;
+}
+
+}  // namespace relpos::tool
