@@ -13,6 +13,10 @@
 #include <memory>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
 #include "support/run_tool.hpp"
 
 using namespace relpos;
@@ -561,4 +565,62 @@ TEST(Cli, KerpleBiasAndKerpleAttention) {
     EXPECT_NE(r.status, 0) << args;
     EXPECT_NE(r.output.find(message), std::string::npos) << r.output;
   }
+}
+
+namespace {
+
+// The RADV null device's command prefix (AMD's real compiler, no GPU), or "" where it is not here.
+std::string radv_null_env() {
+  const std::string icd = "/usr/share/vulkan/icd.d/radeon_icd.x86_64.json";
+  if (!std::filesystem::exists(icd)) return "";
+  const std::string env = "RADV_FORCE_FAMILY=navi21 VK_ICD_FILENAMES=" + icd + " ";
+  const auto devices = relpos::test::tool_command(env + std::string(RELPOS_TOOL) + " devices");
+  return devices.status == 0 && devices.output.find("Null hardware") != std::string::npos ? env : "";
+}
+
+}  // namespace
+
+// `relpos stats [--json] [--filter OP] [--head-dims ...]` on the RADV null device: one JSON line per
+// executable with the fields, the statistics under the driver's names, numbers as numbers.
+TEST(Cli, StatsOfEveryPipelineOnAGpuCompiler) {
+  const std::string env = radv_null_env();
+  if (env.empty()) GTEST_SKIP() << "no RADV null device here";
+  const std::string tool_path = RELPOS_TOOL;
+  auto r = relpos::test::tool_command(env + tool_path + " stats --json --filter attention --head-dims 64,128");
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::istringstream lines(r.output);
+  std::string line;
+  std::set<std::uint32_t> head_dims;
+  std::size_t fused = 0;
+  while (std::getline(lines, line)) {
+    if (line.empty() || line[0] != '{') continue;
+    const auto j = nlohmann::json::parse(line);
+    for (const char* field : {"op", "pipeline", "variant", "workgroup", "executable", "stats"}) ASSERT_TRUE(j.contains(field)) << field << ": " << line;
+    EXPECT_NE(j["op"].get<std::string>().find("attention"), std::string::npos) << line;  // --filter: ops whose name contains it
+    ASSERT_EQ(j["workgroup"].size(), 3u);
+    EXPECT_TRUE(j["stats"]["VGPRs"].is_number()) << line;
+    if (j["pipeline"] == "attention_fused") {
+      ++fused;
+      head_dims.insert(j["variant"]["head_dim"].get<std::uint32_t>());
+      if (j["variant"]["head_dim"] == 64) EXPECT_EQ(j["stats"]["Spilled VGPRs"], 0) << line;
+    }
+  }
+  EXPECT_GT(fused, 0u);
+  EXPECT_EQ(head_dims, (std::set<std::uint32_t>{64, 128}));
+  // Every other op's pipelines, under their own op names.
+  r = relpos::test::tool_command(env + tool_path + " stats --filter kerple");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("kerple_distance_row"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("VGPRs="), std::string::npos) << r.output;
+  r = relpos::test::tool_command(env + tool_path + " stats --head-dims 64,65");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("--head-dims = 64,65"), std::string::npos) << r.output;
+}
+
+// lavapipe keeps no pipeline statistics: a clear message and a non-zero exit.
+TEST(Cli, StatsOnADeviceWithoutStatisticsIsAClearError) {
+  auto r = tool("stats --filter kerple");
+  if (r.status == 0) GTEST_SKIP() << "this device reports pipeline statistics";
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("VK_KHR_pipeline_executable_properties"), std::string::npos) << r.output;
 }

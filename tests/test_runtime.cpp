@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "support/app_vulkan.hpp"
+#include "support/expect.hpp"
 #include "support/gpu_fixture.hpp"
 #include "ceiling.hpp"
 #include "testing_options.hpp"
@@ -503,4 +504,47 @@ TEST(AdoptedDevice, MappedUploadsDoNotWaitForTheApplicationsQueueWork) {
   }
   vkDestroyEvent(app.device, event, nullptr);
   EXPECT_EQ(app.take_messages(), std::vector<std::string>{});
+}
+
+// A compile-only context (relpos stats) plans, checks and compiles, and records and runs nothing:
+// its ops count their dispatches and create their pipelines, but no Vulkan buffer, memory or
+// command exists; bad input is still refused; buffers round-trip host memory.
+TEST_F(Runtime, CompileOnlyContextCompilesAndRecordsNothing) {
+  ContextOptions o;
+  o.validation = true;
+  o.compile_only = true;
+  Context ctx(o);
+  KerpleParams p;
+  p.heads = 2;
+  p.queries = 5;
+  p.keys = 40;
+  p.r1 = {1.0f, 0.5f};
+  p.r2 = {0.5f, 0.25f};
+  const std::vector<float> values(2 * 5 * 40, 1.5f);
+  Buffer out = make_buffer(ctx, values);
+  EXPECT_EQ(out.download<float>(values.size()), values);
+  Recorder r(ctx);
+  kerple_bias_add(r, p, out);
+  EXPECT_GT(r.dispatch_count(), 0u);
+  r.submit_and_wait();
+  const ResourceCounts c = resource_counts(ctx);
+  EXPECT_EQ(c.buffers, 0u);
+  EXPECT_EQ(c.memory_allocations, 0u);
+  EXPECT_GT(c.pipelines, 0u);
+  EXPECT_EQ(out.download<float>(values.size()), values);  // nothing ran
+  const std::vector<PipelineReport> reports = pipeline_reports(ctx, false);
+  ASSERT_FALSE(reports.empty());
+  bool row = false;
+  for (const PipelineReport& rep : reports)
+    if (rep.shader == "kerple_distance_row") {
+      row = true;
+      EXPECT_EQ(rep.workgroup, (std::array<std::uint32_t, 3>{64, 1, 1}));
+      ASSERT_FALSE(rep.constants.empty());
+      EXPECT_EQ(rep.constants[0].first, "local_size_x");
+      EXPECT_EQ(rep.constants[0].second, 64u);
+    }
+  EXPECT_TRUE(row);
+  Buffer small(ctx, 16);
+  relpos::test::expect_invalid([&] { kerple_bias(r, p, small); }, "output buffer");
+  EXPECT_EQ(ctx.validation_message_count(), 0u);
 }
