@@ -276,7 +276,8 @@ TEST(Cli, FourierBadInputGivesClearErrors) {
   const std::string out = fourier_temp("x.npy"), rot_path = fourier_temp("badrot.npy");
   std::vector<float> rot(2 * 6, 0.0f);
   write_npy(rot_path, DType::F32, std::vector<std::uint64_t>{2, 6}, rot.data());
-  for (auto [args, word] : {std::pair{"run sinusoidal --positions 4 --dim 7", "dim"},
+  for (auto [args, word] : {std::pair{"run sinusoidal --positions 4 --dim 7", "vector_size"},
+                            {"run sinusoidal --positions 4 --vector-size 7", "vector_size"},
                             {"run sinusoidal --positions 4 --dim 8 --max-wavelength 1", "max_wavelength"},
                             {"run fourier-bias --heads 2 --queries 4 --keys 4 --vector-size 9", "vector_size"},
                             {"run fourier-bias --heads 2 --queries 8 --keys 4", "query_offset"},

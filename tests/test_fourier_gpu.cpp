@@ -39,7 +39,7 @@ double max_abs(const std::vector<float>& v) {
 double normalised(double bound, const std::vector<float>& want) { return bound / std::max(1.0, max_abs(want)); }
 
 std::vector<float> gpu_sinusoidal(Context& ctx, const SinusoidalParams& p) {
-  const std::size_t n = std::size_t{p.positions} * p.dim;
+  const std::size_t n = std::size_t{p.positions} * p.vector_size;
   Buffer out(ctx, n * 4);
   run(ctx, [&](Recorder& r) { sinusoidal(r, p, out); });
   return out.download<float>(n);
@@ -97,10 +97,10 @@ TEST_F(FourierGpu, SinusoidalMatchesFloat64AtAnyPosition) {
   for (int trial = 0; trial < 12; ++trial) {
     SinusoidalParams p;
     p.positions = std::uniform_int_distribution<std::uint32_t>(1, 300)(rng);
-    p.dim = 2 * std::uniform_int_distribution<std::uint32_t>(1, 70)(rng);
+    p.vector_size = 2 * std::uniform_int_distribution<std::uint32_t>(1, 70)(rng);
     p.offset = trial < 4 ? 0 : std::uniform_int_distribution<std::int64_t>(-2'147'483'000, 2'147'483'000)(rng);
     p.max_wavelength = trial % 3 == 0 ? 0.0 : std::uniform_real_distribution<double>(1.5, 1e6)(rng);
-    SCOPED_TRACE("N=" + std::to_string(p.positions) + " d=" + std::to_string(p.dim) + " off=" + std::to_string(p.offset) +
+    SCOPED_TRACE("N=" + std::to_string(p.positions) + " d=" + std::to_string(p.vector_size) + " off=" + std::to_string(p.offset) +
                  " W=" + std::to_string(p.wavelength()));
     EXPECT_LE(normalised_error(gpu_sinusoidal(gpu(), p), sinusoidal_reference(p)), kEncodingError);
   }
@@ -334,7 +334,7 @@ TEST_F(FourierGpu, InvalidInputIsRejectedBeforeDispatch) {
   expect_invalid([&] { fourier_bias_add(r, p, rot, out); }, "output buffer");
   p.batch = 1;
   expect_invalid([&] { fourier_distance_row(r, p, rot, small); }, "row buffer");
-  expect_invalid([&] { sinusoidal(r, SinusoidalParams{4, 5, 0, 0.0}, out); }, "dim");
+  expect_invalid([&] { sinusoidal(r, SinusoidalParams{4, 5, 0, 0.0}, out); }, "vector_size");
   expect_invalid([&] { sinusoidal(r, SinusoidalParams{4, 8, 0, 0.5}, out); }, "max_wavelength");
   expect_invalid([&] { sinusoidal(r, SinusoidalParams{40, 8, 0, 0.0}, out); }, "output buffer");
   r.submit_and_wait();  // nothing was recorded

@@ -52,7 +52,7 @@ TEST(FourierReference, SinusoidalMatchesNumPyValues) {
     const auto enc = sinusoidal_reference(p);
     const double want = std::stod(w[7]);
     // The reference is float64 rounded once to float32: within half a float32 ulp of the value.
-    EXPECT_NEAR(enc.at(u32(w[5]) * p.dim + u32(w[6])), want, std::ldexp(1.0, -25)) << "N=" << w[1] << " k=" << w[5] << " c=" << w[6];
+    EXPECT_NEAR(enc.at(u32(w[5]) * p.vector_size + u32(w[6])), want, std::ldexp(1.0, -25)) << "N=" << w[1] << " k=" << w[5] << " c=" << w[6];
     ++checked;
   }
   EXPECT_EQ(checked, 5 * 8 + 3 * 6 + 4 * 4);
@@ -176,8 +176,8 @@ TEST(FourierReference, InvalidParameters) {
   bad.query_offset = std::int64_t{1} << 31;
   expect_invalid([&] { bad.validate(); }, "query_offset");
 
-  expect_invalid([] { SinusoidalParams{4, 5, 0, 0.0}.validate(); }, "dim");
-  expect_invalid([] { SinusoidalParams{4, 0, 0, 0.0}.validate(); }, "dim");
+  expect_invalid([] { SinusoidalParams{4, 5, 0, 0.0}.validate(); }, "vector_size");
+  expect_invalid([] { SinusoidalParams{4, 0, 0, 0.0}.validate(); }, "vector_size");
   expect_invalid([] { SinusoidalParams{4, 8, 0, 1.0}.validate(); }, "max_wavelength");
   expect_invalid([] { SinusoidalParams{4, 8, 0, -3.0}.validate(); }, "max_wavelength");
   expect_invalid([] { SinusoidalParams{4, 8, 0, std::nan("")}.validate(); }, "max_wavelength");

@@ -17,7 +17,7 @@ std::string shape_of(const FourierParams& p) {
 }
 
 std::string shape_of(const SinusoidalParams& p) {
-  return "N=" + std::to_string(p.positions) + ",d=" + std::to_string(p.dim) + ",off=" + std::to_string(p.offset) +
+  return "N=" + std::to_string(p.positions) + ",d=" + std::to_string(p.vector_size) + ",off=" + std::to_string(p.offset) +
          ",W=" + std::to_string(p.wavelength());
 }
 
@@ -51,11 +51,11 @@ std::vector<float> gpu_bias(Context& ctx, const FourierParams& p, const std::vec
 }
 
 CheckResult check_sinusoidal(Context& ctx, const SinusoidalParams& p) {
-  Buffer out(ctx, std::uint64_t{p.positions} * p.dim * 4);
+  Buffer out(ctx, std::uint64_t{p.positions} * p.vector_size * 4);
   Recorder r(ctx);
   sinusoidal(r, p, out);
   r.submit_and_wait();
-  return {normalised_error(out.download<float>(std::size_t{p.positions} * p.dim), sinusoidal_reference(p)), sinusoidal_error_bound(),
+  return {normalised_error(out.download<float>(std::size_t{p.positions} * p.vector_size), sinusoidal_reference(p)), sinusoidal_error_bound(),
           "max_err"};
 }
 
@@ -103,7 +103,7 @@ FourierParams params(std::uint32_t h, std::uint32_t q, std::uint32_t k, std::uin
 void register_checks(Registry& reg) {
   for (SinusoidalParams s : {SinusoidalParams{2048, 128, 0, 0.0}, SinusoidalParams{100, 6, -50, 10.0},
                              SinusoidalParams{64, 128, 2'000'000'000, 2048.0}, SinusoidalParams{333, 34, 7, 12345.5}})
-    reg.checks.push_back({"sinusoidal", shape_of(s), [s](Context& ctx) { return check_sinusoidal(ctx, s); }, s.dim == 128 || s.dim == 6});
+    reg.checks.push_back({"sinusoidal", shape_of(s), [s](Context& ctx) { return check_sinusoidal(ctx, s); }, s.vector_size == 128 || s.vector_size == 6});
 
   const std::vector<FourierParams> cfgs = {
       params(8, 256, 256, 128, 1024, std::nullopt),        // meliad's defaults
@@ -137,8 +137,8 @@ CheckCase draw_case(FuzzRng& g) {
   const std::uint64_t budget = g.max_elements();
   if (g.chance(0.2)) {
     SinusoidalParams s;
-    s.dim = 2 * g.size(1, 256);
-    s.positions = g.size(1, std::max<std::uint64_t>(1, budget / s.dim));
+    s.vector_size = 2 * g.size(1, 256);
+    s.positions = g.size(1, std::max<std::uint64_t>(1, budget / s.vector_size));
     s.offset = g.offset(1 - kMax, kMax - s.positions);
     s.max_wavelength = g.chance(0.5) ? 0.0 : g.pick({1.5, 10.0, 12345.5, 1e6});
     return {"sinusoidal", shape_of(s), [s](Context& ctx) { return check_sinusoidal(ctx, s); }};
@@ -207,7 +207,7 @@ void register_benches(Registry& reg) {
                            }});
   }
   const SinusoidalParams s{65536, 128, 0, 0.0};
-  const std::uint64_t bytes = std::uint64_t{s.positions} * s.dim * 4;
+  const std::uint64_t bytes = std::uint64_t{s.positions} * s.vector_size * 4;
   reg.benches.push_back({"sinusoidal", "[65536,128]", bytes, Ceiling::Write, false, [s, bytes](Context& ctx) {
                            auto out = std::make_shared<Buffer>(ctx, bytes);
                            BenchRun run;
@@ -238,7 +238,7 @@ void register_fourier(CLI::App& run, Registry& reg) {
     auto o = std::make_shared<RunOptions>();
     auto* cmd = run.add_subcommand("sinusoidal", "meliad's sinusoidal position encoding, float32 [N, D] (cos half, then sin half)");
     add_number(*cmd, "--positions", p->positions, "number of positions N", 1u)->required();
-    add_number(*cmd, "--dim", p->dim, "encoding size D (even)")->required();
+    add_number(*cmd, "--vector-size,--dim", p->vector_size, "encoding size D (even; --dim: meliad's name)")->required();
     add_number(*cmd, "--offset", p->offset, "position of row 0 (default 0)");
     add_number(*cmd, "--max-wavelength", p->max_wavelength, "longest half-wavelength W (default 2N)");
     add_run_options(*cmd, *o);
@@ -249,14 +249,14 @@ void register_fourier(CLI::App& run, Registry& reg) {
                             out = sinusoidal_reference(*p);
                           } else {
                             Context& ctx = tool_context();
-                            const std::size_t n = std::size_t{p->positions} * p->dim;
+                            const std::size_t n = std::size_t{p->positions} * p->vector_size;
                             Buffer b(ctx, n * 4);
                             Recorder r(ctx);
                             sinusoidal(r, *p, b);
                             r.submit_and_wait();
                             out = b.download<float>(n);
                           }
-                          write_floats(o->out, out, {p->positions, p->dim}, DType::F32);
+                          write_floats(o->out, out, {p->positions, p->vector_size}, DType::F32);
                         }});
   }
   {

@@ -14,16 +14,17 @@ namespace relpos {
 class Buffer;
 class Recorder;
 
-// meliad `position_encoding(positions, dim, offset, max_wavelength)`: row k encodes position
-// k + offset as [cos(π·pos/w_p) for p < dim/2, sin(π·pos/w_p) for p < dim/2].
+// meliad `position_encoding(positions, dim, offset, max_wavelength)`, its `dim` being the Fourier
+// bias's vector_size: row k encodes position k + offset as [cos(π·pos/w_p) for p < vector_size/2,
+// sin(π·pos/w_p) for p < vector_size/2].
 struct SinusoidalParams {
   std::uint32_t positions = 0;  // N
-  std::uint32_t dim = 0;        // d, even
+  std::uint32_t vector_size = 0;  // d, even
   std::int64_t offset = 0;      // rows encode positions offset .. offset + N - 1
   double max_wavelength = 0.0;  // W, the longest half-wavelength; 0: meliad's default 2N
 
   double wavelength() const { return max_wavelength == 0.0 ? 2.0 * positions : max_wavelength; }
-  // Throws InvalidArgument for an odd or zero dim, W <= 1, no positions, positions beyond
+  // Throws InvalidArgument for an odd or zero vector_size, W <= 1, no positions, positions beyond
   // +-(2^31 - 1) or more than 2^32 - 1 output elements.
   void validate() const;
 };
@@ -55,10 +56,10 @@ enum class FourierPath {
 
 // ---- CPU reference ------------------------------------------------------------------------
 
-// The dim/2 half-wavelengths w_p = W^(p / (dim/2)), in float32 as meliad computes them: the
-// exponent p / (dim/2) and the power are each rounded to float32. Every reference and shader
+// The vector_size/2 half-wavelengths w_p = W^(p / (vector_size/2)), in float32 as meliad computes them: the
+// exponent p / (vector_size/2) and the power are each rounded to float32. Every reference and shader
 // uses exactly these values.
-std::vector<float> fourier_wavelengths(std::uint32_t dim, double max_wavelength);
+std::vector<float> fourier_wavelengths(std::uint32_t vector_size, double max_wavelength);
 
 // float32 [N, d]: the encoding evaluated in float64 (exact angle π·pos/w_p), rounded once.
 std::vector<float> sinusoidal_reference(const SinusoidalParams& p);

@@ -91,18 +91,18 @@ void check_rotation_buffer(const FourierParams& p, const Buffer& rotation) {
 
 void record_encoding(Recorder& r, const SinusoidalParams& p, const Buffer& out) {
   const auto& lim = r.context().limits();
-  const Buffer& steps = upload_steps(r, p.dim, p.wavelength());
+  const Buffer& steps = upload_steps(r, p.vector_size, p.wavelength());
   push::SinusoidalPush pc{};
-  pc.dim = p.dim;
+  pc.dim = p.vector_size;
   pc.pos0 = static_cast<std::int32_t>(p.offset);
   // Paired quads: chunks of whole rows at bindable offsets.
-  const std::uint64_t row_bytes = std::uint64_t{p.dim} * 4;
+  const std::uint64_t row_bytes = std::uint64_t{p.vector_size} * 4;
   const std::uint64_t rows_per_chunk = detail::whole_rows_per_chunk(lim, row_bytes);
-  if (p.dim % 8 == 0 && rows_per_chunk > 0) {
+  if (p.vector_size % 8 == 0 && rows_per_chunk > 0) {
     for (std::uint64_t first = 0; first < p.positions; first += rows_per_chunk) {
       const std::uint64_t rows = std::min<std::uint64_t>(rows_per_chunk, p.positions - first);
       pc.first = static_cast<std::uint32_t>(first);
-      pc.count = static_cast<std::uint32_t>(rows * (p.dim / 8));
+      pc.count = static_cast<std::uint32_t>(rows * (p.vector_size / 8));
       detail::for_each_group_range(lim, detail::div_up(pc.count, kGroup), [&](std::uint64_t g, std::uint32_t groups) {
         pc.first_task = static_cast<std::uint32_t>(g * kGroup);
         detail::dispatch(r, detail::ShaderId::sinusoidal, {kGroup, 1u}, {{&steps}, {&out, first * row_bytes, rows * row_bytes}}, pc, groups);
@@ -110,7 +110,7 @@ void record_encoding(Recorder& r, const SinusoidalParams& p, const Buffer& out) 
     }
     return;
   }
-  const std::uint64_t total = std::uint64_t{p.positions} * p.dim;
+  const std::uint64_t total = std::uint64_t{p.positions} * p.vector_size;
   for (const detail::ElementChunk& c : detail::element_chunks(lim, total, 4, kGroup)) {
     pc.first = static_cast<std::uint32_t>(c.first);
     pc.count = static_cast<std::uint32_t>(c.count);
@@ -227,7 +227,7 @@ detail::RowsRecorder fourier_rows(const FourierParams& p, const Buffer& rotation
 
 void sinusoidal(Recorder& r, const SinusoidalParams& p, const Buffer& out) {
   p.validate();
-  const std::uint64_t need = std::uint64_t{p.positions} * p.dim * 4;
+  const std::uint64_t need = std::uint64_t{p.positions} * p.vector_size * 4;
   detail::require(out.size() >= need, "output buffer", std::to_string(out.size()) + " bytes",
                   "must hold float32 [positions, dim] = " + std::to_string(need) + " bytes");
   const auto op = detail::begin_op(r);

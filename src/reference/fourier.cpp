@@ -14,8 +14,8 @@ namespace {
 
 constexpr std::int64_t kMaxPos = std::numeric_limits<std::int32_t>::max();
 
-void require_dim(std::uint32_t dim, const char* name) {
-  detail::require(dim >= 2 && dim % 2 == 0, name, std::to_string(dim), "must be even and >= 2 (cos half, sin half)");
+void require_vector_size(std::uint32_t d, const char* name) {
+  detail::require(d >= 2 && d % 2 == 0, name, std::to_string(d), "must be even and >= 2 (cos half, sin half)");
 }
 
 void require_wavelength(double w, const std::string& name, const std::string& value) {
@@ -28,12 +28,12 @@ void require_wavelength(double w, const std::string& name, const std::string& va
 void SinusoidalParams::validate() const {
   using detail::require;
   require(positions >= 1, "positions", std::to_string(positions), "must be >= 1");
-  require_dim(dim, "dim");
+  require_vector_size(vector_size, "vector_size");
   require_wavelength(wavelength(), "max_wavelength", std::to_string(max_wavelength));
   require(offset > -kMaxPos && offset < kMaxPos, "offset", std::to_string(offset), "puts positions outside +-(2^31 - 1)");
   require(offset + positions - 1 < kMaxPos, "offset", std::to_string(offset), "puts positions outside +-(2^31 - 1)");
-  const std::uint64_t n = std::uint64_t{positions} * dim;
-  require(n <= 0xffffffffull, "positions * dim", std::to_string(n), "must be < 2^32");
+  const std::uint64_t n = std::uint64_t{positions} * vector_size;
+  require(n <= 0xffffffffull, "positions * vector_size", std::to_string(n), "must be < 2^32");
 }
 
 void FourierParams::validate() const {
@@ -42,7 +42,7 @@ void FourierParams::validate() const {
   require(queries >= 1, "queries", std::to_string(queries), "must be >= 1");
   require(keys >= 1, "keys", std::to_string(keys), "must be >= 1");
   require(batch >= 1, "batch", std::to_string(batch), "must be >= 1");
-  require_dim(vector_size, "vector_size");
+  require_vector_size(vector_size, "vector_size");
   require_wavelength(wavelength(), "max_keys", std::to_string(max_keys));
   require(query_offset.has_value() || keys >= queries, "keys", std::to_string(keys),
           "must be >= queries = " + std::to_string(queries) + " unless query_offset is given (meliad's default offset is keys - queries)");
@@ -58,10 +58,10 @@ void FourierParams::validate() const {
   detail::checked_elements({batch, heads, queries, keys}, "batch * heads * queries * keys");
 }
 
-std::vector<float> fourier_wavelengths(std::uint32_t dim, double max_wavelength) {
-  require_dim(dim, "dim");
+std::vector<float> fourier_wavelengths(std::uint32_t vector_size, double max_wavelength) {
+  require_vector_size(vector_size, "vector_size");
   require_wavelength(max_wavelength, "max_wavelength", std::to_string(max_wavelength));
-  const std::uint32_t half = dim / 2;
+  const std::uint32_t half = vector_size / 2;
   const float w = static_cast<float>(max_wavelength);
   std::vector<float> out(half);
   for (std::uint32_t p = 0; p < half; ++p) {
@@ -77,11 +77,11 @@ namespace {
 template <class CosSin>
 std::vector<float> encode(const SinusoidalParams& p, CosSin&& cos_sin) {
   p.validate();
-  const auto w = fourier_wavelengths(p.dim, p.wavelength());
-  const std::uint32_t half = p.dim / 2;
-  std::vector<float> out(std::size_t{p.positions} * p.dim);
+  const auto w = fourier_wavelengths(p.vector_size, p.wavelength());
+  const std::uint32_t half = p.vector_size / 2;
+  std::vector<float> out(std::size_t{p.positions} * p.vector_size);
   for (std::uint32_t k = 0; k < p.positions; ++k) {
-    float* row = &out[std::size_t{k} * p.dim];
+    float* row = &out[std::size_t{k} * p.vector_size];
     for (std::uint32_t q = 0; q < half; ++q) {
       const auto [c, s] = cos_sin(p.offset + k, w[q]);
       row[q] = static_cast<float>(c);
