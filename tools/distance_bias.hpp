@@ -9,6 +9,7 @@
 #include <limits>
 #include <memory>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,7 @@ struct DistanceBiasFamily {
   std::function<void(Params&, FuzzRng&)> draw;
   std::function<std::string(const Params&)> describe;  // the family's part of a case's shape
   std::function<std::vector<float>(const Params&)> reference;  // float32 [heads, Q, K]
+  std::function<void(const Params&, std::span<float>)> reference_add;  // logits [batch, heads, Q, K] += bias
   std::function<void(Recorder&, const Params&, const Buffer&, DType)> bias;
   std::function<void(Recorder&, const Params&, const Buffer&, DType)> bias_add;
   // Normalised error a float32 result may have (0: exact).
@@ -76,13 +78,8 @@ CheckResult check(const DistanceBiasFamily<Params>& f, Context& ctx, const Param
     for (auto& x : logits) x = u(rng);
   if (dtype == DType::F16) logits = from_half(to_half(logits));  // what the f16 buffer holds
   std::vector<float> want = logits;
-  const std::vector<float> bias = f.reference(p);
-  if (add) {
-    for (std::size_t b = 0; b < p.batch; ++b)
-      for (std::size_t e = 0; e < per_batch; ++e) want[b * per_batch + e] += bias[e];
-  } else {
-    want = bias;
-  }
+  if (add) f.reference_add(p, want);
+  else want = f.reference(p);
   Buffer out = make_float_buffer(ctx, logits, dtype);
   Recorder r(ctx);
   (add ? f.bias_add : f.bias)(r, p, out, dtype);
@@ -185,10 +182,7 @@ void register_benches(const std::shared_ptr<const DistanceBiasFamily<Params>>& f
                            s->l = make_buffer(ctx, s->logits);
                            BenchRun run;
                            run.record = [f, p, s](Recorder& r) { f->bias_add(r, p, s->l, DType::F32); };
-                           run.cpu = [f, p, s] {
-                             const std::vector<float> bias = f->reference(p);
-                             for (std::size_t e = 0; e < s->logits.size(); ++e) s->logits[e] += bias[e % bias.size()];
-                           };
+                           run.cpu = [f, p, s] { f->reference_add(p, s->logits); };
                            run.keep = s;
                            return run;
                          }});

@@ -72,6 +72,7 @@ void register_alibi(CLI::App& run, Registry& reg) {
   f.draw = draw_params;
   f.describe = describe;
   f.reference = [](const AlibiParams& p) { return alibi_bias_reference(p); };
+  f.reference_add = [](const AlibiParams& p, std::span<float> logits) { alibi_bias_add_reference(p, logits); };
   f.bias = [](Recorder& r, const AlibiParams& p, const Buffer& out, DType dtype) { alibi_bias(r, p, out, dtype); };
   f.bias_add = [](Recorder& r, const AlibiParams& p, const Buffer& logits, DType dtype) { alibi_bias_add(r, p, logits, dtype); };
   f.f32_tolerance = [](const AlibiParams&) { return 0.0; };  // one float32 multiply (and add): exact

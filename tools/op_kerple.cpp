@@ -57,6 +57,7 @@ void register_kerple(CLI::App& run, Registry& reg) {
   f.draw = draw_params;
   f.describe = [](const KerpleParams& p) { return std::string(p.variant == KerpleVariant::Power ? "power" : "log"); };
   f.reference = [](const KerpleParams& p) { return kerple_bias_reference(p); };
+  f.reference_add = [](const KerpleParams& p, std::span<float> logits) { kerple_bias_add_reference(p, logits); };
   f.bias = [](Recorder& r, const KerpleParams& p, const Buffer& out, DType dtype) { kerple_bias(r, p, out, dtype); };
   f.bias_add = [](Recorder& r, const KerpleParams& p, const Buffer& logits, DType dtype) { kerple_bias_add(r, p, logits, dtype); };
   f.f32_tolerance = f32_tolerance;

@@ -104,8 +104,7 @@ void BiasPlan::record(Recorder& r, const BiasStep& step, const Buffer& out) {
   w.keys = step.keys;
   w.query_offset = step.query_offset;
   w.validate();
-  const bool add = s.mode == detail::ExpandMode::AddF32 || s.mode == detail::ExpandMode::AddF16;
-  const detail::ExpandShape shape{w.queries, w.keys, w.heads, std::uint64_t{add ? w.batch : 1u} * w.heads * w.queries};
+  const detail::ExpandShape shape = detail::expand_shape(w, s.mode);
   detail::check_expand(s.ctx->limits(), shape, out, s.mode);
   const auto op = detail::begin_op(r);
   detail::DescriptorSource& sets = s.storage.sets().begin_step();

@@ -12,8 +12,7 @@ const Buffer& upload_floats(Recorder& r, std::span<const float> values) {
 }
 
 void expand_distance_bias(Recorder& r, const DistanceWindow& w, const Buffer& out, ExpandMode mode, const RowsRecorder& rows) {
-  const bool add = mode == ExpandMode::AddF32 || mode == ExpandMode::AddF16;
-  const ExpandShape shape{w.queries, w.keys, w.heads, std::uint64_t{add ? w.batch : 1u} * w.heads * w.queries};
+  const ExpandShape shape = expand_shape(w, mode);
   check_expand(r.context().limits(), shape, out, mode);
   const auto op = begin_op(r);
   expand_distance(r, shape, rows(r), out, mode);

@@ -63,6 +63,12 @@ const Buffer& record_distance_rows(Recorder& r, const DistanceWindow& w, ShaderI
   return rows;
 }
 
+// The expansion's shape for a window: [heads, Q, K] written, or [batch, heads, Q, K] added into.
+inline ExpandShape expand_shape(const DistanceWindow& w, ExpandMode mode) {
+  const bool add = mode == ExpandMode::AddF32 || mode == ExpandMode::AddF16;
+  return {w.queries, w.keys, w.heads, std::uint64_t{add ? w.batch : 1u} * w.heads * w.queries};
+}
+
 // Records the rows of one operation (a family's record_distance_rows call).
 using RowsRecorder = std::function<const Buffer&(Recorder&)>;
 
