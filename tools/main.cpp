@@ -22,6 +22,7 @@ namespace {
 std::string g_device;
 bool g_validation = false;
 std::string g_expansion_name = "auto";
+std::string g_kernels_name = "auto";
 std::optional<Context> g_context;
 std::map<const CLI::App*, const RunOptions*> g_run_options;
 
@@ -60,6 +61,7 @@ ContextOptions tool_context_options() {
   o.distance_expansion = g_expansion_name == "shader"   ? DistanceExpansion::Shader
                          : g_expansion_name == "copies" ? DistanceExpansion::Copies
                                                         : DistanceExpansion::Auto;
+  o.kernels = g_kernels_name == "cpu" ? Kernels::Cpu : g_kernels_name == "gpu" ? Kernels::Gpu : Kernels::Auto;
   return o;
 }
 
@@ -109,6 +111,10 @@ int main(int argc, char** argv) {
                  "how per-distance biases (t5, alibi, fourier) write [.., Q, K]: auto (default; copies on CPU devices with "
                  "few threads), shader or copies")
       ->check(CLI::IsMember({"auto", "shader", "copies"}));
+  app.add_option("--kernels", g_kernels_name,
+                 "kernel class: auto (default; cpu on CPU devices, gpu elsewhere; RELPOS_KERNELS overrides), cpu (rows per lane, "
+                 "subgroup shuffles) or gpu (shared-memory tiles)")
+      ->check(CLI::IsMember({"auto", "cpu", "gpu"}));
 
   Registry reg;
   auto* devices = app.add_subcommand("devices", "list the Vulkan devices; '*' marks the one relpos would use");

@@ -58,6 +58,16 @@ enum class DistanceExpansion {
   Copies,  // transfer copies whenever the output buffer allows transfer writes
 };
 
+// Which class of kernels the ops use where they have two shapes of one computation (fused attention
+// so far). Both give the same results within the documented tolerances; they differ in speed.
+enum class Kernels {
+  Auto,  // Cpu on CPU devices (lavapipe), Gpu on every other device
+  Cpu,   // shaped for a CPU device: rows per lane share each key load, subgroup shuffles stand in for
+         // shared memory (a CPU device gathers every storage load lane by lane)
+  Gpu,   // shaped for a GPU: key and value tiles staged in shared memory by coalesced loads, one query
+         // row spread over several lanes, no lane holding a whole key (FlashAttention-2 form)
+};
+
 struct ContextOptions {
   // Device selector: an index into the device list, or a case-insensitive substring of the device
   // name. Empty: the RELPOS_DEVICE environment variable, then the first discrete GPU, integrated
@@ -70,6 +80,8 @@ struct ContextOptions {
   // (so it must be thread-safe when several threads use the Context). Default: print to stderr.
   std::function<void(const ValidationMessage&)> on_validation_message;
   DistanceExpansion distance_expansion = DistanceExpansion::Auto;
+  // RELPOS_KERNELS=auto|cpu|gpu in the environment overrides Auto.
+  Kernels kernels = Kernels::Auto;
   // Survey mode (`relpos stats`): ops check their inputs, plan their dispatches and create their
   // pipelines, but record and run nothing; buffers hold host memory only (uploads and downloads
   // copy host memory). Works on devices that cannot run anything, such as RADV's null hardware
@@ -139,6 +151,8 @@ class Context {
   const DeviceInfo& device_info() const;
   const DeviceLimits& limits() const;
   DistanceExpansion distance_expansion() const;
+  // The kernel class in use: Cpu or Gpu (Auto resolved by the device type).
+  Kernels kernels() const;
   bool validation_enabled() const;
   // Validation warnings and errors received so far.
   std::uint64_t validation_message_count() const;

@@ -100,24 +100,69 @@ const Buffer& attention_distance_rows(Recorder& r, const AttentionParams& p, con
   return *rows;
 }
 
-// A few subgroups per workgroup. A CPU device (lavapipe) gathers every key and value load lane by
-// lane and has no register file to run out of, so each lane takes 4 rows to share those loads; a
-// GPU keeps one row per lane, in registers.
+// attention_fused (the CPU class): a few subgroups per workgroup. A CPU device (lavapipe) gathers
+// every key and value load lane by lane and has no register file to run out of, so each lane takes
+// 4 rows to share those loads. attention_tiled (the GPU class): 64 lanes, tiles from the head size.
 AttentionTiles attention_tiles(const Context& ctx) {
   const DeviceLimits& lim = ctx.limits();
   const std::uint32_t sub = std::max<std::uint32_t>(lim.subgroup_size, 1);
   const std::uint32_t cap = std::min<std::uint32_t>(lim.max_workgroup_invocations, lim.max_workgroup_size[0]);
+  if (ctx.kernels() == Kernels::Gpu) {
+    AttentionTiles t{};
+    t.tiled = true;
+    t.lanes = std::min<std::uint32_t>(cap, 64);
+    t.rows = 1;
+    t.target_items = 1024;
+    t.shared_budget = std::min<std::uint32_t>(lim.max_shared_memory_bytes, 32 * 1024);
+    return t;
+  }
   const bool cpu = ctx.device_info().type == DeviceType::Cpu;
   const std::uint32_t lanes = std::clamp<std::uint32_t>(sub * 4, 1, std::min<std::uint32_t>(cap, 64));
   // A CPU device runs each storage load as a loop over its SIMD lanes (the subgroup): there the
-  // lanes of a subgroup load one key each and shuffle them, so a key block is one subgroup.
-  const bool share = detail::load_sharing_subgroup(ctx, lanes) != 0;
-  return {lanes, cpu ? 4u : 1u, share ? sub : 8u, cpu ? 64u : 1024u, share};
+  // lanes of a subgroup load one key each and shuffle them, so a key block is one subgroup. Not with
+  // 64-lane subgroups (the CPU kernels forced onto an AMD GPU): a key block of 64 crashes RADV's
+  // compiler (Mesa 22.3 and 25.0) and would take 64 unrolled shuffles of a whole key anyway.
+  const bool share = detail::load_sharing_subgroup(ctx, lanes) != 0 && sub <= 32;
+  return {false, lanes, cpu ? 4u : 1u, share ? sub : 8u, cpu ? 64u : 1024u, share, 0};
+}
+
+AttentionTiledShape attention_tiled_shape(const AttentionTiles& tiles, std::uint32_t head_dim, bool one_query) {
+  const std::uint32_t D4 = head_dim / 4;
+  // Query rows per workgroup: 16 share each staged key, or 1 when decoding; lanes a multiple of it.
+  const std::uint32_t rows = one_query ? 1 : std::min<std::uint32_t>(16, tiles.lanes);
+  const std::uint32_t lanes = tiles.lanes / rows * rows;
+  // attention_tiled.comp's shared arrays: q_tile, kv_tile (rows padded by a word), p_tile, row_max, row_tile.
+  auto bytes = [&](std::uint32_t bc) { return 16 * (rows + bc) * (D4 + 1) + 4 * (rows * (bc + 1) + lanes + rows + bc - 1); };
+  for (std::uint32_t bc : {64u, 32u, 16u, 8u, 4u})
+    if (bytes(bc) <= tiles.shared_budget) return {lanes, rows, bc, bytes(bc)};
+  detail::require(false, "head_dim", std::to_string(head_dim),
+                  "needs " + std::to_string(bytes(4)) + " bytes of shared memory for the GPU attention kernel; the device allows " +
+                      std::to_string(tiles.shared_budget) + " (use the CPU kernels: Kernels::Cpu)");
+  return {};
+}
+
+std::uint32_t attention_tiled_loop_iterations(const AttentionTiledShape& t, std::uint32_t head_dim, AttentionBias bias) {
+  const std::uint32_t lanes_per_row = t.lanes / t.rows, scores = div_up(t.key_tile, lanes_per_row);
+  const std::uint32_t dot = div_up(head_dim / 4, 4);
+  if (bias == AttentionBias::Shaw) return 1 + dot + 2 * scores + scores * dot + t.key_tile;
+  return 1 + dot + 2 * scores + t.key_tile / 4;
+}
+
+std::uint32_t attention_tiled_max_split_keys(const AttentionTiles& tiles, const AttentionParams& p) {
+  const AttentionTiledShape t = attention_tiled_shape(tiles, p.head_dim, p.queries == 1);
+  const std::uint32_t tiles_per_split = RELPOS_MAX_LOOP_ITERATIONS / attention_tiled_loop_iterations(t, p.head_dim, p.bias);
+  return std::min(AttentionParams::kMaxKeysPerSplit, tiles_per_split * t.key_tile);
 }
 
 std::uint32_t attention_splits(const AttentionParams& p, const AttentionTiles& tiles) {
-  if (p.key_splits) return p.key_splits;  // validate() checked it against kMaxKeysPerSplit
-  const std::uint64_t needed = detail::div_up(p.keys, AttentionParams::kMaxKeysPerSplit);
+  const std::uint32_t max_keys = tiles.tiled ? attention_tiled_max_split_keys(tiles, p) : AttentionParams::kMaxKeysPerSplit;
+  if (p.key_splits) {  // validate() checked it against kMaxKeysPerSplit
+    require(div_up(p.keys, p.key_splits) <= max_keys, "key_splits", std::to_string(p.key_splits),
+            "leaves " + std::to_string(div_up(p.keys, p.key_splits)) + " keys in a split; the GPU attention kernel takes at most " +
+                std::to_string(max_keys) + " at head_dim " + std::to_string(p.head_dim) + " (its loops stay within RELPOS_MAX_LOOP_ITERATIONS)");
+    return p.key_splits;
+  }
+  const std::uint64_t needed = div_up(p.keys, max_keys);
   std::uint64_t by_items = 1;
   if (p.rows() < tiles.target_items)
     by_items = std::min<std::uint64_t>((tiles.target_items + p.rows() - 1) / p.rows(), p.keys / kMinSplitKeys);
@@ -129,13 +174,25 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
   l.splits = S;
   l.split_len = detail::div_up(p.keys, S);
   const bool one_query = p.queries == 1;
+  const std::uint32_t in_half = p.dtype == DType::F16 ? 1u : 0u, out_half = S == 1 && p.dtype == DType::F16 ? 1u : 0u;
+  if (tiles.tiled) {
+    const AttentionTiledShape t = attention_tiled_shape(tiles, p.head_dim, one_query);
+    l.lane_splits = false;
+    l.lanes = t.lanes;
+    l.rows_per_group = t.rows;
+    l.split_groups = S;
+    l.groups_per_bh = S * detail::div_up(p.queries, t.rows);
+    l.spec = {t.lanes, p.head_dim / 4, t.key_tile, in_half, out_half, t.rows, kernel_mode(p.bias)};
+    l.shader = ShaderId::attention_tiled;
+    return l;
+  }
   l.lane_splits = one_query && (S > 1 || fixed_lanes);
   l.lanes = l.lane_splits ? (fixed_lanes ? tiles.lanes : std::min(tiles.lanes, S)) : one_query ? 1 : tiles.lanes;
-  l.rows_per_lane = one_query ? 1 : tiles.rows;
+  const std::uint32_t rows_per_lane = one_query ? 1 : tiles.rows;
+  l.rows_per_group = l.lanes * rows_per_lane;
   l.split_groups = l.lane_splits ? detail::div_up(S, l.lanes) : S;
-  l.groups_per_bh = l.split_groups * detail::div_up(p.queries, std::uint64_t{l.lanes} * l.rows_per_lane);
-  l.spec = {l.lanes, p.head_dim / 4, tiles.key_block, p.dtype == DType::F16 ? 1u : 0u, S == 1 && p.dtype == DType::F16 ? 1u : 0u,
-            l.rows_per_lane,
+  l.groups_per_bh = l.split_groups * detail::div_up(p.queries, l.rows_per_group);
+  l.spec = {l.lanes, p.head_dim / 4, tiles.key_block, in_half, out_half, rows_per_lane,
             // every lane of a subgroup must walk the same keys
             tiles.share_loads && !l.lane_splits && l.lanes % tiles.key_block == 0 ? 1u : 0u, kernel_mode(p.bias)};
   // Only the variant that shares loads declares the subgroup-shuffle capability.

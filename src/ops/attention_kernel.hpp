@@ -13,16 +13,29 @@ namespace relpos::detail {
 
 class DescriptorSource;
 
-// Lanes per workgroup, query rows per lane and keys per softmax rescale, from the device.
+// Lanes per workgroup, query rows per lane and keys per softmax rescale, from the device
+// (attention_fused, the CPU kernel class); tiled: attention_tiled (the GPU class) instead, whose
+// tiles follow the head size too (attention_tiled_shape).
 struct AttentionTiles {
+  bool tiled;
   std::uint32_t lanes, rows, key_block;
   // Rows times key splits below which the keys are split: enough workgroups to fill the device
   // (a CPU device runs a few threads, and each workgroup costs it a task).
   std::uint32_t target_items;
   bool share_loads;  // key blocks loaded one key per subgroup lane and shuffled (SHARE_LOADS)
+  std::uint32_t shared_budget;  // tiled: bytes of shared memory a workgroup may take
 };
 AttentionTiles attention_tiles(const Context& ctx);
 
+// attention_tiled's workgroup: `rows` queries of one (batch, head), lanes / rows lanes per query,
+// keys staged `key_tile` at a time, `shared_bytes` of shared memory.
+struct AttentionTiledShape {
+  std::uint32_t lanes, rows, key_tile, shared_bytes;
+};
+// The largest key tile that fits the device's shared memory (at most 32 KiB, so that two
+// workgroups share a 64 KiB compute unit), for this head size; one query row per workgroup when
+// decoding (`one_query`). Throws where not even 4 keys fit.
+AttentionTiledShape attention_tiled_shape(const AttentionTiles& tiles, std::uint32_t head_dim, bool one_query);
 // What the bias buffer of a mode holds, for the messages about its size.
 const char* attention_bias_layout(AttentionBias bias);
 
@@ -35,20 +48,27 @@ bool attention_computes_rows(AttentionBias bias);
 const Buffer& attention_distance_rows(Recorder& r, const AttentionParams& p, const Buffer& params, const Buffer* rows = nullptr,
                                       DescriptorSource* sets = nullptr);
 
-// Key splits per row for this shape (p.key_splits when given).
+// Keys one split of attention_tiled may hold: its loops run attention_tiled_loop_iterations per
+// tile, and a split's tiles stay within RELPOS_MAX_LOOP_ITERATIONS (at most kMaxKeysPerSplit).
+std::uint32_t attention_tiled_loop_iterations(const AttentionTiledShape& t, std::uint32_t head_dim, AttentionBias bias);
+std::uint32_t attention_tiled_max_split_keys(const AttentionTiles& tiles, const AttentionParams& p);
+
+// Key splits per row for this shape (p.key_splits when given; the GPU kernels refuse one that
+// leaves a split longer than attention_tiled_max_split_keys).
 std::uint32_t attention_splits(const AttentionParams& p, const AttentionTiles& tiles);
 
-// How one recording of attention_fused covers the rows and splits.
+// How one recording of attention_fused or attention_tiled covers the rows and splits.
 struct AttentionLaunch {
   std::uint32_t splits, split_len;
   bool lane_splits;  // one query: the lanes of a workgroup take consecutive splits of one row
-  std::uint32_t lanes, rows_per_lane, split_groups, groups_per_bh;
+  std::uint32_t lanes, rows_per_group, split_groups, groups_per_bh;
   std::vector<std::uint32_t> spec;
   ShaderId shader;
 };
-// fixed_lanes (plans): with one query the lanes always take splits and a workgroup is always
-// tiles.lanes wide, so the specialisation does not change with the key count; otherwise as many
-// lanes as splits (one when there is one split).
+// fixed_lanes (plans): with one query the lanes of attention_fused always take splits and a
+// workgroup is always tiles.lanes wide, so the specialisation does not change with the key count;
+// otherwise as many lanes as splits (one when there is one split). attention_tiled's
+// specialisation depends on the head size, the dtypes and whether there is one query only.
 AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles& tiles, std::uint32_t splits, bool fixed_lanes);
 
 // The push constants of a launch (shifts, bh_first and first_group 0). kv_stride: keys between two

@@ -25,6 +25,20 @@ bool env_flag(const char* name) {
   return v && *v && std::strcmp(v, "0") != 0;
 }
 
+// Auto resolved: RELPOS_KERNELS (auto, cpu or gpu) where set, then by the device type.
+Kernels resolve_kernels(Kernels chosen, DeviceType type) {
+  if (chosen == Kernels::Auto) {
+    if (const char* v = std::getenv("RELPOS_KERNELS"); v && *v) {
+      const std::string name(v);
+      if (name == "cpu") chosen = Kernels::Cpu;
+      else if (name == "gpu") chosen = Kernels::Gpu;
+      else if (name != "auto") throw InvalidArgument("RELPOS_KERNELS = " + name + ": must be auto, cpu or gpu");
+    }
+  }
+  if (chosen == Kernels::Auto) chosen = type == DeviceType::Cpu ? Kernels::Cpu : Kernels::Gpu;
+  return chosen;
+}
+
 VKAPI_ATTR VkBool32 VKAPI_CALL debug_callback(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
                                               VkDebugUtilsMessageTypeFlagsEXT,
                                               const VkDebugUtilsMessengerCallbackDataEXT* data, void* user) {
@@ -322,6 +336,7 @@ Context::Context(const ContextOptions& opt) : device_(std::make_shared<Device>()
   d.queue_family = detail::compute_queue_family(d.fn, d.physical);
   detail::read_limits(d);
   d.distance_expansion = opt.distance_expansion;
+  d.kernels = detail::resolve_kernels(opt.kernels, d.info.type);
   d.compile_only = opt.compile_only;
   if (!d.compile_only) detail::require_usable_memory(d);
 
@@ -402,6 +417,7 @@ Context::Context(const AdoptedVulkan& app, const ContextOptions& opt) : device_(
   }
   detail::read_limits(d);
   d.distance_expansion = opt.distance_expansion;
+  d.kernels = detail::resolve_kernels(opt.kernels, d.info.type);
   detail::require_usable_memory(d);
   detail::load_device_table(d.fn, app.device, &d.vk);
   d.device = app.device;
@@ -416,6 +432,7 @@ Context& Context::operator=(Context&&) noexcept = default;
 const DeviceInfo& Context::device_info() const { return device_->info; }
 const DeviceLimits& Context::limits() const { return device_->limits; }
 DistanceExpansion Context::distance_expansion() const { return device_->distance_expansion; }
+Kernels Context::kernels() const { return device_->kernels; }
 bool Context::validation_enabled() const { return device_->validation; }
 std::uint64_t Context::validation_message_count() const { return device_->validation_messages.load(); }
 VkDevice Context::vk_device() const { return device_->device; }

@@ -114,6 +114,7 @@ struct Device {
   // pipelines are created with CAPTURE_STATISTICS.
   bool pipeline_statistics = false;
   DistanceExpansion distance_expansion = DistanceExpansion::Auto;
+  Kernels kernels = Kernels::Cpu;  // resolved: Cpu or Gpu
   std::atomic<std::uint64_t> validation_messages{0};
   std::function<void(const ValidationMessage&)> on_message;
 

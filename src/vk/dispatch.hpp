@@ -119,13 +119,13 @@ void update_words(Recorder& r, const Buffer& dst, std::uint64_t offset, const st
 void fill_words(Recorder& r, const Buffer& dst, std::uint64_t offset, std::uint64_t bytes, std::uint32_t value);
 
 // The subgroup size where the lanes of a subgroup should share their storage loads by
-// subgroupShuffle, 0 where not: a CPU device (each load there is a loop over the subgroup's lanes;
-// on a GPU a load of one address by every lane is a broadcast already) whose subgroups can shuffle
-// in compute shaders and tile a workgroup of `group` invocations.
+// subgroupShuffle, 0 where not: the CPU kernel class (on a CPU device each load is a loop over the
+// subgroup's lanes; on a GPU a load of one address by every lane is a broadcast already), on a
+// device whose subgroups can shuffle in compute shaders and tile a workgroup of `group` invocations.
 inline std::uint32_t load_sharing_subgroup(const Context& ctx, std::uint32_t group) {
   const DeviceLimits& lim = ctx.limits();
   const std::uint32_t sub = lim.subgroup_size;
-  const bool share = ctx.device_info().type == DeviceType::Cpu && lim.subgroup_shuffle && sub > 1 && group % sub == 0;
+  const bool share = ctx.kernels() == Kernels::Cpu && lim.subgroup_shuffle && sub > 1 && group % sub == 0;
   return share ? sub : 0;
 }
 

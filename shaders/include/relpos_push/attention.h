@@ -1,6 +1,7 @@
-// attention_fused.comp: one invocation per ROWS query rows and key split; workgroup g takes
-// local_size * ROWS consecutive queries of (batch, head) bh_first + g / groups_per_bh and one split
-// of the keys: g % groups_per_bh = split group * (groups_per_bh / split_groups) + query tile.
+// attention_fused.comp (CPU kernels): one invocation per ROWS query rows and key split; workgroup g
+// takes local_size * ROWS consecutive queries of (batch, head) bh_first + g / groups_per_bh and one
+// split of the keys: g % groups_per_bh = split group * (groups_per_bh / split_groups) + query tile.
+// attention_tiled.comp (GPU kernels): workgroup g takes BR queries the same way, lanes never split.
 // lane_splits (one query): lane l of split group s takes split s * local_size + l.
 // A dispatch binds each buffer from an aligned offset at or below the first element it uses;
 // *_shift is that offset in the units the binding is indexed in, subtracted from global indices.
@@ -18,7 +19,7 @@
 RELPOS_PUSH_BEGIN(AttentionPush) {
   uint first_group;    // flat workgroup index of this dispatch's first group (within the chunk)
   uint bh_first;       // first (batch * heads + head) of this chunk
-  uint groups_per_bh;  // split_groups * div_up(queries, local size * ROWS)
+  uint groups_per_bh;  // split_groups * div_up(queries, queries per workgroup)
   uint split_groups;   // splits, or div_up(splits, local size) with lane_splits
   uint lane_splits;
   uint splits;         // key splits per row; > 1: partial results [rows, splits, D] in float32
