@@ -14,6 +14,8 @@
 using namespace relpos;
 using relpos::test::GpuTest;
 using relpos::test::gpu;
+using relpos::test::gpu_kernels;
+using relpos::test::gpu_kernels_tiles;
 using relpos::test::gpu_small_limits;
 using relpos::test::gpu_without_shuffles;
 using relpos::test::random_floats;
@@ -143,6 +145,63 @@ TEST_F(AttentionGpu, EveryBiasModeWithoutSubgroupShuffles) {
   }
 }
 
+// Both kernel classes on every device: the GPU class (attention_tiled) and the CPU class
+// (attention_fused), whichever the device would pick itself.
+TEST_F(AttentionGpu, EveryBiasModeInBothKernelClasses) {
+  std::mt19937 rng(2026);
+  for (Kernels kernels : {Kernels::Gpu, Kernels::Cpu}) {
+    SCOPED_TRACE(kernels == Kernels::Gpu ? "gpu kernels" : "cpu kernels");
+    for (int trial = 0; trial < 24; ++trial) {
+      const AttentionParams p = random_params(rng, kModes[trial % 6], trial % 12 < 6 ? DType::F32 : DType::F16);
+      Inputs in = random_inputs(rng, p);
+      if (trial % 3 == 0) {
+        std::uniform_int_distribution<std::uint32_t> len(0, p.keys);
+        for (std::uint32_t b = 0; b < p.batch; ++b) in.lengths.push_back(b == 1 ? 0 : len(rng));
+      }
+      expect_matches(gpu_kernels(kernels), p, in);
+    }
+  }
+}
+
+// attention_tiled at several workgroup and tile sizes: lanes per query row from 1 to 8 (and 64 when
+// decoding), key tiles from 4 to 64 (lower shared memory), head sizes that are and are not a
+// multiple of the lanes per row or of 4 words. lavapipe runs a workgroup's lanes in a fixed
+// order, which could hide a missing barrier; so many shapes make a stale tile show in some.
+TEST_F(AttentionGpu, GpuKernelsAtSeveralTileSizes) {
+  struct Tiles {
+    std::uint32_t shared_bytes, lanes;
+  };
+  std::mt19937 rng(77);
+  for (const Tiles t : {Tiles{2048, 64}, Tiles{4096, 32}, Tiles{8192, 16}, Tiles{32768, 8}, Tiles{32768, 64}}) {
+    SCOPED_TRACE("shared " + std::to_string(t.shared_bytes) + " lanes " + std::to_string(t.lanes));
+    for (int trial = 0; trial < 6; ++trial) {
+      AttentionParams p = random_params(rng, kModes[trial % 6], trial % 2 ? DType::F16 : DType::F32);
+      p.head_dim = std::vector<std::uint32_t>{4, 12, 20, 36}[trial % 4];
+      if (t.shared_bytes == 2048) p.head_dim = std::min<std::uint32_t>(p.head_dim, 12);
+      p.keys = std::max<std::uint32_t>(p.keys, 1) + 50 * (trial % 3);
+      if (p.key_splits > p.keys) p.key_splits = 0;
+      if (p.query_offset > 6) p.query_offset = std::int64_t{p.keys} - p.queries;
+      expect_matches(gpu_kernels_tiles(t.shared_bytes, t.lanes), p, random_inputs(rng, p));
+    }
+  }
+}
+
+// Where not even a tile of 4 keys fits the device's shared memory at this head size, the GPU
+// kernels refuse clearly, naming head_dim and the bytes.
+TEST_F(AttentionGpu, GpuKernelsRefuseAHeadTooLargeForSharedMemory) {
+  Context& ctx = gpu_kernels_tiles(2048, 64);
+  const AttentionParams p{.heads = 1, .kv_heads = 1, .queries = 4, .keys = 8, .head_dim = 64};
+  std::mt19937 rng(1);
+  const Inputs in = random_inputs(rng, p);
+  try {
+    gpu_attention(ctx, p, in);
+    ADD_FAILURE() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("head_dim = 64"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("shared memory"), std::string::npos) << e.what();
+  }
+}
+
 // One query against a long cache: the keys are split across workgroups and merged by lse.
 TEST_F(AttentionGpu, DecodingSplitsKeysAndMerges) {
   std::mt19937 rng(7);
@@ -154,6 +213,7 @@ TEST_F(AttentionGpu, DecodingSplitsKeysAndMerges) {
       Inputs in = random_inputs(rng, p);
       in.lengths = {690};
       expect_matches(gpu(), p, in);
+      expect_matches(gpu_kernels(Kernels::Gpu), p, in);
     }
   // More splits than lanes in a workgroup, and splits past the last key (empty, lse = -inf).
   const AttentionParams p{.batch = 2, .heads = 3, .kv_heads = 3, .queries = 1, .keys = 300, .head_dim = 8, .bias = AttentionBias::Alibi,

@@ -332,6 +332,19 @@ TEST(Cli, AttentionWithT5BiasMasksAndLse) {
   auto r = tool(args + " --dtype f16");
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_EQ(read_npy(temp("att.npy")).descr, "<f2");
+  // Either kernel class on any device, with the same results within the same bound.
+  for (const char* kernels : {"gpu", "cpu", "auto"}) {
+    r = tool(std::string("--kernels ") + kernels + " " + args);
+    ASSERT_EQ(r.status, 0) << kernels << ": " << r.output;
+    EXPECT_LE(normalised_error(read_npy(temp("att.npy")).to_f32("out"), want.out), 1e-4) << kernels;
+    EXPECT_LE(normalised_error(read_npy(temp("lse.npy")).to_f32("lse"), want.lse), 1e-4) << kernels;
+  }
+  r = tool("--kernels tiled devices");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("--kernels"), std::string::npos) << r.output;
+  r = relpos::test::tool_command("RELPOS_KERNELS=tiled " + std::string(RELPOS_TOOL) + " " + args);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("RELPOS_KERNELS = tiled"), std::string::npos) << r.output;
 }
 
 TEST(Cli, AttentionBadInputGivesClearErrors) {
@@ -568,23 +581,10 @@ TEST(Cli, KerpleBiasAndKerpleAttention) {
   }
 }
 
-namespace {
-
-// The RADV null device's command prefix (AMD's real compiler, no GPU), or "" where it is not here.
-std::string radv_null_env() {
-  const std::string icd = "/usr/share/vulkan/icd.d/radeon_icd.x86_64.json";
-  if (!std::filesystem::exists(icd)) return "";
-  const std::string env = "RADV_FORCE_FAMILY=navi21 VK_ICD_FILENAMES=" + icd + " ";
-  const auto devices = relpos::test::tool_command(env + std::string(RELPOS_TOOL) + " devices");
-  return devices.status == 0 && devices.output.find("Null hardware") != std::string::npos ? env : "";
-}
-
-}  // namespace
-
 // `relpos stats [--json] [--filter OP] [--head-dims ...]` on the RADV null device: one JSON line per
 // executable with the fields, the statistics under the driver's names, numbers as numbers.
 TEST(Cli, StatsOfEveryPipelineOnAGpuCompiler) {
-  const std::string env = radv_null_env();
+  const std::string env = relpos::test::radv_null_env();
   if (env.empty()) GTEST_SKIP() << "no RADV null device here";
   const std::string tool_path = RELPOS_TOOL;
   auto r = relpos::test::tool_command(env + tool_path + " stats --json --filter attention --head-dims 64,128");
@@ -600,7 +600,7 @@ TEST(Cli, StatsOfEveryPipelineOnAGpuCompiler) {
     EXPECT_NE(j["op"].get<std::string>().find("attention"), std::string::npos) << line;  // --filter: ops whose name contains it
     ASSERT_EQ(j["workgroup"].size(), 3u);
     EXPECT_TRUE(j["stats"]["VGPRs"].is_number()) << line;
-    if (j["pipeline"] == "attention_fused") {
+    if (j["pipeline"] == "attention_tiled") {  // a GPU: the GPU kernel class
       ++fused;
       head_dims.insert(j["variant"]["head_dim"].get<std::uint32_t>());
       if (j["variant"]["head_dim"] == 64) EXPECT_EQ(j["stats"]["Spilled VGPRs"], 0) << line;

@@ -76,8 +76,8 @@ struct Step {
 
 // Runs the steps through one plan and through attention(): equal results; nothing created by the
 // plan's steps after the first.
-void expect_plan_equals_free_function(const AttentionParams& env, const std::vector<Step>& steps, std::uint32_t seed) {
-  Context& ctx = gpu();
+void expect_plan_equals_free_function(const AttentionParams& env, const std::vector<Step>& steps, std::uint32_t seed,
+                                      Context& ctx = gpu()) {
   std::mt19937 rng(seed);
   Cache c{env, {}, {}};
   const std::size_t cache_values = std::size_t{env.batch} * env.kv_heads * env.keys * env.head_dim;
@@ -210,6 +210,22 @@ TEST_F(HotLoops, DecodePlanEqualsAttentionForEveryBias) {
     env.t5.max_distance = 128;
     expect_plan_equals_free_function(env, decode_steps(), 11);
   }
+}
+
+// The GPU kernel class (attention_tiled) in a plan: decoding and several queries, bit-exact with
+// attention() in the same class, nothing created after the first step.
+TEST_F(HotLoops, PlansInTheGpuKernelClass) {
+  Context& ctx = relpos::test::gpu_kernels(Kernels::Gpu);
+  for (AttentionBias bias : {AttentionBias::T5, AttentionBias::Alibi, AttentionBias::Dense}) {
+    AttentionParams env{.batch = 2, .heads = 4, .kv_heads = 2, .queries = 1, .keys = 1100, .head_dim = 8, .causal = true, .bias = bias};
+    env.t5.bidirectional = false;
+    env.t5.num_buckets = 32;
+    env.t5.max_distance = 128;
+    expect_plan_equals_free_function(env, decode_steps(), 12, ctx);
+  }
+  AttentionParams env{.heads = 3, .queries = 6, .keys = 600, .head_dim = 20, .dtype = DType::F16, .scale = 1.0f, .memory_prefix = 5,
+                      .bias = AttentionBias::Kerple};
+  expect_plan_equals_free_function(env, {{6, 6, 0}, {1, 7, 6}, {4, 11, 7}, {1, 300, -40}, {6, 600, 594}, {3, 9, -5}}, 13, ctx);
 }
 
 TEST_F(HotLoops, PlanWithSeveralQueriesAndMovingOffsets) {

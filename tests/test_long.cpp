@@ -13,6 +13,7 @@
 using namespace relpos;
 using relpos::test::GpuTest;
 using relpos::test::gpu;
+using relpos::test::gpu_kernels;
 using relpos::test::random_floats;
 using relpos::test::run;
 
@@ -36,6 +37,7 @@ struct LongCase {
   std::uint32_t keys;
   AttentionBias bias;
   bool causal;
+  Kernels kernels = Kernels::Auto;  // Auto: the device's own class
 };
 
 class LongGpu : public GpuTest, public ::testing::WithParamInterface<LongCase> {};
@@ -60,7 +62,7 @@ TEST_P(LongGpu, FusedAttentionMatchesReference) {
   }
   const AttentionResult want = attention_reference(p, {q, k, v, bias, rel_keys, rel_values, {}});
 
-  Context& ctx = gpu();
+  Context& ctx = gpu_kernels(c.kernels);
   Buffer bq = make_buffer(ctx, q), bk = make_buffer(ctx, k), bv = make_buffer(ctx, v);
   Buffer out(ctx, q.size() * 4), lse(ctx, p.rows() * 4), bb, brk, brv;
   AttentionBuffers b{&bq, &bk, &bv, &out, &lse};
@@ -77,13 +79,16 @@ TEST_P(LongGpu, FusedAttentionMatchesReference) {
 std::string case_name(const ::testing::TestParamInfo<LongCase>& info) {
   static const char* modes[] = {"none", "t5", "distance", "alibi", "shaw", "dense", "kerple"};
   return std::string(modes[static_cast<int>(info.param.bias)]) + "_" + std::to_string(info.param.keys) +
-         (info.param.causal ? "_causal" : "");
+         (info.param.causal ? "_causal" : "") + (info.param.kernels == Kernels::Gpu ? "_gpu_kernels" : info.param.kernels == Kernels::Cpu ? "_cpu_kernels" : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Keys, LongGpu,
                          ::testing::Values(LongCase{32768, AttentionBias::None, false}, LongCase{100000, AttentionBias::T5, true},
                                            LongCase{100000, AttentionBias::Shaw, false}, LongCase{200000, AttentionBias::Alibi, false},
-                                           LongCase{200000, AttentionBias::Distance, true}),
+                                           LongCase{200000, AttentionBias::Distance, true},
+                                           LongCase{100000, AttentionBias::T5, true, Kernels::Gpu},
+                                           LongCase{100000, AttentionBias::Shaw, false, Kernels::Gpu},
+                                           LongCase{200000, AttentionBias::Alibi, false, Kernels::Gpu}),
                          case_name);
 
 class LongUnfused : public GpuTest {};

@@ -18,6 +18,7 @@
 #include "relpos_push/attention.h"
 #include "relpos_push/attention_merge.h"
 #include "relpos_push/loop_bound.h"
+#include "vk/access.hpp"
 #include "vk/dispatch.hpp"
 
 namespace relpos {
@@ -110,7 +111,8 @@ AttentionTiles attention_tiles(const Context& ctx) {
   if (ctx.kernels() == Kernels::Gpu) {
     AttentionTiles t{};
     t.tiled = true;
-    t.lanes = std::min<std::uint32_t>(cap, 64);
+    const std::uint32_t forced = detail::device_of(ctx)->gpu_attention_lanes;
+    t.lanes = forced ? forced : std::min<std::uint32_t>(cap, 64);
     t.rows = 1;
     t.target_items = 1024;
     t.shared_budget = std::min<std::uint32_t>(lim.max_shared_memory_bytes, 32 * 1024);

@@ -18,6 +18,12 @@ struct TestingOptions {
   bool staging_only = false;
   // Treat the device as one without subgroup shuffles, so that the kernels such devices get run.
   bool no_subgroup_shuffles = false;
+  // Lower the shared memory a workgroup may take (0 = keep), so that the GPU kernels run with
+  // smaller tiles than the device would give them.
+  std::uint32_t max_shared_memory_bytes = 0;
+  // The lanes of the GPU attention kernel's workgroups (0 = its own choice; a power of two up to
+  // 64): fewer lanes per query row than any device would get.
+  std::uint32_t gpu_attention_lanes = 0;
 };
 
 // A Context made from `options`, then changed by `testing` before anything uses it.

@@ -115,6 +115,7 @@ struct Device {
   bool pipeline_statistics = false;
   DistanceExpansion distance_expansion = DistanceExpansion::Auto;
   Kernels kernels = Kernels::Cpu;  // resolved: Cpu or Gpu
+  std::uint32_t gpu_attention_lanes = 0;  // TestingOptions: attention_tiled's lanes, 0 = its own choice
   std::atomic<std::uint64_t> validation_messages{0};
   std::function<void(const ValidationMessage&)> on_message;
 

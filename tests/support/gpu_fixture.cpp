@@ -1,5 +1,6 @@
 #include "support/gpu_fixture.hpp"
 
+#include <map>
 #include <memory>
 #include <mutex>
 
@@ -67,6 +68,33 @@ Context& gpu_without_shuffles() {
     return detail::testing_context(validated_options(), t);
   }();
   return ctx;
+}
+
+Context& gpu_kernels(Kernels kernels) {
+  auto make = [](Kernels k) {
+    ContextOptions o = validated_options();
+    o.kernels = k;
+    return Context(o);
+  };
+  static Context cpu = make(Kernels::Cpu);
+  if (kernels == Kernels::Cpu) return cpu;
+  static Context gpu = make(Kernels::Gpu);
+  if (kernels == Kernels::Gpu) return gpu;
+  return relpos::test::gpu();
+}
+
+Context& gpu_kernels_tiles(std::uint32_t shared_bytes, std::uint32_t lanes) {
+  static std::map<std::pair<std::uint32_t, std::uint32_t>, std::unique_ptr<Context>> contexts;
+  std::unique_ptr<Context>& ctx = contexts[{shared_bytes, lanes}];
+  if (!ctx) {
+    ContextOptions o = validated_options();
+    o.kernels = Kernels::Gpu;
+    detail::TestingOptions t;
+    t.max_shared_memory_bytes = shared_bytes;
+    t.gpu_attention_lanes = lanes;
+    ctx = std::make_unique<Context>(detail::testing_context(o, t));
+  }
+  return *ctx;
 }
 
 std::vector<std::string> take_validation_messages() {

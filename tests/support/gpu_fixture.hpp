@@ -28,6 +28,13 @@ Context& gpu_expansion(DistanceExpansion path);
 // loads, the Fourier row without shared rotation loads).
 Context& gpu_without_shuffles();
 
+// A validated context whose ops use one kernel class (Kernels::Cpu or Gpu), whatever the device:
+// both classes are tested on every device.
+Context& gpu_kernels(Kernels kernels);
+// The GPU kernel class with tiles shrunk: at most `shared_bytes` of shared memory per workgroup and
+// `lanes` lanes in fused attention's (one context per pair, kept for the test binary).
+Context& gpu_kernels_tiles(std::uint32_t shared_bytes, std::uint32_t lanes);
+
 // Messages the layer reported since the last call.
 std::vector<std::string> take_validation_messages();
 

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -26,5 +27,16 @@ inline ToolResult tool_command(const std::string& command_line) {
 }
 
 inline ToolResult tool(const std::string& args) { return tool_command(std::string(RELPOS_TOOL) + " " + args); }
+
+// The environment that makes RADV (Mesa's AMD driver) enumerate a null-hardware `family` (navi10,
+// navi21, vega10, ...): a real GPU compiler without a GPU. Empty where the radeon ICD is missing or
+// the driver does not offer that family.
+inline std::string radv_null_env(const std::string& family = "navi21") {
+  const std::string icd = "/usr/share/vulkan/icd.d/radeon_icd.x86_64.json";
+  if (!std::filesystem::exists(icd)) return "";
+  const std::string env = "RADV_FORCE_FAMILY=" + family + " VK_ICD_FILENAMES=" + icd + " RELPOS_DEVICE= ";
+  const auto devices = tool_command(env + std::string(RELPOS_TOOL) + " devices");
+  return devices.status == 0 && devices.output.find("Null hardware") != std::string::npos ? env : "";
+}
 
 }  // namespace relpos::test
