@@ -18,42 +18,15 @@ layout(constant_id = 4) const uint C_MODE = 0;   // 0: write f32, 1: write f16, 
 layout(constant_id = 5) const bool VEC4 = false; // k, bases and strides are multiples of 4: quad loads
 const uint RM = 8u;  // rows of C per invocation (kRows in src/ops/matmul.cpp)
 
+#include "relpos/matmul_io.glsl"
+// Element-wise views of the same bindings, for operands that are not quad-aligned.
 layout(std430, binding = 0) readonly buffer A32 { float a32[]; };
-layout(std430, binding = 0) readonly buffer A32x4 { vec4 a32x4[]; };
 layout(std430, binding = 0) readonly buffer A16 { uint a16[]; };
-layout(std430, binding = 0) readonly buffer A16x4 { uvec2 a16x4[]; };
 layout(std430, binding = 1) readonly buffer B32 { float b32[]; };
-layout(std430, binding = 1) readonly buffer B32x4 { vec4 b32x4[]; };
 layout(std430, binding = 1) readonly buffer B16 { uint b16[]; };
-layout(std430, binding = 1) readonly buffer B16x4 { uvec2 b16x4[]; };
-layout(std430, binding = 2) buffer C32 { float c32[]; };
-layout(std430, binding = 2) buffer C16 { uint c16[]; };
 
 float load_a(uint e) { return A_F16 ? unpackHalf2x16(a16[e >> 1])[e & 1u] : a32[e]; }
 float load_b(uint e) { return B_F16 ? unpackHalf2x16(b16[e >> 1])[e & 1u] : b32[e]; }
-// e is a multiple of 4.
-vec4 load_a4(uint e) {
-  if (A_F16) { uvec2 w = a16x4[e >> 2]; return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
-  return a32x4[e >> 2];
-}
-vec4 load_b4(uint e) {
-  if (B_F16) { uvec2 w = b16x4[e >> 2]; return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
-  return b32x4[e >> 2];
-}
-
-void store_c(uint e, float v) {
-  if (C_MODE == 0u) {
-    c32[e] = v;
-  } else if (C_MODE == 2u) {
-    c32[e] = c32[e] + v;
-  } else {
-    uint w = e >> 1, lane = e & 1u;
-    uint old = c16[w];
-    if (C_MODE == 3u) v += unpackHalf2x16(old)[lane];
-    uint h = packHalf2x16(vec2(v, 0.0)) & 0xffffu;
-    c16[w] = lane == 0u ? (old & 0xffff0000u) | h : (old & 0xffffu) | (h << 16);
-  }
-}
 
 void main() {
   uint tx = gl_LocalInvocationID.x % pc.tx, ty = gl_LocalInvocationID.x / pc.tx;

@@ -24,36 +24,7 @@ layout(constant_id = 7) const bool B_T = true;   // B is [n][k] (A·Bᵀ) rather
 const uint NC = 4u * NQ;
 const uint OWN = (NC + SG - 1u) / SG;            // quads of B each lane loads per step
 
-layout(std430, binding = 0) readonly buffer A32x4 { vec4 a32x4[]; };
-layout(std430, binding = 0) readonly buffer A16x4 { uvec2 a16x4[]; };
-layout(std430, binding = 1) readonly buffer B32x4 { vec4 b32x4[]; };
-layout(std430, binding = 1) readonly buffer B16x4 { uvec2 b16x4[]; };
-layout(std430, binding = 2) buffer C32 { float c32[]; };
-layout(std430, binding = 2) buffer C16 { uint c16[]; };
-
-// e is a multiple of 4.
-vec4 load_a4(uint e) {
-  if (A_F16) { uvec2 w = a16x4[e >> 2]; return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
-  return a32x4[e >> 2];
-}
-vec4 load_b4(uint e) {
-  if (B_F16) { uvec2 w = b16x4[e >> 2]; return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
-  return b32x4[e >> 2];
-}
-
-void store_c(uint e, float v) {
-  if (C_MODE == 0u) {
-    c32[e] = v;
-  } else if (C_MODE == 2u) {
-    c32[e] = c32[e] + v;
-  } else {
-    uint w = e >> 1, lane = e & 1u;
-    uint old = c16[w];
-    if (C_MODE == 3u) v += unpackHalf2x16(old)[lane];
-    uint h = packHalf2x16(vec2(v, 0.0)) & 0xffffu;
-    c16[w] = lane == 0u ? (old & 0xffff0000u) | h : (old & 0xffffu) | (h << 16);
-  }
-}
+#include "relpos/matmul_io.glsl"
 
 void main() {
   // Push constants read once: lavapipe makes each read inside a loop an eight-lane gather.

@@ -174,6 +174,7 @@ TEST_F(AttentionGpu, GpuKernelsAtSeveralTileSizes) {
   std::mt19937 rng(77);
   for (const Tiles t : {Tiles{2048, 64}, Tiles{4096, 32}, Tiles{8192, 16}, Tiles{32768, 8}, Tiles{32768, 64}}) {
     SCOPED_TRACE("shared " + std::to_string(t.shared_bytes) + " lanes " + std::to_string(t.lanes));
+    Context ctx = gpu_kernels_tiles(t.shared_bytes, t.lanes);
     for (int trial = 0; trial < 6; ++trial) {
       AttentionParams p = random_params(rng, kModes[trial % 6], trial % 2 ? DType::F16 : DType::F32);
       p.head_dim = std::vector<std::uint32_t>{4, 12, 20, 36}[trial % 4];
@@ -181,7 +182,7 @@ TEST_F(AttentionGpu, GpuKernelsAtSeveralTileSizes) {
       p.keys = std::max<std::uint32_t>(p.keys, 1) + 50 * (trial % 3);
       if (p.key_splits > p.keys) p.key_splits = 0;
       if (p.query_offset > 6) p.query_offset = std::int64_t{p.keys} - p.queries;
-      expect_matches(gpu_kernels_tiles(t.shared_bytes, t.lanes), p, random_inputs(rng, p));
+      expect_matches(ctx, p, random_inputs(rng, p));
     }
   }
 }
@@ -189,7 +190,7 @@ TEST_F(AttentionGpu, GpuKernelsAtSeveralTileSizes) {
 // Where not even a tile of 4 keys fits the device's shared memory at this head size, the GPU
 // kernels refuse clearly, naming head_dim and the bytes.
 TEST_F(AttentionGpu, GpuKernelsRefuseAHeadTooLargeForSharedMemory) {
-  Context& ctx = gpu_kernels_tiles(2048, 64);
+  Context ctx = gpu_kernels_tiles(2048, 64);
   const AttentionParams p{.heads = 1, .kv_heads = 1, .queries = 4, .keys = 8, .head_dim = 64};
   std::mt19937 rng(1);
   const Inputs in = random_inputs(rng, p);

@@ -162,6 +162,41 @@ TEST_F(AttentionGpu, MatmulSharedTiles) {
   }
 }
 
+// The GPU kernel class's matmul (matmul_tiled.comp: 32×32 tiles of C staged through shared memory
+// in steps of 16): A·Bᵀ and A·B, partial tiles, depths that are not a multiple of the step,
+// strided and batched operands, every storage and C mode; then 3 workgroups per dimension.
+TEST_F(AttentionGpu, MatmulGpuTiles) {
+  std::mt19937 rng(14);
+  Context& ctx = relpos::test::gpu_kernels(Kernels::Gpu);
+  int trial = 0;
+  for (bool nt : {true, false})
+    for (std::uint32_t m : {1u, 31u, 33u, 100u})
+      for (std::uint32_t n : {4u, 32u, 36u, 132u}) {
+        MatmulParams p = dense_matmul(1 + trial % 3, m, nt && trial % 2 ? n - 3 : n, 4 * (1 + trial % 9), nt);
+        if (trial % 2) {
+          p.a_row_stride = p.k + 4;
+          p.a_batch_stride = p.a_row_stride * p.m + 8;
+          p.b_row_stride = (nt ? p.k : p.n) + 8;
+          p.b_batch_stride = trial % 4 == 1 ? 0 : p.b_row_stride * (nt ? p.n : p.k) + 4;
+        }
+        p.accumulate = trial % 3 == 1;
+        p.alpha = 0.75f;
+        p.a_dtype = trial % 4 == 2 ? DType::F16 : DType::F32;
+        p.b_dtype = trial % 5 == 3 ? DType::F16 : DType::F32;
+        p.c_dtype = trial % 6 >= 4 ? DType::F16 : DType::F32;
+        ++trial;
+        SCOPED_TRACE(describe(p));
+        check_matmul(ctx, p, rng);
+      }
+  Context few = relpos::test::gpu_kernels_tiles(0, 0, 3);
+  for (bool nt : {true, false}) {
+    MatmulParams p = dense_matmul(2, 200, nt ? 130 : 136, 40, nt);
+    p.accumulate = nt;
+    SCOPED_TRACE("few workgroups " + describe(p));
+    check_matmul(few, p, rng);
+  }
+}
+
 // A 4 KiB binding limit and 3 workgroups per dimension: batches, rows and column tiles all split.
 TEST_F(AttentionGpu, MatmulSplitPathsUnderLoweredLimits) {
   std::mt19937 rng(12);
@@ -207,6 +242,7 @@ TEST_F(AttentionGpu, UnfusedAttentionMatchesReference) {
     const UnfusedAttentionParams p = random_attention(rng, 48);
     SCOPED_TRACE(describe(p));
     check_attention(gpu(), p, rng);
+    check_attention(relpos::test::gpu_kernels(trial % 2 ? Kernels::Gpu : Kernels::Cpu), p, rng);  // both classes
   }
 }
 

@@ -18,6 +18,8 @@ constexpr std::uint32_t kCastGroup = 64;
 constexpr std::uint32_t kMatmulGroup = 64;  // invocations; a tile uses tx * ty of them
 constexpr std::uint64_t kRows = 8;          // rows of C per invocation (RM in matmul.comp)
 constexpr std::uint32_t kSharedRows = 2;    // rows of C per lane in matmul_shared.comp (RM)
+// matmul_tiled.comp's tile of C (TM × TN), the GPU kernel class's kernel for quad-aligned operands.
+constexpr std::uint64_t kTiledRows = 32, kTiledCols = 32;
 // The shared dimension one dispatch walks: both kernels run one loop iteration per element of it
 // (per quad with quad loads), so longer ones (weights·v over 100k keys) are split into dispatches
 // that add into C, within the loop bound. A multiple of 4 keeps every part's quads aligned.
@@ -78,7 +80,10 @@ bool c_needs_staging(const MatmulParams& p) {
   return p.c_dtype == DType::F16 && (p.c_row_stride % 2 != 0 || (p.batch > 1 && p.c_batch_stride % 2 != 0) || p.k > kMaxDepth);
 }
 
-Plan plan(const DeviceLimits& lim, const MatmulParams& p, const SharedTile& st) {
+// The GPU kernel class: matmul_tiled wherever the operands allow quad loads.
+bool gpu_tiles(const Context& ctx) { return ctx.kernels() == Kernels::Gpu; }
+
+Plan plan(const DeviceLimits& lim, const MatmulParams& p, const SharedTile& st, bool tiled) {
   Plan pl;
   // Tiles shaped to the matrix: a skinny C (few columns, as P = q·rel_keysᵀ with 2k+1 of them,
   // or few rows, as tensor2tensor's per-query matmul) gets a skinny tile, and the columns are
@@ -129,6 +134,7 @@ Plan plan(const DeviceLimits& lim, const MatmulParams& p, const SharedTile& st) 
   }
   pl.rows_per = std::min<std::uint64_t>(pl.rows_per, lim.max_workgroup_count[1] * kRows * pl.ty);
   if (st.use) pl.rows_per = std::min<std::uint64_t>(pl.rows_per, lim.max_workgroup_count[1] * st.rows());
+  if (tiled) pl.rows_per = std::min<std::uint64_t>(pl.rows_per, lim.max_workgroup_count[1] * kTiledRows);
   return pl;
 }
 
@@ -141,7 +147,8 @@ void record_depth_part(Recorder& r, const MatmulParams& p, const Buffer& a, cons
                        std::uint64_t k1, bool accumulate) {
   const DeviceLimits& lim = r.context().limits();
   const SharedTile st = shared_tile(r.context(), p);
-  const Plan pl = plan(lim, p, st);
+  const bool tiled = gpu_tiles(r.context());
+  const Plan pl = plan(lim, p, st, tiled);
   const std::uint32_t ea = dtype_size(p.a_dtype), eb = dtype_size(p.b_dtype), ec = dtype_size(p.c_dtype);
   const std::uint32_t c_mode = (p.c_dtype == DType::F16 ? 1u : 0u) + (accumulate ? 2u : 0u);
   const std::uint64_t tm = kRows * pl.ty, tn = 4ull * pl.tx;
@@ -179,16 +186,19 @@ void record_depth_part(Recorder& r, const MatmulParams& p, const Buffer& a, cons
         pc.c_base = static_cast<std::uint32_t>(wc.base + n0);
         const std::uint32_t a16 = p.a_dtype == DType::F16 ? 1u : 0u, b16 = p.b_dtype == DType::F16 ? 1u : 0u;
         const std::uint32_t bt = p.b_transposed ? 1u : 0u;
-        // matmul_shared where it applies (quad loads and a CPU device), matmul.comp otherwise.
-        const bool shared = vec4 && st.use;
+        // With quad loads: matmul_tiled (GPU kernels) or matmul_shared (CPU kernels on a device
+        // whose subgroups shuffle); matmul.comp otherwise.
+        const bool shared = vec4 && st.use, gpu_tiled = vec4 && tiled && !shared;
+        const ShaderId shader = gpu_tiled ? ShaderId::matmul_tiled : shared ? ShaderId::matmul_shared : ShaderId::matmul;
         const std::vector<std::uint32_t> spec =
-            shared ? std::vector<std::uint32_t>{st.lanes, st.sub, a16, b16, c_mode, kSharedRows, st.quads, bt}
-                   : std::vector<std::uint32_t>{kMatmulGroup, bt, a16, b16, c_mode, vec4 ? 1u : 0u};
-        const std::uint64_t tile_rows = shared ? st.rows() : tm, tile_cols = shared ? 4ull * st.quads : tn;
+            gpu_tiled ? std::vector<std::uint32_t>{kMatmulGroup, bt, a16, b16, c_mode}
+            : shared  ? std::vector<std::uint32_t>{st.lanes, st.sub, a16, b16, c_mode, kSharedRows, st.quads, bt}
+                      : std::vector<std::uint32_t>{kMatmulGroup, bt, a16, b16, c_mode, vec4 ? 1u : 0u};
+        const std::uint64_t tile_rows = gpu_tiled ? kTiledRows : shared ? st.rows() : tm;
+        const std::uint64_t tile_cols = gpu_tiled ? kTiledCols : shared ? 4ull * st.quads : tn;
         for_each_group_range(lim, div_up(n1 - n0, tile_cols), [&](std::uint64_t first, std::uint32_t groups) {
           pc.tile_n0 = static_cast<std::uint32_t>(first);
-          dispatch(r, shared ? detail::ShaderId::matmul_shared : detail::ShaderId::matmul, spec, {wa.span, wb.span, wc.span}, pc, groups, div_up(m1 - m0, tile_rows),
-                   static_cast<std::uint32_t>(nb));
+          dispatch(r, shader, spec, {wa.span, wb.span, wc.span}, pc, groups, div_up(m1 - m0, tile_rows), static_cast<std::uint32_t>(nb));
         });
       }
     }
@@ -204,7 +214,7 @@ void check_matmul_plan(const Recorder& r, const MatmulParams& p) {
             std::to_string(p.c_row_stride),
             "an f16 C with odd strides, or with k > " + std::to_string(kMaxDepth) +
                 ", must be dense (c_row_stride = n, c_batch_stride = m * n)");
-  (void)plan(r.context().limits(), p, shared_tile(r.context(), p));
+  (void)plan(r.context().limits(), p, shared_tile(r.context(), p), gpu_tiles(r.context()));
 }
 
 void check_matmul(const Recorder& r, const MatmulParams& p, const Buffer& a, const Buffer& b, const Buffer& c) {

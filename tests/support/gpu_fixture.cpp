@@ -1,6 +1,5 @@
 #include "support/gpu_fixture.hpp"
 
-#include <map>
 #include <memory>
 #include <mutex>
 
@@ -83,18 +82,14 @@ Context& gpu_kernels(Kernels kernels) {
   return relpos::test::gpu();
 }
 
-Context& gpu_kernels_tiles(std::uint32_t shared_bytes, std::uint32_t lanes) {
-  static std::map<std::pair<std::uint32_t, std::uint32_t>, std::unique_ptr<Context>> contexts;
-  std::unique_ptr<Context>& ctx = contexts[{shared_bytes, lanes}];
-  if (!ctx) {
-    ContextOptions o = validated_options();
-    o.kernels = Kernels::Gpu;
-    detail::TestingOptions t;
-    t.max_shared_memory_bytes = shared_bytes;
-    t.gpu_attention_lanes = lanes;
-    ctx = std::make_unique<Context>(detail::testing_context(o, t));
-  }
-  return *ctx;
+Context gpu_kernels_tiles(std::uint32_t shared_bytes, std::uint32_t lanes, std::uint32_t workgroups) {
+  ContextOptions o = validated_options();
+  o.kernels = Kernels::Gpu;
+  detail::TestingOptions t;
+  t.max_shared_memory_bytes = shared_bytes;
+  t.gpu_attention_lanes = lanes;
+  t.max_workgroup_count = workgroups;
+  return detail::testing_context(o, t);
 }
 
 std::vector<std::string> take_validation_messages() {

@@ -31,9 +31,11 @@ Context& gpu_without_shuffles();
 // A validated context whose ops use one kernel class (Kernels::Cpu or Gpu), whatever the device:
 // both classes are tested on every device.
 Context& gpu_kernels(Kernels kernels);
-// The GPU kernel class with tiles shrunk: at most `shared_bytes` of shared memory per workgroup and
-// `lanes` lanes in fused attention's (one context per pair, kept for the test binary).
-Context& gpu_kernels_tiles(std::uint32_t shared_bytes, std::uint32_t lanes);
+// A new validated context of the GPU kernel class with tiles shrunk: at most `shared_bytes` of
+// shared memory per workgroup and `lanes` lanes in fused attention's (0: the device's own), and
+// `workgroups` per dispatch dimension (0: the device's). (The caller destroys it within the test:
+// several validated contexts destroyed at exit crashed the layer, 1.3.239.)
+Context gpu_kernels_tiles(std::uint32_t shared_bytes, std::uint32_t lanes, std::uint32_t workgroups = 0);
 
 // Messages the layer reported since the last call.
 std::vector<std::string> take_validation_messages();
