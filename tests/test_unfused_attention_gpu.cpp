@@ -125,54 +125,17 @@ TEST_F(AttentionGpu, MatmulRandomLayoutsAndDtypes) {
   }
 }
 
-// Quad-aligned operands and at least 32 rows: on lavapipe (subgroups of 8 that shuffle) this is
-// matmul_shared.comp, whose column tiles are 8, 16 or 32 wide by the column count and whose
-// workgroups hold 2 to 8 subgroups by the row count. A·Bᵀ and A·B, every tile width, partial tiles
-// of rows and columns, strided and batched operands, and every storage and C mode.
-TEST_F(AttentionGpu, MatmulSharedTiles) {
-  std::mt19937 rng(13);
+// Quad-aligned products over every row count in `ms` and column count in `ns`, A·Bᵀ and A·B: A·Bᵀ
+// also with columns that are not whole quads, depths 4 to 4·depth_steps, every other trial strided
+// (still quad-aligned) and batched, every storage and C mode; then at most 3 workgroups per
+// dimension (column and row tiles take several dispatches, each starting at its own tile) on `few`.
+static void check_quad_matmuls(Context& ctx, Context& few, std::initializer_list<std::uint32_t> ms, std::initializer_list<std::uint32_t> ns,
+                               std::uint32_t depth_steps, std::mt19937& rng) {
   int trial = 0;
   for (bool nt : {true, false})
-    for (std::uint32_t m : {32u, 47u, 129u, 600u})
-      for (std::uint32_t n : {4u, 8u, 36u, 64u, 132u}) {
-        // A·Bᵀ also with columns that are not whole quads.
-        MatmulParams p = dense_matmul(1 + trial % 3, m, nt && trial % 2 ? n - 3 : n, 4 * (1 + trial % 5), nt);
-        if (trial % 2) {  // strided, still quad-aligned
-          p.a_row_stride = p.k + 4;
-          p.a_batch_stride = p.a_row_stride * p.m + 8;
-          p.b_row_stride = (nt ? p.k : p.n) + 8;
-          p.b_batch_stride = trial % 4 == 1 ? 0 : p.b_row_stride * (nt ? p.n : p.k) + 4;
-        }
-        p.accumulate = trial % 3 == 1;
-        p.alpha = 0.75f;
-        p.a_dtype = trial % 4 == 2 ? DType::F16 : DType::F32;
-        p.b_dtype = trial % 5 == 3 ? DType::F16 : DType::F32;
-        p.c_dtype = trial % 6 >= 4 ? DType::F16 : DType::F32;
-        ++trial;
-        SCOPED_TRACE(describe(p));
-        check_matmul(gpu(), p, rng);
-      }
-  // At most 3 workgroups per dimension: column tiles and row tiles take several dispatches, each
-  // starting at its own tile.
-  for (bool nt : {true, false}) {
-    MatmulParams p = dense_matmul(2, 600, nt ? 130 : 136, 8, nt);
-    p.accumulate = nt;
-    SCOPED_TRACE("few workgroups " + describe(p));
-    check_matmul(gpu_few_workgroups(), p, rng);
-  }
-}
-
-// The GPU kernel class's matmul (matmul_tiled.comp: 32×32 tiles of C staged through shared memory
-// in steps of 16): A·Bᵀ and A·B, partial tiles, depths that are not a multiple of the step,
-// strided and batched operands, every storage and C mode; then 3 workgroups per dimension.
-TEST_F(AttentionGpu, MatmulGpuTiles) {
-  std::mt19937 rng(14);
-  Context& ctx = relpos::test::gpu_kernels(Kernels::Gpu);
-  int trial = 0;
-  for (bool nt : {true, false})
-    for (std::uint32_t m : {1u, 31u, 33u, 100u})
-      for (std::uint32_t n : {4u, 32u, 36u, 132u}) {
-        MatmulParams p = dense_matmul(1 + trial % 3, m, nt && trial % 2 ? n - 3 : n, 4 * (1 + trial % 9), nt);
+    for (std::uint32_t m : ms)
+      for (std::uint32_t n : ns) {
+        MatmulParams p = dense_matmul(1 + trial % 3, m, nt && trial % 2 ? n - 3 : n, 4 * (1 + trial % depth_steps), nt);
         if (trial % 2) {
           p.a_row_stride = p.k + 4;
           p.a_batch_stride = p.a_row_stride * p.m + 8;
@@ -188,13 +151,28 @@ TEST_F(AttentionGpu, MatmulGpuTiles) {
         SCOPED_TRACE(describe(p));
         check_matmul(ctx, p, rng);
       }
-  Context few = relpos::test::gpu_kernels_tiles(0, 0, 3);
   for (bool nt : {true, false}) {
-    MatmulParams p = dense_matmul(2, 200, nt ? 130 : 136, 40, nt);
+    MatmulParams p = dense_matmul(2, 600, nt ? 130 : 136, 40, nt);
     p.accumulate = nt;
     SCOPED_TRACE("few workgroups " + describe(p));
     check_matmul(few, p, rng);
   }
+}
+
+// On lavapipe (subgroups of 8 that shuffle) quad-aligned products of at least 32 rows take
+// matmul_shared.comp, whose column tiles are 8, 16 or 32 wide by the column count and whose
+// workgroups hold 2 to 8 subgroups by the row count: every tile width, partial tiles.
+TEST_F(AttentionGpu, MatmulSharedTiles) {
+  std::mt19937 rng(13);
+  check_quad_matmuls(gpu(), gpu_few_workgroups(), {32u, 47u, 129u, 600u}, {4u, 8u, 36u, 64u, 132u}, 5, rng);
+}
+
+// The GPU kernel class's matmul (matmul_tiled.comp: 32×32 tiles of C staged through shared memory
+// in steps of 16): one row to several tiles, partial tiles, depths that are not a multiple of 16.
+TEST_F(AttentionGpu, MatmulGpuTiles) {
+  std::mt19937 rng(14);
+  Context few = relpos::test::gpu_kernels_tiles(0, 0, 3);
+  check_quad_matmuls(relpos::test::gpu_kernels(Kernels::Gpu), few, {1u, 31u, 33u, 100u}, {4u, 32u, 36u, 132u}, 9, rng);
 }
 
 // A 4 KiB binding limit and 3 workgroups per dimension: batches, rows and column tiles all split.
