@@ -68,6 +68,18 @@ vec4 load_q(uint w) { return IN_HALF != 0u ? unpack4(q16[w]) : q32[w]; }
 vec4 load_k(uint w) { return IN_HALF != 0u ? unpack4(k16[w]) : k32[w]; }
 vec4 load_v(uint w) { return IN_HALF != 0u ? unpack4(v16[w]) : v32[w]; }
 
+// Steps 1 and 3: the keys (or values) j0 .. j0 + BC - 1 into kv_tile, all lanes, consecutive lanes
+// consecutive words. A key past the end reloads the last one: finite, and its score is masked.
+void stage_tile(uint kv_word, uint j0, uint j_end, bool values) {
+  [[unroll]] for (uint t = 0u; t < (BC * D4 + WG - 1u) / WG; ++t) {
+    const uint w = gl_LocalInvocationID.x + t * WG;
+    if (w < BC * D4) {
+      const uint c = w / D4, d = w % D4, at = kv_word + min(j0 + c, j_end - 1u) * D4 + d;
+      kv_tile[c * KV_STRIDE + d] = values ? load_v(at) : load_k(at);
+    }
+  }
+}
+
 void main() {
   const float NEG_INF = uintBitsToFloat(0xff800000u);
   const uint lane = gl_LocalInvocationID.x, r = lane / LPR, s = lane % LPR;
@@ -143,15 +155,9 @@ void main() {
   [[unroll]] for (uint k = 0u; k < OWNED; ++k) acc[k] = vec4(0.0);
 
   for (uint j0 = j_begin; j0 < j_end; j0 += BC) {
-    // 1. The tile's keys (a key past the end reloads the last one: finite, and its score is
-    // masked) and the bias window, clamped into the binding (only masked scores read past it).
-    [[unroll]] for (uint t = 0u; t < (BC * D4 + WG - 1u) / WG; ++t) {
-      const uint w = lane + t * WG;
-      if (w < BC * D4) {
-        const uint c = w / D4, d = w % D4;
-        kv_tile[c * KV_STRIDE + d] = load_k(kv_word + min(j0 + c, j_end - 1u) * D4 + d);
-      }
-    }
+    // 1. The tile's keys and the bias window, clamped into the binding (only masked scores read
+    // past it).
+    stage_tile(kv_word, j0, j_end, false);
     if (mode == RELPOS_ATTN_ROW) {
       const uint last = uint(bias.length()) - 1u;
       [[unroll]] for (uint t = 0u; t < (WINDOW + WG - 1u) / WG; ++t) {
@@ -222,13 +228,7 @@ void main() {
       const float x = p_tile[r * P_STRIDE + c];
       p_tile[r * P_STRIDE + c] = x == NEG_INF ? 0.0 : exp(x - m_new);
     }
-    [[unroll]] for (uint t = 0u; t < (BC * D4 + WG - 1u) / WG; ++t) {
-      const uint w = lane + t * WG;
-      if (w < BC * D4) {
-        const uint c = w / D4, d = w % D4;
-        kv_tile[c * KV_STRIDE + d] = load_v(kv_word + min(j0 + c, j_end - 1u) * D4 + d);
-      }
-    }
+    stage_tile(kv_word, j0, j_end, true);
     barrier();  // C
 
     // 4. Rescale, then accumulate this lane's dims of the row (the keys in steps). Every lane
