@@ -165,25 +165,48 @@ TEST_F(AttentionGpu, EveryBiasModeInBothKernelClasses) {
 
 // attention_tiled at several workgroup and tile sizes: lanes per query row from 1 to 8 (and 64 when
 // decoding), key tiles from 4 to 64 (lower shared memory), head sizes that are and are not a
-// multiple of the lanes per row or of 4 words. lavapipe runs a workgroup's lanes in a fixed
-// order, which could hide a missing barrier; so many shapes make a stale tile show in some.
+// multiple of the lanes per row or of 4 words, the row maxima through subgroup shuffles where the
+// device has them (attention_tiled_shuffle) and through shared memory only. lavapipe runs a
+// workgroup's lanes in a fixed order, which could hide a missing barrier; so many shapes make a
+// stale tile show in some.
 TEST_F(AttentionGpu, GpuKernelsAtSeveralTileSizes) {
   struct Tiles {
     std::uint32_t shared_bytes, lanes;
+    bool shuffles;
   };
   std::mt19937 rng(77);
-  for (const Tiles t : {Tiles{2048, 64}, Tiles{4096, 32}, Tiles{8192, 16}, Tiles{32768, 8}, Tiles{32768, 64}}) {
-    SCOPED_TRACE("shared " + std::to_string(t.shared_bytes) + " lanes " + std::to_string(t.lanes));
-    Context ctx = gpu_kernels_tiles(t.shared_bytes, t.lanes);
+  for (const Tiles t : {Tiles{2048, 64, true}, Tiles{4096, 32, true}, Tiles{8192, 16, true}, Tiles{32768, 8, true}, Tiles{32768, 64, true},
+                        Tiles{32768, 64, false}, Tiles{4096, 32, false}}) {
+    SCOPED_TRACE("shared " + std::to_string(t.shared_bytes) + " lanes " + std::to_string(t.lanes) + (t.shuffles ? "" : " no shuffles"));
+    Context ctx = gpu_kernels_tiles(t.shared_bytes, t.lanes, 0, t.shuffles);
     for (int trial = 0; trial < 6; ++trial) {
       AttentionParams p = random_params(rng, kModes[trial % 6], trial % 2 ? DType::F16 : DType::F32);
       p.head_dim = std::vector<std::uint32_t>{4, 12, 20, 36}[trial % 4];
+      if (trial >= 4) p.queries = 1;  // decoding
       if (t.shared_bytes == 2048) p.head_dim = std::min<std::uint32_t>(p.head_dim, 12);
       p.keys = std::max<std::uint32_t>(p.keys, 1) + 50 * (trial % 3);
       if (p.key_splits > p.keys) p.key_splits = 0;
       if (p.query_offset > 6) p.query_offset = std::int64_t{p.keys} - p.queries;
       expect_matches(ctx, p, random_inputs(rng, p));
     }
+    // Decoding (one query row of every lane) on a device that shuffles, the row maxima meet by
+    // shuffles within each subgroup; otherwise through shared memory only.
+    const std::uint32_t sub = ctx.limits().subgroup_size;
+    const bool shuffles = t.shuffles && ctx.limits().subgroup_shuffle && t.lanes % sub == 0 && sub > 1;
+    bool seen = false;
+    for (const PipelineReport& rep : pipeline_reports(ctx, false)) {
+      if (rep.shader.rfind("attention_tiled", 0) != 0) continue;
+      std::uint32_t queries = 0, shuffle_lanes = 0;
+      for (const auto& [name, value] : rep.constants) {
+        if (name == "BR") queries = value;
+        if (name == "SHUFFLE_LANES") shuffle_lanes = value;
+      }
+      const bool shuffled = queries == 1 && shuffles;
+      seen = seen || queries == 1;
+      EXPECT_EQ(rep.shader, shuffled ? "attention_tiled_shuffle" : "attention_tiled") << "rows " << queries;
+      EXPECT_EQ(shuffle_lanes, shuffled ? std::min(t.lanes, sub) : 1u) << "rows " << queries;
+    }
+    EXPECT_TRUE(seen);
   }
 }
 

@@ -35,6 +35,7 @@ TEST_P(GpuCompiler, EveryPipelineWithoutSpillsAndAttentionInShapeForGpus) {
   const auto lines = stats(env, "stats --json --head-dims 64,80,96,128,256");
   std::set<std::string> ops;
   std::set<std::uint32_t> tiled_head_dims;
+  std::size_t shuffled = 0;
   for (const auto& j : lines) {
     const std::string what = j["pipeline"].get<std::string>() + " " + j["variant"].dump();
     ops.insert(j["op"].get<std::string>());
@@ -43,7 +44,8 @@ TEST_P(GpuCompiler, EveryPipelineWithoutSpillsAndAttentionInShapeForGpus) {
     EXPECT_EQ(s["Spilled SGPRs"], 0) << what;
     EXPECT_EQ(s["Scratch size"], 0) << what;
     EXPECT_NE(j["pipeline"], "attention_fused") << "a GPU gets the GPU kernel class: " << what;
-    if (j["pipeline"] == "attention_tiled") {
+    if (j["pipeline"] == "attention_tiled" || j["pipeline"] == "attention_tiled_shuffle") {
+      shuffled += j["pipeline"] == "attention_tiled_shuffle";
       const std::uint32_t d = j["variant"]["head_dim"].get<std::uint32_t>();
       tiled_head_dims.insert(d);
       EXPECT_GT(s["LDS size"].get<double>(), 0) << what;
@@ -51,6 +53,7 @@ TEST_P(GpuCompiler, EveryPipelineWithoutSpillsAndAttentionInShapeForGpus) {
     }
   }
   EXPECT_EQ(tiled_head_dims, kHeadDims);
+  EXPECT_GT(shuffled, 0u) << "RADV shuffles in compute shaders: the row maxima meet by shuffles";
   for (const char* op : {"attention", "unfused-attention", "shaw-attention", "t5-bias", "alibi-bias", "kerple-bias", "fourier-bias", "rope"})
     EXPECT_TRUE(ops.count(op)) << op;
 }

@@ -3,6 +3,7 @@
 // float32 partial results by their log-sum-exp (attention_merge.comp), which is also public.
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <functional>
 #include <string>
 #include <vector>
@@ -116,6 +117,7 @@ AttentionTiles attention_tiles(const Context& ctx) {
     t.rows = 1;
     t.target_items = 1024;
     t.shared_budget = std::min<std::uint32_t>(lim.max_shared_memory_bytes, 32 * 1024);
+    t.shuffle_subgroup = lim.subgroup_shuffle && std::has_single_bit(sub) && t.lanes % sub == 0 ? sub : 0;
     return t;
   }
   const bool cpu = ctx.device_info().type == DeviceType::Cpu;
@@ -125,18 +127,28 @@ AttentionTiles attention_tiles(const Context& ctx) {
   // 64-lane subgroups (the CPU kernels forced onto an AMD GPU): a key block of 64 crashes RADV's
   // compiler (Mesa 22.3 and 25.0) and would take 64 unrolled shuffles of a whole key anyway.
   const bool share = detail::load_sharing_subgroup(ctx, lanes) != 0 && sub <= 32;
-  return {false, lanes, cpu ? 4u : 1u, share ? sub : 8u, cpu ? 64u : 1024u, share, 0};
+  return {false, lanes, cpu ? 4u : 1u, share ? sub : 8u, cpu ? 64u : 1024u, share, 0, 0};
 }
 
 AttentionTiledShape attention_tiled_shape(const AttentionTiles& tiles, std::uint32_t head_dim, bool one_query) {
   const std::uint32_t D4 = head_dim / 4;
   // Query rows per workgroup: 16 share each staged key, or 1 when decoding; lanes a multiple of it.
   const std::uint32_t rows = one_query ? 1 : std::min<std::uint32_t>(16, tiles.lanes);
-  const std::uint32_t lanes = tiles.lanes / rows * rows;
-  // attention_tiled.comp's shared arrays: q_tile, kv_tile (rows padded by a word), p_tile, row_max, row_tile.
-  auto bytes = [&](std::uint32_t bc) { return 16 * (rows + bc) * (D4 + 1) + 4 * (rows * (bc + 1) + lanes + rows + bc - 1); };
+  const std::uint32_t lanes = tiles.lanes / rows * rows, lanes_per_row = lanes / rows;
+  // Decoding, the row maxima of the largest power of two of lanes dividing the row and the subgroup
+  // meet by shuffles (tiles.lanes is a whole number of subgroups where shuffle_subgroup is set):
+  // through shared memory every lane would read all 64. With 16 rows of 4 lanes, 4 shared reads
+  // cost what 2 shuffles do, and the lane numbering by subgroups that shuffles need costs the
+  // compiler more (ACO estimates, navi21 and navi31: docs/fused_attention.md).
+  std::uint32_t shuffle = 1;
+  if (tiles.shuffle_subgroup && one_query && lanes == tiles.lanes)
+    while (shuffle * 2 <= tiles.shuffle_subgroup && lanes_per_row % (shuffle * 2) == 0) shuffle *= 2;
+  // attention_tiled.glsl's shared arrays: q_tile, kv_tile (rows padded by a word), p_tile, row_max, row_tile.
+  auto bytes = [&](std::uint32_t bc) {
+    return 16 * (rows + bc) * (D4 + 1) + 4 * (rows * (bc + 1) + rows * (lanes_per_row / shuffle) + rows + bc - 1);
+  };
   for (std::uint32_t bc : {64u, 32u, 16u, 8u, 4u})
-    if (bytes(bc) <= tiles.shared_budget) return {lanes, rows, bc, bytes(bc)};
+    if (bytes(bc) <= tiles.shared_budget) return {lanes, rows, bc, bytes(bc), shuffle};
   detail::require(false, "head_dim", std::to_string(head_dim),
                   "needs " + std::to_string(bytes(4)) + " bytes of shared memory for the GPU attention kernel; the device allows " +
                       std::to_string(tiles.shared_budget) + " (use the CPU kernels: Kernels::Cpu)");
@@ -184,8 +196,9 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
     l.rows_per_group = t.rows;
     l.split_groups = S;
     l.groups_per_bh = S * detail::div_up(p.queries, t.rows);
-    l.spec = {t.lanes, p.head_dim / 4, t.key_tile, in_half, out_half, t.rows, kernel_mode(p.bias)};
-    l.shader = ShaderId::attention_tiled;
+    l.spec = {t.lanes, p.head_dim / 4, t.key_tile, in_half, out_half, t.rows, kernel_mode(p.bias), t.shuffle_lanes};
+    // Only the variant that shuffles declares the subgroup-shuffle capability.
+    l.shader = t.shuffle_lanes > 1 ? ShaderId::attention_tiled_shuffle : ShaderId::attention_tiled;
     return l;
   }
   l.lane_splits = one_query && (S > 1 || fixed_lanes);

@@ -24,13 +24,17 @@ struct AttentionTiles {
   std::uint32_t target_items;
   bool share_loads;  // key blocks loaded one key per subgroup lane and shuffled (SHARE_LOADS)
   std::uint32_t shared_budget;  // tiled: bytes of shared memory a workgroup may take
+  // tiled: the subgroup size where subgroups can shuffle in compute shaders and tile the workgroup,
+  // 0 where not
+  std::uint32_t shuffle_subgroup;
 };
 AttentionTiles attention_tiles(const Context& ctx);
 
 // attention_tiled's workgroup: `rows` queries of one (batch, head), lanes / rows lanes per query,
-// keys staged `key_tile` at a time, `shared_bytes` of shared memory.
+// keys staged `key_tile` at a time, `shared_bytes` of shared memory; the row maxima of
+// `shuffle_lanes` lanes meet by subgroup shuffles (attention_tiled_shuffle where above 1).
 struct AttentionTiledShape {
-  std::uint32_t lanes, rows, key_tile, shared_bytes;
+  std::uint32_t lanes, rows, key_tile, shared_bytes, shuffle_lanes;
 };
 // The largest key tile that fits the device's shared memory (at most 32 KiB, so that two
 // workgroups share a 64 KiB compute unit), for this head size; one query row per workgroup when

@@ -82,13 +82,14 @@ Context& gpu_kernels(Kernels kernels) {
   return relpos::test::gpu();
 }
 
-Context gpu_kernels_tiles(std::uint32_t shared_bytes, std::uint32_t lanes, std::uint32_t workgroups) {
+Context gpu_kernels_tiles(std::uint32_t shared_bytes, std::uint32_t lanes, std::uint32_t workgroups, bool subgroup_shuffles) {
   ContextOptions o = validated_options();
   o.kernels = Kernels::Gpu;
   detail::TestingOptions t;
   t.max_shared_memory_bytes = shared_bytes;
   t.gpu_attention_lanes = lanes;
   t.max_workgroup_count = workgroups;
+  t.no_subgroup_shuffles = !subgroup_shuffles;
   return detail::testing_context(o, t);
 }
 

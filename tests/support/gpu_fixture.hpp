@@ -33,9 +33,10 @@ Context& gpu_without_shuffles();
 Context& gpu_kernels(Kernels kernels);
 // A new validated context of the GPU kernel class with tiles shrunk: at most `shared_bytes` of
 // shared memory per workgroup and `lanes` lanes in fused attention's (0: the device's own), and
-// `workgroups` per dispatch dimension (0: the device's). (The caller destroys it within the test:
-// several validated contexts destroyed at exit crashed the layer, 1.3.239.)
-Context gpu_kernels_tiles(std::uint32_t shared_bytes, std::uint32_t lanes, std::uint32_t workgroups = 0);
+// `workgroups` per dispatch dimension (0: the device's), with or without the device's subgroup
+// shuffles. (The caller destroys it within the test: several validated contexts destroyed at exit
+// crashed the layer, 1.3.239.)
+Context gpu_kernels_tiles(std::uint32_t shared_bytes, std::uint32_t lanes, std::uint32_t workgroups = 0, bool subgroup_shuffles = true);
 
 // Messages the layer reported since the last call.
 std::vector<std::string> take_validation_messages();

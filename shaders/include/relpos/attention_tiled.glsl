@@ -1,0 +1,288 @@
+// Fused attention for GPUs, in FlashAttention-2 form. A workgroup owns BR query rows of one
+// (batch, head) and one key split. Its queries are staged once in shared memory; the keys are
+// walked in tiles of BC: all lanes load the tile's keys (then its values) into shared memory by
+// coalesced loads, and every row of the workgroup reuses them. Each row has LPR = WG / BR lanes:
+// lane s of row r scores keys c = s + LPR·t of the tile and owns dims d4 = s + LPR·k of the row's
+// output, so no lane holds a whole key or a whole row. One online-softmax rescale per tile.
+//
+// The shared-memory hand-offs of one tile, each behind a barrier() that every lane reaches (the
+// tile loop's bounds depend on the workgroup only, so control flow stays uniform):
+//   1. write kv_tile (keys) and row_tile (the bias window)  -> barrier A
+//   2. read them: scores into this lane's own entries of p_tile (no other lane touches them until
+//      barrier C); combine the row's largest score over SHUFFLE_LANES lanes by subgroup shuffles
+//      and write one per group of them to row_max          -> barrier B (also ends the key reads)
+//   3. read row_max; turn the lane's p_tile entries into weights; write kv_tile (values over the
+//      keys: every read of the keys came before barrier B)     -> barrier C
+//   4. read p_tile and kv_tile: rescale and accumulate      -> barrier D
+// Barrier D keeps the next tile's writes of kv_tile, row_tile, row_max and p_tile behind this
+// tile's reads.
+// Loops that are not unrolled, per tile (the host bounds the keys of a split by their sum, see
+// attention_tiled_loop_iterations): the tile, ceil(D4 / 4) for the scores, two of SCORES for the
+// bias and the weights, BC / OUT_STEP for the output; Shaw adds ceil(D4 / 4) per score.
+// q_tile is written once before the loop (behind its own barrier) and only read after.
+//
+// The including shader defines LANE, the lane's index in the workgroup, and ROW_SHUFFLE_XOR(x, m),
+// x of lane LANE ^ m (attention_tiled_shuffle.comp: subgroupShuffleXor, with LANE counted in
+// subgroups, so that lanes LANE ^ m share a subgroup by construction), or x itself where
+// SHUFFLE_LANES is always 1 (attention_tiled.comp).
+#extension GL_EXT_control_flow_attributes : require
+#include "relpos_push/attention.h"
+
+layout(local_size_x_id = 0) in;                     // BR * LPR lanes
+layout(constant_id = 1) const uint D4 = 16;         // head_dim / 4
+layout(constant_id = 2) const uint BC = 32;         // keys per tile, a multiple of 4
+layout(constant_id = 3) const uint IN_HALF = 0u;    // q, k, v stored as float16
+layout(constant_id = 4) const uint OUT_HALF = 0u;   // out stored as float16
+layout(constant_id = 5) const uint BR = 16;         // query rows per workgroup
+layout(constant_id = 6) const uint BIAS_MODE = 0u;  // RELPOS_ATTN_*: only its own code is compiled
+// Lanes of a row whose maxima meet by subgroup shuffles: a power of two dividing LPR and the
+// subgroup size (1: all through shared memory).
+layout(constant_id = 7) const uint SHUFFLE_LANES = 1u;
+const uint WG = gl_WorkGroupSize.x;
+const uint LPR = WG / BR;                  // lanes per row
+const uint MAX_PARTS = LPR / SHUFFLE_LANES;  // the row's maxima left for shared memory
+const uint SCORES = (BC + LPR - 1u) / LPR;  // scores per lane and tile (decoding: lanes past BC score none)
+const uint OWNED = (D4 + LPR - 1u) / LPR;  // output words per lane (the last lanes may own one less)
+// Rows of the shared tiles are padded by one word, so that the LPR keys (or BR queries) read at one
+// time fall in different banks.
+const uint KV_STRIDE = D4 + 1u, Q_STRIDE = D4 + 1u, P_STRIDE = BC + 1u;
+const uint WINDOW = BR + BC - 1u;           // the per-distance row's values one tile reads
+// Keys per step of the output loop: Shaw adds a row of rel_values per key, whose loads a compiler
+// issues together for all the keys of a step (4 would take 16·OWNED registers).
+const uint OUT_STEP = BIAS_MODE == RELPOS_ATTN_SHAW ? 1u : 4u;
+
+layout(std430, binding = 0) readonly buffer Q32 { vec4 q32[]; };
+layout(std430, binding = 0) readonly buffer Q16 { uvec2 q16[]; };
+layout(std430, binding = 1) readonly buffer K32 { vec4 k32[]; };
+layout(std430, binding = 1) readonly buffer K16 { uvec2 k16[]; };
+layout(std430, binding = 2) readonly buffer V32 { vec4 v32[]; };
+layout(std430, binding = 2) readonly buffer V16 { uvec2 v16[]; };
+layout(std430, binding = 3) writeonly buffer O32 { vec4 o32[]; };
+layout(std430, binding = 3) writeonly buffer O16 { uvec2 o16[]; };
+layout(std430, binding = 4) writeonly buffer Lse { float lse[]; };
+layout(std430, binding = 5) readonly buffer Bias { float bias[]; };
+layout(std430, binding = 5) readonly buffer RelValues { vec4 rel_values[]; };
+layout(std430, binding = 6) readonly buffer RelKeys { vec4 rel_keys[]; };
+layout(std430, binding = 7) readonly buffer KeyLengths { uint key_lengths[]; };
+
+shared vec4 q_tile[BR * Q_STRIDE];    // the scaled queries, float32
+shared vec4 kv_tile[BC * KV_STRIDE];  // the tile's keys, then its values, float32
+shared float p_tile[BR * P_STRIDE];   // exp(score - running max)
+shared float row_max[BR * MAX_PARTS];  // the row's largest scores of the tile, one per shuffle group
+shared float row_tile[WINDOW];        // RELPOS_ATTN_ROW: row r reads row_tile[BR - 1 - r + c]
+
+vec4 unpack4(uvec2 u) { return vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y)); }
+vec4 load_q(uint w) { return IN_HALF != 0u ? unpack4(q16[w]) : q32[w]; }
+vec4 load_k(uint w) { return IN_HALF != 0u ? unpack4(k16[w]) : k32[w]; }
+vec4 load_v(uint w) { return IN_HALF != 0u ? unpack4(v16[w]) : v32[w]; }
+
+// Steps 1 and 3: the keys (or values) j0 .. j0 + BC - 1 into kv_tile, all lanes, consecutive lanes
+// consecutive words. A key past the end reloads the last one: finite, and its score is masked.
+void stage_tile(uint kv_word, uint j0, uint j_end, bool values) {
+  [[unroll]] for (uint t = 0u; t < (BC * D4 + WG - 1u) / WG; ++t) {
+    const uint w = gl_LocalInvocationID.x + t * WG;
+    if (w < BC * D4) {
+      const uint c = w / D4, d = w % D4, at = kv_word + min(j0 + c, j_end - 1u) * D4 + d;
+      kv_tile[c * KV_STRIDE + d] = values ? load_v(at) : load_k(at);
+    }
+  }
+}
+
+void main() {
+  const float NEG_INF = uintBitsToFloat(0xff800000u);
+  const uint lane = LANE, r = lane / LPR, s = lane % LPR;
+  const uint g = pc.first_group + gl_WorkGroupID.x;
+  const uint bh = pc.bh_first + g / pc.groups_per_bh;
+  const uint rem = g % pc.groups_per_bh, q_tiles = pc.groups_per_bh / pc.split_groups;
+  const uint split = rem / q_tiles, i_first = (rem % q_tiles) * BR;
+  const uint b = bh / pc.heads, h = bh % pc.heads;
+  const uint M = pc.memory_prefix;
+  const uint mode = BIAS_MODE;
+
+  // The keys of the workgroup: its split, cut by the batch's length and by the causal bound of its
+  // last query (memory keys stay visible). Uniform over the workgroup.
+  const uint j_begin = min(split * pc.split_len, pc.keys);
+  uint j_end = min(pc.keys, j_begin + pc.split_len);
+  if (pc.has_lengths != 0u) j_end = min(j_end, key_lengths[b]);
+  if (pc.causal != 0u) {
+    const int last_abs = int(min(i_first + BR, pc.queries) - 1u) + pc.query_offset;
+    j_end = min(j_end, M + uint(max(last_abs + 1, 0)));
+  }
+  const uint kv_word = (b * pc.kv_heads + h / pc.kv_group) * pc.kv_stride * D4 - pc.kv_shift;
+
+  // This lane's row: query i (rows past the last query shadow it and store nothing).
+  const uint i = min(i_first + r, pc.queries - 1u);
+  const int i_abs = int(i) + pc.query_offset;
+  const uint row_end = pc.causal != 0u ? min(j_end, M + uint(max(i_abs + 1, 0))) : j_end;
+  const int rp_base = -int(M) - i_abs;  // rp = j + rp_base
+  const int kk = int(pc.shaw_k);
+  const uint last_rel = 2u * pc.shaw_k;
+  const float slope = mode == RELPOS_ATTN_ALIBI ? bias[h - pc.bias_shift] : 0.0;
+  // ALiBi: scores carry the bias relative to that of the row's nearest key in the split, and the
+  // lse gets it back, so a far query (slope·|rp| near 2^31) keeps q·k in float32.
+  float near_bias = 0.0;
+  if (mode == RELPOS_ATTN_ALIBI) {
+    const int rp_lo = int(j_begin) + rp_base, rp_hi = int(row_end) - 1 + rp_base;
+    const int near = j_begin < M || row_end <= j_begin ? 0 : rp_lo > 0 ? rp_lo : rp_hi < 0 ? -rp_hi : 0;
+    near_bias = slope * float(near);
+  }
+  const uint dense_base = (h * pc.queries + i) * pc.keys - pc.bias_shift;
+  // RELPOS_ATTN_ROW: the bias of (row r, key j) is bias[h·(Q + K − 1) + (Q − 1 − i) + j − M]: a
+  // tile's rows read one window of BR + BC − 1 values of the head's row, from that of the last row.
+  const uint window_base = h * (pc.queries + pc.keys - 1u) + (pc.queries - 1u) - (i_first + BR - 1u) - M - pc.bias_shift;
+
+  // Stage the scaled queries (one barrier, before the tile loop).
+  [[unroll]] for (uint t = 0u; t < (BR * D4 + WG - 1u) / WG; ++t) {
+    const uint w = lane + t * WG;
+    if (w < BR * D4) {
+      const uint row = w / D4, d = w % D4;
+      const uint qi = min(i_first + row, pc.queries - 1u);
+      q_tile[row * Q_STRIDE + d] = load_q((bh * pc.queries + qi) * D4 + d - pc.q_shift) * pc.scale;
+    }
+  }
+  barrier();
+
+  // Shaw's edge buckets take every far key: their q·rel_keys are per row, their weights rescale
+  // with the output.
+  float p_lo = 0.0, p_hi = 0.0, w_lo = 0.0, w_hi = 0.0;
+  if (mode == RELPOS_ATTN_SHAW) {
+    // Not unrolled: a compiler would issue all 2·D4 loads first and hold them in 8·D4 registers.
+    [[dont_unroll]] for (uint d0 = 0u; d0 < D4; d0 += 4u) {
+      [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+        const uint d = d0 + e;
+        if (D4 % 4u == 0u || d < D4) {
+          p_lo += dot(q_tile[r * Q_STRIDE + d], rel_keys[d]);
+          p_hi += dot(q_tile[r * Q_STRIDE + d], rel_keys[last_rel * D4 + d]);
+        }
+      }
+    }
+  }
+
+  float m = NEG_INF, l = 0.0;
+  vec4 acc[OWNED];
+  [[unroll]] for (uint k = 0u; k < OWNED; ++k) acc[k] = vec4(0.0);
+
+  for (uint j0 = j_begin; j0 < j_end; j0 += BC) {
+    // 1. The tile's keys and the bias window, clamped into the binding (only masked scores read
+    // past it).
+    stage_tile(kv_word, j0, j_end, false);
+    if (mode == RELPOS_ATTN_ROW) {
+      const uint last = uint(bias.length()) - 1u;
+      [[unroll]] for (uint t = 0u; t < (WINDOW + WG - 1u) / WG; ++t) {
+        const uint w = lane + t * WG;
+        if (w < WINDOW) row_tile[w] = bias[min(window_base + j0 + w, last)];
+      }
+    }
+    barrier();  // A
+
+    // 2. Scores of keys s + LPR·t: the dot products in registers (the loop over the head in steps
+    // of 4 words), then the bias and the masks through p_tile, where the keys can be indexed.
+    float sc[SCORES];
+    [[unroll]] for (uint t = 0u; t < SCORES; ++t) sc[t] = 0.0;
+    for (uint d0 = 0u; d0 < D4; d0 += 4u) {
+      [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+        const uint d = d0 + e;
+        if (D4 % 4u == 0u || d < D4) {
+          const vec4 qd = q_tile[r * Q_STRIDE + d];
+          [[unroll]] for (uint t = 0u; t < SCORES; ++t) sc[t] += dot(qd, kv_tile[min(s + t * LPR, BC - 1u) * KV_STRIDE + d]);
+        }
+      }
+    }
+    [[unroll]] for (uint t = 0u; t < SCORES; ++t)
+      if (s + t * LPR < BC) p_tile[r * P_STRIDE + s + t * LPR] = sc[t];
+    float lane_max = NEG_INF;
+    for (uint c = s; c < BC; c += LPR) {
+      const uint j = j0 + c;
+      float x = p_tile[r * P_STRIDE + c];
+      if (j >= M && mode != RELPOS_ATTN_NONE) {
+        const int rp = int(j) + rp_base;
+        if (mode == RELPOS_ATTN_ROW) {
+          x += row_tile[BR - 1u - r + c];
+        } else if (mode == RELPOS_ATTN_DENSE) {
+          x += bias[dense_base + min(j, j_end - 1u)];
+        } else if (mode == RELPOS_ATTN_ALIBI) {
+          precise const float bj = slope * float(abs(rp));  // the float32 bias, as the reference defines it
+          x -= bj - near_bias;                               // near bj: exact (Sterbenz)
+        } else if (mode == RELPOS_ATTN_SHAW) {
+          const uint idx = uint(clamp(rp, -kk, kk) + kk);
+          if (idx == 0u) x += p_lo;
+          else if (idx == last_rel) x += p_hi;
+          else {  // near the diagonal only; not unrolled, as p_lo's loop
+            float pr = 0.0;
+            [[dont_unroll]] for (uint d0 = 0u; d0 < D4; d0 += 4u) {
+              [[unroll]] for (uint e = 0u; e < 4u; ++e)
+                if (D4 % 4u == 0u || d0 + e < D4) pr += dot(q_tile[r * Q_STRIDE + d0 + e], rel_keys[idx * D4 + d0 + e]);
+            }
+            x += pr;
+          }
+        }
+      }
+      x = j < row_end ? x : NEG_INF;
+      p_tile[r * P_STRIDE + c] = x;  // only this lane reads it back, in step 3
+      lane_max = max(lane_max, x);
+    }
+    // Uniform control flow: every lane of the workgroup shuffles.
+    [[unroll]] for (uint bit = 1u; bit < SHUFFLE_LANES; bit <<= 1) lane_max = max(lane_max, ROW_SHUFFLE_XOR(lane_max, bit));
+    if (MAX_PARTS > 1u && s % SHUFFLE_LANES == 0u) row_max[r * MAX_PARTS + s / SHUFFLE_LANES] = lane_max;
+    barrier();  // B
+
+    // 3. The row's new maximum (max is exact: every lane of the row agrees on it), the weights, and
+    // the tile's values over its keys.
+    float tile_max = lane_max;
+    if (MAX_PARTS > 1u) [[unroll]] for (uint u = 0u; u < MAX_PARTS; ++u) tile_max = max(tile_max, row_max[r * MAX_PARTS + u]);
+    const float m_new = max(m, tile_max);
+    // Branch-free rescale: a row whose keys are all masked so far keeps m = -inf and zeros.
+    const float alpha = m == NEG_INF ? 0.0 : exp(m - m_new);
+    m = m_new;
+    for (uint c = s; c < BC; c += LPR) {
+      const float x = p_tile[r * P_STRIDE + c];
+      p_tile[r * P_STRIDE + c] = x == NEG_INF ? 0.0 : exp(x - m_new);
+    }
+    stage_tile(kv_word, j0, j_end, true);
+    barrier();  // C
+
+    // 4. Rescale, then accumulate this lane's dims of the row (the keys in steps). Every lane
+    // of the row sums the row's weights itself, in the same order.
+    l *= alpha;
+    w_lo *= alpha;
+    w_hi *= alpha;
+    [[unroll]] for (uint k = 0u; k < OWNED; ++k) acc[k] *= alpha;
+    for (uint c0 = 0u; c0 < BC; c0 += OUT_STEP) {
+      [[unroll]] for (uint e = 0u; e < OUT_STEP; ++e) {
+        const uint c = c0 + e;
+        const float p = p_tile[r * P_STRIDE + c];
+        l += p;
+        [[unroll]] for (uint k = 0u; k < OWNED; ++k) {
+          const uint d = s + k * LPR;
+          if (d < D4) acc[k] += p * kv_tile[c * KV_STRIDE + d];
+        }
+        if (mode == RELPOS_ATTN_SHAW && j0 + c >= M && p > 0.0) {
+          const uint idx = uint(clamp(int(j0 + c) + rp_base, -kk, kk) + kk);
+          if (idx == 0u) w_lo += p;
+          else if (idx == last_rel) w_hi += p;
+          else [[unroll]] for (uint k = 0u; k < OWNED; ++k) {
+            const uint d = s + k * LPR;
+            if (d < D4) acc[k] += p * rel_values[idx * D4 + d];
+          }
+        }
+      }
+    }
+    barrier();  // D
+  }
+
+  if (i_first + r >= pc.queries || split >= pc.splits) return;
+  const float inv = l > 0.0 ? 1.0 / l : 0.0;  // a fully masked row gives zeros
+  const uint out_row = (bh * pc.queries + i) * pc.splits + split;
+  const uint out_word = out_row * D4 - pc.out_shift;
+  [[unroll]] for (uint k = 0u; k < OWNED; ++k) {
+    const uint d = s + k * LPR;
+    if (d >= D4) continue;
+    vec4 x = acc[k];
+    if (mode == RELPOS_ATTN_SHAW) x += w_lo * rel_values[d] + w_hi * rel_values[last_rel * D4 + d];
+    x *= inv;
+    if (OUT_HALF != 0u) o16[out_word + d] = uvec2(packHalf2x16(x.xy), packHalf2x16(x.zw));
+    else o32[out_word + d] = x;
+  }
+  const float shift = mode == RELPOS_ATTN_ALIBI ? near_bias : 0.0;
+  if (s == 0u) lse[out_row - pc.lse_shift] = l > 0.0 ? (m + log(l)) - shift : NEG_INF;
+}
