@@ -61,7 +61,7 @@ ContextOptions tool_context_options() {
   o.distance_expansion = g_expansion_name == "shader"   ? DistanceExpansion::Shader
                          : g_expansion_name == "copies" ? DistanceExpansion::Copies
                                                         : DistanceExpansion::Auto;
-  o.kernels = g_kernels_name == "cpu" ? Kernels::Cpu : g_kernels_name == "gpu" ? Kernels::Gpu : Kernels::Auto;
+  o.kernels = relpos::kernels_from_name(g_kernels_name).value();  // --kernels checked it
   return o;
 }
 
@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
   app.add_option("--kernels", g_kernels_name,
                  "kernel class: auto (default; cpu on CPU devices, gpu elsewhere; RELPOS_KERNELS overrides), cpu (rows per lane, "
                  "subgroup shuffles) or gpu (shared-memory tiles)")
-      ->check(CLI::IsMember({"auto", "cpu", "gpu"}));
+      ->check([](const std::string& name) -> std::string { return relpos::kernels_from_name(name) ? "" : name + ": must be auto, cpu or gpu"; });
 
   Registry reg;
   auto* devices = app.add_subcommand("devices", "list the Vulkan devices; '*' marks the one relpos would use");

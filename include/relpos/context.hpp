@@ -7,7 +7,9 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace relpos {
@@ -67,6 +69,8 @@ enum class Kernels {
   Gpu,   // shaped for a GPU: key and value tiles staged in shared memory by coalesced loads, one query
          // row spread over several lanes, no lane holding a whole key (FlashAttention-2 form)
 };
+// The names RELPOS_KERNELS and the CLI's --kernels take: "auto", "cpu", "gpu"; nullopt for others.
+std::optional<Kernels> kernels_from_name(std::string_view name);
 
 struct ContextOptions {
   // Device selector: an index into the device list, or a case-insensitive substring of the device

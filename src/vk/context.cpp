@@ -29,10 +29,9 @@ bool env_flag(const char* name) {
 Kernels resolve_kernels(Kernels chosen, DeviceType type) {
   if (chosen == Kernels::Auto) {
     if (const char* v = std::getenv("RELPOS_KERNELS"); v && *v) {
-      const std::string name(v);
-      if (name == "cpu") chosen = Kernels::Cpu;
-      else if (name == "gpu") chosen = Kernels::Gpu;
-      else if (name != "auto") throw InvalidArgument("RELPOS_KERNELS = " + name + ": must be auto, cpu or gpu");
+      const std::optional<Kernels> named = kernels_from_name(v);
+      if (!named) throw InvalidArgument(std::string("RELPOS_KERNELS = ") + v + ": must be auto, cpu or gpu");
+      chosen = *named;
     }
   }
   if (chosen == Kernels::Auto) chosen = type == DeviceType::Cpu ? Kernels::Cpu : Kernels::Gpu;
@@ -272,6 +271,13 @@ Device::~Device() {
 }
 
 }  // namespace detail
+
+std::optional<Kernels> kernels_from_name(std::string_view name) {
+  if (name == "auto") return Kernels::Auto;
+  if (name == "cpu") return Kernels::Cpu;
+  if (name == "gpu") return Kernels::Gpu;
+  return std::nullopt;
+}
 
 using detail::Device;
 using detail::vk_check;
