@@ -34,6 +34,12 @@ TEST(Cli, DevicesMarksTheChosenOne) {
   EXPECT_NE(r.output.find("* "), std::string::npos) << r.output;
 }
 
+TEST(Cli, VersionIsTheLibrarys) {
+  auto r = tool("--version");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.output, std::string("relpos ") + RELPOS_VERSION_STRING + "\n");
+}
+
 TEST(Cli, T5BucketsWritesInt32Npy) {
   auto r = tool("run t5-buckets --queries 14 --keys 14 --num-buckets 6 --max-distance 20 --causal --out " + temp("b.npy"));
   ASSERT_EQ(r.status, 0) << r.output;

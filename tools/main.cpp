@@ -105,6 +105,7 @@ int main(int argc, char** argv) {
   using namespace relpos::tool;
   CLI::App app{"relpos: relative position encodings for transformer attention on any Vulkan device"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("relpos ") + relpos::version(), "print relpos's version and exit");
   app.add_option("--device", g_device, "device index or name substring (default: RELPOS_DEVICE, then discrete > integrated > virtual > CPU)");
   app.add_flag("--validation", g_validation, "enable the Vulkan validation layers (also RELPOS_VALIDATION=1)");
   app.add_option("--expansion", g_expansion_name,

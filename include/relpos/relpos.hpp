@@ -16,6 +16,7 @@
 #include "relpos/alibi.hpp"
 #include "relpos/kerple.hpp"
 #include "relpos/rope.hpp"
+#include "relpos/version.hpp"
 #include "relpos/float_buffer.hpp"
 #include "relpos/attention.hpp"
 #include "relpos/attention_plan.hpp"

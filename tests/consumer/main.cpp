@@ -1,6 +1,12 @@
 #include <relpos/relpos.hpp>
 #include <cstdio>
+#include <cstring>
 int main() {
+  // The headers' version is the library's, and the one the package file announced.
+  if (std::strcmp(relpos::version(), RELPOS_VERSION_STRING) != 0 || RELPOS_VERSION_MAJOR != 0 || RELPOS_VERSION_MINOR != 2) {
+    std::printf("version mismatch: library %s, headers %s\n", relpos::version(), RELPOS_VERSION_STRING);
+    return 1;
+  }
   relpos::Context ctx;
   relpos::T5Params p;
   p.queries = p.keys = 8;

@@ -1,0 +1,3 @@
+#include "relpos/version.hpp"
+
+const char* relpos::version() { return RELPOS_VERSION_STRING; }
