@@ -40,6 +40,30 @@ TEST(Cli, VersionIsTheLibrarys) {
   EXPECT_EQ(r.output, std::string("relpos ") + RELPOS_VERSION_STRING + "\n");
 }
 
+// The tool keeps its pipeline cache in $XDG_CACHE_HOME/relpos (else ~/.cache/relpos), or where
+// --pipeline-cache says; '' turns it off.
+TEST(Cli, PipelineCacheGoesToTheXdgCacheDirectory) {
+  const std::filesystem::path xdg = temp("xdg_cache"), chosen = temp("chosen_cache");
+  std::filesystem::remove_all(xdg);
+  std::filesystem::remove_all(chosen);
+  auto r = relpos::test::tool_command("XDG_CACHE_HOME=" + xdg.string() + " " + RELPOS_TOOL + " run t5-buckets --queries 4 --keys 4 --num-buckets 4 --max-distance 8 --out " +
+                                      temp("pc.npy"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(std::filesystem::is_directory(xdg / "relpos")) << r.output;
+  EXPECT_FALSE(std::filesystem::is_empty(xdg / "relpos"));
+  r = relpos::test::tool_command("XDG_CACHE_HOME=" + xdg.string() + " " + RELPOS_TOOL + " --pipeline-cache " + chosen.string() +
+                                 " run t5-buckets --queries 4 --keys 4 --num-buckets 4 --max-distance 8 --out " + temp("pc.npy"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(std::filesystem::is_directory(chosen));
+  std::filesystem::remove_all(xdg);
+  r = relpos::test::tool_command("XDG_CACHE_HOME=" + xdg.string() + " " + RELPOS_TOOL + " --pipeline-cache '' run t5-buckets --queries 4 --keys 4 --num-buckets 4 --max-distance 8 --out " +
+                                 temp("pc.npy"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(xdg / "relpos"));  // (Mesa keeps its own shader cache there)
+  std::filesystem::remove_all(xdg);
+  std::filesystem::remove_all(chosen);
+}
+
 TEST(Cli, T5BucketsWritesInt32Npy) {
   auto r = tool("run t5-buckets --queries 14 --keys 14 --num-buckets 6 --max-distance 20 --causal --out " + temp("b.npy"));
   ASSERT_EQ(r.status, 0) << r.output;

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <set>
 #include <sstream>
 #include <string>
@@ -67,6 +68,28 @@ TEST(GpuCompilerCpuKernels, CompileWithoutDriverFailure) {
   std::size_t fused = 0;
   for (const auto& j : lines) fused += j["pipeline"] == "attention_fused" || j["pipeline"] == "attention_fused_shuffle";
   EXPECT_GT(fused, 0u);
+}
+
+// A GPU driver keeps what it compiled in the persistent pipeline cache: a second start reads it
+// back (and gives the same statistics), with Mesa's own disk cache off so that only relpos's
+// VkPipelineCache can carry anything across.
+TEST(GpuCompilerPipelineCache, ASecondStartReadsTheDriversPipelines) {
+  const std::string env = relpos::test::radv_null_env("navi21");
+  if (env.empty()) GTEST_SKIP() << "no RADV null navi21 here (needs Mesa's radeon ICD, mesa-vulkan-drivers)";
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "relpos_radv_pipeline_cache";
+  std::filesystem::remove_all(dir);
+  const std::string command = "MESA_SHADER_CACHE_DISABLE=true " + env + RELPOS_TOOL + " --pipeline-cache " + dir.string() +
+                              " stats --json --filter kerple --head-dims 64";
+  const auto first = relpos::test::tool_command(command);
+  ASSERT_EQ(first.status, 0) << first.output;
+  std::uintmax_t bytes = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) bytes += e.file_size();
+  EXPECT_GT(bytes, 1024u) << "RADV's pipelines, not only the cache header";
+  const auto second = relpos::test::tool_command(command);
+  ASSERT_EQ(second.status, 0) << second.output;
+  EXPECT_EQ(second.output.find("relpos warning"), std::string::npos) << second.output;
+  EXPECT_EQ(first.output, second.output);
+  std::filesystem::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, GpuCompiler, ::testing::Values("navi10", "navi21", "vega10"));

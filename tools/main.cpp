@@ -1,6 +1,7 @@
 // relpos: run any operation on .npy inputs, check every operation against its CPU reference on this
 // machine's device, and benchmark the shaders.
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <new>
@@ -23,6 +24,13 @@ std::string g_device;
 bool g_validation = false;
 std::string g_expansion_name = "auto";
 std::string g_kernels_name = "auto";
+// $XDG_CACHE_HOME/relpos, else ~/.cache/relpos; none where neither is set.
+std::string default_pipeline_cache() {
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x == '/') return std::string(x) + "/relpos";
+  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/relpos";
+  return "";
+}
+std::string g_pipeline_cache = default_pipeline_cache();
 std::optional<Context> g_context;
 std::map<const CLI::App*, const RunOptions*> g_run_options;
 
@@ -62,6 +70,7 @@ ContextOptions tool_context_options() {
                          : g_expansion_name == "copies" ? DistanceExpansion::Copies
                                                         : DistanceExpansion::Auto;
   o.kernels = relpos::kernels_from_name(g_kernels_name).value();  // --kernels checked it
+  o.pipeline_cache_path = g_pipeline_cache;
   return o;
 }
 
@@ -116,6 +125,8 @@ int main(int argc, char** argv) {
                  "kernel class: auto (default; cpu on CPU devices, gpu elsewhere; RELPOS_KERNELS overrides), cpu (rows per lane, "
                  "subgroup shuffles) or gpu (shared-memory tiles)")
       ->check([](const std::string& name) -> std::string { return relpos::kernels_from_name(name) ? "" : name + ": must be auto, cpu or gpu"; });
+  app.add_option("--pipeline-cache", g_pipeline_cache,
+                 "directory of the persistent pipeline cache (default: $XDG_CACHE_HOME/relpos or ~/.cache/relpos; '' for none)");
 
   Registry reg;
   auto* devices = app.add_subcommand("devices", "list the Vulkan devices; '*' marks the one relpos would use");

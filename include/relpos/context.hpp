@@ -95,6 +95,15 @@ struct ContextOptions {
   // driver reports through VK_KHR_pipeline_executable_properties), for pipeline_reports()
   // (relpos/pipeline_report.hpp). Ignored where the device lacks the extension.
   bool pipeline_statistics = false;
+  // A directory for a persistent pipeline cache: the driver's compiled pipelines are read from a
+  // file there (one per device and driver version, named by its pipelineCacheUUID) when the
+  // Context starts, and written back (atomically, only when pipelines were added) when it ends or on
+  // save_pipeline_cache(). A corrupt, foreign or unreadable file is ignored with a warning. Empty:
+  // no persistent cache. The CLI uses $XDG_CACHE_HOME/relpos or ~/.cache/relpos.
+  std::string pipeline_cache_path;
+  // Receives relpos's warnings (a pipeline cache file ignored or not saved), on the thread that
+  // caused them. Default: print to stderr.
+  std::function<void(const std::string&)> on_warning;
 };
 
 // An application's own Vulkan objects. relpos loads its own function pointers for them (under
@@ -160,6 +169,10 @@ class Context {
   bool validation_enabled() const;
   // Validation warnings and errors received so far.
   std::uint64_t validation_message_count() const;
+  // Writes the persistent pipeline cache now (ContextOptions::pipeline_cache_path; nothing without
+  // one, or when no pipeline was added since it was read or last written): for an application that
+  // keeps its Context for the whole process. Failures are warnings.
+  void save_pipeline_cache();
 
   VkDevice vk_device() const;
   VkPhysicalDevice vk_physical_device() const;

@@ -9,6 +9,7 @@
 
 #include "vk/access.hpp"
 #include "vk/device.hpp"
+#include "vk/pipeline_cache_file.hpp"
 
 namespace relpos {
 namespace detail {
@@ -227,10 +228,34 @@ void require_usable_memory(const Device& d) {
                       std::to_string(m.memoryTypeCount) + " memory types in all): relpos needs one for uploads, downloads and host buffers");
 }
 
-void create_runtime_objects(Device& d) {
+void create_runtime_objects(Device& d, const ContextOptions& opt) {
   VkPipelineCacheCreateInfo cci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
-  vk_check(d.vk.vkCreatePipelineCache(d.device, &cci, nullptr, &d.pipeline_cache), "vkCreatePipelineCache");
+  std::vector<char> initial;
+  if (!opt.pipeline_cache_path.empty()) {
+    VkPhysicalDeviceProperties props{};
+    d.fn.vkGetPhysicalDeviceProperties(d.physical, &props);
+    d.pipeline_cache_file = pipeline_cache_file(opt.pipeline_cache_path, props);
+    initial = read_pipeline_cache(d.pipeline_cache_file, props, d.warn);
+    cci.initialDataSize = initial.size();
+    cci.pInitialData = initial.data();
+  }
+  VkResult r = d.vk.vkCreatePipelineCache(d.device, &cci, nullptr, &d.pipeline_cache);
+  if (r != VK_SUCCESS && !initial.empty()) {
+    d.warn("pipeline cache " + d.pipeline_cache_file.string() + ": the driver refused its contents (" + std::to_string(r) +
+           "); starting with an empty cache");
+    initial.clear();
+    cci.initialDataSize = 0;
+    cci.pInitialData = nullptr;
+    r = d.vk.vkCreatePipelineCache(d.device, &cci, nullptr, &d.pipeline_cache);
+  }
+  vk_check(r, "vkCreatePipelineCache");
+  d.pipeline_cache_saved_bytes = initial.size();
   d.cleanups.push_back([&d] {
+    try {
+      d.save_pipeline_cache();
+    } catch (const std::exception& e) {  // a destructor's work: never thrown on
+      d.warn(std::string("pipeline cache not saved: ") + e.what());
+    }
     for (auto& [key, p] : d.pipelines) {
       d.vk.vkDestroyPipeline(d.device, p.pipeline, nullptr);
       d.vk.vkDestroyPipelineLayout(d.device, p.layout, nullptr);
@@ -244,6 +269,8 @@ void create_runtime_objects(Device& d) {
 }
 
 void set_message_handler(Device& d, const ContextOptions& opt) {
+  d.warn = opt.on_warning;
+  if (!d.warn) d.warn = [](const std::string& text) { std::fprintf(stderr, "relpos warning: %s\n", text.c_str()); };
   d.on_message = opt.on_validation_message;
   if (!d.on_message)
     d.on_message = [](const ValidationMessage& m) {
@@ -256,6 +283,18 @@ void set_message_handler(Device& d, const ContextOptions& opt) {
 void Device::report(const ValidationMessage& m) {
   validation_messages.fetch_add(1);
   if (on_message) on_message(m);
+}
+
+void Device::save_pipeline_cache() {
+  if (pipeline_cache_file.empty() || !pipeline_cache) return;
+  std::lock_guard lock(pipeline_cache_save_mutex);
+  std::size_t size = 0;
+  if (vk.vkGetPipelineCacheData(device, pipeline_cache, &size, nullptr) != VK_SUCCESS || size == pipeline_cache_saved_bytes) return;
+  std::vector<char> data(size);
+  if (vk.vkGetPipelineCacheData(device, pipeline_cache, &size, data.data()) != VK_SUCCESS) return;
+  data.resize(size);
+  write_pipeline_cache(pipeline_cache_file, data, warn);
+  pipeline_cache_saved_bytes = size;
 }
 
 Device::~Device() {
@@ -382,7 +421,7 @@ Context::Context(const ContextOptions& opt) : device_(std::make_shared<Device>()
   d.owns_device = true;
   d.cleanups.push_back([&d] { d.vk.vkDestroyDevice(d.device, nullptr); });
   d.vk.vkGetDeviceQueue(d.device, d.queue_family, 0, &d.queue);
-  detail::create_runtime_objects(d);
+  detail::create_runtime_objects(d, opt);
 }
 
 Context::Context(const AdoptedVulkan& app, const ContextOptions& opt) : device_(std::make_shared<Device>()) {
@@ -428,7 +467,7 @@ Context::Context(const AdoptedVulkan& app, const ContextOptions& opt) : device_(
   detail::load_device_table(d.fn, app.device, &d.vk);
   d.device = app.device;
   d.queue = app.queue;
-  detail::create_runtime_objects(d);
+  detail::create_runtime_objects(d, opt);
 }
 
 Context::~Context() = default;
@@ -441,6 +480,7 @@ DistanceExpansion Context::distance_expansion() const { return device_->distance
 Kernels Context::kernels() const { return device_->kernels; }
 bool Context::validation_enabled() const { return device_->validation; }
 std::uint64_t Context::validation_message_count() const { return device_->validation_messages.load(); }
+void Context::save_pipeline_cache() { device_->save_pipeline_cache(); }
 VkDevice Context::vk_device() const { return device_->device; }
 VkPhysicalDevice Context::vk_physical_device() const { return device_->physical; }
 VkQueue Context::vk_queue() const { return device_->queue; }

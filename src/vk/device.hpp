@@ -5,6 +5,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <list>
 #include <map>
@@ -131,6 +132,13 @@ struct Device {
   } counters;
 
   VkPipelineCache pipeline_cache = VK_NULL_HANDLE;
+  // ContextOptions::pipeline_cache_path: its file for this device (empty: none), and the size of
+  // the cache's data when last read or written (so that an unchanged cache is not rewritten).
+  std::filesystem::path pipeline_cache_file;
+  std::size_t pipeline_cache_saved_bytes = 0;
+  std::mutex pipeline_cache_save_mutex;
+  std::function<void(const std::string&)> warn;
+  void save_pipeline_cache();
   std::mutex pipeline_mutex;
   std::map<PipelineKey, Pipeline, PipelineKeyLess> pipelines;
 

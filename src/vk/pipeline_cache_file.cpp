@@ -1,0 +1,89 @@
+#include "vk/pipeline_cache_file.hpp"
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <random>
+
+namespace relpos::detail {
+namespace {
+
+// A cache larger than this is not relpos's (every pipeline of every op is a few MiB): refused
+// before anything is allocated for it.
+constexpr std::uintmax_t kMaxCacheBytes = 256ull << 20;
+
+std::string hex(const std::uint8_t* bytes, std::size_t n) {
+  static const char digits[] = "0123456789abcdef";
+  std::string s;
+  for (std::size_t i = 0; i < n; ++i) {
+    s += digits[bytes[i] >> 4];
+    s += digits[bytes[i] & 15];
+  }
+  return s;
+}
+
+}  // namespace
+
+std::filesystem::path pipeline_cache_file(const std::filesystem::path& dir, const VkPhysicalDeviceProperties& props) {
+  return dir / ("pipelines-" + hex(props.pipelineCacheUUID, VK_UUID_SIZE) + ".bin");
+}
+
+std::vector<char> read_pipeline_cache(const std::filesystem::path& file, const VkPhysicalDeviceProperties& props, const Warn& warn) {
+  std::error_code ec;
+  if (!std::filesystem::exists(file, ec)) return {};
+  const std::string where = "pipeline cache " + file.string() + ": ";
+  const std::uintmax_t size = std::filesystem::file_size(file, ec);
+  if (ec) {
+    warn(where + ec.message() + "; starting with an empty cache");
+    return {};
+  }
+  VkPipelineCacheHeaderVersionOne header{};
+  if (size < sizeof header || size > kMaxCacheBytes) {
+    warn(where + std::to_string(size) + " bytes is not a pipeline cache (" + std::to_string(sizeof header) + " to " +
+         std::to_string(kMaxCacheBytes) + "); starting with an empty cache");
+    return {};
+  }
+  std::vector<char> data(size);
+  std::ifstream in(file, std::ios::binary);
+  if (!in.read(data.data(), static_cast<std::streamsize>(size))) {
+    warn(where + "could not be read; starting with an empty cache");
+    return {};
+  }
+  std::memcpy(&header, data.data(), sizeof header);
+  const bool ours = header.headerSize >= sizeof header && header.headerSize <= size &&
+                    header.headerVersion == VK_PIPELINE_CACHE_HEADER_VERSION_ONE && header.vendorID == props.vendorID &&
+                    header.deviceID == props.deviceID && std::memcmp(header.pipelineCacheUUID, props.pipelineCacheUUID, VK_UUID_SIZE) == 0;
+  if (!ours) {
+    warn(where + "its header names another device, driver or format; starting with an empty cache");
+    return {};
+  }
+  return data;
+}
+
+void write_pipeline_cache(const std::filesystem::path& file, const std::vector<char>& data, const Warn& warn) {
+  std::error_code ec;
+  std::filesystem::create_directories(file.parent_path(), ec);
+  if (ec) {
+    warn("pipeline cache " + file.parent_path().string() + ": " + ec.message() + "; not saved");
+    return;
+  }
+  std::random_device rd;
+  const std::filesystem::path temp = file.string() + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
+  bool ok = false;
+  if (std::FILE* f = std::fopen(temp.c_str(), "wb")) {
+    ok = std::fwrite(data.data(), 1, data.size(), f) == data.size();
+    ok = std::fflush(f) == 0 && ok;
+    ok = ::fsync(::fileno(f)) == 0 && ok;
+    ok = std::fclose(f) == 0 && ok;
+  }
+  if (ok) std::filesystem::rename(temp, file, ec);
+  if (!ok || ec) {
+    std::filesystem::remove(temp, ec);
+    warn("pipeline cache " + file.string() + ": could not be written; not saved");
+  }
+}
+
+}  // namespace relpos::detail
