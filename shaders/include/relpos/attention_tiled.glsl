@@ -51,30 +51,13 @@ const uint WINDOW = BR + BC - 1u;           // the per-distance row's values one
 // issues together for all the keys of a step (4 would take 16·OWNED registers).
 const uint OUT_STEP = BIAS_MODE == RELPOS_ATTN_SHAW ? 1u : 4u;
 
-layout(std430, binding = 0) readonly buffer Q32 { vec4 q32[]; };
-layout(std430, binding = 0) readonly buffer Q16 { uvec2 q16[]; };
-layout(std430, binding = 1) readonly buffer K32 { vec4 k32[]; };
-layout(std430, binding = 1) readonly buffer K16 { uvec2 k16[]; };
-layout(std430, binding = 2) readonly buffer V32 { vec4 v32[]; };
-layout(std430, binding = 2) readonly buffer V16 { uvec2 v16[]; };
-layout(std430, binding = 3) writeonly buffer O32 { vec4 o32[]; };
-layout(std430, binding = 3) writeonly buffer O16 { uvec2 o16[]; };
-layout(std430, binding = 4) writeonly buffer Lse { float lse[]; };
-layout(std430, binding = 5) readonly buffer Bias { float bias[]; };
-layout(std430, binding = 5) readonly buffer RelValues { vec4 rel_values[]; };
-layout(std430, binding = 6) readonly buffer RelKeys { vec4 rel_keys[]; };
-layout(std430, binding = 7) readonly buffer KeyLengths { uint key_lengths[]; };
+#include "relpos/attention_bindings.glsl"
 
 shared vec4 q_tile[BR * Q_STRIDE];    // the scaled queries, float32
 shared vec4 kv_tile[BC * KV_STRIDE];  // the tile's keys, then its values, float32
 shared float p_tile[BR * P_STRIDE];   // exp(score - running max)
 shared float row_max[BR * MAX_PARTS];  // the row's largest scores of the tile, one per shuffle group
 shared float row_tile[WINDOW];        // RELPOS_ATTN_ROW: row r reads row_tile[BR - 1 - r + c]
-
-vec4 unpack4(uvec2 u) { return vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y)); }
-vec4 load_q(uint w) { return IN_HALF != 0u ? unpack4(q16[w]) : q32[w]; }
-vec4 load_k(uint w) { return IN_HALF != 0u ? unpack4(k16[w]) : k32[w]; }
-vec4 load_v(uint w) { return IN_HALF != 0u ? unpack4(v16[w]) : v32[w]; }
 
 // Steps 1 and 3: the keys (or values) j0 .. j0 + BC - 1 into kv_tile, all lanes, consecutive lanes
 // consecutive words. A key past the end reloads the last one: finite, and its score is masked.
