@@ -31,7 +31,7 @@ HeatmapSummary summarise(std::span<const float> values) {
     }
   }
   s.any_finite = lo <= hi;
-  if (s.any_finite) s.min = lo, s.max = hi;
+  if (s.any_finite) s.min = lo + 0.0f, s.max = hi + 0.0f;  // -0 + 0 is +0: a causal bias's maximum reads "0", not "-0"
   return s;
 }
 
