@@ -79,9 +79,29 @@ Png load(const std::string& path) {
   return png;
 }
 
-// The colour at the centre of block (row, col) of the map.
-Rgb block(const Png& png, const Printed& p, int row, int col) {
-  return png.at(p.map_x + col * p.block_w + p.block_w / 2, p.map_y + row * p.block_h + p.block_h / 2);
+// `relpos plot ARGS --out <png>`: what it printed and the picture read back.
+struct Plotted {
+  relpos::test::ToolResult result;
+  Printed layout;
+  Png png;
+  // The colour at the centre of block (row, col) of the map.
+  Rgb block(int row, int col) const {
+    const Printed& p = layout;
+    return png.at(p.map_x + col * p.block_w + p.block_w / 2, p.map_y + row * p.block_h + p.block_h / 2);
+  }
+};
+Plotted plot(const std::string& args, const std::string& png) {
+  Plotted out;
+  out.result = tool("plot " + args + " --out " + temp(png));
+  if (out.result.status != 0) {
+    ADD_FAILURE() << args << "\n" << out.result.output;
+    return out;
+  }
+  out.layout = parse(out.result.output);
+  out.png = load(temp(png));
+  EXPECT_EQ(out.png.width, out.layout.width);
+  EXPECT_EQ(out.png.height, out.layout.height);
+  return out;
 }
 
 }  // namespace
@@ -96,60 +116,51 @@ TEST(PlotCli, MinMaxAndMaskedCellsHaveTheirColours) {
   h1[0 * 4 + 1] = -3.0f;  // minimum
   h1[2 * 4 + 3] = 5.0f;   // maximum
   h1[1 * 4 + 2] = -kInf;  // masked
-  const auto r = tool("plot " + save("heads.npy", x, {2, 3, 4}) + " --head 1 --out " + temp("heads.png"));
-  ASSERT_EQ(r.status, 0) << r.output;
-  const Printed p = parse(r.output);
-  const Png png = load(temp("heads.png"));
-  EXPECT_EQ(png.width, p.width);
-  EXPECT_EQ(png.height, p.height);
+  const Plotted r = plot(save("heads.npy", x, {2, 3, 4}) + " --head 1", "heads.png");
+  ASSERT_EQ(r.result.status, 0);
+  const Printed& p = r.layout;
   // 4 keys on the long side: 64-pixel blocks make the map 256 pixels wide.
   EXPECT_EQ(p.block_w, 64);
   EXPECT_EQ(p.block_h, 64);
   EXPECT_EQ(p.map_w, 4 * 64);
   EXPECT_EQ(p.map_h, 3 * 64);
-  EXPECT_GT(png.width, p.map_x + p.map_w);  // the colour bar and its labels
-  EXPECT_EQ(block(png, p, 0, 1), kMinColour);
-  EXPECT_EQ(block(png, p, 2, 3), kMaxColour);
-  EXPECT_EQ(block(png, p, 1, 2), kMasked);
-  const Rgb other = block(png, p, 0, 2);
+  EXPECT_GT(r.png.width, p.map_x + p.map_w);  // the colour bar and its labels
+  EXPECT_EQ(r.block(0, 1), kMinColour);
+  EXPECT_EQ(r.block(2, 3), kMaxColour);
+  EXPECT_EQ(r.block(1, 2), kMasked);
+  const Rgb other = r.block(0, 2);
   EXPECT_NE(other, kMinColour);
   EXPECT_NE(other, kMaxColour);
-  EXPECT_NE(r.output.find("finite values in [-3, 5]; 1 -inf"), std::string::npos) << r.output;
+  EXPECT_NE(r.result.output.find("finite values in [-3, 5]; 1 -inf"), std::string::npos) << r.result.output;
 }
 
 TEST(PlotCli, Float16BatchAndHeadPickTheSlice) {
   std::vector<float> x(2 * 2 * 2 * 2, 7.0f);
   float* s = &x[(1 * 2 + 0) * 4];  // batch 1, head 0
   s[0] = 1.0f, s[1] = -kInf, s[2] = 2.0f, s[3] = 1.5f;
-  const auto r = tool("plot " + save("b.npy", x, {2, 2, 2, 2}, DType::F16) + " --batch 1 --head 0 --out " + temp("b.png"));
-  ASSERT_EQ(r.status, 0) << r.output;
-  const Printed p = parse(r.output);
-  const Png png = load(temp("b.png"));
-  EXPECT_EQ(block(png, p, 0, 0), kMinColour);
-  EXPECT_EQ(block(png, p, 0, 1), kMasked);
-  EXPECT_EQ(block(png, p, 1, 0), kMaxColour);
+  const Plotted r = plot(save("b.npy", x, {2, 2, 2, 2}, DType::F16) + " --batch 1 --head 0", "b.png");
+  ASSERT_EQ(r.result.status, 0);
+  EXPECT_EQ(r.block(0, 0), kMinColour);
+  EXPECT_EQ(r.block(0, 1), kMasked);
+  EXPECT_EQ(r.block(1, 0), kMaxColour);
 }
 
 // A constant slice has no range to scale by: the middle of viridis, no division by zero.
 TEST(PlotCli, ConstantSliceTakesTheMiddleColour) {
-  const auto r = tool("plot " + save("const.npy", {2.5f, 2.5f, -kInf, 2.5f}, {2, 2}) + " --title constant --out " + temp("const.png"));
-  ASSERT_EQ(r.status, 0) << r.output;
-  const Printed p = parse(r.output);
-  const Png png = load(temp("const.png"));
-  EXPECT_EQ(block(png, p, 0, 0), kMiddleColour);
-  EXPECT_EQ(block(png, p, 1, 0), kMasked);
+  const Plotted r = plot(save("const.npy", {2.5f, 2.5f, -kInf, 2.5f}, {2, 2}) + " --title constant", "const.png");
+  ASSERT_EQ(r.result.status, 0);
+  EXPECT_EQ(r.block(0, 0), kMiddleColour);
+  EXPECT_EQ(r.block(1, 0), kMasked);
 }
 
 TEST(PlotCli, NanIsDrawnInItsOwnColour) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  const auto r = tool("plot " + save("nan.npy", {0.0f, nan, kInf, 1.0f}, {2, 2}) + " --out " + temp("nan.png"));
-  ASSERT_EQ(r.status, 0) << r.output;
-  const Printed p = parse(r.output);
-  const Png png = load(temp("nan.png"));
-  EXPECT_EQ(block(png, p, 0, 1), kInvalid);
-  EXPECT_EQ(block(png, p, 1, 0), kInvalid);
-  EXPECT_EQ(block(png, p, 1, 1), kMaxColour);
-  EXPECT_NE(r.output.find("0 -inf, 2 NaN/+inf"), std::string::npos) << r.output;
+  const Plotted r = plot(save("nan.npy", {0.0f, nan, kInf, 1.0f}, {2, 2}), "nan.png");
+  ASSERT_EQ(r.result.status, 0);
+  EXPECT_EQ(r.block(0, 1), kInvalid);
+  EXPECT_EQ(r.block(1, 0), kInvalid);
+  EXPECT_EQ(r.block(1, 1), kMaxColour);
+  EXPECT_NE(r.result.output.find("0 -inf, 2 NaN/+inf"), std::string::npos) << r.result.output;
 }
 
 // One query against 200,000 keys: blocks of 98 keys each show their maximum, in an image no wider
@@ -158,18 +169,17 @@ TEST(PlotCli, LongRowIsReducedToItsBlockMaxima) {
   std::vector<float> x(200000, 0.0f);
   for (int j = 0; j < 98; ++j) x[j] = -kInf;
   x[123457] = 1.0f;
-  const auto r = tool("plot " + save("long.npy", x, {1, 200000}) + " --out " + temp("long.png"));
-  ASSERT_EQ(r.status, 0) << r.output;
-  const Printed p = parse(r.output);
+  const Plotted r = plot(save("long.npy", x, {1, 200000}), "long.png");
+  ASSERT_EQ(r.result.status, 0);
+  const Printed& p = r.layout;
   EXPECT_EQ(p.cells_x, 98);
   EXPECT_EQ(p.cells_y, 1);
   EXPECT_EQ(p.map_w, (200000 + 97) / 98);
   EXPECT_GE(p.map_h, 32);
-  const Png png = load(temp("long.png"));
-  EXPECT_LE(png.width, 2048 + 400);
-  EXPECT_EQ(block(png, p, 0, 0), kMasked);
-  EXPECT_EQ(block(png, p, 0, 123457 / 98), kMaxColour);
-  EXPECT_EQ(block(png, p, 0, 1), kMinColour);
+  EXPECT_LE(r.png.width, 2048 + 400);
+  EXPECT_EQ(r.block(0, 0), kMasked);
+  EXPECT_EQ(r.block(0, 123457 / 98), kMaxColour);
+  EXPECT_EQ(r.block(0, 1), kMinColour);
 }
 
 TEST(PlotCli, BadInputsAreRefusedNamingTheFlag) {
