@@ -216,3 +216,13 @@ TEST(PlotCli, BadInputsAreRefusedNamingTheFlag) {
   }
   EXPECT_FALSE(std::filesystem::exists(temp("e.png")));
 }
+
+// A write that fails after the file opened (a full disk) says so, and a device named by --out is
+// left in place (the tool removes only a regular file it truncated).
+TEST(PlotCli, FailedWriteIsReportedAndLeavesDevicesAlone) {
+  if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  const auto r = tool("plot " + save("full.npy", std::vector<float>(16, 1.0f), {4, 4}) + " --out /dev/full");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("--out = /dev/full: write failed"), std::string::npos) << r.output;
+  EXPECT_TRUE(std::filesystem::exists("/dev/full"));
+}

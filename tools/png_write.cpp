@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "image.hpp"
 
@@ -32,7 +33,10 @@ void write_png(const std::string& flag, const std::string& path, const Image& im
       &sink, image.width(), image.height(), 3, image.data(), image.width() * 3);
   if (std::fclose(f) != 0 && !sink.error) sink.error = errno ? errno : EIO;
   if (!encoded || sink.error) {
-    std::remove(path.c_str());  // a truncated PNG would look like a result
+    // A truncated PNG would look like a result; but a device or a pipe (/dev/full, /dev/stdout)
+    // is not ours to delete.
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(path, ec)) std::filesystem::remove(path, ec);
     if (!encoded) throw Error(what + ": stb_image_write could not encode the PNG (out of memory)");
     throw Error(what + ": write failed: " + std::strerror(sink.error));
   }
