@@ -1,7 +1,7 @@
 #pragma once
 // The picture `relpos plot` draws of one [rows, cols] slice: a heat map in viridis from the finite
 // minimum to the finite maximum, a colour bar labelled with both, a key for the values that lie
-// off the scale, and a title. README, "The relpos tool", describes what users see.
+// off the scale, and a title. docs/plots.md describes what users see.
 #include <cstdint>
 #include <span>
 #include <string>
