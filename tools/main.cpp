@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "fuzz.hpp"
+#include "plot.hpp"
 #include "registry.hpp"
 
 namespace relpos::tool {
@@ -166,6 +167,10 @@ int main(int argc, char** argv) {
   bench->add_option("--filter", bench_filter, "only ops whose name contains this");
   add_number(*bench, "--repeat", repeat, "timed repetitions (default 10, 5 with --short)", 1, 1000);
 
+  PlotOptions plot_options;
+  auto* plot = app.add_subcommand("plot", "draw one [Q, K] slice of a .npy array as a heat map PNG (no device needed)");
+  add_plot_options(*plot, plot_options);
+
   try {
     try {
       app.parse(argc, argv);
@@ -177,6 +182,7 @@ int main(int argc, char** argv) {
     else if (*check) status = check_command(reg, check_filter, check_quick);
     else if (*fuzz) status = fuzz_command(reg, fuzz_options);
     else if (*stats) status = stats_command(reg, stats_filter, stats_json, stats_head_dims);
+    else if (*plot) status = plot_command(plot_options);
     else if (*bench) status = bench_command(reg, bench_filter, json, short_run, repeat ? repeat : (short_run ? 5 : 10));
     else
       for (const auto& r : reg.runs)
