@@ -100,6 +100,12 @@ std::uint32_t dimension32(const std::string& what, std::uint64_t d) {
   return static_cast<std::uint32_t>(d);
 }
 
+std::string shape_text(const std::vector<std::uint64_t>& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
 void write_floats(const std::string& path, const std::vector<float>& values, std::vector<std::uint64_t> shape, DType dtype) {
   if (dtype == DType::F16) {
     auto h = to_half(values);

@@ -221,11 +221,8 @@ void register_benches(Registry& reg) {
 // The rotation .npy must be [heads, vector_size].
 std::vector<float> read_rotation(const std::string& path, const FourierParams& p) {
   const NpyArray a = read_npy(path);
-  std::string got = "[";
-  for (std::size_t i = 0; i < a.shape.size(); ++i) got += (i ? ", " : "") + std::to_string(a.shape[i]);
-  got += "]";
   if (a.shape.size() != 2 || a.shape[0] != p.heads || a.shape[1] != p.vector_size)
-    throw InvalidArgument("--rotation " + path + ": shape " + got + " must be [heads, vector_size] = [" + std::to_string(p.heads) +
+    throw InvalidArgument("--rotation " + path + ": shape " + shape_text(a.shape) + " must be [heads, vector_size] = [" + std::to_string(p.heads) +
                           ", " + std::to_string(p.vector_size) + "]");
   return a.to_f32("--rotation " + path);
 }

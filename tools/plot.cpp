@@ -9,15 +9,10 @@
 
 #include "heatmap.hpp"
 #include "numbers.hpp"
+#include "registry.hpp"
 
 namespace relpos::tool {
 namespace {
-
-std::string shape_text(const std::vector<std::uint64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 // The index of --batch or --head, checked against its dimension (1 where the array lacks it).
 void check_index(const std::string& flag, std::uint64_t value, std::uint64_t size, const std::string& one, const std::string& many,

@@ -112,6 +112,9 @@ void release_tool_contexts();
 // InvalidArgument naming it: a cast would silently wrap 2^32 + 1 to 1.
 std::uint32_t dimension32(const std::string& what, std::uint64_t d);
 
+// "[d0, d1, ...]": an input's shape in messages.
+std::string shape_text(const std::vector<std::uint64_t>& shape);
+
 // Writes [dims...] of float values as f32 or f16.
 void write_floats(const std::string& path, const std::vector<float>& values, std::vector<std::uint64_t> shape, DType dtype);
 

@@ -2,11 +2,11 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <random>
 
 namespace relpos::detail {
 namespace {
@@ -70,8 +70,10 @@ void write_pipeline_cache(const std::filesystem::path& file, const std::vector<c
     warn("pipeline cache " + file.parent_path().string() + ": " + ec.message() + "; not saved");
     return;
   }
-  std::random_device rd;
-  const std::filesystem::path temp = file.string() + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
+  // Unique per writer: the process, and a count of this process's writes (two Contexts of one
+  // device save the same file).
+  static std::atomic<std::uint64_t> writes{0};
+  const std::filesystem::path temp = file.string() + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(writes++);
   bool ok = false;
   if (std::FILE* f = std::fopen(temp.c_str(), "wb")) {
     ok = std::fwrite(data.data(), 1, data.size(), f) == data.size();

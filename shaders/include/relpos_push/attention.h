@@ -1,7 +1,8 @@
 // attention_fused.comp (CPU kernels): one invocation per ROWS query rows and key split; workgroup g
 // takes local_size * ROWS consecutive queries of (batch, head) bh_first + g / groups_per_bh and one
 // split of the keys: g % groups_per_bh = split group * (groups_per_bh / split_groups) + query tile.
-// attention_tiled.comp (GPU kernels): workgroup g takes BR queries the same way, lanes never split.
+// attention_tiled (GPU kernels, shaders/include/relpos/attention_tiled.glsl): workgroup g takes BR
+// queries the same way, lanes never split.
 // lane_splits (one query): lane l of split group s takes split s * local_size + l.
 // A dispatch binds each buffer from an aligned offset at or below the first element it uses;
 // *_shift is that offset in the units the binding is indexed in, subtracted from global indices.
