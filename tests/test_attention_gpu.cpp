@@ -35,7 +35,7 @@ constexpr double kTolF16 = 1e-3;
 struct Inputs {
   std::vector<float> q, k, v, bias, rel_keys, rel_values;
   std::vector<std::uint32_t> lengths;
-  AttentionHostInputs host() const { return {q, k, v, bias, rel_keys, rel_values, lengths}; }
+  AttentionHostInputs host() const { return {q, k, v, bias, rel_keys, rel_values, lengths, {}, {}}; }
 };
 
 

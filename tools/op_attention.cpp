@@ -37,7 +37,7 @@ struct AttentionData {
   std::vector<std::uint32_t> lengths;
   Buffer bq, bk, bv, bout, blse, bbias, brk, brv, blen;
 
-  AttentionHostInputs host() const { return {q, k, v, bias, rel_keys, rel_values, lengths}; }
+  AttentionHostInputs host() const { return {q, k, v, bias, rel_keys, rel_values, lengths, {}, {}}; }
   void upload(Context& ctx) {
     auto up = [&](const std::vector<float>& x) { return make_float_buffer(ctx, x, p.dtype); };
     bq = up(q);

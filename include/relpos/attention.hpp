@@ -26,6 +26,24 @@ enum class AttentionBias : std::uint32_t {
   Kerple = 6,    // float32 [2, heads]: r1 then r2 of KerpleParams (variant kerple_variant); the reference checks their ranges
 };
 
+// A paged KV cache in place of contiguous k and v (FlashAttention's flash_attn_with_kvcache and
+// vLLM's layout, docs/paged_attention.md): k and v are [num_blocks, block_size, kv_heads, head_dim];
+// key j of sequence b is row j % block_size of block block_table[b][j / block_size]; block_table
+// is int32 [batch, max_blocks], cache_lengths int32 [batch] (the keys sequence b holds). Query i of
+// sequence b sits at position cache_lengths[b] - queries + i, so rp and the causal mask are per
+// sequence. AttentionParams::keys must be max_blocks * block_size: the longest sequence the table
+// can hold, which sizes the distance rows ([heads, queries + keys - 1] laid out as for
+// query_offset = keys - queries) and the dense bias ([heads, queries, keys]).
+struct PagedKv {
+  std::uint32_t block_size = 0;  // keys per block: 0 (contiguous k and v), or a multiple of 16
+  std::uint32_t num_blocks = 0;  // blocks in the cache
+  std::uint32_t max_blocks = 0;  // columns of the block table
+  bool enabled() const { return block_size != 0; }
+  std::uint64_t cache_elements(std::uint32_t kv_heads, std::uint32_t head_dim) const {
+    return std::uint64_t{num_blocks} * block_size * kv_heads * head_dim;
+  }
+};
+
 struct AttentionParams {
   std::uint32_t batch = 1;
   std::uint32_t heads = 1;     // H, query heads
@@ -49,6 +67,9 @@ struct AttentionParams {
   // at most kMaxKeysPerSplit keys, so long rows always take several; at most
   // AttentionMergeParams::kMaxParts splits are merged.
   std::uint32_t key_splits = 0;
+  // A paged cache (paged.enabled()): query_offset and memory_prefix must be 0 and key lengths
+  // absent (cache_lengths take their place).
+  PagedKv paged{};
 
   static constexpr std::uint32_t kMaxHeadDim = 256;
   // Keys one invocation walks at most: the shader's loops run at most 3 iterations per key, within
@@ -59,20 +80,33 @@ struct AttentionParams {
   std::uint64_t rows() const { return std::uint64_t{batch} * heads * queries; }
   // Number of floats the bias input holds for this mode (0 for None and Shaw).
   std::uint64_t bias_elements() const;
+  // The query offset the per-distance rows are laid out for: query_offset, or keys - queries with
+  // a paged cache (whose sequences' offsets lie at or below it, so that their rp fall in the rows).
+  std::int64_t row_query_offset() const { return paged.enabled() ? std::int64_t{keys} - queries : query_offset; }
   // T5Params for the bucket row of this shape.
   T5Params t5_row_params() const;
   // Throws InvalidArgument naming the parameter and the limit.
   void validate() const;
 };
 
-// Host inputs of the reference. q [B, H, Q, D], k and v [B, Hkv, K, D]; bias as bias_elements();
-// key_lengths [B] (empty: no padding; keys j >= key_lengths[b] are masked).
+// Host inputs of the reference. q [B, H, Q, D], k and v [B, Hkv, K, D] (paged: [num_blocks,
+// block_size, Hkv, D]); bias as bias_elements(); key_lengths [B] (empty: no padding; keys
+// j >= key_lengths[b] are masked). Paged: block_table [B, max_blocks] and cache_lengths [B].
 struct AttentionHostInputs {
   std::span<const float> q, k, v;
   std::span<const float> bias;
   std::span<const float> rel_keys, rel_values;
   std::span<const std::uint32_t> key_lengths;
+  std::span<const std::int32_t> block_table, cache_lengths;
 };
+
+// Checks a paged cache's block table and lengths held on the host (the reference and the tool call
+// it; an application calls it before uploading them): every length in [0, keys], every entry a
+// sequence reads (the first ceil(length / block_size)) in [0, num_blocks). InvalidArgument names
+// the sequence and the entry. The GPU op cannot read a table that is device data before it runs:
+// there it clamps each entry into the cache instead, so a bad table gives wrong numbers for that
+// sequence but never reads outside k and v.
+void check_block_table(const AttentionParams& p, std::span<const std::int32_t> block_table, std::span<const std::int32_t> cache_lengths);
 
 struct AttentionResult {
   std::vector<float> out;  // [B, H, Q, D]
@@ -101,6 +135,9 @@ struct AttentionBuffers {
   const Buffer* rel_keys = nullptr;     // Shaw, float32 [2k + 1, D]
   const Buffer* rel_values = nullptr;
   const Buffer* key_lengths = nullptr;  // optional uint32 [B]
+  // Paged cache (p.paged): k and v are the caches; these are required.
+  const Buffer* block_table = nullptr;    // int32 [B, max_blocks]
+  const Buffer* cache_lengths = nullptr;  // int32 [B]
 };
 
 // Records the fused op. Everything is checked first (InvalidArgument).

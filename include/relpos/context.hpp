@@ -37,6 +37,7 @@ struct DeviceLimits {
   std::uint32_t max_workgroup_invocations = 0;
   std::uint32_t max_shared_memory_bytes = 0;
   std::uint32_t max_push_constants_size = 0;
+  std::uint32_t max_storage_buffers_per_stage = 0;  // maxPerStageDescriptorStorageBuffers (fused attention binds 9)
   std::uint64_t max_memory_allocation_size = 0;
   std::uint32_t subgroup_size = 0;
   bool subgroup_shuffle = false;  // compute shaders may use subgroupShuffle (GroupNonUniformShuffle)

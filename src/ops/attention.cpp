@@ -59,9 +59,19 @@ void check_buffers(const AttentionParams& p, const AttentionBuffers& b) {
   const std::uint64_t es = dtype_size(p.dtype), D = p.head_dim;
   const std::string dt(dtype_name(p.dtype));
   require_bytes(b.q, p.rows() * D * es, "q buffer", dt + " [batch, heads, queries, head_dim]");
-  const std::uint64_t kv = std::uint64_t{p.batch} * p.kv_heads * p.keys * D * es;
-  require_bytes(b.k, kv, "k buffer", dt + " [batch, kv_heads, keys, head_dim]");
-  require_bytes(b.v, kv, "v buffer", dt + " [batch, kv_heads, keys, head_dim]");
+  if (p.paged.enabled()) {
+    const std::uint64_t cache = p.paged.cache_elements(p.kv_heads, p.head_dim) * es;
+    require_bytes(b.k, cache, "k buffer", dt + " [num_blocks, block_size, kv_heads, head_dim] (a paged cache)");
+    require_bytes(b.v, cache, "v buffer", dt + " [num_blocks, block_size, kv_heads, head_dim] (a paged cache)");
+    require_bytes(b.block_table, std::uint64_t{p.batch} * p.paged.max_blocks * 4, "block_table buffer", "int32 [batch, max_blocks]");
+    require_bytes(b.cache_lengths, std::uint64_t{p.batch} * 4, "cache_lengths buffer", "int32 [batch]");
+    require(b.key_lengths == nullptr, "key_lengths buffer", "given", "must be null with a paged cache (cache_lengths replace it)");
+  } else {
+    const std::uint64_t kv = std::uint64_t{p.batch} * p.kv_heads * p.keys * D * es;
+    require_bytes(b.k, kv, "k buffer", dt + " [batch, kv_heads, keys, head_dim]");
+    require_bytes(b.v, kv, "v buffer", dt + " [batch, kv_heads, keys, head_dim]");
+    require(b.block_table == nullptr && b.cache_lengths == nullptr, "block_table buffer", "given", "needs a paged cache (paged.block_size)");
+  }
   require_bytes(b.out, p.rows() * D * es, "out buffer", dt + " [batch, heads, queries, head_dim]");
   if (b.lse) require_bytes(b.lse, p.rows() * 4, "lse buffer", "float32 [batch, heads, queries]");
   if (p.bias == AttentionBias::Shaw) {
@@ -96,7 +106,7 @@ bool attention_computes_rows(AttentionBias bias) { return bias == AttentionBias:
 const Buffer& attention_distance_rows(Recorder& r, const AttentionParams& p, const Buffer& params, const Buffer* rows,
                                       DescriptorSource* sets) {
   if (p.bias == AttentionBias::T5) return t5_distance_row(r, p.t5_row_params(), &params);
-  const DistanceWindow w{p.heads, p.queries, p.keys, p.query_offset, 1, false};
+  const DistanceWindow w{p.heads, p.queries, p.keys, p.row_query_offset(), 1, false};
   if (!rows) return kerple_distance_rows(r, w, p.kerple_variant, params);
   kerple_distance_rows_into(r, w, p.kerple_variant, params, *rows, sets);
   return *rows;
@@ -189,6 +199,7 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
   l.split_len = detail::div_up(p.keys, S);
   const bool one_query = p.queries == 1;
   const std::uint32_t in_half = p.dtype == DType::F16 ? 1u : 0u, out_half = S == 1 && p.dtype == DType::F16 ? 1u : 0u;
+  const std::uint32_t paged = p.paged.enabled() ? 1u : 0u;
   if (tiles.tiled) {
     const AttentionTiledShape t = attention_tiled_shape(tiles, p.head_dim, one_query);
     l.lane_splits = false;
@@ -196,7 +207,7 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
     l.rows_per_group = t.rows;
     l.split_groups = S;
     l.groups_per_bh = S * detail::div_up(p.queries, t.rows);
-    l.spec = {t.lanes, p.head_dim / 4, t.key_tile, in_half, out_half, t.rows, kernel_mode(p.bias), t.shuffle_lanes};
+    l.spec = {t.lanes, p.head_dim / 4, t.key_tile, in_half, out_half, t.rows, kernel_mode(p.bias), t.shuffle_lanes, paged};
     // Only the variant that shuffles declares the subgroup-shuffle capability.
     l.shader = t.shuffle_lanes > 1 ? ShaderId::attention_tiled_shuffle : ShaderId::attention_tiled;
     return l;
@@ -209,7 +220,7 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
   l.groups_per_bh = l.split_groups * detail::div_up(p.queries, l.rows_per_group);
   l.spec = {l.lanes, p.head_dim / 4, tiles.key_block, in_half, out_half, rows_per_lane,
             // every lane of a subgroup must walk the same keys
-            tiles.share_loads && !l.lane_splits && l.lanes % tiles.key_block == 0 ? 1u : 0u, kernel_mode(p.bias)};
+            tiles.share_loads && !l.lane_splits && l.lanes % tiles.key_block == 0 ? 1u : 0u, kernel_mode(p.bias), paged};
   // Only the variant that shares loads declares the subgroup-shuffle capability.
   l.shader = l.spec[6] ? ShaderId::attention_fused_shuffle : ShaderId::attention_fused;
   return l;
@@ -228,12 +239,15 @@ push::AttentionPush attention_push(const AttentionParams& p, const AttentionLaun
   pc.queries = p.queries;
   pc.keys = p.keys;
   pc.memory_prefix = p.memory_prefix;
-  pc.query_offset = static_cast<std::int32_t>(p.query_offset);
+  pc.query_offset = static_cast<std::int32_t>(p.row_query_offset());
   pc.causal = p.causal ? 1 : 0;
   pc.scale = p.effective_scale();
   pc.shaw_k = p.max_relative_position;
-  pc.has_lengths = has_lengths ? 1 : 0;
+  pc.has_lengths = has_lengths || p.paged.enabled() ? 1 : 0;
   pc.kv_stride = kv_stride;
+  pc.block_size = p.paged.block_size;
+  pc.num_blocks = p.paged.num_blocks;
+  pc.max_blocks = p.paged.max_blocks;
   return pc;
 }
 
@@ -310,6 +324,13 @@ void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& bu
   // A per-distance bias computed here (T5, KERPLE) writes the rows of every head through one binding.
   if (detail::attention_computes_rows(p.bias)) detail::require_binding(lim, (Q + K - 1) * H, "heads * (queries + keys - 1)", "the per-distance bias rows");
   if (p.bias == AttentionBias::T5) detail::require_t5_table_binding(lim, p.t5_row_params());
+  // A paged cache is bound whole: any block may hold any sequence's keys.
+  const bool paged = p.paged.enabled();
+  if (paged) {
+    detail::require_binding(lim, p.paged.cache_elements(p.kv_heads, p.head_dim) * es / 4, "num_blocks * block_size * kv_heads * head_dim",
+                            "the paged k and v caches (" + std::string(dtype_name(p.dtype)) + ", in 4-byte words)");
+    detail::require_binding(lim, std::uint64_t{p.batch} * p.paged.max_blocks, "batch * max_blocks", "the block table");
+  }
 
   // The buffers a dispatch binds. Until the scratch buffers exist (after every check), the caller's
   // stand in: planning the bindings only needs their sizes and offsets.
@@ -331,7 +352,8 @@ void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& bu
     const Buffer& bias_buf = bias ? *bias : *dummy;
     return std::array<detail::Bound, 5>{
         detail::bind_range(lim, *bufs.q, bh0 * Q * D * es, bh1 * Q * D * es, word),
-        detail::bind_range(lim, *bufs.k, kv_slab(bh0) * K * D * es, (kv_slab(bh1 - 1) + 1) * K * D * es, word),
+        paged ? detail::Bound{{bufs.k}, 0, true}
+              : detail::bind_range(lim, *bufs.k, kv_slab(bh0) * K * D * es, (kv_slab(bh1 - 1) + 1) * K * D * es, word),
         detail::bind_range(lim, *out, bh0 * Q * S * D * out_word / 4, bh1 * Q * S * D * out_word / 4, out_word),
         detail::bind_range(lim, *lse, bh0 * Q * S * 4, bh1 * Q * S * 4, 4),
         bias ? detail::bind_range(lim, bias_buf, b0 * 4, b1 * 4, 4) : detail::Bound{{dummy, 0, 16}, 0, true}};
@@ -356,9 +378,11 @@ void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& bu
   lse = S > 1 ? &detail::scratch(r, rows * S * 4, MemoryUse::Device) : bufs.lse ? bufs.lse : &detail::scratch(r, rows * 4, MemoryUse::Device);
 
   push::AttentionPush pc = detail::attention_push(p, launch, bufs.key_lengths != nullptr, p.keys);
+  const detail::BufferSpan block_table = paged ? detail::BufferSpan{bufs.block_table} : detail::BufferSpan{dummy};
   const detail::BufferSpan rel_keys = mode == RELPOS_ATTN_SHAW ? detail::BufferSpan{bufs.rel_keys} : detail::BufferSpan{dummy};
   const detail::BufferSpan rel_values = mode == RELPOS_ATTN_SHAW ? detail::BufferSpan{bufs.rel_values} : detail::BufferSpan{dummy};
-  const detail::BufferSpan lengths = bufs.key_lengths ? detail::BufferSpan{bufs.key_lengths} : detail::BufferSpan{dummy};
+  const Buffer* lengths_buffer = paged ? bufs.cache_lengths : bufs.key_lengths;
+  const detail::BufferSpan lengths = lengths_buffer ? detail::BufferSpan{lengths_buffer} : detail::BufferSpan{dummy};
   for (std::size_t c = 0; c + 1 < cuts.size(); ++c) {
     const std::uint64_t bh0 = cuts[c], bh1 = cuts[c + 1];
     const auto b = bounds(bh0, bh1);
@@ -374,7 +398,7 @@ void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& bu
       pc.first_group = static_cast<std::uint32_t>(first);
       detail::dispatch(r, launch.shader, launch.spec,
                        {b[0].span, b[1].span, v_span, b[2].span, b[3].span, mode == RELPOS_ATTN_SHAW ? rel_values : b[4].span,
-                        rel_keys, lengths},
+                        rel_keys, lengths, block_table},
                        pc, groups);
     });
   }

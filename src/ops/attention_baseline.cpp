@@ -19,6 +19,7 @@ std::uint64_t attention_unfused_logits_bytes(const AttentionParams& p) {
 
 void attention_unfused(Recorder& r, const AttentionParams& p, const AttentionBuffers& b, const Buffer& logits) {
   p.validate();
+  detail::require(!p.paged.enabled(), "paged.block_size", std::to_string(p.paged.block_size), "must be 0: the unfused pipeline takes contiguous k and v");
   detail::require(p.bias == AttentionBias::None || p.bias == AttentionBias::T5, "bias", std::to_string(static_cast<int>(p.bias)),
                   "the unfused pipeline covers the none and t5 modes");
   detail::require(p.kv_heads == p.heads, "kv_heads", std::to_string(p.kv_heads), "must equal heads in the unfused pipeline");

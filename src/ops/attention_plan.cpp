@@ -173,6 +173,11 @@ void AttentionPlan::record(Recorder& r, const AttentionStep& step, const Attenti
   if (step.queries < 1 || step.queries > env.queries)
     require(false, "queries", str(step.queries),
             "must be in [1, " + str(env.queries) + "] (the plan's envelope: queries = " + str(env.queries) + ")");
+  if (env.paged.enabled() && step.keys != env.keys)
+    require(false, "keys", str(step.keys),
+            "must be the envelope's keys = max_blocks * block_size = " + str(env.keys) + " with a paged cache (cache_lengths say how many each sequence holds)");
+  if (env.paged.enabled() && step.query_offset != 0)
+    require(false, "query_offset", std::to_string(step.query_offset), "must be 0 with a paged cache (cache_lengths place the queries)");
   const std::uint32_t min_keys = std::max<std::uint32_t>(env.memory_prefix, 1);
   if (step.keys < min_keys || step.keys > env.keys)
     require(false, "keys", str(step.keys),
@@ -192,10 +197,22 @@ void AttentionPlan::record(Recorder& r, const AttentionStep& step, const Attenti
   const std::uint64_t es = dtype_size(p.dtype), D = p.head_dim, rows = p.rows();
   auto dt = [&] { return std::string(dtype_name(p.dtype)); };
   require_buffer(lim, b.q, rows * D * es, true, "q buffer", [&] { return dt() + " [batch, heads, queries, head_dim]"; });
-  const std::uint64_t cache = std::uint64_t{p.batch} * p.kv_heads * env.keys * D * es;
-  auto cache_layout = [&] { return dt() + " [batch, kv_heads, envelope keys = " + str(env.keys) + ", head_dim]"; };
-  require_buffer(lim, b.k, cache, true, "k buffer", cache_layout);
-  require_buffer(lim, b.v, cache, true, "v buffer", cache_layout);
+  const bool paged = env.paged.enabled();
+  const std::uint64_t cache = paged ? env.paged.cache_elements(p.kv_heads, p.head_dim) * es : std::uint64_t{p.batch} * p.kv_heads * env.keys * D * es;
+  auto cache_layout = [&] {
+    return paged ? dt() + " [num_blocks, block_size, kv_heads, head_dim] (a paged cache)"
+                 : dt() + " [batch, kv_heads, envelope keys = " + str(env.keys) + ", head_dim]";
+  };
+  require_buffer(lim, b.k, cache, !paged, "k buffer", cache_layout);
+  require_buffer(lim, b.v, cache, !paged, "v buffer", cache_layout);
+  if (paged) {
+    require_buffer(lim, b.block_table, std::uint64_t{p.batch} * env.paged.max_blocks * 4, false, "block_table buffer",
+                   [] { return std::string("int32 [batch, max_blocks]"); });
+    require_buffer(lim, b.cache_lengths, std::uint64_t{p.batch} * 4, false, "cache_lengths buffer", [] { return std::string("int32 [batch]"); });
+    if (b.key_lengths) require(false, "key_lengths buffer", "given", "must be null with a paged cache (cache_lengths replace it)");
+  } else if (b.block_table || b.cache_lengths) {
+    require(false, "block_table buffer", "given", "needs a paged cache (the envelope's paged.block_size)");
+  }
   require_buffer(lim, b.out, rows * D * es, true, "out buffer", [&] { return dt() + " [batch, heads, queries, head_dim]"; });
   if (b.lse) require_buffer(lim, b.lse, rows * 4, true, "lse buffer", [] { return std::string("float32 [batch, heads, queries]"); });
   if (p.bias == AttentionBias::Shaw) {
@@ -228,12 +245,12 @@ void AttentionPlan::record(Recorder& r, const AttentionStep& step, const Attenti
   const Buffer* out = S > 1 ? s.partial_out : b.out;
   const Buffer* lse = S > 1 ? s.partial_lse : b.lse ? b.lse : s.lse;
   const bool shaw = p.bias == AttentionBias::Shaw;
-  const Buffer* lengths = b.key_lengths ? b.key_lengths : s.dummy;
+  const Buffer* lengths = paged ? b.cache_lengths : b.key_lengths ? b.key_lengths : s.dummy;
   push::AttentionPush pc = detail::attention_push(p, launch, b.key_lengths != nullptr, env.keys);
   detail::for_each_group_range(lim, std::uint64_t{p.batch} * p.heads * launch.groups_per_bh, [&](std::uint64_t first, std::uint32_t groups) {
     pc.first_group = static_cast<std::uint32_t>(first);
     detail::dispatch(r, &sets, launch.shader, launch.spec,
-                     {{b.q}, {b.k}, {b.v}, {out}, {lse}, {shaw ? b.rel_values : bias}, {shaw ? b.rel_keys : s.dummy}, {lengths}}, pc,
+                     {{b.q}, {b.k}, {b.v}, {out}, {lse}, {shaw ? b.rel_values : bias}, {shaw ? b.rel_keys : s.dummy}, {lengths}, {paged ? b.block_table : s.dummy}}, pc,
                      groups);
   });
   if (S > 1) {

@@ -57,8 +57,9 @@ void check_inputs(const AttentionParams& p, const AttentionHostInputs& in) {
   p.validate();
   const std::uint64_t D = p.head_dim;
   require_size(in.q, p.rows() * D, "q");
-  require_size(in.k, std::uint64_t{p.batch} * p.kv_heads * p.keys * D, "k");
-  require_size(in.v, std::uint64_t{p.batch} * p.kv_heads * p.keys * D, "v");
+  const std::uint64_t kv = p.paged.enabled() ? p.paged.cache_elements(p.kv_heads, p.head_dim) : std::uint64_t{p.batch} * p.kv_heads * p.keys * D;
+  require_size(in.k, kv, "k");
+  require_size(in.v, kv, "v");
   require_size(in.bias, p.bias_elements(), "bias");
   // A slope is a parameter, not data: inf or NaN has no meaning (inf * 0 at rp = 0 is NaN).
   if (p.bias == AttentionBias::Alibi)
@@ -69,6 +70,69 @@ void check_inputs(const AttentionParams& p, const AttentionHostInputs& in) {
   require_size(in.rel_values, rel, "rel_values");
   require(in.key_lengths.empty() || in.key_lengths.size() == p.batch, "key_lengths", str(in.key_lengths.size()) + " values",
           "must be empty or hold batch = " + str(p.batch));
+  if (p.paged.enabled()) {
+    require(in.key_lengths.empty(), "key_lengths", str(in.key_lengths.size()) + " values", "must be empty with a paged cache (cache_lengths replace them)");
+    check_block_table(p, in.block_table, in.cache_lengths);
+  } else {
+    require(in.block_table.empty() && in.cache_lengths.empty(), "block_table", str(in.block_table.size()) + " values",
+            "needs a paged cache (paged.block_size)");
+  }
+}
+
+// Sequence b of a paged cache as a contiguous call: its keys gathered into [Hkv, L, D], queries at
+// L - Q + i, the distance rows and dense bias cut to its L keys.
+struct SequenceCall {
+  AttentionParams p;
+  std::vector<float> q, k, v, bias;
+};
+
+SequenceCall paged_sequence(const AttentionParams& p, const AttentionHostInputs& in, std::uint32_t b) {
+  const std::uint32_t L = static_cast<std::uint32_t>(in.cache_lengths[b]), Q = p.queries, K = p.keys, D = p.head_dim;
+  const std::uint32_t bs = p.paged.block_size, Hkv = p.kv_heads;
+  SequenceCall c;
+  c.p = p;
+  c.p.paged = {};
+  c.p.batch = 1;
+  c.p.keys = L;
+  c.p.query_offset = std::int64_t{L} - Q;
+  c.p.key_splits = 0;
+  const std::size_t rows = std::size_t{p.heads} * Q * D;
+  c.q.assign(in.q.begin() + b * rows, in.q.begin() + (b + 1) * rows);
+  c.k.resize(std::size_t{Hkv} * L * D);
+  c.v.resize(c.k.size());
+  for (std::uint32_t hk = 0; hk < Hkv; ++hk)
+    for (std::uint32_t j = 0; j < L; ++j) {
+      const std::size_t block = static_cast<std::size_t>(in.block_table[std::size_t{b} * p.paged.max_blocks + j / bs]);
+      const std::size_t from = ((block * bs + j % bs) * Hkv + hk) * D, to = (std::size_t{hk} * L + j) * D;
+      std::copy_n(in.k.begin() + from, D, c.k.begin() + to);
+      std::copy_n(in.v.begin() + from, D, c.v.begin() + to);
+    }
+  if (p.bias == AttentionBias::Distance) {  // rows for offset K - Q; this sequence's start K - L further in
+    for (std::uint32_t h = 0; h < p.heads; ++h) {
+      const auto row = in.bias.begin() + std::size_t{h} * (Q + K - 1) + (K - L);
+      c.bias.insert(c.bias.end(), row, row + (Q + L - 1));
+    }
+  } else if (p.bias == AttentionBias::Dense) {
+    for (std::size_t hi = 0; hi < std::size_t{p.heads} * Q; ++hi)
+      c.bias.insert(c.bias.end(), in.bias.begin() + hi * K, in.bias.begin() + hi * K + L);
+  } else {
+    c.bias.assign(in.bias.begin(), in.bias.end());
+  }
+  return c;
+}
+
+// The paged reference: each sequence as its own contiguous call; an empty one gives zeros and -inf.
+AttentionResult paged_reference(const AttentionParams& p, const AttentionHostInputs& in) {
+  const std::size_t rows = std::size_t{p.heads} * p.queries;
+  AttentionResult res{std::vector<float>(p.rows() * p.head_dim, 0.0f), std::vector<float>(p.rows(), -std::numeric_limits<float>::infinity())};
+  for (std::uint32_t b = 0; b < p.batch; ++b) {
+    if (in.cache_lengths[b] == 0) continue;
+    const SequenceCall c = paged_sequence(p, in, b);
+    const AttentionResult r = attention_reference(c.p, {c.q, c.k, c.v, c.bias, in.rel_keys, in.rel_values, {}});
+    std::copy(r.out.begin(), r.out.end(), res.out.begin() + b * rows * p.head_dim);
+    std::copy(r.lse.begin(), r.lse.end(), res.lse.begin() + b * rows);
+  }
+  return res;
 }
 
 double dot(const float* a, const float* b, std::uint32_t d) {
@@ -102,8 +166,28 @@ T5Params AttentionParams::t5_row_params() const {
   r.keys = keys;
   r.heads = heads;
   r.batch = 1;
-  r.query_offset = query_offset;
+  r.query_offset = row_query_offset();
   return r;
+}
+
+void check_block_table(const AttentionParams& p, std::span<const std::int32_t> block_table, std::span<const std::int32_t> cache_lengths) {
+  const PagedKv& pk = p.paged;
+  require(pk.enabled(), "paged.block_size", "0", "must be set for a block table");
+  require(block_table.size() == std::uint64_t{p.batch} * pk.max_blocks, "block_table", str(block_table.size()) + " values",
+          "must hold batch * max_blocks = " + str(std::uint64_t{p.batch} * pk.max_blocks));
+  require(cache_lengths.size() == p.batch, "cache_lengths", str(cache_lengths.size()) + " values", "must hold batch = " + str(p.batch));
+  for (std::uint32_t b = 0; b < p.batch; ++b) {
+    const std::int32_t L = cache_lengths[b];
+    require(L >= 0 && static_cast<std::uint32_t>(L) <= p.keys, "cache_lengths[" + str(b) + "]", std::to_string(L),
+            "must be in [0, max_blocks * block_size = " + str(p.keys) + "]");
+    const std::uint32_t used = (static_cast<std::uint32_t>(L) + pk.block_size - 1) / pk.block_size;
+    for (std::uint32_t n = 0; n < used; ++n) {
+      const std::int32_t e = block_table[std::size_t{b} * pk.max_blocks + n];
+      require(e >= 0 && static_cast<std::uint32_t>(e) < pk.num_blocks, "block_table[" + str(b) + "][" + str(n) + "]", std::to_string(e),
+              "must be in [0, num_blocks = " + str(pk.num_blocks) + ") (sequence " + str(b) + " holds " + std::to_string(L) + " keys: blocks 0.." +
+                  str(used - 1) + " of its row are read)");
+    }
+  }
 }
 
 void AttentionParams::validate() const {
@@ -117,16 +201,32 @@ void AttentionParams::validate() const {
   require(dtype == DType::F32 || dtype == DType::F16, "dtype", std::string(dtype_name(dtype)), "must be f32 or f16");
   require(std::isfinite(effective_scale()), "scale", std::to_string(effective_scale()), "must be finite");
   require(memory_prefix <= keys, "memory_prefix", str(memory_prefix), "must be <= keys = " + str(keys));
+  if (paged.enabled()) {
+    require(paged.block_size % 16 == 0, "paged.block_size", str(paged.block_size), "must be a multiple of 16");
+    require(paged.num_blocks >= 1, "paged.num_blocks", str(paged.num_blocks), "must be >= 1");
+    require(paged.max_blocks >= 1, "paged.max_blocks", str(paged.max_blocks), "must be >= 1");
+    require(std::uint64_t{paged.max_blocks} * paged.block_size == keys, "keys", str(keys),
+            "must be max_blocks * block_size = " + str(std::uint64_t{paged.max_blocks} * paged.block_size) + " with a paged cache");
+    require(query_offset == 0, "query_offset", std::to_string(query_offset), "must be 0 with a paged cache (cache_lengths place the queries)");
+    require(memory_prefix == 0, "memory_prefix", str(memory_prefix), "must be 0 with a paged cache");
+    require(std::uint64_t{batch} * paged.max_blocks <= 0xffffffffull, "batch * max_blocks", str(std::uint64_t{batch} * paged.max_blocks),
+            "must be < 2^32");
+  }
   constexpr std::int64_t kMax = std::numeric_limits<std::int32_t>::max();
-  const std::int64_t first = -(static_cast<std::int64_t>(queries) - 1) - query_offset;
-  const std::int64_t last = static_cast<std::int64_t>(keys) - 1 - query_offset;
-  require(query_offset > -kMax && query_offset < kMax && first > -kMax && last < kMax, "query_offset", std::to_string(query_offset),
+  const std::int64_t off = row_query_offset();
+  const std::int64_t first = -(static_cast<std::int64_t>(queries) - 1) - off;
+  const std::int64_t last = static_cast<std::int64_t>(keys) - 1 - off;
+  require(off > -kMax && off < kMax && first > -kMax && last < kMax, "query_offset", std::to_string(off),
           "puts positions or relative positions outside +-(2^31 - 1)");
   // The GPU indexes 4-element words and bias values with 32-bit integers.
   constexpr std::uint64_t k32 = 0xffffffffull;
   require(rows() * head_dim / 4 <= k32, "batch * heads * queries * head_dim / 4", str(rows() * head_dim / 4), "must be < 2^32");
-  require(std::uint64_t{batch} * kv_heads * keys * head_dim / 4 <= k32, "batch * kv_heads * keys * head_dim / 4",
-          str(std::uint64_t{batch} * kv_heads * keys * head_dim / 4), "must be < 2^32");
+  if (paged.enabled())
+    require(paged.cache_elements(kv_heads, head_dim) / 4 <= k32, "num_blocks * block_size * kv_heads * head_dim / 4",
+            str(paged.cache_elements(kv_heads, head_dim) / 4), "must be < 2^32");
+  else
+    require(std::uint64_t{batch} * kv_heads * keys * head_dim / 4 <= k32, "batch * kv_heads * keys * head_dim / 4",
+            str(std::uint64_t{batch} * kv_heads * keys * head_dim / 4), "must be < 2^32");
   require(bias_elements() <= k32, "bias elements", str(bias_elements()), "must be < 2^32");
   require(key_splits <= keys, "key_splits", str(key_splits), "must be <= keys = " + str(keys));
   require(key_splits <= AttentionMergeParams::kMaxParts, "key_splits", str(key_splits),
@@ -144,6 +244,8 @@ void AttentionParams::validate() const {
 
 std::vector<float> attention_bias_reference(const AttentionParams& p, const AttentionHostInputs& in) {
   p.validate();
+  // A paged call's bias differs per sequence: attention_reference takes it sequence by sequence.
+  require(!p.paged.enabled(), "paged.block_size", str(p.paged.block_size), "must be 0 here (one [H, Q, K] bias for every sequence)");
   require_size(in.bias, p.bias_elements(), "bias");
   const std::uint64_t Q = p.queries, K = p.keys;
   std::vector<float> out(p.heads * Q * K, 0.0f);
@@ -195,6 +297,10 @@ std::vector<double> attention_logits_reference(const AttentionParams& p, const A
 }
 
 AttentionResult attention_reference(const AttentionParams& p, const AttentionHostInputs& in) {
+  if (p.paged.enabled()) {
+    check_inputs(p, in);
+    return paged_reference(p, in);
+  }
   const std::vector<double> logits = attention_logits_reference(p, in);
   const std::uint32_t D = p.head_dim, Q = p.queries, K = p.keys, group = p.heads / p.kv_heads;
   AttentionResult res{std::vector<float>(p.rows() * D, 0.0f), std::vector<float>(p.rows())};

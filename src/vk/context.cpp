@@ -201,6 +201,7 @@ void read_limits(Device& d) {
   o.max_workgroup_invocations = l.maxComputeWorkGroupInvocations;
   o.max_shared_memory_bytes = l.maxComputeSharedMemorySize;
   o.max_push_constants_size = l.maxPushConstantsSize;
+  o.max_storage_buffers_per_stage = l.maxPerStageDescriptorStorageBuffers;
   o.max_memory_allocation_size = m3.maxMemoryAllocationSize;
   o.subgroup_size = sub.subgroupSize;
   o.subgroup_shuffle = (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0 &&

@@ -158,6 +158,8 @@ struct Device {
   // id 0 is the workgroup size), compiled once and cached.
   const Pipeline& pipeline(ShaderId shader, const std::vector<std::uint32_t>& spec);
 
+  // The most storage buffers one shader binds (fused attention, attention_bindings.glsl).
+  static constexpr std::uint32_t kMaxBindings = 9;
   // A descriptor pool of `sets` sets of `bindings` storage buffers each (counted).
   VkDescriptorPool create_descriptor_pool(std::uint32_t sets, std::uint32_t bindings);
   VkDescriptorSet allocate_descriptor_set(VkDescriptorPool pool, VkDescriptorSetLayout layout);

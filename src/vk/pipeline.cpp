@@ -33,6 +33,10 @@ const Pipeline& Device::pipeline(ShaderId shader, const std::vector<std::uint32_
   const EmbeddedShader& s = embedded_shader(shader);
   Pipeline p;
   p.binding_count = binding_count(s);
+  if (limits.max_storage_buffers_per_stage && p.binding_count > limits.max_storage_buffers_per_stage)
+    throw Error("shader " + std::string(s.name) + " binds " + std::to_string(p.binding_count) +
+                " storage buffers; the device allows " + std::to_string(limits.max_storage_buffers_per_stage) +
+                " per stage (maxPerStageDescriptorStorageBuffers)");
   p.local_size_x = spec.empty() ? 1 : spec[0];
   if (p.local_size_x == 0 || p.local_size_x > limits.max_workgroup_size[0] || p.local_size_x > limits.max_workgroup_invocations)
     throw Error("internal: workgroup size " + std::to_string(p.local_size_x) + " exceeds the device limit");

@@ -13,7 +13,6 @@ namespace detail {
 namespace {
 
 constexpr std::uint32_t kSetsPerPool = 256;
-constexpr std::uint32_t kMaxBindings = 8;
 constexpr std::uint32_t kTimestampCapacity = 1024;
 
 constexpr VkPipelineStageFlags kWorkStages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
@@ -35,7 +34,7 @@ VkDescriptorSet allocate_set(RecorderState& s, VkDescriptorSetLayout layout) {
   auto& pools = s.resources.descriptor_pools;
   if (s.sets_left == 0) {
     if (s.pools_used == pools.size())  // no reset pool left over from an earlier recording
-      pools.push_back(d.create_descriptor_pool(kSetsPerPool, kMaxBindings));
+      pools.push_back(d.create_descriptor_pool(kSetsPerPool, Device::kMaxBindings));
     ++s.pools_used;
     s.sets_left = kSetsPerPool;
   }
@@ -155,9 +154,9 @@ void dispatch(Recorder& r, DescriptorSource* sets, ShaderId shader, const std::v
   auto& s = state_of(r);
   auto& d = *s.dev;
   const Pipeline& p = d.pipeline(shader, spec);
-  if (p.binding_count > kMaxBindings)
+  if (p.binding_count > Device::kMaxBindings)
     throw Error("internal: shader " + std::string(embedded_shader(shader).name) + " has " + std::to_string(p.binding_count) +
-                " bindings; the runtime supports at most " + std::to_string(kMaxBindings));
+                " bindings; the runtime supports at most " + std::to_string(Device::kMaxBindings));
   if (bindings.size() != p.binding_count)
     throw Error("internal: shader " + std::string(embedded_shader(shader).name) + " has " + std::to_string(p.binding_count) + " bindings, " +
                 std::to_string(bindings.size()) + " given");
@@ -168,8 +167,8 @@ void dispatch(Recorder& r, DescriptorSource* sets, ShaderId shader, const std::v
     throw Error("internal: dispatch of " + std::to_string(groups_x) + "x" + std::to_string(groups_y) + "x" +
                 std::to_string(groups_z) + " workgroups exceeds maxComputeWorkGroupCount");
 
-  VkDescriptorBufferInfo infos[kMaxBindings];
-  VkWriteDescriptorSet writes[kMaxBindings];
+  VkDescriptorBufferInfo infos[Device::kMaxBindings];
+  VkWriteDescriptorSet writes[Device::kMaxBindings];
   std::uint32_t i = 0;
   for (const BufferSpan& b : bindings) {
     std::uint64_t range = b.bytes ? b.bytes : b.buffer->capacity() - b.offset;

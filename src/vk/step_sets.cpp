@@ -9,7 +9,6 @@ namespace {
 
 // Enough for several slots of a few dispatches each (a fused attention step takes three).
 constexpr std::uint32_t kSetsPerPool = 32;
-constexpr std::uint32_t kBindingsPerSet = 8;
 
 }  // namespace
 
@@ -94,7 +93,7 @@ VkDescriptorSet StepSets::Slot::take(const Pipeline& p) {
 VkDescriptorSet StepSets::allocate(VkDescriptorSetLayout layout) {
   auto& d = *dev_;
   if (sets_left_ == 0) {
-    pools_.push_back(d.create_descriptor_pool(kSetsPerPool, kBindingsPerSet));
+    pools_.push_back(d.create_descriptor_pool(kSetsPerPool, Device::kMaxBindings));
     sets_left_ = kSetsPerPool;
   }
   --sets_left_;

@@ -24,6 +24,8 @@ layout(constant_id = 6) const uint SHARE_LOADS = 0u;
 // both sides of every branch under a lane mask, so a mode chosen at run time cost every key the
 // loads of all the others (Shaw's D4 rel_keys loads among them).
 layout(constant_id = 7) const uint BIAS_MODE = 0u;
+// 1: k and v are a paged cache (attention_bindings.glsl's key_word).
+layout(constant_id = 8) const uint PAGED = 0u;
 const bool SHARE_BIAS = SHARE_LOADS != 0u && BIAS_MODE == RELPOS_ATTN_ROW;
 
 #include "relpos/attention_bindings.glsl"
@@ -47,10 +49,13 @@ void main() {
   // Every mask is a bound on the keys: padding for the batch, causality for each query (memory
   // keys stay visible). The workgroup walks up to the bound of its last query.
   const uint j_begin = min(split * pc.split_len, pc.keys);
-  uint j_end = min(pc.keys, j_begin + pc.split_len);
-  if (pc.has_lengths != 0u) j_end = min(j_end, key_lengths[b]);
+  const uint seq_keys = sequence_keys(b);
+  const int q_off = sequence_query_offset(seq_keys);
+  // The per-distance rows are laid out for pc.query_offset: a paged sequence's lie further in.
+  const uint row_shift = uint(pc.query_offset - q_off);
+  uint j_end = min(seq_keys, j_begin + pc.split_len);
   if (pc.causal != 0u) {
-    const int last_abs = int(min(i_first + WG * ROWS, pc.queries) - 1u) + pc.query_offset;
+    const int last_abs = int(min(i_first + WG * ROWS, pc.queries) - 1u) + q_off;
     j_end = min(j_end, M + uint(max(last_abs + 1, 0)));
   }
 
@@ -58,7 +63,8 @@ void main() {
   const int kk = int(pc.shaw_k);
   const uint last_rel = 2u * pc.shaw_k;
   const float slope = mode == RELPOS_ATTN_ALIBI ? bias[h - pc.bias_shift] : 0.0;
-  const uint kv_word = (b * pc.kv_heads + h / pc.kv_group) * pc.kv_stride * D4 - pc.kv_shift;
+  const uint hk = h / pc.kv_group;
+  const uint kv_word = (b * pc.kv_heads + hk) * pc.kv_stride * D4 - pc.kv_shift;
 
   // Per row r (query i_first + r * WG + lane; idle lanes shadow the last query): the scaled query,
   // the accumulator, the running max and sum. Shaw's two edge buckets take every far key, so
@@ -75,7 +81,7 @@ void main() {
   float near_bias[ROWS];  // slope * float(near)
   [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
     const uint i = lane_splits ? 0u : min(i_first + r * WG + lane, pc.queries - 1u);
-    const int i_abs = int(i) + pc.query_offset;
+    const int i_abs = int(i) + q_off;
     lane_end[r] = pc.causal != 0u ? min(j_end, M + uint(max(i_abs + 1, 0))) : j_end;
     rp_base[r] = -int(M) - i_abs;
     {  // 0 where the split holds memory keys (no bias) or no keys
@@ -84,10 +90,10 @@ void main() {
       near_bias[r] = slope * float(near[r]);
     }
     // Bias index of key j >= M is bias_base + j (wraps harmlessly in between).
-    bias_base[r] = mode == RELPOS_ATTN_ROW     ? h * (pc.queries + pc.keys - 1u) + (pc.queries - 1u - i) - M - pc.bias_shift
+    bias_base[r] = mode == RELPOS_ATTN_ROW     ? h * (pc.queries + pc.keys - 1u) + (pc.queries - 1u - i) + row_shift - M - pc.bias_shift
                    : mode == RELPOS_ATTN_DENSE ? (h * pc.queries + i) * pc.keys - pc.bias_shift
                                                : 0u;
-    share_base[r] = h * (pc.queries + pc.keys - 1u) + (pc.queries - 1u) - (i_first + r * WG + lane - LANE_IN_SUBGROUP) - M -
+    share_base[r] = h * (pc.queries + pc.keys - 1u) + (pc.queries - 1u) - (i_first + r * WG + lane - LANE_IN_SUBGROUP) + row_shift - M -
                     pc.bias_shift;
     m[r] = NEG_INF;
     l[r] = 0.0;
@@ -116,7 +122,7 @@ void main() {
     // Shared loads: a lane past the end reloads the last key (finite; its scores are masked).
     const uint j_mine = min(j0 + LANE_IN_SUBGROUP, j_end - 1u);
     vec4 mine[D4];
-    if (SHARE_LOADS != 0u) [[unroll]] for (uint d = 0u; d < D4; ++d) mine[d] = load_k(kv_word + j_mine * D4 + d);
+    if (SHARE_LOADS != 0u) [[unroll]] for (uint d = 0u; d < D4; ++d) mine[d] = load_k(key_word(kv_word, b, hk, j_mine) + d);
     const uint u_end = SHARE_LOADS != 0u ? KEY_BLOCK : n;  // a constant bound when shared: unrolled
     // The per-distance row, shared too: lane L's row reads it at bias_base[r] + j, one below the
     // previous lane's, so the block's keys over the subgroup's lanes read 2 * KEY_BLOCK - 1
@@ -136,7 +142,7 @@ void main() {
       const uint j = j0 + u;
       const uint jb = min(j, j_end - 1u);  // past the end (shared loads only): any in-range bias
       vec4 key[D4];  // loaded once for all rows
-      [[unroll]] for (uint d = 0u; d < D4; ++d) key[d] = SHARE_LOADS != 0u ? SHARED_LOAD(mine[d], u) : load_k(kv_word + j * D4 + d);
+      [[unroll]] for (uint d = 0u; d < D4; ++d) key[d] = SHARE_LOADS != 0u ? SHARED_LOAD(mine[d], u) : load_k(key_word(kv_word, b, hk, j) + d);
       [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
         float x = 0.0;
         [[unroll]] for (uint d = 0u; d < D4; ++d) x += dot(q[r * D4 + d], key[d]);
@@ -178,11 +184,11 @@ void main() {
       w_hi[r] *= alpha;
       [[unroll]] for (uint d = 0u; d < D4; ++d) acc[r * D4 + d] *= alpha;
     }
-    if (SHARE_LOADS != 0u) [[unroll]] for (uint d = 0u; d < D4; ++d) mine[d] = load_v(kv_word + j_mine * D4 + d);
+    if (SHARE_LOADS != 0u) [[unroll]] for (uint d = 0u; d < D4; ++d) mine[d] = load_v(key_word(kv_word, b, hk, j_mine) + d);
     for (uint u = 0u; u < u_end; ++u) {
       const uint j = j0 + u;
       vec4 value[D4];
-      [[unroll]] for (uint d = 0u; d < D4; ++d) value[d] = SHARE_LOADS != 0u ? SHARED_LOAD(mine[d], u) : load_v(kv_word + j * D4 + d);
+      [[unroll]] for (uint d = 0u; d < D4; ++d) value[d] = SHARE_LOADS != 0u ? SHARED_LOAD(mine[d], u) : load_v(key_word(kv_word, b, hk, j) + d);
       [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
         const float s = sc[r * KEY_BLOCK + u];
         const float p = s == NEG_INF ? 0.0 : exp(s - m[r]);

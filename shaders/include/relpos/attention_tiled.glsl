@@ -38,6 +38,7 @@ layout(constant_id = 6) const uint BIAS_MODE = 0u;  // RELPOS_ATTN_*: only its o
 // Lanes of a row whose maxima meet by subgroup shuffles: a power of two dividing LPR and the
 // subgroup size (1: all through shared memory).
 layout(constant_id = 7) const uint SHUFFLE_LANES = 1u;
+layout(constant_id = 8) const uint PAGED = 0u;      // 1: k and v are a paged cache (key_word)
 const uint WG = gl_WorkGroupSize.x;
 const uint LPR = WG / BR;                  // lanes per row
 const uint MAX_PARTS = LPR / SHUFFLE_LANES;  // the row's maxima left for shared memory
@@ -61,11 +62,11 @@ shared float row_tile[WINDOW];        // RELPOS_ATTN_ROW: row r reads row_tile[B
 
 // Steps 1 and 3: the keys (or values) j0 .. j0 + BC - 1 into kv_tile, all lanes, consecutive lanes
 // consecutive words. A key past the end reloads the last one: finite, and its score is masked.
-void stage_tile(uint kv_word, uint j0, uint j_end, bool values) {
+void stage_tile(uint kv_word, uint b, uint hk, uint j0, uint j_end, bool values) {
   [[unroll]] for (uint t = 0u; t < (BC * D4 + WG - 1u) / WG; ++t) {
     const uint w = gl_LocalInvocationID.x + t * WG;
     if (w < BC * D4) {
-      const uint c = w / D4, d = w % D4, at = kv_word + min(j0 + c, j_end - 1u) * D4 + d;
+      const uint c = w / D4, d = w % D4, at = key_word(kv_word, b, hk, min(j0 + c, j_end - 1u)) + d;
       kv_tile[c * KV_STRIDE + d] = values ? load_v(at) : load_k(at);
     }
   }
@@ -85,17 +86,19 @@ void main() {
   // The keys of the workgroup: its split, cut by the batch's length and by the causal bound of its
   // last query (memory keys stay visible). Uniform over the workgroup.
   const uint j_begin = min(split * pc.split_len, pc.keys);
-  uint j_end = min(pc.keys, j_begin + pc.split_len);
-  if (pc.has_lengths != 0u) j_end = min(j_end, key_lengths[b]);
+  const uint seq_keys = sequence_keys(b);
+  const int q_off = sequence_query_offset(seq_keys);
+  uint j_end = min(seq_keys, j_begin + pc.split_len);
   if (pc.causal != 0u) {
-    const int last_abs = int(min(i_first + BR, pc.queries) - 1u) + pc.query_offset;
+    const int last_abs = int(min(i_first + BR, pc.queries) - 1u) + q_off;
     j_end = min(j_end, M + uint(max(last_abs + 1, 0)));
   }
-  const uint kv_word = (b * pc.kv_heads + h / pc.kv_group) * pc.kv_stride * D4 - pc.kv_shift;
+  const uint hk = h / pc.kv_group;
+  const uint kv_word = (b * pc.kv_heads + hk) * pc.kv_stride * D4 - pc.kv_shift;
 
   // This lane's row: query i (rows past the last query shadow it and store nothing).
   const uint i = min(i_first + r, pc.queries - 1u);
-  const int i_abs = int(i) + pc.query_offset;
+  const int i_abs = int(i) + q_off;
   const uint row_end = pc.causal != 0u ? min(j_end, M + uint(max(i_abs + 1, 0))) : j_end;
   const int rp_base = -int(M) - i_abs;  // rp = j + rp_base
   const int kk = int(pc.shaw_k);
@@ -112,7 +115,9 @@ void main() {
   const uint dense_base = (h * pc.queries + i) * pc.keys - pc.bias_shift;
   // RELPOS_ATTN_ROW: the bias of (row r, key j) is bias[h·(Q + K − 1) + (Q − 1 − i) + j − M]: a
   // tile's rows read one window of BR + BC − 1 values of the head's row, from that of the last row.
-  const uint window_base = h * (pc.queries + pc.keys - 1u) + (pc.queries - 1u) - (i_first + BR - 1u) - M - pc.bias_shift;
+  // The rows are laid out for pc.query_offset: a paged sequence's values lie further in.
+  const uint window_base = h * (pc.queries + pc.keys - 1u) + (pc.queries - 1u) - (i_first + BR - 1u) + uint(pc.query_offset - q_off) - M -
+                           pc.bias_shift;
 
   // Stage the scaled queries (one barrier, before the tile loop).
   [[unroll]] for (uint t = 0u; t < (BR * D4 + WG - 1u) / WG; ++t) {
@@ -148,7 +153,7 @@ void main() {
   for (uint j0 = j_begin; j0 < j_end; j0 += BC) {
     // 1. The tile's keys and the bias window, clamped into the binding (only masked scores read
     // past it).
-    stage_tile(kv_word, j0, j_end, false);
+    stage_tile(kv_word, b, hk, j0, j_end, false);
     if (mode == RELPOS_ATTN_ROW) {
       const uint last = uint(bias.length()) - 1u;
       [[unroll]] for (uint t = 0u; t < (WINDOW + WG - 1u) / WG; ++t) {
@@ -221,7 +226,7 @@ void main() {
       const float x = p_tile[r * P_STRIDE + c];
       p_tile[r * P_STRIDE + c] = x == NEG_INF ? 0.0 : exp(x - m_new);
     }
-    stage_tile(kv_word, j0, j_end, true);
+    stage_tile(kv_word, b, hk, j0, j_end, true);
     barrier();  // C
 
     // 4. Rescale, then accumulate this lane's dims of the row (the keys in steps). Every lane

@@ -31,7 +31,7 @@ RELPOS_PUSH_BEGIN(AttentionPush) {
   uint queries;
   uint keys;
   uint memory_prefix;
-  int query_offset;
+  int query_offset;    // paged: keys - queries, the offset the per-distance rows are laid out for
   uint causal;
   float scale;
   uint shaw_k;         // max_relative_position
@@ -42,6 +42,10 @@ RELPOS_PUSH_BEGIN(AttentionPush) {
   uint lse_shift;      // in floats
   uint bias_shift;     // in floats
   uint kv_stride;      // keys between two (batch, kv head) slabs of k and v: keys, or a plan's max_keys (a KV cache)
+  // PAGED: k and v are [num_blocks, block_size, kv_heads, D]; block table [batch, max_blocks]
+  uint block_size;
+  uint num_blocks;
+  uint max_blocks;
 }
 RELPOS_PUSH_END(AttentionPush)
 
