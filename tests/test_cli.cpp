@@ -395,6 +395,52 @@ TEST(Cli, AttentionBadInputGivesClearErrors) {
   EXPECT_NE(r.output.find("--slopes"), std::string::npos) << r.output;
 }
 
+// The paged form: --k-cache, --v-cache, --block-table, --cache-lengths in place of --k and --v.
+TEST(Cli, AttentionOverAPagedCache) {
+  AttentionParams p{.batch = 2, .heads = 2, .kv_heads = 1, .queries = 3, .keys = 32, .head_dim = 8, .causal = true, .bias = AttentionBias::Alibi};
+  p.paged = {.block_size = 16, .num_blocks = 3, .max_blocks = 2};
+  std::vector<float> q(2 * 2 * 3 * 8), cache(3 * 16 * 1 * 8), slopes = {0.5f, 0.25f};
+  for (std::size_t e = 0; e < q.size(); ++e) q[e] = std::sin(0.37f * e);
+  for (std::size_t e = 0; e < cache.size(); ++e) cache[e] = std::cos(0.11f * e);
+  const std::vector<std::int32_t> table = {2, 0, 1, 77}, lengths = {20, 9};
+  write_f32("pq.npy", q, {2, 2, 3, 8});
+  write_f32("kcache.npy", cache, {3, 16, 1, 8});
+  write_f32("pslopes.npy", slopes, {2});
+  write_npy(temp("table.npy"), DType::I32, std::vector<std::uint64_t>{2, 2}, table.data());
+  write_npy(temp("lengths.npy"), DType::I32, std::vector<std::uint64_t>{2}, lengths.data());
+  const auto want = attention_reference(p, {q, cache, cache, slopes, {}, {}, {}, table, lengths});
+  const std::string paged = " --k-cache " + temp("kcache.npy") + " --v-cache " + temp("kcache.npy") + " --block-table " + temp("table.npy");
+  const std::string args = "run attention --q " + temp("pq.npy") + paged + " --cache-lengths " + temp("lengths.npy") +
+                           " --bias alibi --slopes " + temp("pslopes.npy") + " --causal --out " + temp("patt.npy") + " --lse " + temp("plse.npy");
+  for (const std::string extra : {"", " --reference", "--kernels cpu "}) {
+    auto r = tool(extra.starts_with("--") ? extra + args : args + extra);
+    ASSERT_EQ(r.status, 0) << r.output;
+    auto out = read_npy(temp("patt.npy"));
+    EXPECT_EQ(out.shape, (std::vector<std::uint64_t>{2, 2, 3, 8}));
+    EXPECT_LE(normalised_error(out.to_f32("out"), want.out), 1e-4) << extra;
+    EXPECT_LE(normalised_error(read_npy(temp("plse.npy")).to_f32("lse"), want.lse), 1e-4) << extra;
+  }
+  // A table entry past the cache, for a block sequence 1 reads: refused, naming it, before any dispatch.
+  const std::vector<std::int32_t> bad = {2, 0, 3, 77};
+  write_npy(temp("badtable.npy"), DType::I32, std::vector<std::uint64_t>{2, 2}, bad.data());
+  auto r = tool("run attention --q " + temp("pq.npy") + " --k-cache " + temp("kcache.npy") + " --v-cache " + temp("kcache.npy") +
+                " --block-table " + temp("badtable.npy") + " --cache-lengths " + temp("lengths.npy") + " --out " + temp("patt.npy"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("block_table[1][0] = 3"), std::string::npos) << r.output;
+  for (const std::string& no : std::vector<std::string>{" --query-offset 1", " --key-lengths " + temp("lengths.npy"), " --memory-prefix 1"}) {
+    r = tool(args + no);
+    EXPECT_EQ(r.status, 1) << no;
+    EXPECT_NE(r.output.find("not allowed with a paged cache"), std::string::npos) << r.output;
+  }
+  r = tool("run attention --q " + temp("pq.npy") + paged + " --out " + temp("patt.npy"));  // no --cache-lengths
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("--cache-lengths"), std::string::npos) << r.output;
+  r = tool("run attention --q " + temp("pq.npy") + " --k " + temp("kcache.npy") + paged + " --cache-lengths " + temp("lengths.npy") +
+           " --out " + temp("patt.npy"));
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("--k"), std::string::npos) << r.output;
+}
+
 TEST(Cli, AttentionMergeOfTwoBlocks) {
   // Two parts of one row with D = 4: lse log 1 and log 3 weigh them 1:3.
   write_f32("parts.npy", {4, 0, 0, 0, 8, 0, 0, 4}, {2, 1, 4});

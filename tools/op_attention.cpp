@@ -35,9 +35,10 @@ struct AttentionData {
   AttentionParams p;
   std::vector<float> q, k, v, bias, rel_keys, rel_values;
   std::vector<std::uint32_t> lengths;
-  Buffer bq, bk, bv, bout, blse, bbias, brk, brv, blen;
+  std::vector<std::int32_t> block_table, cache_lengths;  // a paged cache (p.paged)
+  Buffer bq, bk, bv, bout, blse, bbias, brk, brv, blen, btable, bclen;
 
-  AttentionHostInputs host() const { return {q, k, v, bias, rel_keys, rel_values, lengths, {}, {}}; }
+  AttentionHostInputs host() const { return {q, k, v, bias, rel_keys, rel_values, lengths, block_table, cache_lengths}; }
   void upload(Context& ctx) {
     auto up = [&](const std::vector<float>& x) { return make_float_buffer(ctx, x, p.dtype); };
     bq = up(q);
@@ -51,6 +52,10 @@ struct AttentionData {
       brv = make_buffer(ctx, rel_values);
     }
     if (!lengths.empty()) blen = make_buffer(ctx, lengths);
+    if (p.paged.enabled()) {
+      btable = make_buffer(ctx, block_table);
+      bclen = make_buffer(ctx, cache_lengths);
+    }
   }
   AttentionBuffers buffers() const {
     AttentionBuffers b{&bq, &bk, &bv, &bout, &blse};
@@ -60,6 +65,10 @@ struct AttentionData {
       b.rel_values = &brv;
     }
     if (blen) b.key_lengths = &blen;
+    if (btable) {
+      b.block_table = &btable;
+      b.cache_lengths = &bclen;
+    }
     return b;
   }
   AttentionResult download() const {
@@ -81,8 +90,11 @@ std::vector<float> read_floats(const std::string& flag, const std::string& path,
   return a.to_f32(flag + " " + path);
 }
 
+struct RunArgs;
+void read_paged_cache(const RunArgs& a, AttentionData& d, const std::vector<std::uint64_t>& qs);
+
 struct RunArgs {
-  std::string q, k, v, bias = "none", table, distance_row, slopes, rel_keys, rel_values, bias_tensor, key_lengths, lse, dtype = "f32";
+  std::string q, k, v, k_cache, v_cache, block_table, cache_lengths, bias = "none", table, distance_row, slopes, rel_keys, rel_values, bias_tensor, key_lengths, lse, dtype = "f32";
   std::optional<float> scale;
   bool causal = false, causal_buckets = false, flax = false, no_interleave = false;
   double max_bias = 8.0;
@@ -91,12 +103,48 @@ struct RunArgs {
   RunOptions o;
 };
 
+// --k-cache, --v-cache, --block-table and --cache-lengths: the paged layout.
+void read_paged_cache(const RunArgs& a, AttentionData& d, const std::vector<std::uint64_t>& qs) {
+  AttentionParams& p = d.p;
+  if (a.p.query_offset != 0) throw InvalidArgument("--query-offset: not allowed with a paged cache (--cache-lengths place the queries)");
+  if (!a.key_lengths.empty()) throw InvalidArgument("--key-lengths: not allowed with a paged cache (--cache-lengths replace them)");
+  if (a.p.memory_prefix != 0) throw InvalidArgument("--memory-prefix: not allowed with a paged cache");
+  std::vector<std::uint64_t> ks, vs;
+  d.k = read_floats("--k-cache", a.k_cache, 4, ks);
+  d.v = read_floats("--v-cache", a.v_cache, 4, vs);
+  if (ks != vs) throw InvalidArgument("--v-cache: shape must equal --k-cache's [num_blocks, block_size, Hkv, D]");
+  if (ks[3] != qs[3]) throw InvalidArgument("--k-cache: head_dim must equal --q's (" + std::to_string(qs[3]) + "), got " + std::to_string(ks[3]));
+  const NpyArray table = read_npy(a.block_table), lengths = read_npy(a.cache_lengths);
+  if (table.shape.size() != 2 || table.shape[0] != qs[0])
+    throw InvalidArgument("--block-table " + a.block_table + ": must be [B, max_blocks] with B = " + std::to_string(qs[0]) + ", got " +
+                          shape_text(table.shape));
+  if (lengths.shape.size() != 1 || lengths.shape[0] != qs[0])
+    throw InvalidArgument("--cache-lengths " + a.cache_lengths + ": must be [B] with B = " + std::to_string(qs[0]) + ", got " + shape_text(lengths.shape));
+  p.paged.num_blocks = dimension32("--k-cache num_blocks", ks[0]);
+  p.paged.block_size = dimension32("--k-cache block_size", ks[1]);
+  p.paged.max_blocks = dimension32("--block-table max_blocks", table.shape[1]);
+  p.kv_heads = dimension32("--k-cache heads", ks[2]);
+  p.keys = dimension32("max_blocks * block_size", std::uint64_t{p.paged.max_blocks} * p.paged.block_size);
+  d.block_table = table.to_i32("--block-table " + a.block_table);
+  d.cache_lengths = lengths.to_i32("--cache-lengths " + a.cache_lengths);
+}
+
 void add_attention_run(CLI::App& run, Registry& reg) {
   auto a = std::make_shared<RunArgs>();
   auto* cmd = run.add_subcommand("attention", "fused attention with a relative position bias, out [B, H, Q, D]");
   cmd->add_option("--q", a->q, "queries [B, H, Q, D] .npy")->required();
-  cmd->add_option("--k", a->k, "keys [B, Hkv, K, D] .npy (H a multiple of Hkv)")->required();
-  cmd->add_option("--v", a->v, "values [B, Hkv, K, D] .npy")->required();
+  auto* k = cmd->add_option("--k", a->k, "keys [B, Hkv, K, D] .npy (H a multiple of Hkv)");
+  auto* v = cmd->add_option("--v", a->v, "values [B, Hkv, K, D] .npy");
+  auto* kc = cmd->add_option("--k-cache", a->k_cache, "paged keys [num_blocks, block_size, Hkv, D] .npy (instead of --k)");
+  auto* vc = cmd->add_option("--v-cache", a->v_cache, "paged values [num_blocks, block_size, Hkv, D] .npy (instead of --v)");
+  auto* bt = cmd->add_option("--block-table", a->block_table, "paged: int32 [B, max_blocks] .npy, the blocks of each sequence");
+  auto* cl = cmd->add_option("--cache-lengths", a->cache_lengths, "paged: int32 [B] .npy, the keys each sequence holds; its queries end there");
+  k->excludes(kc);
+  for (auto* o : {kc, vc, bt, cl})
+    for (auto* other : {kc, vc, bt, cl})
+      if (other != o) o->needs(other);
+  k->needs(v);
+  v->needs(k);
   cmd->add_option("--bias", a->bias, "position bias")->check(CLI::IsMember({"none", "t5", "distance", "alibi", "shaw", "dense", "kerple"}));
   cmd->add_option("--table", a->table, "t5: float [num_buckets, H] .npy");
   add_number(*cmd, "--max-distance", a->p.t5.max_distance, "t5: distance from which all keys share the last bucket");
@@ -133,18 +181,23 @@ void add_attention_run(CLI::App& run, Registry& reg) {
                         p.t5.log = a->flax ? T5Log::FlaxEps : T5Log::HuggingFace;
                         std::vector<std::uint64_t> qs, ks, vs, s;
                         d.q = read_floats("--q", a->q, 4, qs);
-                        d.k = read_floats("--k", a->k, 4, ks);
-                        d.v = read_floats("--v", a->v, 4, vs);
-                        if (ks != vs) throw InvalidArgument("--v: shape must equal --k's [B, Hkv, K, D]");
-                        if (qs[0] != ks[0] || qs[3] != ks[3])
-                          throw InvalidArgument("--k: batch and head_dim must equal --q's (" + std::to_string(qs[0]) + ", " +
-                                                std::to_string(qs[3]) + ")");
                         p.batch = dimension32("--q batch", qs[0]);
                         p.heads = dimension32("--q heads", qs[1]);
                         p.queries = dimension32("--q queries", qs[2]);
                         p.head_dim = dimension32("--q head_dim", qs[3]);
-                        p.kv_heads = dimension32("--k heads", ks[1]);
-                        p.keys = dimension32("--k keys", ks[2]);
+                        if (a->k_cache.empty()) {
+                          if (a->k.empty()) throw InvalidArgument("--k and --v (or --k-cache, --v-cache, --block-table and --cache-lengths) are required");
+                          d.k = read_floats("--k", a->k, 4, ks);
+                          d.v = read_floats("--v", a->v, 4, vs);
+                          if (ks != vs) throw InvalidArgument("--v: shape must equal --k's [B, Hkv, K, D]");
+                          if (qs[0] != ks[0] || qs[3] != ks[3])
+                            throw InvalidArgument("--k: batch and head_dim must equal --q's (" + std::to_string(qs[0]) + ", " +
+                                                  std::to_string(qs[3]) + ")");
+                          p.kv_heads = dimension32("--k heads", ks[1]);
+                          p.keys = dimension32("--k keys", ks[2]);
+                        } else {
+                          read_paged_cache(*a, d, qs);
+                        }
                         switch (p.bias) {
                           case AttentionBias::T5:
                             d.bias = read_floats("--table", a->table, 2, s);
@@ -189,6 +242,7 @@ void add_attention_run(CLI::App& run, Registry& reg) {
                           }
                         }
                         p.validate();
+                        if (p.paged.enabled()) check_block_table(p, d.block_table, d.cache_lengths);
                         if (d.bias.size() != p.bias_elements())
                           throw InvalidArgument("bias input holds " + std::to_string(d.bias.size()) + " values: --bias " + a->bias +
                                                 " needs " + std::to_string(p.bias_elements()) + " for this shape");
@@ -269,8 +323,10 @@ AttentionData random_data(const AttentionParams& p, unsigned seed) {
   d.p = p;
   const std::size_t D = p.head_dim;
   d.q = fill(p.rows() * D, -2.0f, 2.0f);
-  d.k = fill(std::size_t{p.batch} * p.kv_heads * p.keys * D, -2.0f, 2.0f);
-  d.v = fill(d.k.size(), -2.0f, 2.0f);
+  if (!p.paged.enabled()) {  // make_paged fills a paged cache
+    d.k = fill(std::size_t{p.batch} * p.kv_heads * p.keys * D, -2.0f, 2.0f);
+    d.v = fill(d.k.size(), -2.0f, 2.0f);
+  }
   // Slopes in [0, 0.5); KERPLE's r1 and r2 in [0.01, 0.5) (both variants); table values anywhere.
   if (p.bias == AttentionBias::Alibi) d.bias = fill(p.bias_elements(), 0.0f, 0.5f);
   else if (p.bias == AttentionBias::Kerple) d.bias = fill(p.bias_elements(), 0.01f, 0.5f);
@@ -282,12 +338,41 @@ AttentionData random_data(const AttentionParams& p, unsigned seed) {
   return d;
 }
 
+// A paged cache for d: the blocks the lengths need and two spare ones, taken in a shuffled order;
+// table entries past a sequence's length are -1 (never read). Fills d.k and d.v.
+void make_paged(AttentionData& d, const std::vector<std::uint32_t>& lengths, unsigned seed) {
+  AttentionParams& p = d.p;
+  const std::uint32_t bs = p.paged.block_size;
+  std::uint32_t used = 0;
+  for (std::uint32_t L : lengths) used += (L + bs - 1) / bs;
+  p.paged.num_blocks = used + 2;
+  std::mt19937 rng(seed);
+  std::vector<std::int32_t> order(p.paged.num_blocks);
+  for (std::size_t n = 0; n < order.size(); ++n) order[n] = static_cast<std::int32_t>(n);
+  std::shuffle(order.begin(), order.end(), rng);
+  d.block_table.assign(std::size_t{p.batch} * p.paged.max_blocks, -1);
+  std::size_t next = 0;
+  for (std::uint32_t b = 0; b < p.batch; ++b) {
+    d.cache_lengths.push_back(static_cast<std::int32_t>(lengths[b]));
+    for (std::uint32_t n = 0; n * bs < lengths[b]; ++n) d.block_table[std::size_t{b} * p.paged.max_blocks + n] = order[next++];
+  }
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  d.k.resize(p.paged.cache_elements(p.kv_heads, p.head_dim));
+  d.v.resize(d.k.size());
+  for (auto* x : {&d.k, &d.v}) {
+    for (float& e : *x) e = u(rng);
+    *x = rounded_to_storage(*x, p.dtype);
+  }
+}
+
 std::string shape_of(const AttentionParams& p) {
   return "B=" + std::to_string(p.batch) + ",H=" + std::to_string(p.heads) + (p.kv_heads != p.heads ? "/" + std::to_string(p.kv_heads) : "") +
          ",Q=" + std::to_string(p.queries) + ",K=" + std::to_string(p.keys) + ",D=" + std::to_string(p.head_dim) + "," +
          bias_name(p.bias) + (p.bias == AttentionBias::Kerple ? (p.kerple_variant == KerpleVariant::Power ? "-power" : "-log") : "") +
          (p.causal ? ",causal" : "") + (p.query_offset ? ",off=" + std::to_string(p.query_offset) : "") +
-         (p.memory_prefix ? ",M=" + std::to_string(p.memory_prefix) : "") + " " + std::string(dtype_name(p.dtype));
+         (p.memory_prefix ? ",M=" + std::to_string(p.memory_prefix) : "") +
+         (p.paged.enabled() ? ",paged=" + std::to_string(p.paged.block_size) + "x" + std::to_string(p.paged.max_blocks) : "") + " " +
+         std::string(dtype_name(p.dtype));
 }
 
 double max_abs(const std::vector<float>& x) {
@@ -332,14 +417,15 @@ double max_logit(const AttentionParams& p, const AttentionData& d) {
   return qk * max_abs(d.k) + bias;
 }
 
-// lengths: the key lengths of each batch (empty: no padding).
+// lengths: the key lengths of each batch (empty: no padding); with a paged cache, its cache lengths.
 CheckResult check_attention(Context& ctx, const AttentionParams& p, const std::vector<std::uint32_t>& lengths, unsigned seed = 5) {
   AttentionData d = random_data(p, seed);
-  d.lengths = lengths;
-  const AttentionResult want = attention_reference(p, d.host());
+  if (p.paged.enabled()) make_paged(d, lengths, seed);
+  else d.lengths = lengths;
+  const AttentionResult want = attention_reference(d.p, d.host());
   d.upload(ctx);
   Recorder r(ctx);
-  attention(r, p, d.buffers());
+  attention(r, d.p, d.buffers());
   r.submit_and_wait();
   const AttentionResult got = d.download();
   // float32 accumulation: ~1e-5 relative; f16 storage rounds the output once (2^-11). Large logits
@@ -382,6 +468,23 @@ void register_checks(Registry& reg) {
         const bool quick = c.d == 16 && (dtype == DType::F32 || bias == AttentionBias::Distance);
         reg.checks.push_back({"attention", shape_of(p), [p, lengths](Context& ctx) { return check_attention(ctx, p, lengths); }, quick});
       }
+  // A paged cache: sequences of different lengths (one in its first block), a few queries, and
+  // decoding over split keys with 48-key blocks (divisions, not shifts).
+  struct Paged { std::uint32_t b, h, hkv, q, block_size, max_blocks, d; std::vector<std::uint32_t> lengths; };
+  const std::vector<Paged> paged = {{3, 4, 2, 5, 16, 4, 16, {64, 1, 37}}, {2, 2, 1, 1, 48, 27, 64, {1296, 700}}};
+  for (const auto& c : paged)
+    for (const auto& [name, bias] : kBiasNames)
+      for (DType dtype : {DType::F32, DType::F16}) {
+        AttentionParams p{.batch = c.b, .heads = c.h, .kv_heads = c.hkv, .queries = c.q, .keys = c.block_size * c.max_blocks, .head_dim = c.d,
+                          .dtype = dtype, .causal = true, .bias = bias, .max_relative_position = 16};
+        p.paged = {.block_size = c.block_size, .num_blocks = 0, .max_blocks = c.max_blocks};
+        if (bias == AttentionBias::T5) p.scale = 1.0f;
+        const bool quick = c.d == 16 && (dtype == DType::F32 || bias == AttentionBias::Distance);
+        std::string lengths;
+        for (std::uint32_t L : c.lengths) lengths += (lengths.empty() ? ",lengths=" : ":") + std::to_string(L);
+        reg.checks.push_back({"attention", shape_of(p) + lengths, [p, lengths = c.lengths](Context& ctx) { return check_attention(ctx, p, lengths); },
+                              quick});
+      }
 }
 
 // One random fused attention: every bias mode, f32 or f16, any head_dim up to the maximum,
@@ -406,9 +509,15 @@ CheckCase draw_case(FuzzRng& g) {
     p.queries = std::min<std::uint32_t>(p.queries, static_cast<std::uint32_t>(std::max<std::uint64_t>(1, g.max_elements() / (std::uint64_t{p.heads} * p.keys))));
   p.batch = g.size(1, std::min<std::uint64_t>(4, work / (per_row * p.heads * p.queries)));
   p.causal = g.chance(0.5);
-  if (g.chance(0.3)) p.memory_prefix = g.size(1, p.keys);
-  constexpr std::int64_t kMax = std::numeric_limits<std::int32_t>::max();
-  p.query_offset = g.offset(std::int64_t{p.keys} - kMax, kMax - p.queries);
+  if (g.chance(0.25)) {  // a paged cache: its capacity rounds the keys up to whole blocks
+    p.paged.block_size = 16 * g.size(1, 16);
+    p.paged.max_blocks = (p.keys + p.paged.block_size - 1) / p.paged.block_size;
+    p.keys = p.paged.max_blocks * p.paged.block_size;
+  } else {
+    if (g.chance(0.3)) p.memory_prefix = g.size(1, p.keys);
+    constexpr std::int64_t kMax = std::numeric_limits<std::int32_t>::max();
+    p.query_offset = g.offset(std::int64_t{p.keys} - kMax, kMax - p.queries);
+  }
   if (g.chance(0.3)) p.scale = g.pick({1.0f, 0.01f});
   if (g.chance(0.3)) {  // forced splits, within what validate() allows: at most 8192 keys per split
     const std::uint32_t fewest = (p.keys + AttentionParams::kMaxKeysPerSplit - 1) / AttentionParams::kMaxKeysPerSplit;
@@ -421,7 +530,7 @@ CheckCase draw_case(FuzzRng& g) {
   p.t5.log = g.chance(0.5) ? T5Log::HuggingFace : T5Log::FlaxEps;
   p.kerple_variant = g.chance(0.5) ? KerpleVariant::Log : KerpleVariant::Power;
   std::vector<std::uint32_t> lengths;
-  if (g.chance(0.3))
+  if (p.paged.enabled() || g.chance(0.3))
     for (std::uint32_t b = 0; b < p.batch; ++b) lengths.push_back(static_cast<std::uint32_t>(g.offset(0, p.keys)));
   std::string shape = shape_of(p) + (p.key_splits ? ",splits=" + std::to_string(p.key_splits) : "");
   if (p.bias == AttentionBias::Shaw) shape += ",k=" + std::to_string(p.max_relative_position);
@@ -471,6 +580,36 @@ void register_benches(Registry& reg) {
       p.queries = p.keys = 256;
       add(p, true);
     }
+  }
+  // Paged decoding: 8 sequences of 1k to 16k keys in a cache of 16- or 256-key blocks, beside the
+  // same keys held contiguously ([8, Hkv, 16384, D] with key lengths) in the same submission.
+  for (std::uint32_t block : {16u, 256u}) {
+    const std::vector<std::uint32_t> lengths = {1024, 2048, 3072, 4096, 6144, 8192, 12288, 16384};
+    AttentionParams p{.batch = 8, .heads = 8, .kv_heads = 2, .queries = 1, .keys = 16384, .head_dim = 128, .dtype = DType::F16};
+    p.paged = {.block_size = block, .num_blocks = 0, .max_blocks = 16384 / block};
+    std::uint64_t keys = 0;
+    for (std::uint32_t L : lengths) keys += L;
+    const std::uint64_t bytes = 2 * keys * p.kv_heads * p.head_dim * 2 + 2 * p.rows() * p.head_dim * 2;
+    char shape[160];
+    std::snprintf(shape, sizeof shape, "[8,8/2,1,1k-16k,128] block %u f16", block);
+    reg.benches.push_back({"attention-paged", shape, bytes, Ceiling::Copy, false, [p, lengths](Context& ctx) {
+                             auto d = std::make_shared<AttentionData>(random_data(p, 1));
+                             make_paged(*d, lengths, 1);
+                             d->upload(ctx);
+                             AttentionParams cp = p;  // the contiguous baseline: the same keys per sequence
+                             cp.paged = {};
+                             cp.query_offset = cp.keys - 1;
+                             auto c = std::make_shared<AttentionData>(random_data(cp, 2));
+                             c->lengths = lengths;
+                             c->upload(ctx);
+                             BenchRun run;
+                             run.record = [d](Recorder& r) { attention(r, d->p, d->buffers()); };
+                             run.cpu = [d] { (void)attention_reference(d->p, d->host()); };
+                             run.baseline = "contiguous";
+                             run.record_baseline = [c](Recorder& r) { attention(r, c->p, c->buffers()); };
+                             run.keep = std::make_shared<std::pair<std::shared_ptr<AttentionData>, std::shared_ptr<AttentionData>>>(d, c);
+                             return run;
+                           }});
   }
   // The unfused pipeline at the fused T5 case's shape (the 2x comparison): the same bytes
   // counted, so the two lines' ms compare directly; it also allocates the [B, H, Q, K] logits.

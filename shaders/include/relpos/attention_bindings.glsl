@@ -27,11 +27,15 @@ vec4 load_v(uint w) { return IN_HALF != 0u ? unpack4(v16[w]) : v32[w]; }
 // Word of dims 0..3 of key j of batch b, kv head hk: in the slab that starts at slab_word
 // ([keys, D4] words), or, PAGED, in the block the table names. An entry outside the cache is
 // clamped into it: a wrong table on the device gives wrong numbers, never a read past k and v.
+// PAGED (a specialisation constant): 0 contiguous; 1 any block size (pc.block_size, divided by);
+// n >= 4 blocks of 2^n keys, found by shifts: a CPU device has no vector integer division, and a
+// GPU's takes a dozen instructions.
 uint key_word(uint slab_word, uint b, uint hk, uint j) {
   if (PAGED == 0u) return slab_word + j * D4;
-  const int entry = block_table[b * pc.max_blocks + j / pc.block_size];
-  const uint block = uint(clamp(entry, 0, int(pc.num_blocks) - 1));
-  return ((block * pc.block_size + j % pc.block_size) * pc.kv_heads + hk) * D4;
+  const uint n = PAGED > 1u ? j >> PAGED : j / pc.block_size;
+  const uint r = PAGED > 1u ? j & ((1u << PAGED) - 1u) : j % pc.block_size;
+  const uint block = uint(clamp(block_table[b * pc.max_blocks + n], 0, int(pc.num_blocks) - 1));
+  return ((block * pc.block_size + r) * pc.kv_heads + hk) * D4;
 }
 
 // The keys of sequence b (a bound on j) and the position of its query 0: the push constants', cut

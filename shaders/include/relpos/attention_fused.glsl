@@ -24,7 +24,7 @@ layout(constant_id = 6) const uint SHARE_LOADS = 0u;
 // both sides of every branch under a lane mask, so a mode chosen at run time cost every key the
 // loads of all the others (Shaw's D4 rel_keys loads among them).
 layout(constant_id = 7) const uint BIAS_MODE = 0u;
-// 1: k and v are a paged cache (attention_bindings.glsl's key_word).
+// Not 0: k and v are a paged cache (attention_bindings.glsl's key_word says how it is addressed).
 layout(constant_id = 8) const uint PAGED = 0u;
 const bool SHARE_BIAS = SHARE_LOADS != 0u && BIAS_MODE == RELPOS_ATTN_ROW;
 
@@ -122,7 +122,10 @@ void main() {
     // Shared loads: a lane past the end reloads the last key (finite; its scores are masked).
     const uint j_mine = min(j0 + LANE_IN_SUBGROUP, j_end - 1u);
     vec4 mine[D4];
-    if (SHARE_LOADS != 0u) [[unroll]] for (uint d = 0u; d < D4; ++d) mine[d] = load_k(key_word(kv_word, b, hk, j_mine) + d);
+    // Each key's word found once, not per load: a compiler need not know that the table is not
+    // written between them (lavapipe looked it up again for every load of the key).
+    const uint mine_word = SHARE_LOADS != 0u ? key_word(kv_word, b, hk, j_mine) : 0u;
+    if (SHARE_LOADS != 0u) [[unroll]] for (uint d = 0u; d < D4; ++d) mine[d] = load_k(mine_word + d);
     const uint u_end = SHARE_LOADS != 0u ? KEY_BLOCK : n;  // a constant bound when shared: unrolled
     // The per-distance row, shared too: lane L's row reads it at bias_base[r] + j, one below the
     // previous lane's, so the block's keys over the subgroup's lanes read 2 * KEY_BLOCK - 1
@@ -142,7 +145,8 @@ void main() {
       const uint j = j0 + u;
       const uint jb = min(j, j_end - 1u);  // past the end (shared loads only): any in-range bias
       vec4 key[D4];  // loaded once for all rows
-      [[unroll]] for (uint d = 0u; d < D4; ++d) key[d] = SHARE_LOADS != 0u ? SHARED_LOAD(mine[d], u) : load_k(key_word(kv_word, b, hk, j) + d);
+      const uint key_at = SHARE_LOADS != 0u ? 0u : key_word(kv_word, b, hk, j);
+      [[unroll]] for (uint d = 0u; d < D4; ++d) key[d] = SHARE_LOADS != 0u ? SHARED_LOAD(mine[d], u) : load_k(key_at + d);
       [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
         float x = 0.0;
         [[unroll]] for (uint d = 0u; d < D4; ++d) x += dot(q[r * D4 + d], key[d]);
@@ -184,11 +188,12 @@ void main() {
       w_hi[r] *= alpha;
       [[unroll]] for (uint d = 0u; d < D4; ++d) acc[r * D4 + d] *= alpha;
     }
-    if (SHARE_LOADS != 0u) [[unroll]] for (uint d = 0u; d < D4; ++d) mine[d] = load_v(key_word(kv_word, b, hk, j_mine) + d);
+    if (SHARE_LOADS != 0u) [[unroll]] for (uint d = 0u; d < D4; ++d) mine[d] = load_v(mine_word + d);
     for (uint u = 0u; u < u_end; ++u) {
       const uint j = j0 + u;
       vec4 value[D4];
-      [[unroll]] for (uint d = 0u; d < D4; ++d) value[d] = SHARE_LOADS != 0u ? SHARED_LOAD(mine[d], u) : load_v(key_word(kv_word, b, hk, j) + d);
+      const uint value_at = SHARE_LOADS != 0u ? 0u : key_word(kv_word, b, hk, j);
+      [[unroll]] for (uint d = 0u; d < D4; ++d) value[d] = SHARE_LOADS != 0u ? SHARED_LOAD(mine[d], u) : load_v(value_at + d);
       [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
         const float s = sc[r * KEY_BLOCK + u];
         const float p = s == NEG_INF ? 0.0 : exp(s - m[r]);

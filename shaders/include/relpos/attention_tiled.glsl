@@ -38,7 +38,7 @@ layout(constant_id = 6) const uint BIAS_MODE = 0u;  // RELPOS_ATTN_*: only its o
 // Lanes of a row whose maxima meet by subgroup shuffles: a power of two dividing LPR and the
 // subgroup size (1: all through shared memory).
 layout(constant_id = 7) const uint SHUFFLE_LANES = 1u;
-layout(constant_id = 8) const uint PAGED = 0u;      // 1: k and v are a paged cache (key_word)
+layout(constant_id = 8) const uint PAGED = 0u;      // not 0: k and v are a paged cache (key_word)
 const uint WG = gl_WorkGroupSize.x;
 const uint LPR = WG / BR;                  // lanes per row
 const uint MAX_PARTS = LPR / SHUFFLE_LANES;  // the row's maxima left for shared memory
