@@ -36,7 +36,7 @@ TEST_P(GpuCompiler, EveryPipelineWithoutSpillsAndAttentionInShapeForGpus) {
   const auto lines = stats(env, "stats --json --head-dims 64,80,96,128,256");
   std::set<std::string> ops;
   std::set<std::uint32_t> tiled_head_dims;
-  std::size_t shuffled = 0;
+  std::size_t shuffled = 0, paged = 0;
   for (const auto& j : lines) {
     const std::string what = j["pipeline"].get<std::string>() + " " + j["variant"].dump();
     ops.insert(j["op"].get<std::string>());
@@ -45,8 +45,10 @@ TEST_P(GpuCompiler, EveryPipelineWithoutSpillsAndAttentionInShapeForGpus) {
     EXPECT_EQ(s["Spilled SGPRs"], 0) << what;
     EXPECT_EQ(s["Scratch size"], 0) << what;
     EXPECT_NE(j["pipeline"], "attention_fused") << "a GPU gets the GPU kernel class: " << what;
-    if (j["pipeline"] == "attention_tiled" || j["pipeline"] == "attention_tiled_shuffle") {
-      shuffled += j["pipeline"] == "attention_tiled_shuffle";
+    const std::string pipeline = j["pipeline"].get<std::string>();
+    if (pipeline.starts_with("attention_tiled")) {  // contiguous and paged, shuffling or not
+      shuffled += pipeline.starts_with("attention_tiled_shuffle");
+      paged += pipeline.ends_with("_paged");
       const std::uint32_t d = j["variant"]["head_dim"].get<std::uint32_t>();
       tiled_head_dims.insert(d);
       EXPECT_GT(s["LDS size"].get<double>(), 0) << what;
@@ -55,6 +57,7 @@ TEST_P(GpuCompiler, EveryPipelineWithoutSpillsAndAttentionInShapeForGpus) {
   }
   EXPECT_EQ(tiled_head_dims, kHeadDims);
   EXPECT_GT(shuffled, 0u) << "RADV shuffles in compute shaders: the row maxima meet by shuffles";
+  EXPECT_GT(paged, 0u) << "stats surveys attention over a paged cache";
   for (const char* op : {"attention", "unfused-attention", "shaw-attention", "t5-bias", "alibi-bias", "kerple-bias", "fourier-bias", "rope"})
     EXPECT_TRUE(ops.count(op)) << op;
 }

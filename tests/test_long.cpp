@@ -8,6 +8,7 @@
 #include <random>
 
 #include "support/gpu_fixture.hpp"
+#include "support/paged_data.hpp"
 #include "support/test_data.hpp"
 
 using namespace relpos;
@@ -90,6 +91,25 @@ INSTANTIATE_TEST_SUITE_P(Keys, LongGpu,
                                            LongCase{100000, AttentionBias::Shaw, false, Kernels::Gpu},
                                            LongCase{200000, AttentionBias::Alibi, false, Kernels::Gpu}),
                          case_name);
+
+// A paged cache of 100,352 keys per sequence in 256-key blocks: one sequence full, one at 61,000
+// (split keys, the merge, the table walked past 65,535 keys), T5 decoder bias, causal, 4 queries.
+TEST_F(LongGpu, PagedCacheOfAHundredThousandKeys) {
+  for (Kernels kernels : {Kernels::Gpu, Kernels::Cpu}) {
+    SCOPED_TRACE(kernels == Kernels::Gpu ? "gpu kernels" : "cpu kernels");
+    std::mt19937 rng(100352);
+    AttentionParams p{.batch = 2, .heads = 4, .kv_heads = 1, .queries = 4, .head_dim = 64, .causal = true, .bias = AttentionBias::T5};
+    p.t5.bidirectional = false;
+    p.paged.block_size = 256;
+    p.paged.max_blocks = 392;
+    relpos::test::PagedInputs in = relpos::test::random_paged_inputs(rng, p, {100352, 61000}, 1);
+    for (std::size_t e = 0; e < in.v.size(); ++e) in.v[e] += 2.0f * static_cast<float>(e % 997) / 997;  // no stretch alike
+    const AttentionResult want = attention_reference(p, in.host());
+    const AttentionResult got = relpos::test::gpu_paged_attention(gpu_kernels(kernels), p, in);
+    EXPECT_LE(normalised_error(got.out, want.out), kTolF32);
+    EXPECT_LE(normalised_error(got.lse, want.lse), kTolF32);
+  }
+}
 
 class LongUnfused : public GpuTest {};
 

@@ -161,6 +161,30 @@ TEST_F(PagedAttentionGpu, EveryBiasModeInBothKernelClasses) {
   }
 }
 
+// attention_tiled_paged at several workgroup and tile sizes: 8 to 64 lanes (fewer lanes than keys
+// in a tile: each lane finds several key words), tiles of 4 to 64 keys, with and without shuffles.
+TEST_F(PagedAttentionGpu, GpuKernelsAtSeveralTileSizes) {
+  struct Tiles {
+    std::uint32_t shared_bytes, lanes;
+    bool shuffles;
+  };
+  std::mt19937 rng(78);
+  for (const Tiles t : {Tiles{2048, 64, true}, Tiles{8192, 16, true}, Tiles{32768, 8, true}, Tiles{32768, 64, false}}) {
+    SCOPED_TRACE("shared " + std::to_string(t.shared_bytes) + " lanes " + std::to_string(t.lanes) + (t.shuffles ? "" : " no shuffles"));
+    Context ctx = relpos::test::gpu_kernels_tiles(t.shared_bytes, t.lanes, 0, t.shuffles);
+    for (int trial = 0; trial < 4; ++trial) {
+      std::vector<std::int32_t> lengths;
+      AttentionParams p = random_paged_params(rng, kModes[(trial * 3) % 7], trial % 2 ? DType::F16 : DType::F32, lengths);
+      if (t.shared_bytes == 2048) p.head_dim = 8;
+      if (trial >= 2) p.queries = 1;
+      expect_matches(ctx, p, random_paged_inputs(rng, p, lengths));
+    }
+    bool paged = false;
+    for (const PipelineReport& rep : pipeline_reports(ctx, false)) paged = paged || rep.shader.ends_with("_paged");
+    EXPECT_TRUE(paged);
+  }
+}
+
 // Blocks of 256 keys, decoding and a few queries, sequences of different lengths (one within its
 // first block), split keys.
 TEST_F(PagedAttentionGpu, LargeBlocksAndDecoding) {

@@ -17,30 +17,35 @@ using Key = std::pair<std::string, std::vector<std::pair<std::string, std::uint3
 Key key_of(const PipelineReport& r) { return {r.shader, r.constants}; }
 
 // Fused attention at one head_dim, every bias mode, f32 and f16, a prefill and a decoding shape,
-// through attention() and through a decode plan (whose kernels keep their lanes fixed).
+// with contiguous k and v and with a paged cache of 256-key blocks, through attention() and through
+// a decode plan (whose kernels keep their lanes fixed).
 void survey_attention(Context& ctx, std::uint32_t head_dim) {
   const AttentionBias modes[] = {AttentionBias::None, AttentionBias::T5,   AttentionBias::Distance, AttentionBias::Alibi,
                                  AttentionBias::Shaw, AttentionBias::Dense, AttentionBias::Kerple};
   for (AttentionBias bias : modes)
     for (DType dtype : {DType::F32, DType::F16})
-      for (bool decode : {false, true}) {
-        AttentionParams p{.heads = 8, .kv_heads = 8, .queries = decode ? 1u : 512u, .keys = decode ? 4096u : 512u, .head_dim = head_dim,
-                          .dtype = dtype, .query_offset = decode ? 4095 : 0, .causal = true, .bias = bias, .max_relative_position = 64};
-        const std::uint64_t es = dtype_size(dtype);
-        Buffer q(ctx, p.rows() * head_dim * es), k(ctx, std::uint64_t{p.kv_heads} * p.keys * head_dim * es),
-            v(ctx, std::uint64_t{p.kv_heads} * p.keys * head_dim * es), out(ctx, p.rows() * head_dim * es);
-        const std::uint64_t bias_values = std::max<std::uint64_t>(p.bias_elements(), 1);
-        std::vector<float> bias_data(bias_values, 0.5f);
-        Buffer b = make_buffer(ctx, bias_data);
-        const std::uint64_t rel = (2ull * p.max_relative_position + 1) * head_dim * 4;
-        Buffer rk(ctx, rel), rv(ctx, rel);
-        AttentionBuffers bufs{.q = &q, .k = &k, .v = &v, .out = &out};
-        if (bias == AttentionBias::Shaw) bufs.rel_keys = &rk, bufs.rel_values = &rv;
-        else if (bias != AttentionBias::None) bufs.bias = &b;
-        Recorder r(ctx);
-        attention(r, p, bufs);
-        if (decode) AttentionPlan plan(ctx, p);
-      }
+      for (bool decode : {false, true})
+        for (bool paged : {false, true}) {
+          AttentionParams p{.heads = 8, .kv_heads = 8, .queries = decode ? 1u : 512u, .keys = decode ? 4096u : 512u, .head_dim = head_dim,
+                            .dtype = dtype, .query_offset = decode && !paged ? 4095 : 0, .causal = true, .bias = bias, .max_relative_position = 64};
+          if (paged) p.paged = {.block_size = 256, .num_blocks = p.keys / 256, .max_blocks = p.keys / 256};
+          const std::uint64_t es = dtype_size(dtype);
+          Buffer q(ctx, p.rows() * head_dim * es), k(ctx, std::uint64_t{p.kv_heads} * p.keys * head_dim * es),
+              v(ctx, std::uint64_t{p.kv_heads} * p.keys * head_dim * es), out(ctx, p.rows() * head_dim * es);
+          Buffer table(ctx, std::max<std::uint64_t>(p.paged.max_blocks, 1) * 4), lengths(ctx, 4);
+          const std::uint64_t bias_values = std::max<std::uint64_t>(p.bias_elements(), 1);
+          std::vector<float> bias_data(bias_values, 0.5f);
+          Buffer b = make_buffer(ctx, bias_data);
+          const std::uint64_t rel = (2ull * p.max_relative_position + 1) * head_dim * 4;
+          Buffer rk(ctx, rel), rv(ctx, rel);
+          AttentionBuffers bufs{.q = &q, .k = &k, .v = &v, .out = &out};
+          if (bias == AttentionBias::Shaw) bufs.rel_keys = &rk, bufs.rel_values = &rv;
+          else if (bias != AttentionBias::None) bufs.bias = &b;
+          if (paged) bufs.block_table = &table, bufs.cache_lengths = &lengths;
+          Recorder r(ctx);
+          attention(r, p, bufs);
+          if (decode) AttentionPlan plan(ctx, p);
+        }
 }
 
 std::vector<std::uint32_t> parse_head_dims(const std::string& list) {

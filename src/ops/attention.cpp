@@ -140,7 +140,7 @@ AttentionTiles attention_tiles(const Context& ctx) {
   return {false, lanes, cpu ? 4u : 1u, share ? sub : 8u, cpu ? 64u : 1024u, share, 0, 0};
 }
 
-AttentionTiledShape attention_tiled_shape(const AttentionTiles& tiles, std::uint32_t head_dim, bool one_query) {
+AttentionTiledShape attention_tiled_shape(const AttentionTiles& tiles, std::uint32_t head_dim, bool one_query, bool paged) {
   const std::uint32_t D4 = head_dim / 4;
   // Query rows per workgroup: 16 share each staged key, or 1 when decoding; lanes a multiple of it.
   const std::uint32_t rows = one_query ? 1 : std::min<std::uint32_t>(16, tiles.lanes);
@@ -153,9 +153,9 @@ AttentionTiledShape attention_tiled_shape(const AttentionTiles& tiles, std::uint
   std::uint32_t shuffle = 1;
   if (tiles.shuffle_subgroup && one_query && lanes == tiles.lanes)
     while (shuffle * 2 <= tiles.shuffle_subgroup && lanes_per_row % (shuffle * 2) == 0) shuffle *= 2;
-  // attention_tiled.glsl's shared arrays: q_tile, kv_tile (rows padded by a word), p_tile, row_max, row_tile.
+  // attention_tiled.glsl's shared arrays: q_tile, kv_tile (rows padded by a word), p_tile, row_max, row_tile, key_words.
   auto bytes = [&](std::uint32_t bc) {
-    return 16 * (rows + bc) * (D4 + 1) + 4 * (rows * (bc + 1) + rows * (lanes_per_row / shuffle) + rows + bc - 1);
+    return 16 * (rows + bc) * (D4 + 1) + 4 * (rows * (bc + 1) + rows * (lanes_per_row / shuffle) + rows + bc - 1 + (paged ? 2 * bc : 1));
   };
   for (std::uint32_t bc : {64u, 32u, 16u, 8u, 4u})
     if (bytes(bc) <= tiles.shared_budget) return {lanes, rows, bc, bytes(bc), shuffle};
@@ -173,7 +173,7 @@ std::uint32_t attention_tiled_loop_iterations(const AttentionTiledShape& t, std:
 }
 
 std::uint32_t attention_tiled_max_split_keys(const AttentionTiles& tiles, const AttentionParams& p) {
-  const AttentionTiledShape t = attention_tiled_shape(tiles, p.head_dim, p.queries == 1);
+  const AttentionTiledShape t = attention_tiled_shape(tiles, p.head_dim, p.queries == 1, p.paged.enabled());
   const std::uint32_t tiles_per_split = RELPOS_MAX_LOOP_ITERATIONS / attention_tiled_loop_iterations(t, p.head_dim, p.bias);
   return std::min(AttentionParams::kMaxKeysPerSplit, tiles_per_split * t.key_tile);
 }
@@ -203,7 +203,7 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
   const std::uint32_t bs = p.paged.block_size;
   const std::uint32_t paged = bs == 0 ? 0u : std::has_single_bit(bs) ? static_cast<std::uint32_t>(std::countr_zero(bs)) : 1u;
   if (tiles.tiled) {
-    const AttentionTiledShape t = attention_tiled_shape(tiles, p.head_dim, one_query);
+    const AttentionTiledShape t = attention_tiled_shape(tiles, p.head_dim, one_query, p.paged.enabled());
     l.lane_splits = false;
     l.lanes = t.lanes;
     l.rows_per_group = t.rows;
@@ -211,7 +211,8 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
     l.groups_per_bh = S * detail::div_up(p.queries, t.rows);
     l.spec = {t.lanes, p.head_dim / 4, t.key_tile, in_half, out_half, t.rows, kernel_mode(p.bias), t.shuffle_lanes, paged};
     // Only the variant that shuffles declares the subgroup-shuffle capability.
-    l.shader = t.shuffle_lanes > 1 ? ShaderId::attention_tiled_shuffle : ShaderId::attention_tiled;
+    l.shader = t.shuffle_lanes > 1 ? (paged ? ShaderId::attention_tiled_shuffle_paged : ShaderId::attention_tiled_shuffle)
+                                   : (paged ? ShaderId::attention_tiled_paged : ShaderId::attention_tiled);
     return l;
   }
   l.lane_splits = one_query && (S > 1 || fixed_lanes);

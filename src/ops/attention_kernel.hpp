@@ -38,8 +38,9 @@ struct AttentionTiledShape {
 };
 // The largest key tile that fits the device's shared memory (at most 32 KiB, so that two
 // workgroups share a 64 KiB compute unit), for this head size; one query row per workgroup when
-// decoding (`one_query`). Throws where not even 4 keys fit.
-AttentionTiledShape attention_tiled_shape(const AttentionTiles& tiles, std::uint32_t head_dim, bool one_query);
+// decoding (`one_query`); a paged cache (`paged`) takes a few words per key more. Throws where not
+// even 4 keys fit.
+AttentionTiledShape attention_tiled_shape(const AttentionTiles& tiles, std::uint32_t head_dim, bool one_query, bool paged);
 // What the bias buffer of a mode holds, for the messages about its size.
 const char* attention_bias_layout(AttentionBias bias);
 

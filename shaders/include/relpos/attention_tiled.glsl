@@ -13,7 +13,8 @@
 //      and write one per group of them to row_max          -> barrier B (also ends the key reads)
 //   3. read row_max; turn the lane's p_tile entries into weights; write kv_tile (values over the
 //      keys: every read of the keys came before barrier B)     -> barrier C
-//   4. read p_tile and kv_tile: rescale and accumulate      -> barrier D
+//   4. read p_tile and kv_tile: rescale and accumulate; PAGED: write the next tile's key_words
+//                                                           -> barrier D
 // Barrier D keeps the next tile's writes of kv_tile, row_tile, row_max and p_tile behind this
 // tile's reads.
 // Loops that are not unrolled, per tile (the host bounds the keys of a split by their sum, see
@@ -21,7 +22,8 @@
 // bias and the weights, BC / OUT_STEP for the output; Shaw adds ceil(D4 / 4) per score.
 // q_tile is written once before the loop (behind its own barrier) and only read after.
 //
-// The including shader defines LANE, the lane's index in the workgroup, and ROW_SHUFFLE_XOR(x, m),
+// The including shader defines PAGED_KV (0 or 1: k and v a paged cache), LANE, the lane's index in
+// the workgroup, and ROW_SHUFFLE_XOR(x, m),
 // x of lane LANE ^ m (attention_tiled_shuffle.comp: subgroupShuffleXor, with LANE counted in
 // subgroups, so that lanes LANE ^ m share a subgroup by construction), or x itself where
 // SHUFFLE_LANES is always 1 (attention_tiled.comp).
@@ -38,7 +40,9 @@ layout(constant_id = 6) const uint BIAS_MODE = 0u;  // RELPOS_ATTN_*: only its o
 // Lanes of a row whose maxima meet by subgroup shuffles: a power of two dividing LPR and the
 // subgroup size (1: all through shared memory).
 layout(constant_id = 7) const uint SHUFFLE_LANES = 1u;
-layout(constant_id = 8) const uint PAGED = 0u;      // not 0: k and v are a paged cache (key_word)
+// Not 0: k and v are a paged cache (key_word). Only in the shaders that define PAGED_KV 1
+// (attention_tiled_paged.comp, attention_tiled_shuffle_paged.comp).
+layout(constant_id = 8) const uint PAGED = 0u;
 const uint WG = gl_WorkGroupSize.x;
 const uint LPR = WG / BR;                  // lanes per row
 const uint MAX_PARTS = LPR / SHUFFLE_LANES;  // the row's maxima left for shared memory
@@ -59,14 +63,41 @@ shared vec4 kv_tile[BC * KV_STRIDE];  // the tile's keys, then its values, float
 shared float p_tile[BR * P_STRIDE];   // exp(score - running max)
 shared float row_max[BR * MAX_PARTS];  // the row's largest scores of the tile, one per shuffle group
 shared float row_tile[WINDOW];        // RELPOS_ATTN_ROW: row r reads row_tile[BR - 1 - r + c]
+#if PAGED_KV
+// The first word of each key of a tile, found once per key (one block table load) rather than once
+// per staged word. Two buffers: tile n stages from buffer n % 2 while the lanes fill the other for
+// tile n + 1 in step 4 (its last readers were before barrier C; barrier D publishes it). A
+// preprocessor switch, not PAGED alone: RADV (Mesa 22.3) kept the shared reads in the contiguous
+// variant even under a constant-false PAGED (ACO: +2% cycles).
+shared uint key_words[2u * BC];
+#endif
+
+void find_key_words(uint buf, uint b, uint hk, uint j0, uint j_end) {
+#if PAGED_KV
+  if (j0 >= j_end) return;
+  [[unroll]] for (uint t = 0u; t < (BC + WG - 1u) / WG; ++t) {
+    const uint c = gl_LocalInvocationID.x + t * WG;
+    if (c < BC) key_words[buf * BC + c] = key_word(0u, b, hk, min(j0 + c, j_end - 1u));
+  }
+#endif
+}
+
+// Word 0 of key j0 + c (past the end: of the last key).
+uint tile_key_word(uint kv_word, uint buf, uint j0, uint c, uint j_end) {
+#if PAGED_KV
+  return key_words[buf * BC + c];
+#else
+  return kv_word + min(j0 + c, j_end - 1u) * D4;
+#endif
+}
 
 // Steps 1 and 3: the keys (or values) j0 .. j0 + BC - 1 into kv_tile, all lanes, consecutive lanes
 // consecutive words. A key past the end reloads the last one: finite, and its score is masked.
-void stage_tile(uint kv_word, uint b, uint hk, uint j0, uint j_end, bool values) {
+void stage_tile(uint kv_word, uint buf, uint j0, uint j_end, bool values) {
   [[unroll]] for (uint t = 0u; t < (BC * D4 + WG - 1u) / WG; ++t) {
     const uint w = gl_LocalInvocationID.x + t * WG;
     if (w < BC * D4) {
-      const uint c = w / D4, d = w % D4, at = key_word(kv_word, b, hk, min(j0 + c, j_end - 1u)) + d;
+      const uint c = w / D4, d = w % D4, at = tile_key_word(kv_word, buf, j0, c, j_end) + d;
       kv_tile[c * KV_STRIDE + d] = values ? load_v(at) : load_k(at);
     }
   }
@@ -128,6 +159,7 @@ void main() {
       q_tile[row * Q_STRIDE + d] = load_q((bh * pc.queries + qi) * D4 + d - pc.q_shift) * pc.scale;
     }
   }
+  find_key_words(0u, b, hk, j_begin, j_end);
   barrier();
 
   // Shaw's edge buckets take every far key: their q·rel_keys are per row, their weights rescale
@@ -151,9 +183,10 @@ void main() {
   [[unroll]] for (uint k = 0u; k < OWNED; ++k) acc[k] = vec4(0.0);
 
   for (uint j0 = j_begin; j0 < j_end; j0 += BC) {
+    const uint buf = PAGED != 0u ? ((j0 - j_begin) / BC) & 1u : 0u;  // key_words' buffer of this tile
     // 1. The tile's keys and the bias window, clamped into the binding (only masked scores read
     // past it).
-    stage_tile(kv_word, b, hk, j0, j_end, false);
+    stage_tile(kv_word, buf, j0, j_end, false);
     if (mode == RELPOS_ATTN_ROW) {
       const uint last = uint(bias.length()) - 1u;
       [[unroll]] for (uint t = 0u; t < (WINDOW + WG - 1u) / WG; ++t) {
@@ -226,11 +259,12 @@ void main() {
       const float x = p_tile[r * P_STRIDE + c];
       p_tile[r * P_STRIDE + c] = x == NEG_INF ? 0.0 : exp(x - m_new);
     }
-    stage_tile(kv_word, b, hk, j0, j_end, true);
+    stage_tile(kv_word, buf, j0, j_end, true);
     barrier();  // C
 
-    // 4. Rescale, then accumulate this lane's dims of the row (the keys in steps). Every lane
-    // of the row sums the row's weights itself, in the same order.
+    // 4. The next tile's key words; rescale, then accumulate this lane's dims of the row (the keys
+    // in steps). Every lane of the row sums the row's weights itself, in the same order.
+    find_key_words(buf ^ 1u, b, hk, j0 + BC, j_end);
     l *= alpha;
     w_lo *= alpha;
     w_hi *= alpha;
