@@ -29,7 +29,10 @@ class Buffer {
   // DistanceExpansion), without it (or unknown, 0) only with shaders. `bytes` must be a multiple
   // of 4 (InvalidArgument otherwise): shaders access buffers in 32-bit words, two f16 values to a
   // word, so an f16 tensor of an odd number of values needs a buffer of one more value.
-  static Buffer external(Context& ctx, VkBuffer buffer, std::uint64_t bytes, VkBufferUsageFlags usage = 0);
+  // `offset`: the view starts that many bytes into the VkBuffer (a tensor inside an application's
+  // larger allocation, one layer's KV cache of many); a multiple of the device's
+  // minStorageBufferOffsetAlignment (DeviceLimits::min_storage_buffer_offset_alignment) and of 4.
+  static Buffer external(Context& ctx, VkBuffer buffer, std::uint64_t bytes, VkBufferUsageFlags usage = 0, std::uint64_t offset = 0);
   ~Buffer();
   Buffer(Buffer&& other) noexcept;
   Buffer& operator=(Buffer&& other) noexcept;
@@ -41,6 +44,8 @@ class Buffer {
   // The VkBuffer's own size: size() rounded up, so shaders may store whole 4- and 16-byte words.
   std::uint64_t capacity() const { return capacity_; }
   VkBuffer handle() const { return buffer_; }
+  // Where this buffer starts in handle(): 0, or an external view's offset.
+  std::uint64_t offset() const { return offset_; }
   // Transfer commands may write it (every buffer relpos creates; external ones created so).
   bool transfer_writable() const { return (usage_ & VK_BUFFER_USAGE_TRANSFER_DST_BIT) != 0; }
   bool host_mapped() const { return mapped_ != nullptr; }
@@ -76,6 +81,7 @@ class Buffer {
   void* mapped_ = nullptr;
   std::uint64_t size_ = 0;
   std::uint64_t capacity_ = 0;
+  std::uint64_t offset_ = 0;
   bool owned_ = false;
   VkBufferUsageFlags usage_ = 0;
   std::unique_ptr<std::byte[]> host_only_;  // a compile-only context's stand-in for device memory

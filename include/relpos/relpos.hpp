@@ -20,5 +20,6 @@
 #include "relpos/float_buffer.hpp"
 #include "relpos/attention.hpp"
 #include "relpos/attention_plan.hpp"
+#include "relpos/kv_cache.hpp"
 #include "relpos/bias_plan.hpp"
 #include "relpos/resource_counts.hpp"

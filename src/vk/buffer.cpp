@@ -149,7 +149,7 @@ Buffer::Buffer(std::shared_ptr<Context::Device> device, std::uint64_t bytes, Mem
   }
 }
 
-Buffer Buffer::external(Context& ctx, VkBuffer buffer, std::uint64_t bytes, VkBufferUsageFlags usage) {
+Buffer Buffer::external(Context& ctx, VkBuffer buffer, std::uint64_t bytes, VkBufferUsageFlags usage, std::uint64_t offset) {
   if (!buffer || bytes == 0) throw InvalidArgument("Buffer::external: a VkBuffer and a size > 0 are required");
   // Shaders read and write storage buffers in 32-bit words (two f16 values to a word): a word that
   // runs past the end of the application's buffer would be dropped, and with it an odd f16
@@ -158,10 +158,15 @@ Buffer Buffer::external(Context& ctx, VkBuffer buffer, std::uint64_t bytes, VkBu
     throw InvalidArgument("Buffer::external: bytes = " + std::to_string(bytes) +
                           ": must be a multiple of 4 (shaders access buffers in 32-bit words; an f16 tensor of an odd number of "
                           "values needs its buffer rounded up to " + std::to_string((bytes + 3) / 4 * 4) + " bytes)");
+  const std::uint64_t align = std::max<std::uint64_t>(ctx.limits().min_storage_buffer_offset_alignment, 4);
+  if (offset % align != 0)
+    throw InvalidArgument("Buffer::external: offset = " + std::to_string(offset) + ": must be a multiple of minStorageBufferOffsetAlignment = " +
+                          std::to_string(align) + " (relpos binds the view from there)");
   Buffer b;
   b.device_ = ctx.device_;
   b.buffer_ = buffer;
   b.size_ = b.capacity_ = bytes;
+  b.offset_ = offset;
   b.owned_ = false;
   b.usage_ = usage;
   return b;
@@ -179,7 +184,7 @@ void Buffer::release() noexcept {
   memory_ = VK_NULL_HANDLE;
   mapped_ = nullptr;
   host_only_.reset();
-  size_ = capacity_ = 0;
+  size_ = capacity_ = offset_ = 0;
   owned_ = false;
   usage_ = 0;
 }
@@ -198,6 +203,7 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
     host_only_ = std::move(o.host_only_);
     size_ = std::exchange(o.size_, 0);
     capacity_ = std::exchange(o.capacity_, 0);
+    offset_ = std::exchange(o.offset_, 0);
     owned_ = std::exchange(o.owned_, false);
     usage_ = std::exchange(o.usage_, 0);
   }
@@ -222,7 +228,7 @@ void Buffer::upload(const void* data, std::uint64_t bytes, std::uint64_t offset)
     d.run_once([&](VkCommandBuffer cb) {
       full_barrier(d.vk, cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_WRITE_BIT | VK_ACCESS_MEMORY_READ_BIT,
                    VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT);
-      VkBufferCopy region{0, offset + done, n};
+      VkBufferCopy region{0, offset_ + offset + done, n};
       d.vk.vkCmdCopyBuffer(cb, staging.buffer_, buffer_, 1, &region);
       full_barrier(d.vk, cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
                    VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT);
@@ -245,7 +251,7 @@ void Buffer::download(void* data, std::uint64_t bytes, std::uint64_t offset) con
     d.run_once([&](VkCommandBuffer cb) {
       full_barrier(d.vk, cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, VK_ACCESS_MEMORY_WRITE_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
                    VK_ACCESS_TRANSFER_READ_BIT);
-      VkBufferCopy region{offset + done, 0, n};
+      VkBufferCopy region{offset_ + offset + done, 0, n};
       d.vk.vkCmdCopyBuffer(cb, buffer_, staging.buffer_, 1, &region);
       full_barrier(d.vk, cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT,
                    VK_ACCESS_HOST_READ_BIT);

@@ -176,7 +176,7 @@ void dispatch(Recorder& r, DescriptorSource* sets, ShaderId shader, const std::v
     if (range > lim.max_storage_buffer_range || b.offset % lim.min_storage_buffer_offset_alignment != 0)
       throw Error("internal: binding " + std::to_string(i) + " of " + std::string(embedded_shader(shader).name) + " (offset " +
                   std::to_string(b.offset) + ", range " + std::to_string(range) + ") breaks the device's storage buffer limits");
-    infos[i] = {b.buffer->handle(), b.offset, range};
+    infos[i] = {b.buffer->handle(), b.buffer->offset() + b.offset, range};
     writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
     writes[i].dstBinding = i;
     writes[i].descriptorCount = 1;
@@ -202,7 +202,12 @@ void dispatch(Recorder& r, DescriptorSource* sets, ShaderId shader, const std::v
 void copy_regions(Recorder& r, const Buffer& src, const Buffer& dst, const std::vector<VkBufferCopy>& regions) {
   auto& s = state_of(r);
   if (regions.empty() || s.dev->compile_only) return;
-  s.dev->vk.vkCmdCopyBuffer(s.cb, src.handle(), dst.handle(), static_cast<std::uint32_t>(regions.size()), regions.data());
+  std::vector<VkBufferCopy> at = regions;  // into the VkBuffers: past external views' offsets
+  for (VkBufferCopy& c : at) {
+    c.srcOffset += src.offset();
+    c.dstOffset += dst.offset();
+  }
+  s.dev->vk.vkCmdCopyBuffer(s.cb, src.handle(), dst.handle(), static_cast<std::uint32_t>(at.size()), at.data());
   mark_command(s);
 }
 
@@ -212,7 +217,7 @@ void update_words(Recorder& r, const Buffer& dst, std::uint64_t offset, const st
   constexpr std::size_t kPiece = 65536 / 4;  // vkCmdUpdateBuffer's limit
   for (std::size_t first = 0; first < words.size(); first += kPiece) {
     const std::size_t n = std::min(kPiece, words.size() - first);
-    s.dev->vk.vkCmdUpdateBuffer(s.cb, dst.handle(), offset + first * 4, n * 4, words.data() + first);
+    s.dev->vk.vkCmdUpdateBuffer(s.cb, dst.handle(), dst.offset() + offset + first * 4, n * 4, words.data() + first);
   }
   if (!words.empty()) mark_command(s);
 }
@@ -220,7 +225,7 @@ void update_words(Recorder& r, const Buffer& dst, std::uint64_t offset, const st
 void fill_words(Recorder& r, const Buffer& dst, std::uint64_t offset, std::uint64_t bytes, std::uint32_t value) {
   auto& s = state_of(r);
   if (s.dev->compile_only) return;
-  s.dev->vk.vkCmdFillBuffer(s.cb, dst.handle(), offset, bytes, value);
+  s.dev->vk.vkCmdFillBuffer(s.cb, dst.handle(), dst.offset() + offset, bytes, value);
   mark_command(s);
 }
 
