@@ -58,7 +58,7 @@ TEST_P(GpuCompiler, EveryPipelineWithoutSpillsAndAttentionInShapeForGpus) {
   EXPECT_EQ(tiled_head_dims, kHeadDims);
   EXPECT_GT(shuffled, 0u) << "RADV shuffles in compute shaders: the row maxima meet by shuffles";
   EXPECT_GT(paged, 0u) << "stats surveys attention over a paged cache";
-  for (const char* op : {"attention", "unfused-attention", "shaw-attention", "t5-bias", "alibi-bias", "kerple-bias", "fourier-bias", "rope"})
+  for (const char* op : {"attention", "unfused-attention", "shaw-attention", "t5-bias", "alibi-bias", "kerple-bias", "fourier-bias", "rope", "kv-append"})
     EXPECT_TRUE(ops.count(op)) << op;
 }
 

@@ -146,6 +146,7 @@ int main(int argc, char** argv) {
   register_fourier(*run, reg);
   register_attention(*run, reg);
   register_shaw(*run, reg);
+  register_kv_append(*run, reg);
 
   std::string check_filter;
   bool check_quick = false;
