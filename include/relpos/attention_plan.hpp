@@ -46,7 +46,9 @@ class AttentionPlan {
   // - q, out: [batch, heads, Q, head_dim] of dtype; lse (optional) float32 [batch, heads, Q];
   //   they may be larger (the step uses their beginning).
   // - k, v: a KV cache, [batch, kv_heads, envelope.keys, head_dim] of dtype; the step reads the
-  //   first K keys of each (batch, kv head).
+  //   first K keys of each (batch, kv head). A paged envelope (envelope.paged): the paged caches,
+  //   block_table and cache_lengths as attention() takes them; every step's keys are the
+  //   envelope's (max_blocks * block_size) and its query_offset 0, only the queries vary.
   // - bias: T5: the [num_buckets, heads] table (the plan computes the per-distance row itself);
   //   distance rows [heads, Q + K - 1], ALiBi slopes [heads], dense [heads, Q, K] as attention()
   //   takes them; rel_keys and rel_values for Shaw; key_lengths as attention() takes them.
