@@ -479,7 +479,9 @@ void register_checks(Registry& reg) {
                           .dtype = dtype, .causal = true, .bias = bias, .max_relative_position = 16};
         p.paged = {.block_size = c.block_size, .num_blocks = 0, .max_blocks = c.max_blocks};
         if (bias == AttentionBias::T5) p.scale = 1.0f;
-        const bool quick = c.d == 16 && (dtype == DType::F32 || bias == AttentionBias::Distance);
+        // Quick: the paged addressing is the same in every bias mode (the modes' code is the
+        // contiguous kernels', which the quick cases above cover): one f32 and one f16 case.
+        const bool quick = c.d == 16 && ((dtype == DType::F32 && bias == AttentionBias::None) || (dtype == DType::F16 && bias == AttentionBias::Distance));
         std::string lengths;
         for (std::uint32_t L : c.lengths) lengths += (lengths.empty() ? ",lengths=" : ":") + std::to_string(L);
         reg.checks.push_back({"attention", shape_of(p) + lengths, [p, lengths = c.lengths](Context& ctx) { return check_attention(ctx, p, lengths); },
