@@ -14,6 +14,7 @@
 #include "support/expect.hpp"
 #include "support/gpu_fixture.hpp"
 #include "support/test_data.hpp"
+#include "support/tolerance.hpp"
 
 using namespace relpos;
 using relpos::test::expect_invalid;
@@ -24,10 +25,10 @@ using relpos::test::run;
 
 namespace {
 
-// Rotated keys: the GPU's sincos is within ~1e-7 of the reference's double (test_rope_gpu.cpp's
-// bound); f16 rounds each stored value once more. Values copied (v, pass-through) are exact.
-constexpr double kTolF32 = 1e-6;
-constexpr double kTolF16 = 0x1p-10 + kTolF32;
+// Rotated keys and queries: RoPE's bounds (tests/support/tolerance.hpp). Values copied (v,
+// pass-through features) are exact.
+constexpr double kTolF32 = relpos::test::kRopeTolF32;
+constexpr double kTolF16 = relpos::test::kRopeTolF16;
 
 struct AppendCase {
   KvAppendParams p;

@@ -10,6 +10,7 @@
 #include "support/expect.hpp"
 #include "support/gpu_fixture.hpp"
 #include "support/test_data.hpp"
+#include "support/tolerance.hpp"
 
 using namespace relpos;
 using relpos::test::expect_invalid;
@@ -21,15 +22,9 @@ using relpos::test::run;
 
 namespace {
 
-// f32: the shader's sin and cos are within ~1e-7 of the reference's at any position (reduction
-// 1e-11, Taylor terms 1e-11, float32 evaluation ~1e-7: a model of its arithmetic over 250,000
-// angles up to 2^31 and beyond peaks at 1.0e-7), and the rotation's float32 multiplies and add
-// round three times (~1.8e-7 relative). A pair's error is at most (|x| + |y|) times the sum,
-// <= 2 * max|want| * 2.8e-7 = 5.6e-7 normalised; measured here: 1.3e-7.
-constexpr double kTolF32 = 1e-6;
-// f16: the reference is rounded to half, and the shader's result, a hair away from it, may round
-// to the neighbouring half: one half ulp, 2^-10 relative to the largest value, plus the f32 error.
-constexpr double kTolF16 = 0x1p-10 + kTolF32;
+// tests/support/tolerance.hpp says why.
+constexpr double kTolF32 = relpos::test::kRopeTolF32;
+constexpr double kTolF16 = relpos::test::kRopeTolF16;
 
 struct Case {
   RopeParams p;

@@ -19,7 +19,7 @@ class Recorder;
 enum class AttentionBias : std::uint32_t {
   None = 0,
   T5 = 1,        // [num_buckets, heads] table, buckets of T5Params (its scale multiplies the bias)
-  Distance = 2,  // float32 [heads, queries + keys - 1]: value for rp at index rp + query_offset + queries - 1
+  Distance = 2,  // float32 [heads, queries + keys - 1]: value for rp at index rp + row_query_offset() + queries - 1
   Alibi = 3,     // float32 [heads] slopes: bias = -slope[h] * |rp|; finite (the reference checks; a GPU buffer is not read back)
   Shaw = 4,      // rel_keys, rel_values [2k + 1, head_dim] (float32), k = max_relative_position
   Dense = 5,     // float32 [heads, queries, keys], the general fallback

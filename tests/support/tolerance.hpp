@@ -15,6 +15,15 @@ inline constexpr double kUnitRoundoff = 0x1p-24;
 // other way (GLSL leaves packHalf2x16's rounding open).
 inline constexpr double kHalfRounding = 0x1p-10;
 
+// RoPE's rotations (rope, kv_append) against the reference, normalised. f32: the shader's sin and
+// cos are within ~1e-7 of the reference's at any position (reduction 1e-11, Taylor terms 1e-11,
+// float32 evaluation ~1e-7: a model of its arithmetic over 250,000 angles up to 2^31 and beyond
+// peaks at 1.0e-7), and the rotation's float32 multiplies and add round three times (~1.8e-7
+// relative). A pair's error is at most (|x| + |y|) times the sum, <= 2 * max|want| * 2.8e-7 =
+// 5.6e-7 normalised; measured: 1.3e-7. f16: the result may round to the neighbouring half.
+inline constexpr double kRopeTolF32 = 1e-6;
+inline constexpr double kRopeTolF16 = kHalfRounding + kRopeTolF32;
+
 inline double max_abs(std::span<const float> x) {
   double m = 0.0;
   for (float v : x) m = std::max(m, static_cast<double>(std::abs(v)));
