@@ -1,18 +1,19 @@
 // kv_append in the tool: its check cases (the GPU against the reference: caches, and the queries
-// rotated in place), which also bring its pipelines into `relpos stats`.
+// rotated in place), which also bring its pipelines into `relpos stats`, and its fuzz family.
 #include <algorithm>
 #include <numeric>
 #include <random>
 
+#include "fuzz.hpp"
 #include "registry.hpp"
 
 namespace relpos::tool {
 namespace {
 
-CheckResult check_kv_append(Context& ctx, const KvAppendParams& given, const std::vector<std::int32_t>& lengths) {
+CheckResult check_kv_append(Context& ctx, const KvAppendParams& given, const std::vector<std::int32_t>& lengths, unsigned seed = 11) {
   KvAppendParams p = given;
   p.paged.num_blocks = p.batch * p.paged.max_blocks + 1;
-  std::mt19937 rng(11);
+  std::mt19937 rng(seed);
   auto fill = [&](std::size_t n) {
     std::uniform_real_distribution<float> u(-2.0f, 2.0f);
     std::vector<float> x(n);
@@ -40,9 +41,45 @@ CheckResult check_kv_append(Context& ctx, const KvAppendParams& given, const std
   return {e, tol, "max_err"};
 }
 
+// One random append: any even head_dim and rotary_dim, both pairings, every scaling, grouped-query
+// heads, blocks of 16 to 256 keys, steps of 1 to 64 tokens, lengths from empty to full, f32 or f16.
+CheckCase draw_case(FuzzRng& g) {
+  KvAppendParams p;
+  p.dtype = g.float_dtype();
+  p.head_dim = 2 * g.size(1, AttentionParams::kMaxHeadDim / 2);
+  p.kv_heads = g.size(1, 8);
+  p.heads = p.kv_heads * g.size(1, 4);
+  p.batch = g.size(1, 4);
+  p.paged.block_size = 16 * g.size(1, 16);
+  const std::uint64_t cache_rows = std::max<std::uint64_t>(1, g.max_elements() / (std::uint64_t{p.kv_heads} * p.head_dim * p.paged.block_size * p.batch));
+  p.paged.max_blocks = g.size(1, std::min<std::uint64_t>(cache_rows, 64));
+  p.new_tokens = g.size(1, std::min<std::uint32_t>(64, p.capacity()));
+  p.apply_rope = g.chance(0.8);
+  p.rope.style = g.chance(0.5) ? RopeStyle::NeoX : RopeStyle::GptJ;
+  if (g.chance(0.3)) p.rope.rotary_dim = 2 * g.size(1, p.head_dim / 2);
+  p.rope.base = g.pick({10000.0, 500000.0, 1.5});
+  auto& s = p.rope.scaling;
+  s.type = static_cast<RopeScaling>(g.below(5));
+  if (s.type == RopeScaling::DynamicNtk && p.rope_params(p.kv_heads).rot_dim() < 4) s.type = RopeScaling::Linear;
+  s.factor = g.real(1.0, 16.0);
+  s.original_max_position = g.size(1, 32768);
+  if (s.type == RopeScaling::DynamicNtk) s.seq_len = g.size(1, 1u << 24);
+  std::vector<std::int32_t> lengths;
+  std::string shape = "B=" + std::to_string(p.batch) + ",H=" + std::to_string(p.heads) + "/" + std::to_string(p.kv_heads) +
+                      ",T=" + std::to_string(p.new_tokens) + ",D=" + std::to_string(p.head_dim) + ",block=" + std::to_string(p.paged.block_size) +
+                      "x" + std::to_string(p.paged.max_blocks) + (p.apply_rope ? ",rope" : "") + ",lengths=";
+  for (std::uint32_t b = 0; b < p.batch; ++b) {
+    lengths.push_back(static_cast<std::int32_t>(g.offset(0, p.capacity() - p.new_tokens)));
+    shape += (b ? ":" : "") + std::to_string(lengths.back());
+  }
+  const unsigned seed = g.data_seed();
+  return {"kv-append", shape + " " + std::string(dtype_name(p.dtype)), [p, lengths, seed](Context& ctx) { return check_kv_append(ctx, p, lengths, seed); }};
+}
+
 }  // namespace
 
 void register_kv_append(CLI::App&, Registry& reg) {
+  reg.fuzz.push_back({"kv-append", draw_case});
   struct Rope { const char* name; bool apply; RopeStyle style; std::uint32_t rotary_dim; RopeScaling scaling; };
   const Rope ropes[] = {{"no rope", false, RopeStyle::NeoX, 0, RopeScaling::None},
                         {"neox llama3", true, RopeStyle::NeoX, 0, RopeScaling::Llama3},

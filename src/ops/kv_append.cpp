@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "ops/planner.hpp"
 #include "reference/checks.hpp"
@@ -66,8 +67,13 @@ void kv_append(Recorder& r, const KvAppendParams& p, const KvAppendBuffers& b) {
   const auto op = detail::begin_op(r);
   Buffer& freq = detail::scratch(r, fr.inv_freq.size() * 4, MemoryUse::Host);
   if (freq.host_pointer()) std::memcpy(freq.host_pointer(), fr.inv_freq.data(), fr.inv_freq.size() * 4);
-  const Buffer& q = b.q ? *b.q : freq;  // bound, never read, without queries
+  // Bound, never touched, without queries: its own buffer, since the binding is writable.
+  const Buffer& q = b.q ? *b.q : detail::scratch(r, 16, MemoryUse::Device);
+  bool later = false;
   detail::for_each_group_range(lim, detail::div_up(std::uint64_t{pc.kv_rows} + pc.q_rows, kGroup), [&](std::uint64_t first, std::uint32_t groups) {
+    // Dispatches past the device's group count write other rows of the same bindings: ordered, so
+    // that no write hazard is left for a validator (or a driver) to guess about.
+    if (std::exchange(later, true)) detail::barrier(r);
     pc.first_row = static_cast<std::uint32_t>(first * kGroup);
     detail::dispatch(r, detail::ShaderId::kv_append, spec,
                      {{b.k_cache}, {b.v_cache}, {b.k}, {b.v}, {b.block_table}, {b.cache_lengths}, {&q}, {&freq}}, pc, groups);
