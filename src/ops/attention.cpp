@@ -65,13 +65,12 @@ void check_buffers(const AttentionParams& p, const AttentionBuffers& b) {
     require_bytes(b.v, cache, "v buffer", dt + " [num_blocks, block_size, kv_heads, head_dim] (a paged cache)");
     require_bytes(b.block_table, std::uint64_t{p.batch} * p.paged.max_blocks * 4, "block_table buffer", "int32 [batch, max_blocks]");
     require_bytes(b.cache_lengths, std::uint64_t{p.batch} * 4, "cache_lengths buffer", "int32 [batch]");
-    require(b.key_lengths == nullptr, "key_lengths buffer", "given", "must be null with a paged cache (cache_lengths replace it)");
   } else {
     const std::uint64_t kv = std::uint64_t{p.batch} * p.kv_heads * p.keys * D * es;
     require_bytes(b.k, kv, "k buffer", dt + " [batch, kv_heads, keys, head_dim]");
     require_bytes(b.v, kv, "v buffer", dt + " [batch, kv_heads, keys, head_dim]");
-    require(b.block_table == nullptr && b.cache_lengths == nullptr, "block_table buffer", "given", "needs a paged cache (paged.block_size)");
   }
+  detail::require_kv_kind(p, b);
   require_bytes(b.out, p.rows() * D * es, "out buffer", dt + " [batch, heads, queries, head_dim]");
   if (b.lse) require_bytes(b.lse, p.rows() * 4, "lse buffer", "float32 [batch, heads, queries]");
   if (p.bias == AttentionBias::Shaw) {
@@ -99,6 +98,13 @@ const char* attention_bias_layout(AttentionBias bias) {
     case AttentionBias::Shaw: break;
   }
   return "no bias buffer";
+}
+
+void require_kv_kind(const AttentionParams& p, const AttentionBuffers& b) {
+  if (p.paged.enabled())
+    require(b.key_lengths == nullptr, "key_lengths buffer", "given", "must be null with a paged cache (cache_lengths replace it)");
+  else
+    require(b.block_table == nullptr && b.cache_lengths == nullptr, "block_table buffer", "given", "needs a paged cache (paged.block_size)");
 }
 
 bool attention_computes_rows(AttentionBias bias) { return bias == AttentionBias::T5 || bias == AttentionBias::Kerple; }
@@ -246,7 +252,7 @@ push::AttentionPush attention_push(const AttentionParams& p, const AttentionLaun
   pc.causal = p.causal ? 1 : 0;
   pc.scale = p.effective_scale();
   pc.shaw_k = p.max_relative_position;
-  pc.has_lengths = has_lengths || p.paged.enabled() ? 1 : 0;
+  pc.has_lengths = has_lengths ? 1 : 0;  // (a paged kernel reads cache_lengths regardless)
   pc.kv_stride = kv_stride;
   pc.block_size = p.paged.block_size;
   pc.num_blocks = p.paged.num_blocks;
@@ -384,7 +390,7 @@ void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& bu
   const detail::BufferSpan block_table = paged ? detail::BufferSpan{bufs.block_table} : detail::BufferSpan{dummy};
   const detail::BufferSpan rel_keys = mode == RELPOS_ATTN_SHAW ? detail::BufferSpan{bufs.rel_keys} : detail::BufferSpan{dummy};
   const detail::BufferSpan rel_values = mode == RELPOS_ATTN_SHAW ? detail::BufferSpan{bufs.rel_values} : detail::BufferSpan{dummy};
-  const Buffer* lengths_buffer = paged ? bufs.cache_lengths : bufs.key_lengths;
+  const Buffer* lengths_buffer = detail::attention_lengths(p, bufs);
   const detail::BufferSpan lengths = lengths_buffer ? detail::BufferSpan{lengths_buffer} : detail::BufferSpan{dummy};
   for (std::size_t c = 0; c + 1 < cuts.size(); ++c) {
     const std::uint64_t bh0 = cuts[c], bh1 = cuts[c + 1];

@@ -41,6 +41,13 @@ struct AttentionTiledShape {
 // decoding (`one_query`); a paged cache (`paged`) takes a few words per key more. Throws where not
 // even 4 keys fit.
 AttentionTiledShape attention_tiled_shape(const AttentionTiles& tiles, std::uint32_t head_dim, bool one_query, bool paged);
+// A paged call takes block_table and cache_lengths and no key_lengths; a contiguous one neither of
+// the two (InvalidArgument naming the buffer). attention() and plans both check it.
+void require_kv_kind(const AttentionParams& p, const AttentionBuffers& b);
+// The buffer the kernels read at binding 7: cache_lengths (paged), key_lengths, or null.
+inline const Buffer* attention_lengths(const AttentionParams& p, const AttentionBuffers& b) {
+  return p.paged.enabled() ? b.cache_lengths : b.key_lengths;
+}
 // What the bias buffer of a mode holds, for the messages about its size.
 const char* attention_bias_layout(AttentionBias bias);
 

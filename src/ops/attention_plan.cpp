@@ -12,6 +12,7 @@
 #include "ops/attention_kernel.hpp"
 #include "ops/distance_bias.hpp"
 #include "ops/plan_storage.hpp"
+#include "ops/planner.hpp"
 #include "ops/t5_row.hpp"
 #include "reference/checks.hpp"
 #include "relpos/buffer.hpp"
@@ -51,19 +52,7 @@ namespace {
 
 std::string str(std::uint64_t v) { return std::to_string(v); }
 
-// The buffer must exist, hold `want` bytes (or more, where `larger` allows) and fit one binding.
-// `what()` describes the layout. (Messages are built only on failure: a step's checks are part of
-// its recording time.)
-template <class What>
-void require_buffer(const DeviceLimits& lim, const Buffer* b, std::uint64_t want, bool larger, const char* name, What&& what) {
-  if (!b) require(false, name, "null", "is required (" + what() + ")");
-  if (larger ? b->size() < want : b->size() != want)
-    require(false, name, str(b->size()) + " bytes", (larger ? "must hold at least " : "must be ") + what() + " = " + str(want) + " bytes");
-  if (b->capacity() > lim.max_storage_buffer_range)
-    require(false, name, str(b->capacity()) + " bytes",
-            "must fit one storage buffer binding (maxStorageBufferRange = " + str(lim.max_storage_buffer_range) +
-                " bytes): the plan binds it whole");
-}
+using detail::require_bound_whole;
 
 // Buckets up to which a plan keeps every level threshold (a few KiB).
 constexpr std::uint32_t kCachedT5Buckets = 4096;
@@ -196,36 +185,34 @@ void AttentionPlan::record(Recorder& r, const AttentionStep& step, const Attenti
   const DeviceLimits& lim = s.ctx->limits();
   const std::uint64_t es = dtype_size(p.dtype), D = p.head_dim, rows = p.rows();
   auto dt = [&] { return std::string(dtype_name(p.dtype)); };
-  require_buffer(lim, b.q, rows * D * es, true, "q buffer", [&] { return dt() + " [batch, heads, queries, head_dim]"; });
+  require_bound_whole(lim, b.q, rows * D * es, true, "q buffer", [&] { return dt() + " [batch, heads, queries, head_dim]"; });
   const bool paged = env.paged.enabled();
   const std::uint64_t cache = paged ? env.paged.cache_elements(p.kv_heads, p.head_dim) * es : std::uint64_t{p.batch} * p.kv_heads * env.keys * D * es;
   auto cache_layout = [&] {
     return paged ? dt() + " [num_blocks, block_size, kv_heads, head_dim] (a paged cache)"
                  : dt() + " [batch, kv_heads, envelope keys = " + str(env.keys) + ", head_dim]";
   };
-  require_buffer(lim, b.k, cache, !paged, "k buffer", cache_layout);
-  require_buffer(lim, b.v, cache, !paged, "v buffer", cache_layout);
+  require_bound_whole(lim, b.k, cache, !paged, "k buffer", cache_layout);
+  require_bound_whole(lim, b.v, cache, !paged, "v buffer", cache_layout);
   if (paged) {
-    require_buffer(lim, b.block_table, std::uint64_t{p.batch} * env.paged.max_blocks * 4, false, "block_table buffer",
+    require_bound_whole(lim, b.block_table, std::uint64_t{p.batch} * env.paged.max_blocks * 4, false, "block_table buffer",
                    [] { return std::string("int32 [batch, max_blocks]"); });
-    require_buffer(lim, b.cache_lengths, std::uint64_t{p.batch} * 4, false, "cache_lengths buffer", [] { return std::string("int32 [batch]"); });
-    if (b.key_lengths) require(false, "key_lengths buffer", "given", "must be null with a paged cache (cache_lengths replace it)");
-  } else if (b.block_table || b.cache_lengths) {
-    require(false, "block_table buffer", "given", "needs a paged cache (the envelope's paged.block_size)");
+    require_bound_whole(lim, b.cache_lengths, std::uint64_t{p.batch} * 4, false, "cache_lengths buffer", [] { return std::string("int32 [batch]"); });
   }
-  require_buffer(lim, b.out, rows * D * es, true, "out buffer", [&] { return dt() + " [batch, heads, queries, head_dim]"; });
-  if (b.lse) require_buffer(lim, b.lse, rows * 4, true, "lse buffer", [] { return std::string("float32 [batch, heads, queries]"); });
+  detail::require_kv_kind(p, b);
+  require_bound_whole(lim, b.out, rows * D * es, true, "out buffer", [&] { return dt() + " [batch, heads, queries, head_dim]"; });
+  if (b.lse) require_bound_whole(lim, b.lse, rows * 4, true, "lse buffer", [] { return std::string("float32 [batch, heads, queries]"); });
   if (p.bias == AttentionBias::Shaw) {
     const std::uint64_t rel = (2ull * p.max_relative_position + 1) * D * 4;
     auto rel_layout = [] { return std::string("float32 [2 * max_relative_position + 1, head_dim]"); };
-    require_buffer(lim, b.rel_keys, rel, false, "rel_keys buffer", rel_layout);
-    require_buffer(lim, b.rel_values, rel, false, "rel_values buffer", rel_layout);
+    require_bound_whole(lim, b.rel_keys, rel, false, "rel_keys buffer", rel_layout);
+    require_bound_whole(lim, b.rel_values, rel, false, "rel_values buffer", rel_layout);
   } else if (p.bias != AttentionBias::None) {
-    require_buffer(lim, b.bias, p.bias_elements() * 4, !detail::attention_computes_rows(p.bias), "bias buffer",
+    require_bound_whole(lim, b.bias, p.bias_elements() * 4, !detail::attention_computes_rows(p.bias), "bias buffer",
                    [&] { return std::string(detail::attention_bias_layout(p.bias)); });
   }
   if (b.key_lengths)
-    require_buffer(lim, b.key_lengths, std::uint64_t{p.batch} * 4, false, "key_lengths buffer", [] { return std::string("uint32 [batch]"); });
+    require_bound_whole(lim, b.key_lengths, std::uint64_t{p.batch} * 4, false, "key_lengths buffer", [] { return std::string("uint32 [batch]"); });
 
   const std::uint32_t S = detail::attention_splits(p, s.tiles);
   if (S > s.max_splits) throw Error("internal: attention plan step needs more splits than its envelope");
@@ -245,7 +232,8 @@ void AttentionPlan::record(Recorder& r, const AttentionStep& step, const Attenti
   const Buffer* out = S > 1 ? s.partial_out : b.out;
   const Buffer* lse = S > 1 ? s.partial_lse : b.lse ? b.lse : s.lse;
   const bool shaw = p.bias == AttentionBias::Shaw;
-  const Buffer* lengths = paged ? b.cache_lengths : b.key_lengths ? b.key_lengths : s.dummy;
+  const Buffer* lengths = detail::attention_lengths(p, b);
+  if (!lengths) lengths = s.dummy;
   push::AttentionPush pc = detail::attention_push(p, launch, b.key_lengths != nullptr, env.keys);
   detail::for_each_group_range(lim, std::uint64_t{p.batch} * p.heads * launch.groups_per_bh, [&](std::uint64_t first, std::uint32_t groups) {
     pc.first_group = static_cast<std::uint32_t>(first);

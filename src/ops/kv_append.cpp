@@ -21,11 +21,9 @@ using detail::require;
 
 constexpr std::uint32_t kGroup = 64;
 
-void require_bytes(const DeviceLimits& lim, const Buffer* b, std::uint64_t want, const std::string& name, const std::string& what) {
-  require(b != nullptr, name, "null", "is required (" + what + ")");
-  require(b->size() == want, name, std::to_string(b->size()) + " bytes", "must be " + what + " = " + std::to_string(want) + " bytes");
-  require(b->capacity() <= lim.max_storage_buffer_range, name, std::to_string(b->capacity()) + " bytes",
-          "must fit one storage buffer binding (maxStorageBufferRange = " + std::to_string(lim.max_storage_buffer_range) + ")");
+// Every buffer is bound whole, at its exact size.
+void require_bytes(const DeviceLimits& lim, const Buffer* b, std::uint64_t want, const char* name, const std::string& what) {
+  detail::require_bound_whole(lim, b, want, false, name, [&] { return what; });
 }
 
 }  // namespace

@@ -87,6 +87,21 @@ inline void require_buffer(const Buffer& buffer, std::uint64_t elements, std::ui
               " bytes (" + std::to_string(need) + " bytes)");
 }
 
+// InvalidArgument unless the buffer an op binds whole exists, holds `want` bytes (or more, where
+// `larger` allows) and fits one binding. `what()` describes the layout; messages are built only on
+// failure (a plan's step checks are part of its recording time).
+template <class What>
+void require_bound_whole(const DeviceLimits& lim, const Buffer* b, std::uint64_t want, bool larger, const char* name, What&& what) {
+  if (!b) require(false, name, "null", "is required (" + what() + ")");
+  if (larger ? b->size() < want : b->size() != want)
+    require(false, name, std::to_string(b->size()) + " bytes",
+            (larger ? "must hold at least " : "must be ") + what() + " = " + std::to_string(want) + " bytes");
+  if (b->capacity() > lim.max_storage_buffer_range)
+    require(false, name, std::to_string(b->capacity()) + " bytes",
+            "must fit one storage buffer binding (maxStorageBufferRange = " + std::to_string(lim.max_storage_buffer_range) +
+                " bytes): it is bound whole");
+}
+
 
 // The offset at or below `byte` that a binding may start at.
 inline std::uint64_t bindable_offset(const DeviceLimits& lim, std::uint64_t byte) {

@@ -11,7 +11,8 @@ layout(std430, binding = 2) readonly buffer V16 { uvec2 v16[]; };
 layout(std430, binding = 3) writeonly buffer O32 { vec4 o32[]; };
 layout(std430, binding = 3) writeonly buffer O16 { uvec2 o16[]; };
 layout(std430, binding = 4) writeonly buffer Lse { float lse[]; };
-// Shaw has no other bias input: its rel_values take the bias binding (the runtime binds 8 at most).
+// Shaw has no other bias input: its rel_values take the bias binding (one binding fewer for every
+// shader: the runtime binds Device::kMaxBindings = 9 at most).
 layout(std430, binding = 5) readonly buffer Bias { float bias[]; };
 layout(std430, binding = 5) readonly buffer RelValues { vec4 rel_values[]; };
 layout(std430, binding = 6) readonly buffer RelKeys { vec4 rel_keys[]; };
