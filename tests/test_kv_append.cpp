@@ -202,11 +202,13 @@ TEST_F(KvAppendGpu, MismatchedBuffersAreRefusedBeforeRecording) {
   expect_invalid(with([&](KvAppendBuffers& b) { b.q = &u.q; }), "q buffer");  // q without apply_rope
 }
 
-// Views into one application buffer at aligned offsets: uploads, downloads and dispatches see the
-// view, not the buffer's beginning; an unaligned offset is refused.
+// Views into one application buffer at aligned offsets: uploads, downloads, dispatches and
+// transfer copies see the view, not the buffer's beginning; an unaligned offset is refused.
 TEST(KvAppendViews, ExternalBuffersAtOffsets) {
   relpos::test::AppVulkan app;
-  Context ctx(app.adopted());
+  ContextOptions options;
+  options.distance_expansion = DistanceExpansion::Copies;  // the bias below by transfer copies
+  Context ctx(app.adopted(), options);
   const std::uint64_t align = std::max<std::uint64_t>(ctx.limits().min_storage_buffer_offset_alignment, 4);
   constexpr auto kUsage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
   const std::uint64_t step = (64 + align - 1) / align * align;  // views of 64 bytes, apart
@@ -219,6 +221,17 @@ TEST(KvAppendViews, ExternalBuffersAtOffsets) {
   EXPECT_EQ(a.download<float>(16), ones);
   EXPECT_EQ(b.download<float>(16), twos);
   if (align > 4) expect_invalid([&] { (void)Buffer::external(ctx, whole, 64, kUsage, 4); }, "offset");
+  // A bias written into view b by transfer copies lands in b, leaving a as it was.
+  T5Params t5;
+  t5.queries = 4;
+  t5.keys = 4;
+  t5.heads = 1;
+  std::vector<float> table(32);
+  for (std::size_t k = 0; k < table.size(); ++k) table[k] = 0.25f * static_cast<float>(k);
+  Buffer t = make_buffer(ctx, table);
+  run(ctx, [&](Recorder& r) { t5_bias(r, t5, t, b); });
+  EXPECT_EQ(b.download<float>(16), t5_bias_reference(t5, table));
+  EXPECT_EQ(a.download<float>(16), ones);
   EXPECT_EQ(app.take_messages(), std::vector<std::string>{});
 }
 

@@ -202,12 +202,16 @@ void dispatch(Recorder& r, DescriptorSource* sets, ShaderId shader, const std::v
 void copy_regions(Recorder& r, const Buffer& src, const Buffer& dst, const std::vector<VkBufferCopy>& regions) {
   auto& s = state_of(r);
   if (regions.empty() || s.dev->compile_only) return;
-  std::vector<VkBufferCopy> at = regions;  // into the VkBuffers: past external views' offsets
-  for (VkBufferCopy& c : at) {
-    c.srcOffset += src.offset();
-    c.dstOffset += dst.offset();
+  if (src.offset() == 0 && dst.offset() == 0) {  // the common case: no copy of the regions on a plan's step
+    s.dev->vk.vkCmdCopyBuffer(s.cb, src.handle(), dst.handle(), static_cast<std::uint32_t>(regions.size()), regions.data());
+  } else {
+    std::vector<VkBufferCopy> at = regions;  // into the VkBuffers: past external views' offsets
+    for (VkBufferCopy& c : at) {
+      c.srcOffset += src.offset();
+      c.dstOffset += dst.offset();
+    }
+    s.dev->vk.vkCmdCopyBuffer(s.cb, src.handle(), dst.handle(), static_cast<std::uint32_t>(at.size()), at.data());
   }
-  s.dev->vk.vkCmdCopyBuffer(s.cb, src.handle(), dst.handle(), static_cast<std::uint32_t>(at.size()), at.data());
   mark_command(s);
 }
 
