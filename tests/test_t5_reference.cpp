@@ -241,3 +241,28 @@ TEST(T5Reference, WindowThresholdsFollowTheWindow) {
   flax.log = T5Log::FlaxEps;
   EXPECT_GT(t5_bucket(-10'000'000, flax), 10'000'000);  // the case above does test a base beyond max_exact
 }
+
+// A plan decides each step's window from the envelope's level thresholds (a search) instead of
+// bisecting the bucket formula: both must give the same base and list for every window, the flax
+// eps (max_exact several levels up) and windows wholly below, across and far above max_exact.
+TEST(T5Reference, WindowThresholdsFromTheLevelsAreTheSame) {
+  std::mt19937 rng(12);
+  auto pick = [&](std::int64_t lo, std::int64_t hi) { return std::uniform_int_distribution<std::int64_t>(lo, hi)(rng); };
+  for (int n = 0; n < 200; ++n) {
+    T5Params p;
+    p.bidirectional = n % 2 == 0;
+    p.log = n % 3 == 0 ? T5Log::FlaxEps : T5Log::HuggingFace;
+    p.num_buckets = static_cast<std::uint32_t>(pick(p.bidirectional ? 4 : 2, 4096));
+    p.max_distance = static_cast<std::uint32_t>(p.max_exact() + pick(1, n % 5 == 0 ? 2'000'000'000 : 3000));
+    const std::vector<std::uint32_t> levels = t5_bucket_thresholds(p);
+    for (int w = 0; w < 6; ++w) {
+      p.queries = static_cast<std::uint32_t>(pick(1, 64));
+      p.keys = static_cast<std::uint32_t>(pick(1, 3000));
+      p.query_offset = pick(0, 3) == 0 ? pick(-6000, 6000) : pick(-2'000'000'000, 2'000'000'000);
+      p.validate();
+      const T5WindowThresholds a = t5_window_thresholds(p), b = t5_window_thresholds(p, levels);
+      ASSERT_EQ(a.base, b.base) << "case " << n << " window " << w;
+      ASSERT_EQ(a.thresholds, b.thresholds) << "case " << n << " window " << w;
+    }
+  }
+}

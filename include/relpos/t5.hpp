@@ -64,6 +64,9 @@ struct T5WindowThresholds {
   std::vector<std::uint32_t> thresholds;
 };
 T5WindowThresholds t5_window_thresholds(const T5Params& p);
+// The same from `levels` = t5_bucket_thresholds(p) (computed once for a configuration whose
+// windows vary, as a decode loop's do): a binary search instead of bisecting the float arithmetic.
+T5WindowThresholds t5_window_thresholds(const T5Params& p, std::span<const std::uint32_t> levels);
 
 // int32 [queries, keys].
 std::vector<std::int32_t> t5_buckets_reference(const T5Params& p);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <limits>
 #include <list>
+#include <optional>
 #include <string>
 
 #include "ops/attention_kernel.hpp"
@@ -37,10 +38,7 @@ struct AttentionPlan::State {
   const Buffer* lse = nullptr;  // float32 [rows] when the caller passes none
   const Buffer* rows = nullptr;  // the per-distance rows of T5 or KERPLE
   const Buffer* t5_thresholds = nullptr;
-  // t5_bucket_thresholds of the envelope's buckets, when there are few: each step's window takes
-  // its thresholds from there (a search) instead of bisecting the bucket formula again.
-  bool t5_levels_cached = false;
-  std::vector<std::uint32_t> t5_levels;
+  std::optional<detail::T5Windows> t5_windows;
   std::unique_ptr<detail::PlanStorage> storage;  // the scratch above and the descriptor sets
 
   const Buffer& make(std::uint64_t bytes, const char* what) {
@@ -53,26 +51,6 @@ namespace {
 std::string str(std::uint64_t v) { return std::to_string(v); }
 
 using detail::require_bound_whole;
-
-// Buckets up to which a plan keeps every level threshold (a few KiB).
-constexpr std::uint32_t kCachedT5Buckets = 4096;
-
-// What t5_window_thresholds(p) gives, from all the level thresholds `levels`
-// (t5_bucket_thresholds): bucket(n) = max_exact + #{t in levels : t <= n} for n >= max_exact, so
-// the window's base is that count at its first distance and its thresholds are the levels' in
-// (first, last].
-T5WindowThresholds window_thresholds(const std::vector<std::uint32_t>& levels, const T5Params& p) {
-  T5WindowThresholds w;
-  const std::uint64_t me = p.max_exact();
-  const T5Params::Distances d = p.distances();
-  if (d.last < me) return w;
-  const std::uint64_t lo = std::max<std::uint64_t>(d.first, me);
-  const auto first = std::upper_bound(levels.begin(), levels.end(), lo, [](std::uint64_t n, std::uint32_t t) { return n < t; });
-  const auto last = std::upper_bound(first, levels.end(), d.last, [](std::uint64_t n, std::uint32_t t) { return n < t; });
-  w.base = static_cast<std::uint32_t>(first - levels.begin());
-  w.thresholds.assign(first, last);
-  return w;
-}
 
 }  // namespace
 
@@ -121,8 +99,7 @@ AttentionPlan::AttentionPlan(Context& ctx, const AttentionParams& envelope) : st
     detail::require_t5_table_binding(lim, env.t5_row_params());
     // t5_window_thresholds lists at most one threshold per bucket level.
     s.t5_thresholds = &s.make(std::uint64_t{std::max<std::uint32_t>(env.t5.num_buckets, 1)} * 4, "T5 thresholds");
-    s.t5_levels_cached = env.t5.num_buckets <= kCachedT5Buckets;
-    if (s.t5_levels_cached) s.t5_levels = t5_bucket_thresholds(env.t5_row_params());
+    s.t5_windows.emplace(env.t5_row_params());
   }
 
   // Every pipeline a step can use: one query or more, one split or more.
@@ -223,8 +200,7 @@ void AttentionPlan::record(Recorder& r, const AttentionStep& step, const Attenti
   const Buffer* bias = b.bias ? b.bias : s.dummy;
   if (p.bias == AttentionBias::T5) {
     const T5Params t5 = p.t5_row_params();
-    const T5WindowThresholds window = s.t5_levels_cached ? window_thresholds(s.t5_levels, t5) : t5_window_thresholds(t5);
-    detail::t5_distance_row_into(r, t5, window, *b.bias, *s.t5_thresholds, *s.rows, &sets);
+    detail::t5_distance_row_into(r, t5, s.t5_windows->of(t5), *b.bias, *s.t5_thresholds, *s.rows, &sets);
     bias = s.rows;
   } else if (detail::attention_computes_rows(p.bias)) {
     bias = &detail::attention_distance_rows(r, p, *b.bias, s.rows, &sets);

@@ -52,12 +52,13 @@ BiasPlan::BiasPlan(Context& ctx, const T5Params& envelope, const Buffer& table, 
   // t5_window_thresholds lists at most one threshold per bucket level.
   s.params = &s.storage.make(std::uint64_t{std::max<std::uint32_t>(envelope.num_buckets, 1)} * 4, "T5 thresholds");
   detail::device_of(ctx)->pipeline(detail::ShaderId::t5_distance_row, {detail::kRowGroup});
-  s.record_rows = [&s, envelope, &table](Recorder& r, const detail::DistanceWindow& w, detail::DescriptorSource& sets) {
+  s.record_rows = [&s, envelope, windows = detail::T5Windows(envelope), &table](Recorder& r, const detail::DistanceWindow& w,
+                                                                               detail::DescriptorSource& sets) {
     T5Params p = envelope;
     p.queries = w.queries;
     p.keys = w.keys;
     p.query_offset = w.query_offset;
-    detail::t5_distance_row_into(r, p, t5_window_thresholds(p), table, *s.params, *s.rows, &sets);
+    detail::t5_distance_row_into(r, p, windows.of(p), table, *s.params, *s.rows, &sets);
   };
 }
 

@@ -29,6 +29,12 @@ namespace detail {
 
 DistanceWindow window_of(const T5Params& p) { return {p.heads, p.queries, p.keys, p.query_offset, p.batch, false}; }
 
+T5Windows::T5Windows(const T5Params& envelope) : cached_(envelope.num_buckets <= kCachedBuckets) {
+  if (cached_) levels_ = t5_bucket_thresholds(envelope);
+}
+
+T5WindowThresholds T5Windows::of(const T5Params& p) const { return cached_ ? t5_window_thresholds(p, levels_) : t5_window_thresholds(p); }
+
 void require_t5_table_binding(const DeviceLimits& lim, const T5Params& p) {
   const std::uint64_t entries = std::uint64_t{p.num_buckets} * p.heads;
   require_binding(lim, entries, "num_buckets * heads", "the T5 table");

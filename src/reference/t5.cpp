@@ -132,6 +132,22 @@ T5WindowThresholds t5_window_thresholds(const T5Params& p) {
   return w;
 }
 
+// bucket(n) = max_exact + #{t in levels : t <= n} for n >= max_exact, so the window's base is
+// that count at its first distance and its thresholds are the levels' in (first, last].
+T5WindowThresholds t5_window_thresholds(const T5Params& p, std::span<const std::uint32_t> levels) {
+  T5WindowThresholds w;
+  const std::uint64_t me = static_cast<std::uint64_t>(OneSided(p).max_exact());
+  const T5Params::Distances d = p.distances();
+  if (d.last < me) return w;
+  const std::uint64_t lo = std::max<std::uint64_t>(d.first, me);
+  const auto above = [](std::uint64_t n, std::uint32_t t) { return n < t; };
+  const auto first = std::upper_bound(levels.begin(), levels.end(), lo, above);
+  const auto last = std::upper_bound(first, levels.end(), d.last, above);
+  w.base = static_cast<std::uint32_t>(first - levels.begin());
+  w.thresholds.assign(first, last);
+  return w;
+}
+
 std::vector<std::int32_t> t5_buckets_reference(const T5Params& p) {
   p.validate();
   std::vector<std::int32_t> out(static_cast<std::size_t>(p.queries) * p.keys);
