@@ -266,58 +266,14 @@ TEST_F(Runtime, ExternalBuffersTakeCopiesOnlyWithTransferDstUsage) {
 // An application with its own instance, device, queue and command buffer (made through the system
 // loader's exported functions) adopts them into relpos and records T5 into its own command buffer.
 TEST(AdoptedDevice, RecordsIntoTheApplicationsCommandBuffer) {
-  VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
-  app.apiVersion = VK_API_VERSION_1_1;
-  VkInstanceCreateInfo ici{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
-  ici.pApplicationInfo = &app;
-  VkInstance instance;
-  ASSERT_EQ(vkCreateInstance(&ici, nullptr, &instance), VK_SUCCESS);
-  std::uint32_t n = 0;
-  vkEnumeratePhysicalDevices(instance, &n, nullptr);
-  std::vector<VkPhysicalDevice> pds(n);
-  vkEnumeratePhysicalDevices(instance, &n, pds.data());
-  ASSERT_GT(n, 0u);
-  VkPhysicalDevice pd = pds[0];
-  std::uint32_t nf = 0;
-  vkGetPhysicalDeviceQueueFamilyProperties(pd, &nf, nullptr);
-  std::vector<VkQueueFamilyProperties> fams(nf);
-  vkGetPhysicalDeviceQueueFamilyProperties(pd, &nf, fams.data());
-  std::uint32_t family = 0;
-  while (family < nf && !(fams[family].queueFlags & VK_QUEUE_COMPUTE_BIT)) ++family;
-  ASSERT_LT(family, nf);
-  float prio = 1.0f;
-  VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
-  qci.queueFamilyIndex = family;
-  qci.queueCount = 1;
-  qci.pQueuePriorities = &prio;
-  VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
-  dci.queueCreateInfoCount = 1;
-  dci.pQueueCreateInfos = &qci;
-  VkDevice device;
-  ASSERT_EQ(vkCreateDevice(pd, &dci, nullptr, &device), VK_SUCCESS);
-  VkQueue queue;
-  vkGetDeviceQueue(device, family, 0, &queue);
-  VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
-  pci.queueFamilyIndex = family;
-  VkCommandPool pool;
-  ASSERT_EQ(vkCreateCommandPool(device, &pci, nullptr, &pool), VK_SUCCESS);
-  VkCommandBufferAllocateInfo cai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-  cai.commandPool = pool;
-  cai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-  cai.commandBufferCount = 1;
-  VkCommandBuffer cb;
-  ASSERT_EQ(vkAllocateCommandBuffers(device, &cai, &cb), VK_SUCCESS);
-
+  AppVulkan app;
   // Both expansion paths: the shader's dispatches and the transfer copies land in the application's
   // command buffer, and release() makes either visible to the host.
   for (DistanceExpansion path : {DistanceExpansion::Shader, DistanceExpansion::Copies}) {
     SCOPED_TRACE(path == DistanceExpansion::Copies ? "copies" : "shader");
-    ASSERT_EQ(vkResetCommandPool(device, pool, 0), VK_SUCCESS);
     ContextOptions options;
     options.distance_expansion = path;
-    AdoptedVulkan adopted{instance, pd, device, queue, family, vkGetInstanceProcAddr};
-    adopted.api_version = VK_API_VERSION_1_1;
-    Context ctx(adopted, options);
+    Context ctx(app.adopted(), options);
     T5Params p;
     p.queries = 20;
     p.keys = 30;
@@ -326,26 +282,18 @@ TEST(AdoptedDevice, RecordsIntoTheApplicationsCommandBuffer) {
     for (std::size_t k = 0; k < table.size(); ++k) table[k] = static_cast<float>(k);
     Buffer t = make_buffer(ctx, table);
     Buffer out(ctx, 3 * 20 * 30 * 4);
-    VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-    ASSERT_EQ(vkBeginCommandBuffer(cb, &bi), VK_SUCCESS);
+    const VkCommandBuffer cb = app.begin_command_buffer();
     {
       Recorder rec(ctx, cb);
       t5_bias(rec, p, t, out);
       rec.release(VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
-      ASSERT_EQ(vkEndCommandBuffer(cb), VK_SUCCESS);
-      VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
-      si.commandBufferCount = 1;
-      si.pCommandBuffers = &cb;
-      ASSERT_EQ(vkQueueSubmit(queue, 1, &si, VK_NULL_HANDLE), VK_SUCCESS);
-      ASSERT_EQ(vkQueueWaitIdle(queue), VK_SUCCESS);
+      app.submit_and_wait(cb);
       EXPECT_THROW(rec.submit_and_wait(), InvalidArgument);
     }
     EXPECT_EQ(out.download<float>(3 * 20 * 30), t5_bias_reference(p, table));
   }
-  // relpos released only what it created; the application's objects are still valid.
-  vkDestroyCommandPool(device, pool, nullptr);
-  vkDestroyDevice(device, nullptr);
-  vkDestroyInstance(instance, nullptr);
+  // relpos released only what it created (AppVulkan destroys the rest, under validation).
+  EXPECT_EQ(app.take_messages(), std::vector<std::string>{});
 }
 
 // A wrong queue family is refused with an error, and the failed construction leaves the

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "reference/checks.hpp"
+#include "reference/paged_table.hpp"
 #include "relpos/kv_cache.hpp"
 
 namespace relpos {
@@ -55,22 +56,7 @@ void KvAppendParams::validate() const {
 }
 
 void check_append_table(const KvAppendParams& p, std::span<const std::int32_t> block_table, std::span<const std::int32_t> cache_lengths) {
-  const PagedKv& pk = p.paged;
-  require(block_table.size() == std::uint64_t{p.batch} * pk.max_blocks, "block_table", str(block_table.size()) + " values",
-          "must hold batch * max_blocks = " + str(std::uint64_t{p.batch} * pk.max_blocks));
-  require(cache_lengths.size() == p.batch, "cache_lengths", str(cache_lengths.size()) + " values", "must hold batch = " + str(p.batch));
-  for (std::uint32_t b = 0; b < p.batch; ++b) {
-    const std::int32_t L = cache_lengths[b];
-    require(L >= 0 && static_cast<std::uint64_t>(L) + p.new_tokens <= p.capacity(), "cache_lengths[" + str(b) + "]", std::to_string(L),
-            "must be in [0, max_blocks * block_size - new_tokens = " + str(p.capacity() - p.new_tokens) + "]");
-    const std::uint32_t first = static_cast<std::uint32_t>(L) / pk.block_size, last = (static_cast<std::uint32_t>(L) + p.new_tokens - 1) / pk.block_size;
-    for (std::uint32_t n = first; n <= last; ++n) {
-      const std::int32_t e = block_table[std::size_t{b} * pk.max_blocks + n];
-      require(e >= 0 && static_cast<std::uint32_t>(e) < pk.num_blocks, "block_table[" + str(b) + "][" + str(n) + "]", std::to_string(e),
-              "must be in [0, num_blocks = " + str(pk.num_blocks) + ") (sequence " + str(b) + "'s new keys land in blocks " + str(first) +
-                  ".." + str(last) + " of its row)");
-    }
-  }
+  detail::check_paged_table(p.paged, p.batch, block_table, cache_lengths, p.new_tokens);
 }
 
 void kv_append_reference(const KvAppendParams& p, const KvAppendHostData& d) {
