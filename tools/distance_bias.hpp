@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "number_flags.hpp"
 #include "fuzz.hpp"
 #include "registry.hpp"
 

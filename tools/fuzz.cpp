@@ -1,5 +1,6 @@
 // relpos fuzz: random cases of every op family, each run on the GPU and by the CPU reference and
 // compared as `relpos check` compares them (integers exactly, floats within the bound of the op).
+#include "number_flags.hpp"
 #include "fuzz.hpp"
 #include "numbers.hpp"
 

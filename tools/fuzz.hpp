@@ -1,8 +1,9 @@
 #pragma once
 // `relpos fuzz`: random cases of every op family against the CPU reference. The families draw
 // their cases (tools/op_<family>.cpp) from a FuzzRng; tools/fuzz.cpp runs them.
-#include <CLI/CLI.hpp>
 #include <relpos/relpos.hpp>
+
+#include "cli_fwd.hpp"
 
 #include <algorithm>
 #include <cstdint>

@@ -1,6 +1,7 @@
 #pragma once
 // The KERPLE flags, shared by `run kerple-bias` and `run attention --bias kerple`:
 // --variant log|power, --r1 R1.npy, --r2 R2.npy (float [H] each).
+#include <CLI/CLI.hpp>
 #include <memory>
 #include <string>
 

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <optional>
 
+#include "number_flags.hpp"
 #include "fuzz.hpp"
 #include "plot.hpp"
 #include "registry.hpp"

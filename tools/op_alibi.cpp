@@ -2,6 +2,7 @@
 // cases, fuzz draws and benchmarks.
 #include <tuple>
 
+#include "number_flags.hpp"
 #include "distance_bias.hpp"
 
 namespace relpos::tool {

@@ -12,6 +12,7 @@
 #include <relpos/attention_plan.hpp>
 #include <relpos/resource_counts.hpp>
 
+#include "number_flags.hpp"
 #include "fuzz.hpp"
 #include "kerple_flags.hpp"
 #include "registry.hpp"

@@ -1,5 +1,6 @@
 // KERPLE in the tool, on the per-distance bias kit: `run kerple-bias`, its check cases, fuzz draws
 // and benchmarks; tools/kerple_flags.hpp reads --variant, --r1 and --r2 for `run attention` too.
+#include <CLI/CLI.hpp>
 #include "distance_bias.hpp"
 #include "kerple_flags.hpp"
 

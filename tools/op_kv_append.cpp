@@ -1,5 +1,6 @@
 // kv_append in the tool: its check cases (the GPU against the reference: caches, and the queries
 // rotated in place), which also bring its pipelines into `relpos stats`, and its fuzz family.
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <numeric>
 #include <random>

@@ -5,6 +5,7 @@
 #include <random>
 #include <sstream>
 
+#include "number_flags.hpp"
 #include "registry.hpp"
 #include "shaw_cases.hpp"
 

@@ -2,6 +2,7 @@
 #include <limits>
 #include <random>
 
+#include "number_flags.hpp"
 #include "fuzz.hpp"
 #include "registry.hpp"
 

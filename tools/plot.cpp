@@ -1,3 +1,4 @@
+#include "number_flags.hpp"
 #include "plot.hpp"
 
 #include <relpos/error.hpp>

@@ -1,7 +1,7 @@
 #pragma once
 // `relpos plot IN.npy [--batch B] [--head H] [--title T] --out F.png`: one [Q, K] slice of a bias
 // or logits array as a heat map (tools/heatmap.hpp). Needs no Vulkan device.
-#include <CLI/CLI.hpp>
+#include "cli_fwd.hpp"
 
 #include <cstdint>
 #include <string>

@@ -2,10 +2,9 @@
 // What each operation family contributes to the tool: `relpos run` subcommands, `relpos check`
 // cases, `relpos fuzz` draws and `relpos bench` cases. Each family has one tools/op_<family>.cpp with a register_*
 // function; main.cpp calls them all.
-#include <CLI/CLI.hpp>
 #include <relpos/relpos.hpp>
 
-#include "numbers.hpp"
+#include "cli_fwd.hpp"
 
 #include <functional>
 #include <memory>
