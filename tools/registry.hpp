@@ -24,7 +24,7 @@ struct CheckCase {
   std::string shape;
   std::function<CheckResult(Context&)> run;
   // Part of `relpos check --quick`: small cases that between them create every pipeline variant
-  // the full check does, the fused attention's at head_dim 16 only (what CI runs under
+  // the full check does, the fused attention's at head_dims 20 and 12 only (what CI runs under
   // GPU-assisted validation, where lavapipe compiles each instrumented kernel slowly).
   bool quick = false;
 };
