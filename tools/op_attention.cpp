@@ -467,7 +467,8 @@ void register_checks(Registry& reg) {
         // splits (with the merge), and f16 storage once each, at head_dims 20 and 12. Their
         // head_dim / 4 is not a multiple of 4, so the kernels keep the bounds of their last, partial
         // group of four words (which 16, 32 and 64 compile away) and lanes own uneven shares of a row.
-        // Under GPU-assisted validation lavapipe compiles a head_dim-64 kernel for 1 to 5 minutes.
+        // Under GPU-assisted validation lavapipe compiles a head_dim-64 kernel for up to a minute
+        // (no bias) or over 5 minutes (Shaw).
         const bool quick = c.d < 32 && (dtype == DType::F32 || bias == AttentionBias::Distance);
         reg.checks.push_back({"attention", shape_of(p), [p, lengths](Context& ctx) { return check_attention(ctx, p, lengths); }, quick});
       }
