@@ -53,7 +53,7 @@ BiasPlan::BiasPlan(Context& ctx, const T5Params& envelope, const Buffer& table, 
   s.params = &s.storage.make(std::uint64_t{std::max<std::uint32_t>(envelope.num_buckets, 1)} * 4, "T5 thresholds");
   detail::device_of(ctx)->pipeline(detail::ShaderId::t5_distance_row, {detail::kRowGroup});
   s.record_rows = [&s, envelope, windows = detail::T5Windows(envelope), &table](Recorder& r, const detail::DistanceWindow& w,
-                                                                               detail::DescriptorSource& sets) {
+                                                                               detail::DescriptorSource& sets) mutable {
     T5Params p = envelope;
     p.queries = w.queries;
     p.keys = w.keys;

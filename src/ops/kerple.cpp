@@ -6,30 +6,8 @@
 #include "relpos_push/kerple.h"
 
 namespace relpos {
-namespace detail {
 
 namespace {
-push::KerpleRowPush kerple_push(const DistanceWindow& w, KerpleVariant variant) {
-  push::KerpleRowPush pc{};
-  pc.heads = w.heads;
-  pc.variant = static_cast<std::uint32_t>(variant);
-  return pc;
-}
-}  // namespace
-
-const Buffer& kerple_distance_rows(Recorder& r, const DistanceWindow& w, KerpleVariant variant, const Buffer& params) {
-  return record_distance_rows(r, w, ShaderId::kerple_distance_row, kerple_push(w, variant), {&params});
-}
-
-void kerple_distance_rows_into(Recorder& r, const DistanceWindow& w, KerpleVariant variant, const Buffer& params, const Buffer& rows,
-                               DescriptorSource* sets) {
-  record_distance_rows_into(r, w, ShaderId::kerple_distance_row, kerple_push(w, variant), {&params}, nullptr, w.heads, rows, sets);
-}
-
-}  // namespace detail
-
-namespace {
-
 
 detail::RowsRecorder kerple_rows(const KerpleParams& p) {
   return [&p](Recorder& r) -> const Buffer& {

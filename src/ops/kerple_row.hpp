@@ -2,6 +2,7 @@
 // The KERPLE per-distance rows, shared by the KERPLE bias ops and fused attention.
 #include "params/distance_window.hpp"
 #include "relpos/buffer.hpp"
+#include "relpos/context.hpp"
 #include "relpos/kerple.hpp"
 #include "relpos/recorder.hpp"
 
@@ -15,5 +16,7 @@ const Buffer& kerple_distance_rows(Recorder& r, const DistanceWindow& w, KerpleV
 // The same into `rows` (at least heads * (Q + K - 1) floats), descriptor sets from `sets` (plans).
 void kerple_distance_rows_into(Recorder& r, const DistanceWindow& w, KerpleVariant variant, const Buffer& params, const Buffer& rows,
                                DescriptorSource* sets);
+// Compiles the row pipeline (plans, before their first step).
+void prepare_kerple_rows(Context& ctx);
 
 }  // namespace relpos::detail

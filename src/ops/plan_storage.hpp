@@ -10,26 +10,30 @@
 
 #include "relpos/buffer.hpp"
 #include "relpos/context.hpp"
+#include "ops/op_storage.hpp"
 #include "vk/step_sets.hpp"
 
 namespace relpos::detail {
 
-class PlanStorage {
+class PlanStorage final : public OpStorage {
  public:
-  explicit PlanStorage(Context& ctx);
+  // `advice` ends the message of a buffer too large for one binding.
+  explicit PlanStorage(Context& ctx, std::string advice = "");
   ~PlanStorage();
   PlanStorage(const PlanStorage&) = delete;
   PlanStorage& operator=(const PlanStorage&) = delete;
 
   // A device buffer of `bytes` (the plan binds it whole): InvalidArgument naming `what` when it
-  // would not fit one storage buffer binding; `advice` ends the message.
-  const Buffer& make(std::uint64_t bytes, const std::string& what, const std::string& advice = "");
-  // A device buffer holding `values`.
+  // would not fit one storage buffer binding.
+  const Buffer& make(std::uint64_t bytes, const std::string& what) override;
+  // A device buffer holding `words` (or `values`).
+  const Buffer& upload(std::span<const std::uint32_t> words, const std::string& what = "") override;
   const Buffer& upload(std::span<const float> values);
   StepSets& sets() { return *sets_; }
 
  private:
   Context* ctx_;
+  std::string advice_;
   std::list<Buffer> buffers_;  // one list, so that they can be retired at once
   std::unique_ptr<StepSets> sets_;
 };

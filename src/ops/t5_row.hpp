@@ -29,18 +29,20 @@ void t5_distance_row_into(Recorder& r, const T5Params& p, const T5WindowThreshol
                           const Buffer& thresholds, const Buffer& row, DescriptorSource* sets);
 
 // The windows of one T5 configuration (a plan's envelope) whose queries, keys and offset vary:
-// with few buckets every level threshold is kept (a few KiB) and each window's thresholds are a
-// search in them; with more, each window bisects the bucket formula (work that grows with the
-// window, never with num_buckets).
+// with few buckets, from the second window on, every level threshold is kept (a few KiB) and each
+// window's thresholds are a search in them; otherwise each window bisects the bucket formula (work
+// that grows with the window, never with num_buckets).
 class T5Windows {
  public:
   explicit T5Windows(const T5Params& envelope);
-  T5WindowThresholds of(const T5Params& p) const;
+  T5WindowThresholds of(const T5Params& p);
 
  private:
   static constexpr std::uint32_t kCachedBuckets = 4096;
-  std::vector<std::uint32_t> levels_;  // t5_bucket_thresholds(envelope), when cached
+  T5Params envelope_;
+  std::vector<std::uint32_t> levels_;  // t5_bucket_thresholds(envelope), once cached
   bool cached_ = false;
+  std::uint32_t windows_ = 0;
 };
 
 // The table is read through one binding: throws InvalidArgument when it is larger.
