@@ -164,10 +164,12 @@ struct AttentionBuffers {
 void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& b);
 
 // The same attention unfused, from the library's blocks: q·kᵀ·scale into `logits` (float32
-// [B, H, Q, K], attention_unfused_logits_bytes()), the T5 bias added there, the masked softmax,
-// then weights·v. For the none and t5 modes, kv_heads == heads, no memory prefix or key lengths:
-// the baseline the fused op is tested and benchmarked against.
+// [B, H, Q, K], attention_unfused_logits_bytes()), the bias added there by its family's own op,
+// the masked softmax, then weights·v. For the modes attention_unfused_takes() (none, t5),
+// kv_heads == heads, no memory prefix or key lengths: the baseline the fused op is tested and
+// benchmarked against.
 std::uint64_t attention_unfused_logits_bytes(const AttentionParams& p);
+bool attention_unfused_takes(AttentionBias bias);
 void attention_unfused(Recorder& r, const AttentionParams& p, const AttentionBuffers& b, const Buffer& logits);
 
 // ---- Log-sum-exp merge of partial attention over key blocks ------------------------------

@@ -16,13 +16,18 @@ std::uint64_t attention_unfused_logits_bytes(const AttentionParams& p) {
   return p.rows() * p.keys * 4;
 }
 
+bool attention_unfused_takes(AttentionBias bias) {
+  const detail::BiasFamily& family = detail::bias_family(bias);
+  return family.info.bias == AttentionBias::None || family.add_to_logits;
+}
+
 void attention_unfused(Recorder& r, const AttentionParams& p, const AttentionBuffers& b, const Buffer& logits) {
   p.validate();
   detail::require(!p.paged.enabled(), "paged.block_size", std::to_string(p.paged.block_size), "must be 0: the unfused pipeline takes contiguous k and v");
   const detail::BiasFamily& family = detail::bias_family(p.bias);
   const bool has_bias = family.info.bias != AttentionBias::None;
-  detail::require(!has_bias || family.add_to_logits, "bias", std::string(family.info.name),
-                  "is not taken by the unfused pipeline (it adds the biases whose family adds into logits: t5)");
+  detail::require(attention_unfused_takes(p.bias), "bias", std::string(family.info.name),
+                  "is not taken by the unfused pipeline (attention_unfused_takes)");
   detail::require(p.kv_heads == p.heads, "kv_heads", std::to_string(p.kv_heads), "must equal heads in the unfused pipeline");
   detail::require(p.memory_prefix == 0, "memory_prefix", std::to_string(p.memory_prefix), "must be 0 in the unfused pipeline");
   detail::require(b.key_lengths == nullptr, "key_lengths", "a buffer", "are not taken by the unfused pipeline");
