@@ -13,19 +13,8 @@
 
 namespace relpos::detail {
 
-class DescriptorSource;
+class DistanceRows;
 class OpStorage;
-
-// A family's per-distance rows that fused attention computes from the caller's bias input before
-// its kernels read them (RELPOS_ATTN_ROW). Made once for an envelope (a plan's, or one call's).
-class BiasRows {
- public:
-  virtual ~BiasRows() = default;
-  // Records the rows [heads, queries + keys - 1] of p's window (laid out for
-  // p.row_query_offset(), unmasked) into `rows` from `input`, the caller's bias buffer; ends with
-  // the barrier that makes them readable. Descriptor sets from `sets` (a plan's) or the recording.
-  virtual void record(Recorder& r, const AttentionParams& p, const Buffer& input, const Buffer& rows, DescriptorSource* sets) = 0;
-};
 
 struct BiasFamily {
   AttentionBiasInfo info;
@@ -50,8 +39,9 @@ struct BiasFamily {
   // rel_tables: the row of rel_keys and rel_values at relative position rp.
   std::uint32_t (*rel_row)(const AttentionParams& p, std::int64_t rp) = nullptr;
   // The per-distance rows fused attention computes from the input (RELPOS_ATTN_ROW families whose
-  // input is not the rows themselves): made for an envelope, their buffers from `storage`.
-  std::unique_ptr<BiasRows> (*rows)(Context& ctx, const AttentionParams& envelope, OpStorage& storage) = nullptr;
+  // input is not the rows themselves, the input their parameters): made for an envelope, their
+  // buffers from `storage`; each call records the rows of attention_row_window(p).
+  std::unique_ptr<DistanceRows> (*rows)(Context& ctx, const AttentionParams& envelope, OpStorage& storage) = nullptr;
   // Adds the bias into float32 logits [batch, heads, queries, keys] (attention_unfused, the fused
   // op's baseline). Null: the baseline does not take the family.
   void (*add_to_logits)(Recorder& r, const AttentionParams& p, const Buffer& input, const Buffer& logits) = nullptr;

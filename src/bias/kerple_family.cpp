@@ -6,17 +6,6 @@
 #include "relpos_push/attention.h"
 
 namespace relpos::detail {
-namespace {
-
-class KerpleRows final : public BiasRows {
- public:
-  void record(Recorder& r, const AttentionParams& p, const Buffer& input, const Buffer& rows, DescriptorSource* sets) override {
-    const DistanceWindow w{p.heads, p.queries, p.keys, p.row_query_offset(), 1, false};
-    kerple_distance_rows_into(r, w, p.kerple_variant, input, rows, sets);
-  }
-};
-
-}  // namespace
 
 extern const BiasFamily kKerpleBias{
     .info = {.bias = AttentionBias::Kerple, .name = "kerple", .input = "float32 [2, heads]: r1 then r2"},
@@ -34,10 +23,7 @@ extern const BiasFamily kKerpleBias{
     .bias_at = [](const AttentionParams& p, std::span<const float> in, std::uint32_t h, std::uint32_t, std::uint32_t, std::int64_t rp) {
       return kerple_bias_value(in[h], in[p.heads + h], p.kerple_variant, rp);
     },
-    .rows = [](Context& ctx, const AttentionParams&, OpStorage&) -> std::unique_ptr<BiasRows> {
-      prepare_kerple_rows(ctx);
-      return std::make_unique<KerpleRows>();
-    },
+    .rows = [](Context& ctx, const AttentionParams& p, OpStorage&) { return kerple_rows(ctx, p.kerple_variant); },
 };
 
 }  // namespace relpos::detail

@@ -1,35 +1,11 @@
 // T5 in fused attention: its per-distance rows (scale · table[bucket(rp), h]) computed from the
 // caller's table before the kernels read them, the buckets from host thresholds of each window.
 #include "bias/bias_family.hpp"
-#include "ops/op_storage.hpp"
-#include "ops/distance_bias.hpp"
 #include "ops/t5_row.hpp"
 #include "relpos/t5.hpp"
 #include "relpos_push/attention.h"
-#include "vk/access.hpp"
 
 namespace relpos::detail {
-namespace {
-
-class T5Rows final : public BiasRows {
- public:
-  T5Rows(Context& ctx, const AttentionParams& envelope, OpStorage& storage)
-      // t5_window_thresholds lists at most one threshold per bucket level.
-      : thresholds_(storage.make(std::uint64_t{std::max<std::uint32_t>(envelope.t5.num_buckets, 1)} * 4, "T5 thresholds")),
-        windows_(envelope.t5_row_params()) {
-    device_of(ctx)->pipeline(ShaderId::t5_distance_row, {kRowGroup});
-  }
-  void record(Recorder& r, const AttentionParams& p, const Buffer& input, const Buffer& rows, DescriptorSource* sets) override {
-    const T5Params t5 = p.t5_row_params();
-    t5_distance_row_into(r, t5, windows_.of(t5), input, thresholds_, rows, sets);
-  }
-
- private:
-  const Buffer& thresholds_;
-  T5Windows windows_;
-};
-
-}  // namespace
 
 extern const BiasFamily kT5Bias{
     .info = {.bias = AttentionBias::T5, .name = "t5", .input = "float32 [num_buckets, heads]"},
@@ -40,9 +16,7 @@ extern const BiasFamily kT5Bias{
     .bias_at = [](const AttentionParams& p, std::span<const float> in, std::uint32_t h, std::uint32_t, std::uint32_t, std::int64_t rp) {
       return p.t5.scale * in[static_cast<std::size_t>(t5_bucket(rp, p.t5)) * p.heads + h];
     },
-    .rows = [](Context& ctx, const AttentionParams& envelope, OpStorage& storage) -> std::unique_ptr<BiasRows> {
-      return std::make_unique<T5Rows>(ctx, envelope, storage);
-    },
+    .rows = [](Context& ctx, const AttentionParams& envelope, OpStorage& storage) { return t5_rows(ctx, envelope.t5_row_params(), storage); },
     .add_to_logits =
         [](Recorder& r, const AttentionParams& p, const Buffer& table, const Buffer& logits) {
           T5Params t5 = p.t5_row_params();

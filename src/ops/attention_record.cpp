@@ -62,6 +62,8 @@ ChunkRanges chunk_ranges(const AttentionParams& p, std::uint32_t S, std::uint32_
 
 }  // namespace
 
+DistanceWindow attention_row_window(const AttentionParams& p) { return {p.heads, p.queries, p.keys, p.row_query_offset(), 1, false}; }
+
 AttentionScratch make_attention_scratch(Context& ctx, const AttentionParams& env, std::uint64_t partial_rows, OpStorage& storage) {
   AttentionScratch s;
   s.dummy = &storage.make(16, "dummy");
@@ -171,7 +173,7 @@ void record_attention(Recorder& r, const AttentionParams& p, const AttentionSche
   const bool paged = p.paged.enabled();
 
   const Buffer* dummy = s.dummy;
-  if (family.rows) s.bias_rows->record(r, p, *b.bias, *s.rows, sets);
+  if (family.rows) s.bias_rows->record(r, attention_row_window(p), *b.bias, *s.rows, sets);
   const Buffer* bias = family.rows ? s.rows : b.bias;
   const Buffer* out = S > 1 ? s.partial_out : b.out;
   const Buffer* lse = S > 1 ? s.partial_lse : b.lse ? b.lse : s.lse;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "bias/bias_family.hpp"
+#include "ops/distance_bias.hpp"
 #include "ops/attention_launch.hpp"
 #include "relpos/attention.hpp"
 
@@ -22,7 +23,7 @@ struct AttentionScratch {
   const Buffer* partial_lse = nullptr;  // float32 [rows, splits]
   const Buffer* lse = nullptr;          // float32 [rows]: the log-sum-exp when the caller takes none
   const Buffer* rows = nullptr;         // the per-distance rows the family computes (null: none)
-  std::unique_ptr<BiasRows> bias_rows;
+  std::unique_ptr<DistanceRows> bias_rows;
 };
 // For calls up to `envelope`; partial_rows: the most rows * splits of a call with splits (0: none).
 AttentionScratch make_attention_scratch(Context& ctx, const AttentionParams& envelope, std::uint64_t partial_rows, OpStorage& storage);
@@ -35,6 +36,10 @@ void check_attention_buffers(const DeviceLimits& lim, const AttentionParams& p, 
                              BufferFit fit);
 // What the device must allow for calls up to `envelope` beyond the buffers' own bindings.
 void check_attention_device(const DeviceLimits& lim, const AttentionParams& envelope);
+
+// The window whose per-distance rows fused attention reads: [heads, queries + keys - 1] laid out
+// for row_query_offset(), unmasked (the kernels mask).
+DistanceWindow attention_row_window(const AttentionParams& p);
 
 // The key splits of a call, how it launches, and the chunks of (batch, head) slabs its dispatches
 // take (cuts: chunk c is [chunks[c], chunks[c + 1])); InvalidArgument where its splits go past the

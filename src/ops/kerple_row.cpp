@@ -1,30 +1,18 @@
-// The KERPLE per-distance rows (kerple_row.hpp): kerple_distance_row.comp on the kit's skeleton.
+// The KERPLE per-distance rows (kerple_row.hpp).
 #include "ops/kerple_row.hpp"
 
-#include "ops/distance_bias.hpp"
 #include "relpos_push/kerple.h"
-#include "vk/access.hpp"
 
 namespace relpos::detail {
 
-namespace {
-push::KerpleRowPush kerple_push(const DistanceWindow& w, KerpleVariant variant) {
-  push::KerpleRowPush pc{};
-  pc.heads = w.heads;
-  pc.variant = static_cast<std::uint32_t>(variant);
-  return pc;
+std::unique_ptr<DistanceRows> kerple_rows(Context& ctx, KerpleVariant variant) {
+  auto push = [variant](const DistanceWindow& w) {
+    push::KerpleRowPush pc{};
+    pc.heads = w.heads;
+    pc.variant = static_cast<std::uint32_t>(variant);
+    return pc;
+  };
+  return std::make_unique<ShaderRows<push::KerpleRowPush>>(ctx, ShaderId::kerple_distance_row, push);
 }
-}  // namespace
-
-const Buffer& kerple_distance_rows(Recorder& r, const DistanceWindow& w, KerpleVariant variant, const Buffer& params) {
-  return record_distance_rows(r, w, ShaderId::kerple_distance_row, kerple_push(w, variant), {&params});
-}
-
-void kerple_distance_rows_into(Recorder& r, const DistanceWindow& w, KerpleVariant variant, const Buffer& params, const Buffer& rows,
-                               DescriptorSource* sets) {
-  record_distance_rows_into(r, w, ShaderId::kerple_distance_row, kerple_push(w, variant), {&params}, nullptr, w.heads, rows, sets);
-}
-
-void prepare_kerple_rows(Context& ctx) { device_of(ctx)->pipeline(ShaderId::kerple_distance_row, {kRowGroup}); }
 
 }  // namespace relpos::detail

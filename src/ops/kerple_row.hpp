@@ -1,22 +1,14 @@
 #pragma once
-// The KERPLE per-distance rows, shared by the KERPLE bias ops and fused attention.
-#include "params/distance_window.hpp"
-#include "relpos/buffer.hpp"
+// The KERPLE per-distance rows (kerple_distance_row.comp on the kit's skeleton), shared by the
+// KERPLE bias ops, BiasPlan and fused attention: parameters float32 [2, heads], r1 then r2.
+#include <memory>
+
+#include "ops/distance_bias.hpp"
 #include "relpos/context.hpp"
 #include "relpos/kerple.hpp"
-#include "relpos/recorder.hpp"
 
 namespace relpos::detail {
 
-class DescriptorSource;
-
-// Rows [heads, Q + K - 1] of the window (-inf for rp > 0 when w.causal) from `params`, float32
-// [2, heads]: r1 then r2. Returns the scratch buffer, readable after the barrier it ends with.
-const Buffer& kerple_distance_rows(Recorder& r, const DistanceWindow& w, KerpleVariant variant, const Buffer& params);
-// The same into `rows` (at least heads * (Q + K - 1) floats), descriptor sets from `sets` (plans).
-void kerple_distance_rows_into(Recorder& r, const DistanceWindow& w, KerpleVariant variant, const Buffer& params, const Buffer& rows,
-                               DescriptorSource* sets);
-// Compiles the row pipeline (plans, before their first step).
-void prepare_kerple_rows(Context& ctx);
+std::unique_ptr<DistanceRows> kerple_rows(Context& ctx, KerpleVariant variant);
 
 }  // namespace relpos::detail

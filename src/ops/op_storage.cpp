@@ -9,9 +9,10 @@ namespace relpos::detail {
 
 const Buffer& RecordingStorage::make(std::uint64_t bytes, const std::string&) { return scratch(r_, bytes, MemoryUse::Device); }
 
-const Buffer& RecordingStorage::upload(std::span<const std::uint32_t> words, const std::string&) {
-  Buffer& b = scratch(r_, words.size_bytes(), MemoryUse::Host);
-  if (!words.empty()) std::memcpy(b.host_pointer(), words.data(), words.size_bytes());
+// Host-visible scratch no GPU work uses yet (fresh, or its last submission has finished).
+const Buffer& RecordingStorage::upload_bytes(const void* data, std::uint64_t bytes, const std::string&) {
+  Buffer& b = scratch(r_, bytes, MemoryUse::Host);
+  if (bytes) std::memcpy(b.host_pointer(), data, bytes);
   return b;
 }
 

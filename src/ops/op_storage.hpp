@@ -15,8 +15,12 @@ class OpStorage {
  public:
   // A device buffer of at least `bytes`; `what` names it in errors.
   virtual const Buffer& make(std::uint64_t bytes, const std::string& what) = 0;
-  // A buffer holding `words`, readable by the op's dispatches.
-  virtual const Buffer& upload(std::span<const std::uint32_t> words, const std::string& what) = 0;
+  // A buffer holding `bytes` bytes of `data`, readable by the op's dispatches.
+  virtual const Buffer& upload_bytes(const void* data, std::uint64_t bytes, const std::string& what) = 0;
+  template <class T>
+  const Buffer& upload(std::span<const T> values, const std::string& what = "") {
+    return upload_bytes(values.data(), values.size_bytes(), what);
+  }
 
  protected:
   ~OpStorage() = default;
@@ -26,7 +30,7 @@ class RecordingStorage final : public OpStorage {
  public:
   explicit RecordingStorage(Recorder& r) : r_(r) {}
   const Buffer& make(std::uint64_t bytes, const std::string& what) override;
-  const Buffer& upload(std::span<const std::uint32_t> words, const std::string& what) override;
+  const Buffer& upload_bytes(const void* data, std::uint64_t bytes, const std::string& what) override;
 
  private:
   Recorder& r_;

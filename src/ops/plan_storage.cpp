@@ -23,15 +23,9 @@ const Buffer& PlanStorage::make(std::uint64_t bytes, const std::string& what) {
   return buffers_.emplace_back(*ctx_, std::max<std::uint64_t>(bytes, 16), MemoryUse::Device);
 }
 
-const Buffer& PlanStorage::upload(std::span<const std::uint32_t> words, const std::string&) {
-  Buffer& b = buffers_.emplace_back(*ctx_, std::max<std::uint64_t>(words.size_bytes(), 16), MemoryUse::Device);
-  if (!words.empty()) b.upload(words.data(), words.size_bytes());
-  return b;
-}
-
-const Buffer& PlanStorage::upload(std::span<const float> values) {
-  Buffer& b = buffers_.emplace_back(*ctx_, std::max<std::uint64_t>(values.size_bytes(), 16), MemoryUse::Device);
-  if (!values.empty()) b.upload(values.data(), values.size_bytes());
+const Buffer& PlanStorage::upload_bytes(const void* data, std::uint64_t bytes, const std::string&) {
+  Buffer& b = buffers_.emplace_back(*ctx_, std::max<std::uint64_t>(bytes, 16), MemoryUse::Device);
+  if (bytes) b.upload(data, bytes);
   return b;
 }
 

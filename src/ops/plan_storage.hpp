@@ -26,9 +26,8 @@ class PlanStorage final : public OpStorage {
   // A device buffer of `bytes` (the plan binds it whole): InvalidArgument naming `what` when it
   // would not fit one storage buffer binding.
   const Buffer& make(std::uint64_t bytes, const std::string& what) override;
-  // A device buffer holding `words` (or `values`).
-  const Buffer& upload(std::span<const std::uint32_t> words, const std::string& what = "") override;
-  const Buffer& upload(std::span<const float> values);
+  // A device buffer holding the bytes.
+  const Buffer& upload_bytes(const void* data, std::uint64_t bytes, const std::string& what) override;
   StepSets& sets() { return *sets_; }
 
  private:

@@ -1,8 +1,10 @@
 #pragma once
-// The T5 per-distance row, shared by the T5 bias ops and the fused attention (which reads the bias
-// of each tile from it instead of a [Q, K] tensor).
-#include <vector>
+// The T5 per-distance rows, shared by the T5 bias ops, BiasPlan and fused attention (which reads the
+// bias of each tile from them instead of a [Q, K] tensor): the bucket of each relative position
+// from host-computed integer thresholds, then scale * table[bucket, h] per head.
+#include <memory>
 
+#include "ops/distance_bias.hpp"
 #include "params/distance_window.hpp"
 #include "relpos/buffer.hpp"
 #include "relpos/context.hpp"
@@ -11,39 +13,18 @@
 
 namespace relpos::detail {
 
-class DescriptorSource;
-
-// Records the row: int buckets ([1, Q + K - 1]) when table is null, else scale * table[bucket, h]
-// for every head ([heads, Q + K - 1], float32). Entry x holds relative position
-// x - (Q - 1) - query_offset. Returns the scratch buffer, ready to read after the barrier it ends with.
-const Buffer& t5_distance_row(Recorder& r, const T5Params& p, const Buffer* table);
-
 // The window of a T5 bias: no mask of its own (a decoder's buckets are one-sided instead).
 DistanceWindow window_of(const T5Params& p);
 
-// The same row of every head into caller-given buffers, for plans that hold them across steps:
-// `window` (what t5_window_thresholds(p) gives: at most num_buckets words) goes into `thresholds`
-// by vkCmdUpdateBuffer, so a submission still pending keeps its own; `row` holds at least
-// heads * (Q + K - 1) floats; descriptor sets come from `sets`. Ends with a barrier.
-void t5_distance_row_into(Recorder& r, const T5Params& p, const T5WindowThresholds& window, const Buffer& table,
-                          const Buffer& thresholds, const Buffer& row, DescriptorSource* sets);
+// The rows of windows within `envelope`'s bucket configuration (num_buckets, max_distance,
+// bidirectional, log, scale; the window's shape and offset come with each record), the table as
+// the parameters. Each window's thresholds go into a buffer from `storage` by vkCmdUpdateBuffer, so
+// that a submission still pending keeps its own.
+std::unique_ptr<DistanceRows> t5_rows(Context& ctx, const T5Params& envelope, OpStorage& storage);
 
-// The windows of one T5 configuration (a plan's envelope) whose queries, keys and offset vary:
-// with few buckets, from the second window on, every level threshold is kept (a few KiB) and each
-// window's thresholds are a search in them; otherwise each window bisects the bucket formula (work
-// that grows with the window, never with num_buckets).
-class T5Windows {
- public:
-  explicit T5Windows(const T5Params& envelope);
-  T5WindowThresholds of(const T5Params& p);
-
- private:
-  static constexpr std::uint32_t kCachedBuckets = 4096;
-  T5Params envelope_;
-  std::vector<std::uint32_t> levels_;  // t5_bucket_thresholds(envelope), once cached
-  bool cached_ = false;
-  std::uint32_t windows_ = 0;
-};
+// The int buckets of p's window ([1, Q + K - 1], entry x at relative position x - (Q - 1) -
+// query_offset) into a fresh scratch buffer, ready after the barrier it ends with.
+const Buffer& t5_bucket_row(Recorder& r, const T5Params& p);
 
 // The table is read through one binding: throws InvalidArgument when it is larger.
 void require_t5_table_binding(const DeviceLimits& lim, const T5Params& p);
