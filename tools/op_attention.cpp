@@ -509,6 +509,33 @@ void register_benches(Registry& reg) {
                              return run;
                            }});
   }
+  // A paged decoding step through a plan beside attention() on the same inputs, in one submission:
+  // both record through one path, so their GPU times should agree (T5 decoder bias, the engine's
+  // shape: 8 sequences of 1k to 16k keys in 16-key blocks, 8 query and 2 kv heads, head_dim 128).
+  {
+    const std::vector<std::uint32_t> lengths = {1024, 2048, 3072, 4096, 6144, 8192, 12288, 16384};
+    AttentionParams p{.batch = 8, .heads = 8, .kv_heads = 2, .queries = 1, .keys = 16384, .head_dim = 128, .dtype = DType::F16,
+                      .causal = true, .bias = AttentionBias::T5};
+    p.t5.bidirectional = false;
+    p.paged = {.block_size = 16, .num_blocks = 0, .max_blocks = 16384 / 16};
+    std::uint64_t keys = 0;
+    for (std::uint32_t L : lengths) keys += L;
+    const std::uint64_t bytes = 2 * keys * p.kv_heads * p.head_dim * 2 + 2 * p.rows() * p.head_dim * 2;
+    reg.benches.push_back({"attention-plan", "[8,8/2,1,1k-16k,128] t5 block 16 f16", bytes, Ceiling::Copy, false,
+                           [family = bias_tool(reg, p.bias), p, lengths](Context& ctx) {
+                             auto d = std::make_shared<AttentionData>(random_data(family, p, 1));
+                             make_paged(*d, lengths, 1);
+                             d->upload(ctx);
+                             auto plan = std::make_shared<AttentionPlan>(ctx, d->p);
+                             BenchRun run;
+                             run.record = [d, plan](Recorder& r) { plan->record(r, {1, d->p.keys, 0}, d->buffers()); };
+                             run.cpu = [d] { (void)attention_reference(d->p, d->host()); };
+                             run.baseline = "attention()";
+                             run.record_baseline = [d](Recorder& r) { attention(r, d->p, d->buffers()); };
+                             run.keep = std::make_shared<std::pair<std::shared_ptr<AttentionData>, std::shared_ptr<AttentionPlan>>>(d, plan);
+                             return run;
+                           }});
+  }
   // The unfused pipeline at the fused T5 case's shape (the 2x comparison): the same bytes
   // counted, so the two lines' ms compare directly; it also allocates the [B, H, Q, K] logits.
   for (std::uint32_t n : {1024u, 256u}) {
