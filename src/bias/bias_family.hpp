@@ -1,8 +1,9 @@
 #pragma once
 // The bias registry (docs/ARCHITECTURE.md, "The bias registry"): each position bias family that
-// fused attention takes is described once, in its own src/bias/<family>_family.cpp, and the
-// registry (registry.cpp) lists them. Parameter checks, the CPU reference, fused attention, its
-// plans and the tool ask the registry; nothing else switches on the family.
+// fused attention takes is described once, in its own source (src/ops/<family>.cpp, or
+// src/bias/plain_families.cpp for those with no op of their own), and the registry (registry.cpp)
+// lists them. Parameter checks, the CPU reference, fused attention, its plans and the tool ask the
+// registry; nothing else switches on the family.
 #include <cstdint>
 #include <memory>
 #include <span>
