@@ -78,8 +78,7 @@ TEST_P(LongGpu, FusedAttentionMatchesReference) {
 }
 
 std::string case_name(const ::testing::TestParamInfo<LongCase>& info) {
-  static const char* modes[] = {"none", "t5", "distance", "alibi", "shaw", "dense", "kerple"};
-  return std::string(modes[static_cast<int>(info.param.bias)]) + "_" + std::to_string(info.param.keys) +
+  return std::string(attention_bias_info(info.param.bias).name) + "_" + std::to_string(info.param.keys) +
          (info.param.causal ? "_causal" : "") + (info.param.kernels == Kernels::Gpu ? "_gpu_kernels" : info.param.kernels == Kernels::Cpu ? "_cpu_kernels" : "");
 }
 

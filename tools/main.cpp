@@ -143,6 +143,7 @@ int main(int argc, char** argv) {
   register_t5(*run, reg);
   register_alibi(*run, reg);
   register_kerple(*run, reg);
+  register_sandwich(*run, reg);
   register_rope(*run, reg);
   register_fourier(*run, reg);
   register_shaw(*run, reg);

@@ -124,6 +124,7 @@ void write_floats(const std::string& path, const std::vector<float>& values, std
 void register_t5(CLI::App& run, Registry& reg);
 void register_alibi(CLI::App& run, Registry& reg);
 void register_kerple(CLI::App& run, Registry& reg);
+void register_sandwich(CLI::App& run, Registry& reg);
 void register_rope(CLI::App& run, Registry& reg);
 void register_fourier(CLI::App& run, Registry& reg);
 void register_attention(CLI::App& run, Registry& reg);

@@ -66,7 +66,7 @@ struct SequenceCall {
 };
 
 SequenceCall paged_sequence(const AttentionParams& p, const AttentionHostInputs& in, std::uint32_t b) {
-  const std::uint32_t L = static_cast<std::uint32_t>(in.cache_lengths[b]), Q = p.queries, K = p.keys, D = p.head_dim;
+  const std::uint32_t L = static_cast<std::uint32_t>(in.cache_lengths[b]), Q = p.queries, D = p.head_dim;
   const std::uint32_t bs = p.paged.block_size, Hkv = p.kv_heads;
   SequenceCall c;
   c.p = p;
