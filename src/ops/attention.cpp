@@ -71,7 +71,8 @@ void check_buffers(const AttentionParams& p, const AttentionBuffers& b) {
     require_bytes(b.v, kv, "v buffer", dt + " [batch, kv_heads, keys, head_dim]");
   }
   detail::require_kv_kind(p, b);
-  require_bytes(b.out, p.rows() * D * es, "out buffer", dt + " [batch, heads, queries, head_dim]");
+  require_bytes(b.out, p.rows() * D * dtype_size(p.output_dtype()), "out buffer",
+                std::string(dtype_name(p.output_dtype())) + " [batch, heads, queries, head_dim]");
   if (b.lse) require_bytes(b.lse, p.rows() * 4, "lse buffer", "float32 [batch, heads, queries]");
   if (p.bias == AttentionBias::Shaw) {
     const std::uint64_t rel = (2ull * p.max_relative_position + 1) * D * 4;
@@ -204,7 +205,7 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
   l.splits = S;
   l.split_len = detail::div_up(p.keys, S);
   const bool one_query = p.queries == 1;
-  const std::uint32_t in_half = p.dtype == DType::F16 ? 1u : 0u, out_half = S == 1 && p.dtype == DType::F16 ? 1u : 0u;
+  const std::uint32_t in_half = p.dtype == DType::F16 ? 1u : 0u, out_half = S == 1 && p.output_dtype() == DType::F16 ? 1u : 0u;
   // attention_bindings.glsl's PAGED: log2 of a power-of-two block size (shifts), else 1 (divisions).
   const std::uint32_t bs = p.paged.block_size;
   const std::uint32_t paged = bs == 0 ? 0u : std::has_single_bit(bs) ? static_cast<std::uint32_t>(std::countr_zero(bs)) : 1u;
@@ -322,7 +323,7 @@ void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& bu
           "makes batch * heads * queries * splits * head_dim / 4 partial words exceed 2^32");
   const std::uint64_t Q = p.queries, K = p.keys, D = p.head_dim, H = p.heads, rows = p.rows();
   const std::uint32_t es = dtype_size(p.dtype), word = es * 4;
-  const std::uint32_t out_word = S > 1 ? 16 : word;  // partial results are float32
+  const std::uint32_t out_word = S > 1 ? 16 : dtype_size(p.output_dtype()) * 4;  // partial results are float32
   const detail::AttentionLaunch launch = detail::attention_launch(p, tiles, S, false);
   const std::uint32_t group = p.heads / p.kv_heads;
   const std::uint32_t mode = kernel_mode(p.bias);
@@ -415,7 +416,7 @@ void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& bu
     detail::barrier(r);
     const Buffer& lse_out = bufs.lse ? *bufs.lse : detail::scratch(r, rows * 4, MemoryUse::Device);
     const std::uint32_t D4 = p.head_dim / 4;
-    detail::record_attention_merge(r, {out, lse, S, D4, S * D4, 1, S, DType::F32}, rows, p.head_dim, *bufs.out, p.dtype, lse_out);
+    detail::record_attention_merge(r, {out, lse, S, D4, S * D4, 1, S, DType::F32}, rows, p.head_dim, *bufs.out, p.output_dtype(), lse_out);
   }
 }
 

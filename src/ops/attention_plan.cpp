@@ -63,6 +63,8 @@ AttentionPlan::AttentionPlan(Context& ctx, const AttentionParams& envelope) : st
   s.env.query_offset = 0;
   AttentionParams& env = s.env;
   env.validate();
+  detail::require(env.output_dtype() == env.dtype, "out_dtype", std::string(dtype_name(env.output_dtype())),
+                  "must be the envelope's dtype in a plan (a float32 partial result of f16 inputs is attention()'s)");
   const DeviceLimits& lim = ctx.limits();
   s.tiles = detail::attention_tiles(ctx);
   const std::uint64_t D = env.head_dim, BH = std::uint64_t{env.batch} * env.heads;
