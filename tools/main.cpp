@@ -68,10 +68,10 @@ ContextOptions tool_context_options() {
   ContextOptions o;
   o.device = g_device;
   o.validation = g_validation;
-  o.distance_expansion = g_expansion_name == "shader"   ? DistanceExpansion::Shader
+  o.tuning.distance_expansion = g_expansion_name == "shader"   ? DistanceExpansion::Shader
                          : g_expansion_name == "copies" ? DistanceExpansion::Copies
                                                         : DistanceExpansion::Auto;
-  o.kernels = relpos::kernels_from_name(g_kernels_name).value();  // --kernels checked it
+  o.tuning.kernels = relpos::kernels_from_name(g_kernels_name).value();  // --kernels checked it
   o.pipeline_cache_path = g_pipeline_cache;
   return o;
 }

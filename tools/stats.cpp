@@ -1,5 +1,5 @@
 // relpos stats: what the device's compiler makes of every pipeline the library would use there.
-// The ops run on a compile-only context (ContextOptions::compile_only: they plan, check and create
+// The ops run on a compile-only context (Tuning::compile_only: they plan, check and create
 // their pipelines, and record nothing), so any device works, also one that cannot run anything:
 // RADV's null hardware is AMD's real compiler without a GPU.
 #include <cstdio>
@@ -71,8 +71,8 @@ std::vector<std::uint32_t> parse_head_dims(const std::string& list) {
 int stats_command(Registry& reg, const std::string& filter, bool json, const std::string& head_dims) {
   const std::vector<std::uint32_t> dims = parse_head_dims(head_dims);
   ContextOptions o = tool_context_options();
-  o.compile_only = true;
-  o.pipeline_statistics = true;
+  o.tuning.compile_only = true;
+  o.tuning.pipeline_statistics = true;
   Context ctx(o);
   const DeviceInfo& info = ctx.device_info();
   if (!has_pipeline_statistics(ctx))

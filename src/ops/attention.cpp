@@ -12,7 +12,7 @@
 #include "ops/kerple_row.hpp"
 #include "ops/planner.hpp"
 #include "ops/t5_row.hpp"
-#include "reference/checks.hpp"
+#include "params/checks.hpp"
 #include "relpos/attention.hpp"
 #include "relpos/buffer.hpp"
 #include "relpos/context.hpp"
@@ -126,7 +126,7 @@ AttentionTiles attention_tiles(const Context& ctx) {
   const DeviceLimits& lim = ctx.limits();
   const std::uint32_t sub = std::max<std::uint32_t>(lim.subgroup_size, 1);
   const std::uint32_t cap = std::min<std::uint32_t>(lim.max_workgroup_invocations, lim.max_workgroup_size[0]);
-  if (ctx.kernels() == Kernels::Gpu) {
+  if (ctx.tuning().kernels == Kernels::Gpu) {
     AttentionTiles t{};
     t.tiled = true;
     const std::uint32_t forced = detail::device_of(ctx)->gpu_attention_lanes;

@@ -4,7 +4,7 @@
 #include <string>
 #include <tuple>
 
-#include "reference/checks.hpp"
+#include "params/checks.hpp"
 #include "relpos/alibi.hpp"
 #include "relpos/attention.hpp"
 #include "relpos/buffer.hpp"

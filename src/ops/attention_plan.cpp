@@ -15,7 +15,7 @@
 #include "ops/plan_storage.hpp"
 #include "ops/planner.hpp"
 #include "ops/t5_row.hpp"
-#include "reference/checks.hpp"
+#include "params/checks.hpp"
 #include "relpos/buffer.hpp"
 #include "relpos/context.hpp"
 #include "relpos/recorder.hpp"

@@ -11,7 +11,7 @@
 #include <string_view>
 
 #include "ops/expand.hpp"
-#include "reference/distance_bias.hpp"
+#include "params/distance_window.hpp"
 #include "relpos/buffer.hpp"
 #include "relpos/dtype.hpp"
 #include "relpos/recorder.hpp"

@@ -1,6 +1,6 @@
 #pragma once
 // The KERPLE per-distance rows, shared by the KERPLE bias ops and fused attention.
-#include "reference/distance_bias.hpp"
+#include "params/distance_window.hpp"
 #include "relpos/buffer.hpp"
 #include "relpos/kerple.hpp"
 #include "relpos/recorder.hpp"

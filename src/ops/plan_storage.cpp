@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "reference/checks.hpp"
+#include "params/checks.hpp"
 #include "vk/access.hpp"
 
 namespace relpos::detail {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "reference/checks.hpp"
+#include "params/checks.hpp"
 #include "relpos/buffer.hpp"
 #include "relpos/context.hpp"
 #include "vk/dispatch.hpp"

@@ -6,7 +6,7 @@
 
 #include "ops/distance_bias.hpp"
 #include "ops/t5_row.hpp"
-#include "reference/checks.hpp"
+#include "params/checks.hpp"
 #include "relpos/buffer.hpp"
 #include "relpos/context.hpp"
 #include "relpos/t5.hpp"

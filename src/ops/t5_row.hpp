@@ -3,7 +3,7 @@
 // of each tile from it instead of a [Q, K] tensor).
 #include <vector>
 
-#include "reference/distance_bias.hpp"
+#include "params/distance_window.hpp"
 #include "relpos/buffer.hpp"
 #include "relpos/context.hpp"
 #include "relpos/recorder.hpp"

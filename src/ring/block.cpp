@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "reference/checks.hpp"
+#include "params/checks.hpp"
 
 namespace relpos {
 namespace detail {

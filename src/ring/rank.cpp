@@ -5,7 +5,7 @@
 #include <bit>
 #include <cstring>
 
-#include "reference/checks.hpp"
+#include "params/checks.hpp"
 #include "relpos/context.hpp"
 #include "vk/dispatch.hpp"
 

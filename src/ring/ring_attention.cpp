@@ -11,7 +11,7 @@
 #include <limits>
 
 #include "ops/attention_kernel.hpp"
-#include "reference/checks.hpp"
+#include "params/checks.hpp"
 #include "relpos/buffer.hpp"
 #include "relpos/context.hpp"
 #include "ring/block.hpp"
