@@ -12,24 +12,16 @@
 #include <relpos/attention_plan.hpp>
 #include <relpos/resource_counts.hpp>
 
+#include "attention_bias_flags.hpp"
 #include "number_flags.hpp"
 #include "fuzz.hpp"
-#include "kerple_flags.hpp"
 #include "registry.hpp"
 
 namespace relpos::tool {
 namespace {
 
-const std::map<std::string, AttentionBias> kBiasNames = {{"none", AttentionBias::None},   {"t5", AttentionBias::T5},
-                                                         {"distance", AttentionBias::Distance}, {"alibi", AttentionBias::Alibi},
-                                                         {"shaw", AttentionBias::Shaw},   {"dense", AttentionBias::Dense},
-                                                         {"kerple", AttentionBias::Kerple}};
-
-std::string bias_name(AttentionBias b) {
-  for (const auto& [name, v] : kBiasNames)
-    if (v == b) return name;
-  return "?";
-}
+const std::map<std::string, AttentionBias>& kBiasNames = attention_bias_names();
+std::string bias_name(AttentionBias b) { return attention_bias_name(b); }
 
 // Every input of one attention call, as host floats and (once uploaded) device buffers.
 struct AttentionData {
@@ -95,11 +87,10 @@ struct RunArgs;
 void read_paged_cache(const RunArgs& a, AttentionData& d, const std::vector<std::uint64_t>& qs);
 
 struct RunArgs {
-  std::string q, k, v, k_cache, v_cache, block_table, cache_lengths, bias = "none", table, distance_row, slopes, rel_keys, rel_values, bias_tensor, key_lengths, lse, dtype = "f32";
+  std::string q, k, v, k_cache, v_cache, block_table, cache_lengths, key_lengths, lse, dtype = "f32";
   std::optional<float> scale;
-  bool causal = false, causal_buckets = false, flax = false, no_interleave = false;
-  double max_bias = 8.0;
-  KerpleFlags kerple;
+  bool causal = false;
+  AttentionBiasFlags bias;
   AttentionParams p;
   RunOptions o;
 };
@@ -146,22 +137,7 @@ void add_attention_run(CLI::App& run, Registry& reg) {
       if (other != o) o->needs(other);
   k->needs(v);
   v->needs(k);
-  cmd->add_option("--bias", a->bias, "position bias")->check(CLI::IsMember({"none", "t5", "distance", "alibi", "shaw", "dense", "kerple"}));
-  cmd->add_option("--table", a->table, "t5: float [num_buckets, H] .npy");
-  add_number(*cmd, "--max-distance", a->p.t5.max_distance, "t5: distance from which all keys share the last bucket");
-  add_number(*cmd, "--num-buckets", a->p.t5.num_buckets, "t5: number of buckets (default: rows of the table)");
-  cmd->add_flag("--causal-buckets", a->causal_buckets, "t5: decoder buckets (default bidirectional)");
-  cmd->add_flag("--flax-eps", a->flax, "t5: flaxformer/t5x log convention");
-  add_number(*cmd, "--bias-scale", a->p.t5.scale, "t5: multiplies the table values (default 1)");
-  cmd->add_option("--distance-row", a->distance_row, "distance: float [H, Q + K - 1] .npy, index rp + query_offset + Q - 1");
-  cmd->add_option("--slopes", a->slopes, "alibi: float [H] .npy; bias -slope * |rp| (default: alibi_slopes of H)");
-  add_number(*cmd, "--max-bias", a->max_bias, "alibi without --slopes: slopes 2^(-max_bias * h / H) (default 8)");
-  cmd->add_flag("--no-interleave", a->no_interleave, "alibi without --slopes: meliad's rule for H not a power of two");
-  add_kerple_flags(*cmd, a->kerple, "kerple: ");
-  cmd->add_option("--rel-keys", a->rel_keys, "shaw: float [2k + 1, D] .npy");
-  cmd->add_option("--rel-values", a->rel_values, "shaw: float [2k + 1, D] .npy");
-  add_number(*cmd, "--max-relative-position", a->p.max_relative_position, "shaw: k");
-  cmd->add_option("--bias-tensor", a->bias_tensor, "dense: float [H, Q, K] .npy");
+  add_attention_bias_flags(*cmd, a->bias, a->p);
   cmd->add_option("--key-lengths", a->key_lengths, "int [B] .npy: keys j >= length are padding");
   cmd->add_flag("--causal", a->causal, "mask keys after the query (memory keys stay visible)");
   add_number(*cmd, "--query-offset", a->p.query_offset, "absolute position of query 0 among the local keys");
@@ -174,13 +150,10 @@ void add_attention_run(CLI::App& run, Registry& reg) {
   reg.runs.push_back({cmd, [a] {
                         AttentionData d;
                         AttentionParams& p = d.p = a->p;
-                        p.bias = kBiasNames.at(a->bias);
                         p.causal = a->causal;
                         p.scale = a->scale;
                         p.dtype = a->dtype == "f16" ? DType::F16 : DType::F32;
-                        p.t5.bidirectional = !a->causal_buckets;
-                        p.t5.log = a->flax ? T5Log::FlaxEps : T5Log::HuggingFace;
-                        std::vector<std::uint64_t> qs, ks, vs, s;
+                        std::vector<std::uint64_t> qs, ks, vs;
                         d.q = read_floats("--q", a->q, 4, qs);
                         p.batch = dimension32("--q batch", qs[0]);
                         p.heads = dimension32("--q heads", qs[1]);
@@ -199,43 +172,10 @@ void add_attention_run(CLI::App& run, Registry& reg) {
                         } else {
                           read_paged_cache(*a, d, qs);
                         }
-                        switch (p.bias) {
-                          case AttentionBias::T5:
-                            d.bias = read_floats("--table", a->table, 2, s);
-                            if (!a->p.t5.num_buckets || s[0] != a->p.t5.num_buckets) p.t5.num_buckets = dimension32("--table rows", s[0]);
-                            break;
-                          case AttentionBias::Distance: d.bias = read_floats("--distance-row", a->distance_row, 2, s); break;
-                          case AttentionBias::Alibi:
-                            if (!a->slopes.empty()) {
-                              d.bias = read_floats("--slopes", a->slopes, 1, s);
-                              AlibiParams given;  // the checks every given slope gets (count, finite)
-                              given.heads = p.heads;
-                              given.slopes = d.bias;
-                              given.validate_slopes();
-                            } else {  // the same slopes `relpos run alibi-slopes` writes
-                              AlibiParams ap;
-                              ap.heads = p.heads;
-                              ap.max_bias = a->max_bias;
-                              ap.rule = a->no_interleave ? AlibiSlopeRule::Geometric : AlibiSlopeRule::Interleaved;
-                              d.bias = alibi_slopes(ap);
-                            }
-                            break;
-                          case AttentionBias::Dense: d.bias = read_floats("--bias-tensor", a->bias_tensor, 3, s); break;
-                          case AttentionBias::Kerple: {
-                            KerpleParams kp;
-                            kp.heads = p.heads;
-                            apply_kerple_flags(a->kerple, kp);
-                            p.kerple_variant = kp.variant;
-                            d.bias = kp.r1;
-                            d.bias.insert(d.bias.end(), kp.r2.begin(), kp.r2.end());
-                            break;
-                          }
-                          case AttentionBias::Shaw:
-                            d.rel_keys = read_floats("--rel-keys", a->rel_keys, 2, s);
-                            d.rel_values = read_floats("--rel-values", a->rel_values, 2, s);
-                            break;
-                          case AttentionBias::None: break;
-                        }
+                        AttentionBiasInputs bias = read_attention_bias(a->bias, p);
+                        d.bias = std::move(bias.bias);
+                        d.rel_keys = std::move(bias.rel_keys);
+                        d.rel_values = std::move(bias.rel_values);
                         if (!a->key_lengths.empty()) {
                           for (std::int32_t x : read_npy(a->key_lengths).to_i32("--key-lengths " + a->key_lengths)) {
                             if (x < 0) throw InvalidArgument("--key-lengths: lengths must be >= 0, got " + std::to_string(x));
@@ -245,7 +185,7 @@ void add_attention_run(CLI::App& run, Registry& reg) {
                         p.validate();
                         if (p.paged.enabled()) check_block_table(p, d.block_table, d.cache_lengths);
                         if (d.bias.size() != p.bias_elements())
-                          throw InvalidArgument("bias input holds " + std::to_string(d.bias.size()) + " values: --bias " + a->bias +
+                          throw InvalidArgument("bias input holds " + std::to_string(d.bias.size()) + " values: --bias " + a->bias.bias +
                                                 " needs " + std::to_string(p.bias_elements()) + " for this shape");
                         if (p.dtype == DType::F16)  // what the f16 buffers hold
                           for (auto* x : {&d.q, &d.k, &d.v}) *x = from_half(to_half(*x));
