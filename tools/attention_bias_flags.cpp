@@ -57,10 +57,15 @@ std::vector<float> read_input(const std::string& flag, const std::string& path, 
 
 }  // namespace
 
-AttentionBiasInputs read_attention_bias(const AttentionBiasFlags& f, AttentionParams& p) {
+void attention_bias_settings(const AttentionBiasFlags& f, AttentionParams& p) {
   p.bias = attention_bias_names().at(f.bias);
   p.t5.bidirectional = !f.causal_buckets;
   p.t5.log = f.flax ? T5Log::FlaxEps : T5Log::HuggingFace;
+  if (p.bias == AttentionBias::Kerple) p.kerple_variant = kerple_variant(f.kerple);
+}
+
+AttentionBiasInputs read_attention_bias(const AttentionBiasFlags& f, AttentionParams& p) {
+  attention_bias_settings(f, p);
   AttentionBiasInputs in;
   std::vector<std::uint64_t> s;
   switch (p.bias) {
@@ -89,7 +94,6 @@ AttentionBiasInputs read_attention_bias(const AttentionBiasFlags& f, AttentionPa
       KerpleParams kp;
       kp.heads = p.heads;
       apply_kerple_flags(f.kerple, kp);
-      p.kerple_variant = kp.variant;
       in.bias = kp.r1;
       in.bias.insert(in.bias.end(), kp.r2.begin(), kp.r2.end());
       break;

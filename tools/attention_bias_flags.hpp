@@ -30,9 +30,11 @@ void add_attention_bias_flags(CLI::App& cmd, AttentionBiasFlags& f, AttentionPar
 struct AttentionBiasInputs {
   std::vector<float> bias, rel_keys, rel_values;
 };
-// Sets p.bias and the mode's settings (T5 direction, log convention and buckets from the table's
-// rows; the KERPLE variant) and reads the inputs, checking what is known before the shape (p.heads
-// must be set): a wrong dimension count or slope names the flag.
+// Sets p.bias and the settings the flags give without reading a file (T5 direction and log
+// convention, the KERPLE variant).
+void attention_bias_settings(const AttentionBiasFlags& f, AttentionParams& p);
+// The same, then reads the inputs (T5's buckets from the table's rows), checking what is known
+// before the shape (p.heads must be set): a wrong dimension count or slope names the flag.
 AttentionBiasInputs read_attention_bias(const AttentionBiasFlags& f, AttentionParams& p);
 
 }  // namespace relpos::tool

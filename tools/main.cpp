@@ -148,6 +148,7 @@ int main(int argc, char** argv) {
   register_attention(*run, reg);
   register_shaw(*run, reg);
   register_kv_append(*run, reg);
+  register_ring_attention(*run, reg);
 
   std::string check_filter;
   bool check_quick = false;

@@ -125,5 +125,6 @@ void register_fourier(CLI::App& run, Registry& reg);
 void register_attention(CLI::App& run, Registry& reg);
 void register_shaw(CLI::App& run, Registry& reg);
 void register_kv_append(CLI::App& run, Registry& reg);
+void register_ring_attention(CLI::App& run, Registry& reg);
 
 }  // namespace relpos::tool

@@ -98,18 +98,22 @@ struct ShardedParams {
 
 // Where a rank's time went.
 struct RingStepTiming {
-  double compute_ms = 0;  // the device's time for the step's work (GPU timestamps)
-  double comm_ms = 0;     // posting the exchange to its completion (0: the last step sends nothing)
-  double wall_ms = 0;     // from submitting the step's work until both it and the exchange ended
-  // Communication not hidden behind the compute: min(comm, max(0, wall - compute)).
+  double compute_ms = 0;   // the device's time for the step's work (GPU timestamps)
+  double comm_ms = 0;      // posting the exchange to its completion (0: the last step sends nothing)
+  double wall_ms = 0;      // from submitting the step's work until both it and the exchange ended
+  double comm_end_ms = 0;  // when the exchange completed, from the submission
+  // Communication not hidden behind the compute: what of it lasted past the step's compute time,
+  // min(comm, max(0, comm_end - compute)) (the device's launch latency counts as neither).
   double exposed_comm_ms() const;
 };
 struct RingTiming {
   std::vector<RingStepTiming> steps;
-  double setup_ms = 0;  // host time of the handshake and the first chunk's staging
-  double total_ms = 0;  // host time of the whole call
+  double setup_ms = 0;   // host time of the handshake and the first chunk's staging
+  double total_ms = 0;   // host time of the whole call
+  double record_ms = 0;  // of which the host spent recording and submitting device work
   std::uint32_t blocks_computed = 0;
-  std::uint32_t blocks_skipped = 0;  // hidden entirely by the causal mask
+  std::uint32_t blocks_skipped = 0;   // hidden entirely by the causal mask
+  std::uint64_t exchange_bytes = 0;  // the largest chunk's keys and values: the most one step sends (0 with one rank)
   double compute_ms() const;
   double comm_ms() const;
   double exposed_comm_ms() const;
@@ -157,6 +161,12 @@ RingTiming ring_attention(RingRank& rank, const RingParams& p, const AttentionBu
 // paged cache with its block_table and cache_lengths), bias as local_bias_elements. out and lse
 // are written on the root (RingGather::Root; they may be null elsewhere) or on every rank.
 RingTiming sharded_attention(RingRank& rank, const ShardedParams& p, const AttentionBuffers& local);
+
+// The median time of one exchange of `bytes` around the ring with nothing else running (every rank
+// sends `bytes` to the next and receives as many from the previous, through staging), over
+// `repeat` exchanges: the link's share of the cost model (docs/ring_attention.md). Every rank calls
+// it with the same arguments.
+double ring_exchange_ms(RingRank& rank, std::uint64_t bytes, std::uint32_t repeat = 5);
 
 // ---- Host tensors cut into pieces and put back (tools, tests) -----------------------------
 

@@ -96,7 +96,26 @@ RingTransport& RingRank::transport() const { return *state_->transport; }
 std::uint32_t RingRank::rank() const { return state_->transport->rank(); }
 std::uint32_t RingRank::ranks() const { return state_->transport->ranks(); }
 
-double RingStepTiming::exposed_comm_ms() const { return std::min(comm_ms, std::max(0.0, wall_ms - compute_ms)); }
+double ring_exchange_ms(RingRank& rank, std::uint64_t bytes, std::uint32_t repeat) {
+  RingRank::State& s = rank.state();
+  return detail::ring_guard(s, [&] {
+    detail::require(repeat >= 1 && repeat <= 1000, "repeat", std::to_string(repeat), "must be in [1, 1000]");
+    detail::ring_agree(s, {{"bytes", static_cast<std::int64_t>(bytes)}, {"repeat", repeat}}, "ring_exchange_ms");
+    Buffer& a = s.keep("staging0", bytes, MemoryUse::Host);
+    Buffer& b = s.keep("staging1", bytes, MemoryUse::Host);
+    std::vector<double> ms;
+    for (std::uint32_t k = 0; k < repeat; ++k) {
+      const auto t0 = std::chrono::steady_clock::now();
+      s.transport->post(k % 2 ? b : a, 0, bytes, k % 2 ? a : b, 0, bytes, "exchange " + std::to_string(k));
+      s.transport->wait();
+      ms.push_back(detail::ms_since(t0));
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+  });
+}
+
+double RingStepTiming::exposed_comm_ms() const { return std::min(comm_ms, std::max(0.0, comm_end_ms - compute_ms)); }
 
 double RingTiming::compute_ms() const {
   double t = 0;

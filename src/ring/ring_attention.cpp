@@ -132,6 +132,7 @@ RingTiming ring_attention(RingRank& rank, const RingParams& p, const AttentionBu
     std::vector<QueryPiece> pieces(my_queries.size());
     std::vector<std::vector<Block>> steps(R);
     RingTiming timing;
+    timing.exchange_bytes = R > 1 ? parcel_capacity : 0;
     for (std::uint32_t step = 0; step < R; ++step) {
       const Parcel& parcel = parcels[(r + R - step) % R];
       for (std::uint32_t qi = 0; qi < my_queries.size(); ++qi)
@@ -291,6 +292,7 @@ RingTiming ring_attention(RingRank& rank, const RingParams& p, const AttentionBu
       std::uint32_t ts1 = 0;
       if (timestamps) ts1 = rec.write_timestamp();
       rec.submit();
+      timing.record_ms += detail::ms_since(t0);
       RingStepTiming st;
       if (step + 1 < R) {
         // The parcel held now goes on; the previous rank's arrives in the other buffer.
@@ -299,6 +301,7 @@ RingTiming ring_attention(RingRank& rank, const RingParams& p, const AttentionBu
         t.post(*staging[step % 2], 0, parcel.bytes, *staging[(step + 1) % 2], 0, parcels[from].bytes, "step " + std::to_string(step));
         t.wait();
         st.comm_ms = detail::ms_since(c0);
+        st.comm_end_ms = detail::ms_since(t0);
       }
       rec.wait();
       st.wall_ms = detail::ms_since(t0);
