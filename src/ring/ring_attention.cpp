@@ -2,8 +2,8 @@
 // "parcel" (each key piece's k then v, at 256-byte aligned offsets), held in two buffers: at step s
 // the device computes with one while the host receives the next parcel into the other and sends the
 // one in use on. Where the device's memory is host-visible (integrated GPUs, CPU devices) the
-// parcels are the staging; otherwise two host-visible staging buffers carry them and each step
-// begins with a copy of its parcel into device memory. Each block's partial result is merged into
+// parcels are the staging; otherwise two host-visible staging buffers carry them, and a parcel
+// that arrived is copied into device memory at once, while the step that received it computes. Each block's partial result is merged into
 // its query piece's running result by log-sum-exp (three float32 slots: the running result, the
 // new block, the merged result), the last merge writing the output.
 #include <algorithm>
@@ -233,10 +233,6 @@ RingTiming ring_attention(RingRank& rank, const RingParams& p, const AttentionBu
       detail::barrier(rec);
       std::uint32_t ts0 = 0;
       if (timestamps) ts0 = rec.write_timestamp();
-      if (!zero_copy && step > 0) {
-        detail::copy_regions(rec, *staging[step % 2], held, {{0, 0, parcel.bytes}});
-        detail::barrier(rec);
-      }
       for (std::size_t j = 0; j < steps[step].size(); ++j) {
         const Block& blk = steps[step][j];
         QueryPiece& qp = pieces[blk.query_piece];
@@ -302,8 +298,16 @@ RingTiming ring_attention(RingRank& rank, const RingParams& p, const AttentionBu
         t.wait();
         st.comm_ms = detail::ms_since(c0);
         st.comm_end_ms = detail::ms_since(t0);
+        if (!zero_copy) {
+          // Into device memory while this step computes: no barrier, since the step reads the
+          // other parcel and the last reader of this one finished (waited for) before; the next
+          // step's first barrier orders it before that step's reads.
+          detail::copy_regions(s.setup, *staging[(step + 1) % 2], *parcel_dev[(step + 1) % 2], {{0, 0, parcels[from].bytes}});
+          s.setup.submit();
+        }
       }
       rec.wait();
+      s.setup.wait();
       st.wall_ms = detail::ms_since(t0);
       st.compute_ms = timestamps ? rec.elapsed_ms(ts0, ts1) : st.wall_ms - st.comm_ms;
       timing.steps.push_back(st);
