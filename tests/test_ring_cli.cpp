@@ -117,6 +117,21 @@ TEST(RingCli, TimingsNameEveryRankAndStep) {
   }
 }
 
+// The sharded decoding benchmark reports its time per step, the host's share and the gather, and
+// creates no buffer after its first step.
+TEST(RingCli, ShardedDecodeBenchReportsItsSteps) {
+  auto r = tool("bench --json --filter ring-sharded-decode --repeat 1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const nlohmann::json records = nlohmann::json::parse(r.output.substr(r.output.find('[')));
+  ASSERT_EQ(records.size(), 2u);
+  for (const auto& rec : records) {
+    for (const char* field : {"step_ms", "gpu_ms", "gather_ms", "agree_ms", "host_ms_per_step", "buffers_after_first"})
+      EXPECT_TRUE(rec.contains(field)) << field << " in " << rec.dump();
+    EXPECT_EQ(rec["buffers_after_first"], 0) << rec.dump();
+    EXPECT_GT(rec["host_ms_per_step"].get<double>(), 0.0);
+  }
+}
+
 TEST(RingCli, BadInputGivesClearErrors) {
   const Files f = write_inputs(1, 2, 2, 3, 5, 8, "b_");
   const std::string out = " --out " + temp("b_out.npy");

@@ -257,7 +257,7 @@ Figures sharded_decode(const AttentionParams& p, std::uint32_t R) {
     for (int s = 0; s < kSteps; ++s) steps[r].push_back(sharded_attention(rank, c.plan.shard, b));
     new_buffers[r] = static_cast<double>(resource_counts(ctx).buffers - before);
   });
-  if (!outcome.ok()) throw Error("bench sharded-decode: " + outcome.describe());
+  if (!outcome.ok()) throw Error("bench ring-sharded-decode: " + outcome.describe());
   auto median_of = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
@@ -348,7 +348,7 @@ void add_ring_benches(Registry& reg) {
   decode.t5.bidirectional = false;
   decode.scale = 1.0f;
   for (std::uint32_t R : {2u, 4u})
-    reg.benches.push_back({"sharded-decode", "[1,8,1,32768,64] t5 causal R=" + std::to_string(R) + " in-process",
+    reg.benches.push_back({"ring-sharded-decode", "[1,8,1,32768,64] t5 causal R=" + std::to_string(R) + " in-process",
                            (2ull * decode.kv_heads * decode.keys + 2ull * decode.heads) * decode.head_dim * 4, Ceiling::Copy, false,
                            [decode, R](Context& ctx) {
                              auto d = std::make_shared<std::vector<Buffer>>();
