@@ -58,26 +58,6 @@ class FaultyTransport final : public RingTransport {
   Fault fault_;
 };
 
-AttentionParams draw(std::mt19937& rng, AttentionBias bias, DType dtype, std::uint32_t chunks) {
-  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
-  AttentionParams p;
-  p.bias = bias;
-  p.dtype = dtype;
-  p.batch = pick(1, 2);
-  p.kv_heads = pick(1, 2);
-  p.heads = p.kv_heads * pick(1, 2);
-  p.keys = chunks + pick(0, 30);
-  p.queries = pick(0, 2) == 0 ? chunks + pick(0, 10) : p.keys;
-  p.head_dim = 8;
-  p.causal = pick(0, 1);
-  p.query_offset = pick(0, 1) ? 0 : pick(-5, 5);
-  p.t5.bidirectional = pick(0, 1);
-  p.t5.num_buckets = 8;
-  p.t5.max_distance = 20;
-  p.max_relative_position = 3;
-  return p;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -105,7 +85,7 @@ int main(int argc, char** argv) {
       const RingLayout layout = trial % 2 ? RingLayout::Zigzag : RingLayout::Contiguous;
       const DType dtype = trial % 5 == 4 ? DType::F16 : DType::F32;
       const bool sharded = trial % 7 == 6;
-      AttentionParams p = draw(rng, modes[trial % 7], dtype, layout == RingLayout::Zigzag ? 2 * R : R);
+      AttentionParams p = relpos::test::random_ring_params(rng, modes[trial % 7], dtype, layout == RingLayout::Zigzag ? 2 * R : R);
       if (sharded) {
         p.queries = 1 + trial % 2;
         p.query_offset = std::int64_t{p.keys} - p.queries;

@@ -71,33 +71,6 @@ std::vector<RingTiming> expect_ring_matches(const std::vector<Context*>& context
   return timings;
 }
 
-AttentionParams random_params(std::mt19937& rng, AttentionBias bias, DType dtype, std::uint32_t chunks) {
-  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
-  AttentionParams p;
-  p.bias = bias;
-  p.dtype = dtype;
-  p.batch = pick(1, 2);
-  p.kv_heads = pick(1, 2);
-  p.heads = p.kv_heads * pick(1, 3);
-  p.keys = chunks + pick(0, 40);
-  p.queries = pick(0, 3) == 0 ? chunks + pick(0, 20) : p.keys;  // mostly self-attention, sometimes more keys or queries
-  p.head_dim = 8;
-  p.causal = pick(0, 1);
-  switch (pick(0, 3)) {
-    case 0: p.query_offset = std::int64_t{p.keys} - p.queries; break;
-    case 1: p.query_offset = pick(-9, 9); break;
-    default: p.query_offset = 0; break;
-  }
-  if (pick(0, 1)) p.scale = 1.0f;
-  p.t5.bidirectional = pick(0, 1);
-  p.t5.num_buckets = pick(p.t5.bidirectional ? 4 : 2, 20);
-  p.t5.max_distance = p.t5.max_exact() + pick(1, 30);
-  p.t5.scale = pick(0, 1) ? 1.0f : 0.5f;
-  p.max_relative_position = pick(1, 5);
-  p.kerple_variant = pick(0, 1) ? KerpleVariant::Log : KerpleVariant::Power;
-  return p;
-}
-
 constexpr AttentionBias kModes[] = {AttentionBias::None, AttentionBias::T5,    AttentionBias::Distance, AttentionBias::Alibi,
                                     AttentionBias::Shaw, AttentionBias::Dense, AttentionBias::Kerple};
 
@@ -139,7 +112,7 @@ class FaultyTransport final : public RingTransport {
 std::vector<std::string> faulty_ring(std::uint32_t ranks, std::uint32_t faulty, const std::string& at, FaultyTransport::Fault fault,
                                      std::chrono::milliseconds timeout) {
   std::mt19937 rng(5);
-  RingParams rp{random_params(rng, AttentionBias::Alibi, DType::F32, ranks), ranks, RingLayout::Contiguous};
+  RingParams rp{relpos::test::random_ring_params(rng, AttentionBias::Alibi, DType::F32, ranks), ranks, RingLayout::Contiguous};
   const WholeInputs in = random_whole_inputs(rng, rp.attention);
   AttentionResult got = empty_result(rp.attention);
   auto transports = make_in_process_ring(ranks, timeout);
@@ -167,7 +140,7 @@ TEST_F(RingAttention, EveryBiasModeBothLayoutsMatchSingleDevice) {
     const RingLayout layout = trial % 2 ? RingLayout::Zigzag : RingLayout::Contiguous;
     const std::uint32_t ranks = 1 + (trial / 2) % 4;
     const DType dtype = trial % 7 < 4 ? DType::F32 : DType::F16;
-    RingParams rp{random_params(rng, kModes[trial % 7], dtype, layout == RingLayout::Zigzag ? 2 * ranks : ranks), ranks, layout};
+    RingParams rp{relpos::test::random_ring_params(rng, kModes[trial % 7], dtype, layout == RingLayout::Zigzag ? 2 * ranks : ranks), ranks, layout};
     if (trial % 14 == 1) rp.attention.t5.bidirectional = false;
     expect_ring_matches(shared(gpu(), ranks), rp, random_whole_inputs(rng, rp.attention), gpu());
   }
@@ -179,7 +152,7 @@ TEST_F(RingAttention, T5BothDirections) {
   std::mt19937 rng(7);
   for (bool bidirectional : {true, false})
     for (RingLayout layout : {RingLayout::Contiguous, RingLayout::Zigzag}) {
-      RingParams rp{random_params(rng, AttentionBias::T5, DType::F32, 6), 3, layout};
+      RingParams rp{relpos::test::random_ring_params(rng, AttentionBias::T5, DType::F32, 6), 3, layout};
       rp.attention.t5.bidirectional = bidirectional;
       rp.attention.t5.num_buckets = 8;
       rp.attention.t5.max_distance = 12;
@@ -197,7 +170,7 @@ TEST_F(RingAttention, CausalBlocksSkippedAndZigzagBalanced) {
   std::mt19937 rng(3);
   const std::uint32_t R = 4;
   for (RingLayout layout : {RingLayout::Contiguous, RingLayout::Zigzag}) {
-    RingParams rp{random_params(rng, AttentionBias::Alibi, DType::F32, 2 * R), R, layout};
+    RingParams rp{relpos::test::random_ring_params(rng, AttentionBias::Alibi, DType::F32, 2 * R), R, layout};
     rp.attention.causal = true;
     rp.attention.queries = rp.attention.keys = 64;
     rp.attention.query_offset = 0;
@@ -221,10 +194,10 @@ TEST_F(RingAttention, CausalBlocksSkippedAndZigzagBalanced) {
 TEST_F(RingAttention, StagingPathAndAContextPerRank) {
   std::mt19937 rng(11);
   for (RingLayout layout : {RingLayout::Contiguous, RingLayout::Zigzag}) {
-    RingParams rp{random_params(rng, kModes[2 + static_cast<int>(layout)], DType::F16, 6), 3, layout};
+    RingParams rp{relpos::test::random_ring_params(rng, kModes[2 + static_cast<int>(layout)], DType::F16, 6), 3, layout};
     expect_ring_matches(shared(relpos::test::gpu_staging_only(), 3), rp, random_whole_inputs(rng, rp.attention), gpu());
   }
-  RingParams rp{random_params(rng, AttentionBias::Dense, DType::F32, 4), 2, RingLayout::Zigzag};
+  RingParams rp{relpos::test::random_ring_params(rng, AttentionBias::Dense, DType::F32, 4), 2, RingLayout::Zigzag};
   const WholeInputs in = random_whole_inputs(rng, rp.attention);
   const AttentionResult one = relpos::test::single_device(gpu(), rp.attention, in);
   AttentionResult got = empty_result(rp.attention);
@@ -245,7 +218,7 @@ TEST_F(RingAttention, StagingPathAndAContextPerRank) {
 // every step's blocks of one shape, so that the attention calls' scratch is the same too).
 TEST_F(RingAttention, RepeatedCallsReuseBuffers) {
   std::mt19937 rng(17);
-  RingParams rp{random_params(rng, AttentionBias::Distance, DType::F32, 4), 2, RingLayout::Zigzag};
+  RingParams rp{relpos::test::random_ring_params(rng, AttentionBias::Distance, DType::F32, 4), 2, RingLayout::Zigzag};
   rp.attention.causal = false;
   rp.attention.queries = rp.attention.keys = 32;
   const WholeInputs in = random_whole_inputs(rng, rp.attention);
@@ -279,7 +252,7 @@ TEST_F(RingAttention, ShardedDecodingMatchesSingleDevice) {
   std::mt19937 rng(31);
   for (int trial = 0; trial < 14; ++trial) {
     const std::uint32_t ranks = 1 + trial % 4;
-    ShardedParams sp{random_params(rng, kModes[trial % 7], trial % 3 ? DType::F32 : DType::F16, ranks), ranks,
+    ShardedParams sp{relpos::test::random_ring_params(rng, kModes[trial % 7], trial % 3 ? DType::F32 : DType::F16, ranks), ranks,
                      trial % 2 ? RingGather::All : RingGather::Root, static_cast<std::uint32_t>(trial) % ranks};
     AttentionParams& p = sp.attention;
     p.queries = 1 + trial % 3;
@@ -316,7 +289,7 @@ TEST_F(RingAttention, ShardedPagedDecoding) {
   for (AttentionBias mode : {AttentionBias::None, AttentionBias::T5, AttentionBias::Alibi, AttentionBias::Kerple, AttentionBias::Shaw}) {
     const std::uint32_t R = 3, S = 48, bs = 16, Q = 2;
     const std::vector<std::int32_t> lengths = {130, 61};  // the second leaves the last rank empty
-    AttentionParams whole = random_params(rng, mode, DType::F32, R);
+    AttentionParams whole = relpos::test::random_ring_params(rng, mode, DType::F32, R);
     whole.batch = 2;
     whole.queries = Q;
     whole.causal = true;
@@ -415,7 +388,7 @@ TEST_F(RingAttention, BadParametersAreRefused) {
 // Ranks that disagree on the shape all stop before any data moves, each naming the difference.
 TEST_F(RingAttention, RanksThatDisagreeAllStop) {
   std::mt19937 rng(41);
-  RingParams rp{random_params(rng, AttentionBias::None, DType::F32, 3), 3};
+  RingParams rp{relpos::test::random_ring_params(rng, AttentionBias::None, DType::F32, 3), 3};
   rp.attention.queries = rp.attention.keys = 30;
   const WholeInputs in = random_whole_inputs(rng, rp.attention);
   AttentionResult got = empty_result(rp.attention);
@@ -434,7 +407,7 @@ TEST_F(RingAttention, RanksThatDisagreeAllStop) {
 // A buffer of the wrong size on one rank: InvalidArgument there, a RingError naming it elsewhere.
 TEST_F(RingAttention, BadBufferOnOneRankStopsAll) {
   std::mt19937 rng(43);
-  RingParams rp{random_params(rng, AttentionBias::Alibi, DType::F32, 3), 3};
+  RingParams rp{relpos::test::random_ring_params(rng, AttentionBias::Alibi, DType::F32, 3), 3};
   const WholeInputs in = random_whole_inputs(rng, rp.attention);
   std::vector<std::string> kinds(3);
   const InProcessRingOutcome outcome = run_in_process_ring(shared(gpu(), 3), kTimeout, [&](std::uint32_t r, Context& ctx, RingTransport& t) {

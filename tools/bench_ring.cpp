@@ -41,26 +41,45 @@ AttentionParams bench_params(const RingBenchShape& s) {
   return p;
 }
 
-RingCall bench_call(const AttentionParams& p, std::uint32_t ranks, RingLayout layout) {
-  std::mt19937 rng(1);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+RingCall bench_call(const AttentionParams& p, std::uint32_t ranks, RingLayout layout, bool sharded) {
   RingCall c;
   c.p = p;
-  auto fill = [&](std::uint64_t n) {
-    std::vector<float> v(n);
-    for (float& x : v) x = u(rng);
-    return v;
-  };
-  c.in.q = fill(p.rows() * p.head_dim);
-  c.in.k = fill(std::uint64_t{p.batch} * p.kv_heads * p.keys * p.head_dim);
-  c.in.v = fill(c.in.k.size());
-  AlibiParams ap;
-  ap.heads = p.heads;
-  c.in.bias = alibi_slopes(ap);
+  c.in = random_ring_inputs(p, 1);
   c.plan = ring_plan(p, ranks, layout);
-  c.plan.sharded = false;  // the ring, whatever the shape (the tool takes Q < K sharded)
+  c.plan.sharded = sharded;  // the ring, whatever the shape, unless asked (the tool takes Q < K sharded)
   c.plan.validate();
   return c;
+}
+
+// A context per rank, as for GPUs of one machine (here all on the tool's device).
+struct RankContexts {
+  std::vector<std::unique_ptr<Context>> owned;
+  std::vector<Context*> ranks;
+  explicit RankContexts(std::uint32_t R) {
+    for (std::uint32_t r = 0; r < R; ++r) {
+      owned.push_back(std::make_unique<Context>(tool_context_options()));
+      ranks.push_back(owned.back().get());
+    }
+  }
+};
+
+// The record's GPU time: the same attention on one device; `loop` runs the ranks.
+BenchRun one_device_and(Context& ctx, std::shared_ptr<RingCall> c, std::function<Figures(const RingCall&)> loop) {
+  auto d = std::make_shared<std::vector<Buffer>>();
+  d->push_back(make_buffer(ctx, c->in.q));
+  d->push_back(make_buffer(ctx, c->in.k));
+  d->push_back(make_buffer(ctx, c->in.v));
+  d->push_back(Buffer(ctx, c->p.rows() * c->p.head_dim * 4));
+  d->push_back(make_buffer(ctx, c->in.bias));
+  BenchRun run;
+  run.record = [p = c->p, d](Recorder& r) {
+    AttentionBuffers b{&(*d)[0], &(*d)[1], &(*d)[2], &(*d)[3]};
+    b.bias = &(*d)[4];
+    attention(r, p, b);
+  };
+  run.loop = [c, loop] { return loop(*c); };
+  run.keep = std::make_shared<std::pair<decltype(c), decltype(d)>>(c, d);
+  return run;
 }
 
 // Per-rank figures of one timed run, and the whole ring's; beside them the cost model's: a step
@@ -114,16 +133,10 @@ constexpr int kRepeat = 3;
 
 Figures in_process_ring(const RingCall& c) {
   const std::uint32_t R = c.plan.ranks();
-  // A context per rank, as for GPUs of one machine (here all on the tool's device).
-  std::vector<std::unique_ptr<Context>> contexts;
-  std::vector<Context*> ptrs;
-  for (std::uint32_t r = 0; r < R; ++r) {
-    contexts.push_back(std::make_unique<Context>(tool_context_options()));
-    ptrs.push_back(contexts.back().get());
-  }
+  RankContexts contexts(R);
   std::vector<std::vector<RingTiming>> runs(kRepeat, std::vector<RingTiming>(R));
   double exchange_ms = 0;
-  const InProcessRingOutcome outcome = run_in_process_ring(ptrs, std::chrono::minutes(5), [&](std::uint32_t r, Context& ctx, RingTransport& t) {
+  const InProcessRingOutcome outcome = run_in_process_ring(contexts.ranks, std::chrono::minutes(5), [&](std::uint32_t r, Context& ctx, RingTransport& t) {
     RingRank rank(ctx, t);
     const RingInputs in = rank_inputs(c, r);
     run_ring_rank(rank, c.plan, c.p, in);  // compiles
@@ -220,32 +233,14 @@ Figures mpi_ring(const RingCall& c, const RingBenchShape& s) {
 
 // Decoding steps of one query against keys sharded over the ranks: the time of a step, the
 // device's share, the gather's, and what is left for the host (recording, submitting, waiting).
-Figures sharded_decode(const AttentionParams& p, std::uint32_t R) {
+Figures sharded_decode(const RingCall& c) {
   constexpr int kSteps = 24;
-  RingCall c;
-  c.p = p;
-  c.plan = ring_plan(p, R, RingLayout::Contiguous);
-  c.plan.validate();
-  std::mt19937 rng(2);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  auto fill = [&](std::uint64_t n) {
-    std::vector<float> v(n);
-    for (float& x : v) x = u(rng);
-    return v;
-  };
-  c.in.q = fill(p.rows() * p.head_dim);
-  c.in.k = fill(std::uint64_t{p.batch} * p.kv_heads * p.keys * p.head_dim);
-  c.in.v = fill(c.in.k.size());
-  c.in.bias = fill(p.bias_elements());  // the T5 table
-  std::vector<std::unique_ptr<Context>> contexts;
-  std::vector<Context*> ptrs;
-  for (std::uint32_t r = 0; r < R; ++r) {
-    contexts.push_back(std::make_unique<Context>(tool_context_options()));
-    ptrs.push_back(contexts.back().get());
-  }
+  const AttentionParams& p = c.p;
+  const std::uint32_t R = c.plan.ranks();
+  RankContexts contexts(R);
   std::vector<std::vector<RingTiming>> steps(R);
   std::vector<double> new_buffers(R);
-  const InProcessRingOutcome outcome = run_in_process_ring(ptrs, std::chrono::minutes(5), [&](std::uint32_t r, Context& ctx, RingTransport& t) {
+  const InProcessRingOutcome outcome = run_in_process_ring(contexts.ranks, std::chrono::minutes(5), [&](std::uint32_t r, Context& ctx, RingTransport& t) {
     RingRank rank(ctx, t);
     const RingInputs in = rank_inputs(c, r);
     Buffer q = make_buffer(ctx, in.q), k = make_buffer(ctx, in.k), v = make_buffer(ctx, in.v), bias = make_buffer(ctx, in.bias);
@@ -289,54 +284,20 @@ void add_ring_benches(Registry& reg) {
     return "[1,8,2048,2048,64] alibi causal zigzag R=" + std::to_string(R) + " " + transport;
   };
   for (std::uint32_t R : {2u, 4u})
-    for (const bool mpi : {false, true}) {
+    for (const bool mpi : {false, true})
       reg.benches.push_back({"ring-attention", shape_text(R, mpi ? "mpi" : "in-process"), bytes, Ceiling::Copy, false,
                              [p, R, mpi, shape](Context& ctx) {
-                               // The record's GPU time: the same attention on one device.
-                               auto c = std::make_shared<RingCall>(bench_call(p, R, shape.layout));
-                               auto d = std::make_shared<std::vector<Buffer>>();
-                               d->push_back(make_buffer(ctx, c->in.q));
-                               d->push_back(make_buffer(ctx, c->in.k));
-                               d->push_back(make_buffer(ctx, c->in.v));
-                               d->push_back(Buffer(ctx, p.rows() * p.head_dim * 4));
-                               d->push_back(make_buffer(ctx, c->in.bias));
-                               BenchRun run;
-                               run.record = [p, d](Recorder& r) {
-                                 AttentionBuffers b{&(*d)[0], &(*d)[1], &(*d)[2], &(*d)[3]};
-                                 b.bias = &(*d)[4];
-                                 attention(r, p, b);
-                               };
-                               run.loop = [c, mpi, shape] { return mpi ? mpi_ring(*c, shape) : in_process_ring(*c); };
-                               run.keep = std::make_shared<std::pair<decltype(c), decltype(d)>>(c, d);
-                               return run;
+                               return one_device_and(ctx, std::make_shared<RingCall>(bench_call(p, R, shape.layout, false)),
+                                                     [mpi, shape](const RingCall& c) { return mpi ? mpi_ring(c, shape) : in_process_ring(c); });
                              }});
-    }
   // Link-bound: one query per rank against 16384 keys per chunk (67 MB a step), where the model
   // says the transfer outlasts the compute.
-  {
-    const RingBenchShape s{1, 8, 4, 65536, 64, false, RingLayout::Contiguous};
-    const AttentionParams lp = bench_params(s);
-    reg.benches.push_back({"ring-attention", "[1,8,4,65536,64] alibi R=4 in-process (1 query a rank: link-bound)",
-                           (2 * lp.rows() + 2ull * lp.batch * lp.kv_heads * lp.keys) * lp.head_dim * 4, Ceiling::Copy, false,
-                           [lp, s](Context& ctx) {
-                             auto c = std::make_shared<RingCall>(bench_call(lp, 4, s.layout));
-                             auto d = std::make_shared<std::vector<Buffer>>();
-                             d->push_back(make_buffer(ctx, c->in.q));
-                             d->push_back(make_buffer(ctx, c->in.k));
-                             d->push_back(make_buffer(ctx, c->in.v));
-                             d->push_back(Buffer(ctx, lp.rows() * lp.head_dim * 4));
-                             d->push_back(make_buffer(ctx, c->in.bias));
-                             BenchRun run;
-                             run.record = [lp, d](Recorder& r) {
-                               AttentionBuffers b{&(*d)[0], &(*d)[1], &(*d)[2], &(*d)[3]};
-                               b.bias = &(*d)[4];
-                               attention(r, lp, b);
-                             };
-                             run.loop = [c] { return in_process_ring(*c); };
-                             run.keep = std::make_shared<std::pair<decltype(c), decltype(d)>>(c, d);
-                             return run;
-                           }});
-  }
+  const RingBenchShape link{1, 8, 4, 65536, 64, false, RingLayout::Contiguous};
+  const AttentionParams lp = bench_params(link);
+  reg.benches.push_back({"ring-attention", "[1,8,4,65536,64] alibi R=4 in-process (1 query a rank: link-bound)",
+                         (2 * lp.rows() + 2ull * lp.batch * lp.kv_heads * lp.keys) * lp.head_dim * 4, Ceiling::Copy, false, [lp, link](Context& ctx) {
+                           return one_device_and(ctx, std::make_shared<RingCall>(bench_call(lp, 4, link.layout, false)), in_process_ring);
+                         }});
   AttentionParams decode;
   decode.heads = decode.kv_heads = 8;
   decode.queries = 1;
@@ -351,22 +312,7 @@ void add_ring_benches(Registry& reg) {
     reg.benches.push_back({"ring-sharded-decode", "[1,8,1,32768,64] t5 causal R=" + std::to_string(R) + " in-process",
                            (2ull * decode.kv_heads * decode.keys + 2ull * decode.heads) * decode.head_dim * 4, Ceiling::Copy, false,
                            [decode, R](Context& ctx) {
-                             auto d = std::make_shared<std::vector<Buffer>>();
-                             std::vector<float> kv(std::uint64_t{decode.kv_heads} * decode.keys * decode.head_dim, 0.5f);
-                             d->push_back(Buffer(ctx, decode.rows() * decode.head_dim * 4));
-                             d->push_back(make_buffer(ctx, kv));
-                             d->push_back(make_buffer(ctx, kv));
-                             d->push_back(Buffer(ctx, decode.rows() * decode.head_dim * 4));
-                             d->push_back(make_buffer(ctx, std::vector<float>(decode.bias_elements(), 0.1f)));
-                             BenchRun run;
-                             run.record = [decode, d](Recorder& r) {
-                               AttentionBuffers b{&(*d)[0], &(*d)[1], &(*d)[2], &(*d)[3]};
-                               b.bias = &(*d)[4];
-                               attention(r, decode, b);
-                             };
-                             run.loop = [decode, R] { return sharded_decode(decode, R); };
-                             run.keep = d;
-                             return run;
+                             return one_device_and(ctx, std::make_shared<RingCall>(bench_call(decode, R, RingLayout::Contiguous, true)), sharded_decode);
                            }});
 }
 

@@ -10,7 +10,6 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
-#include <random>
 #include <sstream>
 
 #include <relpos/ring.hpp>
@@ -206,21 +205,9 @@ void run_mpi(const RingArgs& a) {
 // ---- relpos check: in-process ranks on the check's context against the reference -------------
 
 CheckResult check_ring(Context& ctx, const AttentionParams& p, std::uint32_t R, RingLayout layout) {
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  auto fill = [&](std::uint64_t n, float lo = -1.0f, float hi = 1.0f) {
-    std::vector<float> v(n);
-    for (float& x : v) x = lo + (hi - lo) * (u(rng) + 1.0f) / 2;
-    return v;
-  };
   RingCall c;
   c.p = p;
-  c.in.q = fill(p.rows() * p.head_dim);
-  c.in.k = fill(std::uint64_t{p.batch} * p.kv_heads * p.keys * p.head_dim);
-  c.in.v = fill(c.in.k.size());
-  c.in.bias = p.bias == AttentionBias::Kerple || p.bias == AttentionBias::Alibi ? fill(p.bias_elements(), 0.05f, 0.5f) : fill(p.bias_elements());
-  if (p.dtype == DType::F16)
-    for (auto* x : {&c.in.q, &c.in.k, &c.in.v}) *x = from_half(to_half(*x));
+  c.in = random_ring_inputs(p, 7);
   c.plan = ring_plan(p, R, layout);
   c.plan.validate();
   AttentionResult got = empty_ring_result(p);
@@ -230,7 +217,7 @@ CheckResult check_ring(Context& ctx, const AttentionParams& p, std::uint32_t R, 
                                                              put_rank_result(c.plan, p, r, run_ring_rank(rank, c.plan, p, rank_inputs(c, r)), got);
                                                            });
   if (!outcome.ok()) throw Error(outcome.describe());
-  const AttentionResult want = attention_reference(p, {c.in.q, c.in.k, c.in.v, c.in.bias, {}, {}, {}});
+  const AttentionResult want = attention_reference(p, {c.in.q, c.in.k, c.in.v, c.in.bias, c.in.rel_keys, c.in.rel_values, {}});
   // As the fused kernel against the reference: float32 sums (f16: one rounding of the output).
   return {std::max(normalised_error(got.out, want.out), normalised_error(got.lse, want.lse)), p.dtype == DType::F16 ? 1e-3 : 1e-4,
           "max_err"};

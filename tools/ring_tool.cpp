@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <limits>
+#include <random>
 
 #include "registry.hpp"
 
@@ -28,6 +29,29 @@ RingPlan ring_plan(const AttentionParams& p, std::uint32_t ranks, RingLayout lay
   plan.ring = {p, ranks, layout};
   plan.shard = {p, ranks, RingGather::Root, 0};
   return plan;
+}
+
+RingInputs random_ring_inputs(const AttentionParams& p, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  auto fill = [&](std::uint64_t n, float lo = -1.0f, float hi = 1.0f) {
+    std::vector<float> v(n);
+    for (float& x : v) x = lo + (hi - lo) * u(rng);
+    return v;
+  };
+  RingInputs in;
+  in.q = fill(p.rows() * p.head_dim);
+  in.k = fill(std::uint64_t{p.batch} * p.kv_heads * p.keys * p.head_dim);
+  in.v = fill(in.k.size());
+  const bool positive = p.bias == AttentionBias::Alibi || p.bias == AttentionBias::Kerple;
+  in.bias = positive ? fill(p.bias_elements(), 0.05f, 0.5f) : fill(p.bias_elements());
+  if (p.bias == AttentionBias::Shaw) {
+    in.rel_keys = fill((2ull * p.max_relative_position + 1) * p.head_dim);
+    in.rel_values = fill(in.rel_keys.size());
+  }
+  if (p.dtype == DType::F16)
+    for (auto* x : {&in.q, &in.k, &in.v}) *x = from_half(to_half(*x));
+  return in;
 }
 
 RingInputs rank_inputs(const RingCall& c, std::uint32_t rank) {

@@ -33,6 +33,9 @@ struct RingCall {
   RingPlan plan;
   RingInputs in;  // the whole call's (a rank's own after unpack_rank_call)
 };
+// Random inputs of a whole call (uniform in [-1, 1]; ALiBi's and KERPLE's parameters in
+// [0.05, 0.5]; Shaw's tables), rounded as f16 buffers hold them: for checks and benchmarks.
+RingInputs random_ring_inputs(const AttentionParams& p, unsigned seed);
 // Rank `rank`'s inputs: its query and key pieces, the bias input as it takes it (dense: its rows
 // or columns), Shaw's tables whole.
 RingInputs rank_inputs(const RingCall& c, std::uint32_t rank);

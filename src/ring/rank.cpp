@@ -28,6 +28,15 @@ const Buffer& RingRank::State::view(const Buffer& b, std::uint64_t offset, std::
 
 namespace detail {
 
+void ring_require_transport(const RingTransport& t, std::uint32_t ranks) {
+  require(ranks == t.ranks(), "ranks", std::to_string(ranks), "must be the transport's ranks = " + std::to_string(t.ranks()));
+}
+
+void ring_require_size(const Buffer* b, std::uint64_t bytes, const std::string& name, const std::string& layout) {
+  require(b != nullptr, name, "null", "is required (" + layout + ")");
+  require(b->size() == bytes, name, std::to_string(b->size()) + " bytes", "must be " + layout + " = " + std::to_string(bytes) + " bytes");
+}
+
 void copy_in_groups(Recorder& r, const Buffer& src, const Buffer& dst, const std::vector<VkBufferCopy>& regions) {
   constexpr std::size_t kGroup = 32;
   for (std::size_t first = 0; first < regions.size(); first += kGroup)

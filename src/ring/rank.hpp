@@ -50,6 +50,12 @@ namespace detail {
 inline constexpr std::uint64_t kRingAlign = 256;
 inline std::uint64_t ring_aligned(std::uint64_t bytes) { return (bytes + kRingAlign - 1) / kRingAlign * kRingAlign; }
 
+// The call's rank count is the transport's.
+void ring_require_transport(const RingTransport& t, std::uint32_t ranks);
+
+// A rank's buffer of exactly `bytes` (InvalidArgument naming it and its layout otherwise).
+void ring_require_size(const Buffer* b, std::uint64_t bytes, const std::string& name, const std::string& layout);
+
 // vkCmdCopyBuffer with at most 32 regions a command (the validation layer's checks of one command
 // grow with the square of its regions; docs/ARCHITECTURE.md, "The per-distance expansion").
 void copy_in_groups(Recorder& r, const Buffer& src, const Buffer& dst, const std::vector<VkBufferCopy>& regions);

@@ -27,10 +27,6 @@ using detail::ring_aligned;
 
 constexpr std::uint32_t kNegInfBits = 0xff800000u;
 
-void require_size(const Buffer* b, std::uint64_t bytes, const std::string& name, const std::string& layout) {
-  require(b != nullptr, name, "null", "is required (" + layout + ")");
-  require(b->size() == bytes, name, std::to_string(b->size()) + " bytes", "must be " + layout + " = " + std::to_string(bytes) + " bytes");
-}
 
 // The layout of a parcel: per key piece, its k part then its v part.
 struct Parcel {
@@ -97,7 +93,7 @@ RingTiming ring_attention(RingRank& rank, const RingParams& p, const AttentionBu
     const auto t_call = Clock::now();
     RingTransport& t = *s.transport;
     p.validate();
-    require(p.ranks == t.ranks(), "ranks", std::to_string(p.ranks), "must be the transport's ranks = " + std::to_string(t.ranks()));
+    detail::ring_require_transport(t, p.ranks);
     const std::uint32_t R = p.ranks, r = t.rank();
     const AttentionParams& a = p.attention;
     const std::uint64_t B = a.batch, H = a.heads, Hkv = a.kv_heads, D = a.head_dim, es = dtype_size(a.dtype);
@@ -105,14 +101,14 @@ RingTiming ring_attention(RingRank& rank, const RingParams& p, const AttentionBu
     const std::uint32_t Qr = p.local_queries(r), Kr = p.local_keys(r);
     const std::string dt(dtype_name(a.dtype)), odt(dtype_name(out_dtype));
 
-    require_size(b.q, B * H * Qr * D * es, "q buffer", dt + " [batch, heads, local queries = " + std::to_string(Qr) + ", head_dim]");
-    require_size(b.k, B * Hkv * Kr * D * es, "k buffer", dt + " [batch, kv_heads, local keys = " + std::to_string(Kr) + ", head_dim]");
-    require_size(b.v, B * Hkv * Kr * D * es, "v buffer", dt + " [batch, kv_heads, local keys = " + std::to_string(Kr) + ", head_dim]");
-    require_size(b.out, B * H * Qr * D * dtype_size(out_dtype), "out buffer", odt + " [batch, heads, local queries, head_dim]");
-    if (b.lse) require_size(b.lse, B * H * Qr * 4, "lse buffer", "float32 [batch, heads, local queries]");
+    detail::ring_require_size(b.q, B * H * Qr * D * es, "q buffer", dt + " [batch, heads, local queries = " + std::to_string(Qr) + ", head_dim]");
+    detail::ring_require_size(b.k, B * Hkv * Kr * D * es, "k buffer", dt + " [batch, kv_heads, local keys = " + std::to_string(Kr) + ", head_dim]");
+    detail::ring_require_size(b.v, B * Hkv * Kr * D * es, "v buffer", dt + " [batch, kv_heads, local keys = " + std::to_string(Kr) + ", head_dim]");
+    detail::ring_require_size(b.out, B * H * Qr * D * dtype_size(out_dtype), "out buffer", odt + " [batch, heads, local queries, head_dim]");
+    if (b.lse) detail::ring_require_size(b.lse, B * H * Qr * 4, "lse buffer", "float32 [batch, heads, local queries]");
     const detail::RingBiasInput bias_kind = detail::ring_bias_input(a);
     if (p.local_bias_elements(r) > 0)
-      require_size(b.bias, p.local_bias_elements(r) * 4, "bias buffer",
+      detail::ring_require_size(b.bias, p.local_bias_elements(r) * 4, "bias buffer",
                    bias_kind == detail::RingBiasInput::Dense ? "float32 [heads, local queries, keys]" : "float32, as attention() takes it");
     require(b.key_lengths == nullptr, "key_lengths buffer", "given", "is not taken by ring attention (no key padding)");
     require(b.block_table == nullptr && b.cache_lengths == nullptr, "block_table buffer", "given", "is not taken by ring attention");

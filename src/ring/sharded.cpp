@@ -13,16 +13,9 @@
 
 namespace relpos {
 namespace {
-
 using Clock = std::chrono::steady_clock;
 using detail::require;
 using detail::ring_aligned;
-
-void require_size(const Buffer* b, std::uint64_t bytes, const std::string& name, const std::string& layout) {
-  require(b != nullptr, name, "null", "is required (" + layout + ")");
-  require(b->size() == bytes, name, std::to_string(b->size()) + " bytes", "must be " + layout + " = " + std::to_string(bytes) + " bytes");
-}
-
 }  // namespace
 
 RingTiming sharded_attention(RingRank& rank, const ShardedParams& p, const AttentionBuffers& b) {
@@ -31,7 +24,7 @@ RingTiming sharded_attention(RingRank& rank, const ShardedParams& p, const Atten
     const auto t_call = Clock::now();
     RingTransport& t = *s.transport;
     p.validate();
-    require(p.ranks == t.ranks(), "ranks", std::to_string(p.ranks), "must be the transport's ranks = " + std::to_string(t.ranks()));
+    detail::ring_require_transport(t, p.ranks);
     const std::uint32_t R = p.ranks, r = t.rank();
     const AttentionParams& a = p.attention;
     const bool paged = a.paged.enabled(), merges = p.gather == RingGather::All || r == p.root;
@@ -41,16 +34,16 @@ RingTiming sharded_attention(RingRank& rank, const ShardedParams& p, const Atten
     const RingPiece keys = p.key_pieces(r)[0];
     const RingPiece queries{0, a.queries};
 
-    require_size(b.q, B * H * Q * D * es, "q buffer", dt + " [batch, heads, queries, head_dim]");
+    detail::ring_require_size(b.q, B * H * Q * D * es, "q buffer", dt + " [batch, heads, queries, head_dim]");
     if (!paged) {
-      require_size(b.k, B * Hkv * keys.count * D * es, "k buffer", dt + " [batch, kv_heads, local keys = " + std::to_string(keys.count) + ", head_dim]");
-      require_size(b.v, B * Hkv * keys.count * D * es, "v buffer", dt + " [batch, kv_heads, local keys = " + std::to_string(keys.count) + ", head_dim]");
+      detail::ring_require_size(b.k, B * Hkv * keys.count * D * es, "k buffer", dt + " [batch, kv_heads, local keys = " + std::to_string(keys.count) + ", head_dim]");
+      detail::ring_require_size(b.v, B * Hkv * keys.count * D * es, "v buffer", dt + " [batch, kv_heads, local keys = " + std::to_string(keys.count) + ", head_dim]");
     }
-    if (merges) require_size(b.out, B * H * Q * D * dtype_size(out_dtype), "out buffer", std::string(dtype_name(out_dtype)) + " [batch, heads, queries, head_dim]");
-    if (merges && b.lse) require_size(b.lse, B * H * Q * 4, "lse buffer", "float32 [batch, heads, queries]");
+    if (merges) detail::ring_require_size(b.out, B * H * Q * D * dtype_size(out_dtype), "out buffer", std::string(dtype_name(out_dtype)) + " [batch, heads, queries, head_dim]");
+    if (merges && b.lse) detail::ring_require_size(b.lse, B * H * Q * 4, "lse buffer", "float32 [batch, heads, queries]");
     const detail::RingBiasInput bias_kind = detail::ring_bias_input(a);
     if (p.local_bias_elements(r) > 0)
-      require_size(b.bias, p.local_bias_elements(r) * 4, "bias buffer",
+      detail::ring_require_size(b.bias, p.local_bias_elements(r) * 4, "bias buffer",
                    bias_kind == detail::RingBiasInput::Dense ? "float32 [heads, queries, local keys]" : "float32, as attention() takes it");
     require(b.key_lengths == nullptr, "key_lengths buffer", "given", "is not taken by sharded attention (no key padding)");
 

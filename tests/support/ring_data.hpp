@@ -7,29 +7,48 @@
 #include <random>
 #include <vector>
 
+#include "support/attention_inputs.hpp"
 #include "support/test_data.hpp"
 
 namespace relpos::test {
 
-struct WholeInputs {
-  std::vector<float> q, k, v, bias, rel_keys, rel_values;
+// The whole sequence's inputs on the host.
+struct WholeInputs : AttentionInputs {
   AttentionHostInputs host() const { return {q, k, v, bias, rel_keys, rel_values, {}, {}, {}}; }
 };
 
 inline WholeInputs random_whole_inputs(std::mt19937& rng, const AttentionParams& p) {
-  WholeInputs in;
-  const std::size_t D = p.head_dim, kv = std::size_t{p.batch} * p.kv_heads * p.keys * D;
-  in.q = rounded_to_storage(random_floats(rng, p.rows() * D), p.dtype);
-  in.k = rounded_to_storage(random_floats(rng, kv), p.dtype);
-  in.v = rounded_to_storage(random_floats(rng, kv), p.dtype);
-  if (p.bias == AttentionBias::Alibi) in.bias = random_floats(rng, p.heads, 0.0f, 1.0f);
-  else if (p.bias == AttentionBias::Kerple) in.bias = random_floats(rng, p.bias_elements(), 0.01f, 0.5f);
-  else in.bias = random_floats(rng, p.bias_elements(), -3.0f, 3.0f);
-  if (p.bias == AttentionBias::Shaw) {
-    in.rel_keys = random_floats(rng, (2 * p.max_relative_position + 1) * D);
-    in.rel_values = random_floats(rng, (2 * p.max_relative_position + 1) * D);
+  return {random_attention_inputs(rng, p, std::size_t{p.batch} * p.kv_heads * p.keys * p.head_dim)};
+}
+
+// Random ring shapes over `chunks` chunks: grouped-query heads, mostly self-attention (Q = K), at
+// times more keys or more queries; causal or not; offsets 0, K - Q or small of either sign; T5 in
+// either direction; KERPLE's two variants.
+inline AttentionParams random_ring_params(std::mt19937& rng, AttentionBias bias, DType dtype, std::uint32_t chunks) {
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  AttentionParams p;
+  p.bias = bias;
+  p.dtype = dtype;
+  p.batch = pick(1, 2);
+  p.kv_heads = pick(1, 2);
+  p.heads = p.kv_heads * pick(1, 3);
+  p.keys = chunks + pick(0, 40);
+  p.queries = pick(0, 3) == 0 ? chunks + pick(0, 20) : p.keys;
+  p.head_dim = 8;
+  p.causal = pick(0, 1);
+  switch (pick(0, 3)) {
+    case 0: p.query_offset = std::int64_t{p.keys} - p.queries; break;
+    case 1: p.query_offset = pick(-9, 9); break;
+    default: p.query_offset = 0; break;
   }
-  return in;
+  if (pick(0, 1)) p.scale = 1.0f;
+  p.t5.bidirectional = pick(0, 1);
+  p.t5.num_buckets = pick(p.t5.bidirectional ? 4 : 2, 20);
+  p.t5.max_distance = p.t5.max_exact() + pick(1, 30);
+  p.t5.scale = pick(0, 1) ? 1.0f : 0.5f;
+  p.max_relative_position = pick(1, 5);
+  p.kerple_variant = pick(0, 1) ? KerpleVariant::Log : KerpleVariant::Power;
+  return p;
 }
 
 // The inputs of one call on the device.
