@@ -248,6 +248,39 @@ TEST_F(RingAttention, RepeatedCallsReuseBuffers) {
   EXPECT_EQ(buffers_after[1], buffers_after[2]);
 }
 
+// One RingRank per rank through calls of other shapes (larger, then smaller and uneven, without and
+// with lse, both layouts): what it keeps is cut to each call.
+TEST_F(RingAttention, ShapesChangeBetweenCalls) {
+  std::mt19937 rng(19);
+  std::vector<RingParams> calls;
+  for (std::uint32_t n : {40u, 23u, 31u}) {
+    RingParams rp{relpos::test::random_ring_params(rng, kModes[n % 7], n == 23 ? DType::F16 : DType::F32, 6), 3,
+                  n == 31 ? RingLayout::Zigzag : RingLayout::Contiguous};
+    rp.attention.queries = rp.attention.keys = n;
+    rp.attention.causal = true;  // rank 0 meets one block: its result goes straight to the output
+    rp.attention.query_offset = 0;
+    rp.attention.batch = 1;
+    rp.attention.heads = 2;
+    rp.attention.kv_heads = 1;
+    calls.push_back(rp);
+  }
+  std::vector<WholeInputs> inputs;
+  for (const RingParams& rp : calls) inputs.push_back(random_whole_inputs(rng, rp.attention));
+  std::vector<AttentionResult> got;
+  for (const RingParams& rp : calls) got.push_back(empty_result(rp.attention));
+  const InProcessRingOutcome outcome = run_in_process_ring(shared(gpu(), 3), kTimeout, [&](std::uint32_t r, Context& ctx, RingTransport& t) {
+    RingRank rank(ctx, t);
+    // The first two calls without an lse buffer: the rank keeps one, of the first call's size.
+    for (std::size_t c = 0; c < calls.size(); ++c) relpos::test::ring_rank(rank, calls[c], inputs[c], got[c], c >= 2);
+  });
+  ASSERT_TRUE(outcome.ok()) << outcome.describe();
+  for (std::size_t c = 0; c < calls.size(); ++c) {
+    const AttentionResult one = relpos::test::single_device(gpu(), calls[c].attention, inputs[c]);
+    EXPECT_LE(normalised_error(got[c].out, one.out), calls[c].attention.dtype == DType::F16 ? kTolF16 : kTolF32) << "call " << c;
+    if (c >= 2) EXPECT_LE(normalised_error(got[c].lse, one.lse), kTolF32) << "call " << c;
+  }
+}
+
 TEST_F(RingAttention, ShardedDecodingMatchesSingleDevice) {
   std::mt19937 rng(31);
   for (int trial = 0; trial < 14; ++trial) {

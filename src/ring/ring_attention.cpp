@@ -160,7 +160,7 @@ RingTiming ring_attention(RingRank& rank, const RingParams& p, const AttentionBu
       if (pieces.size() == 1) {
         qp.q = b.q;
         qp.out = b.out;
-        qp.lse = b.lse ? b.lse : &s.keep("lse" + n, qp.rows * 4, MemoryUse::Device);
+        qp.lse = b.lse ? b.lse : &s.view(s.keep("lse" + n, qp.rows * 4, MemoryUse::Device), 0, qp.rows * 4);
       } else {
         qp.q = &s.view(s.keep("q" + n, qp.rows * D * es, MemoryUse::Device), 0, qp.rows * D * es);
         qp.out = &s.view(s.keep("out" + n, qp.rows * D * dtype_size(out_dtype), MemoryUse::Device), 0, qp.rows * D * dtype_size(out_dtype));

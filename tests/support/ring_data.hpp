@@ -90,8 +90,8 @@ inline AttentionResult single_device(Context& ctx, const AttentionParams& p, con
 
 // Rank `rank`'s part of a ring over the whole inputs: its pieces uploaded, ring_attention, its
 // results put into `whole` (out [B, H, Q, D], lse [B, H, Q], sized by the caller; ranks write
-// disjoint parts).
-inline RingTiming ring_rank(RingRank& rank, const RingParams& rp, const WholeInputs& in, AttentionResult& whole) {
+// disjoint parts). Without `with_lse` the call gets no lse buffer and whole.lse is left as it is.
+inline RingTiming ring_rank(RingRank& rank, const RingParams& rp, const WholeInputs& in, AttentionResult& whole, bool with_lse = true) {
   const AttentionParams& a = rp.attention;
   const std::uint32_t r = rank.rank();
   const auto qp = rp.query_pieces(r), kp = rp.key_pieces(r);
@@ -102,9 +102,11 @@ inline RingTiming ring_rank(RingRank& rank, const RingParams& rp, const WholeInp
   const std::uint32_t Qr = rp.local_queries(r);
   DeviceInputs d = upload(rank.context(), a.dtype, take_pieces<float>(in.q, BH, a.queries, D, qp), take_pieces<float>(in.k, BHkv, a.keys, D, kp),
                           take_pieces<float>(in.v, BHkv, a.keys, D, kp), bias, in, BH * Qr * D, BH * Qr);
-  const RingTiming t = ring_attention(rank, rp, d.buffers());
-  put_pieces<float>(download_floats(d.out, BH * Qr * D, a.dtype), whole.out, BH, a.queries, D, qp);
-  put_pieces<float>(d.lse.download<float>(BH * Qr), whole.lse, BH, a.queries, 1, qp);
+  AttentionBuffers b = d.buffers();
+  if (!with_lse) b.lse = nullptr;
+  const RingTiming t = ring_attention(rank, rp, b);
+  put_pieces<float>(download_floats(d.out, BH * Qr * D, a.output_dtype()), whole.out, BH, a.queries, D, qp);
+  if (with_lse) put_pieces<float>(d.lse.download<float>(BH * Qr), whole.lse, BH, a.queries, 1, qp);
   return t;
 }
 
