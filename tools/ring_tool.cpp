@@ -148,6 +148,7 @@ class Writer {
 
  private:
   void raw(const void* p, std::size_t n) {
+    if (n == 0) return;  // an empty array's data() may be null
     const auto* b = static_cast<const std::byte*>(p);
     bytes.insert(bytes.end(), b, b + n);
   }
@@ -176,6 +177,7 @@ class Reader {
 
  private:
   void raw(void* p, std::size_t n) {
+    if (n == 0) return;  // an empty array's data() may be null
     if (n > bytes_.size() - at_) throw Error("a ring message ends early");
     std::memcpy(p, bytes_.data() + at_, n);
     at_ += n;
