@@ -21,11 +21,9 @@ inline void add_kerple_flags(CLI::App& cmd, KerpleFlags& f, const std::string& w
   cmd.add_option("--r2", f.r2, what + "float [H] .npy, r2 > 0 per head (<= 2 for power)");
 }
 
-inline KerpleVariant kerple_variant(const KerpleFlags& f) { return f.variant == "power" ? KerpleVariant::Power : KerpleVariant::Log; }
-
 // Reads the files into p.r1, p.r2 and sets p.variant (p.heads already set); checks their shape.
 inline void apply_kerple_flags(const KerpleFlags& f, KerpleParams& p) {
-  p.variant = kerple_variant(f);
+  p.variant = f.variant == "power" ? KerpleVariant::Power : KerpleVariant::Log;
   for (auto [flag, path, values] : {std::tuple{"--r1", &f.r1, &p.r1}, {"--r2", &f.r2, &p.r2}}) {
     if (path->empty()) throw InvalidArgument(std::string(flag) + " is required for KERPLE");
     const NpyArray a = read_npy(*path);

@@ -145,8 +145,8 @@ int main(int argc, char** argv) {
   register_kerple(*run, reg);
   register_rope(*run, reg);
   register_fourier(*run, reg);
-  register_attention(*run, reg);
   register_shaw(*run, reg);
+  register_attention(*run, reg);  // after every family whose bias it takes
   register_kv_append(*run, reg);
   register_ring_attention(*run, reg);
 

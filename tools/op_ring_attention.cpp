@@ -14,7 +14,7 @@
 
 #include <relpos/ring.hpp>
 
-#include "attention_bias_flags.hpp"
+#include "attention_bias.hpp"
 #include "number_flags.hpp"
 #include "registry.hpp"
 #include "ring_tool.hpp"
@@ -32,23 +32,16 @@ struct RingArgs {
   std::optional<float> scale;
   bool causal = false;
   double timeout_s = 60;
-  AttentionBiasFlags bias;
+  std::unique_ptr<AttentionBiasFlags> bias;
   AttentionParams p;
   RunOptions o;
 };
 
-std::vector<float> read_tensor(const std::string& flag, const std::string& path, std::vector<std::uint64_t>& shape) {
-  if (path.empty()) throw InvalidArgument(flag + " is required");
-  const NpyArray a = read_npy(path);
-  if (a.shape.size() != 4) throw InvalidArgument(flag + " " + path + ": must be 4-D, got " + std::to_string(a.shape.size()) + " dimension(s)");
-  shape = a.shape;
-  return a.to_f32(flag + " " + path);
-}
-
-// The settings the flags give every rank (the shapes come from the files, on the root).
+// The settings the flags give every rank without reading a file (the shapes and the bias family's
+// own settings come from the files, on the root).
 AttentionParams flag_params(const RingArgs& a) {
   AttentionParams p = a.p;
-  attention_bias_settings(a.bias, p);
+  p.bias = a.bias->chosen();
   p.causal = a.causal;
   p.scale = a.scale;
   p.dtype = a.dtype == "f16" ? DType::F16 : DType::F32;
@@ -61,9 +54,9 @@ RingCall read_call(const RingArgs& a, std::uint32_t ranks) {
   c.p = flag_params(a);
   AttentionParams& p = c.p;
   std::vector<std::uint64_t> qs, ks, vs;
-  c.in.q = read_tensor("--q", a.q, qs);
-  c.in.k = read_tensor("--k", a.k, ks);
-  c.in.v = read_tensor("--v", a.v, vs);
+  c.in.q = read_floats("--q", a.q, 4, qs);
+  c.in.k = read_floats("--k", a.k, 4, ks);
+  c.in.v = read_floats("--v", a.v, 4, vs);
   if (ks != vs) throw InvalidArgument("--v: shape must equal --k's [B, Hkv, K, D]");
   if (qs[0] != ks[0] || qs[3] != ks[3])
     throw InvalidArgument("--k: batch and head_dim must equal --q's (" + std::to_string(qs[0]) + ", " + std::to_string(qs[3]) + ")");
@@ -73,14 +66,14 @@ RingCall read_call(const RingArgs& a, std::uint32_t ranks) {
   p.head_dim = dimension32("--q head_dim", qs[3]);
   p.kv_heads = dimension32("--k heads", ks[1]);
   p.keys = dimension32("--k keys", ks[2]);
-  AttentionBiasInputs bias = read_attention_bias(a.bias, p);
+  BiasInputs bias = a.bias->read(p);
   c.in.bias = std::move(bias.bias);
   c.in.rel_keys = std::move(bias.rel_keys);
   c.in.rel_values = std::move(bias.rel_values);
   p.validate();
   if (c.in.bias.size() != p.bias_elements())
-    throw InvalidArgument("bias input holds " + std::to_string(c.in.bias.size()) + " values: --bias " + a.bias.bias + " needs " +
-                          std::to_string(p.bias_elements()) + " for this shape");
+    throw InvalidArgument("bias input holds " + std::to_string(c.in.bias.size()) + " values: --bias " +
+                          std::string(attention_bias_info(p.bias).name) + " needs " + std::to_string(p.bias_elements()) + " for this shape");
   if (p.dtype == DType::F16)  // what the f16 buffers hold
     for (auto* x : {&c.in.q, &c.in.k, &c.in.v}) *x = from_half(to_half(*x));
   c.plan = ring_plan(p, ranks, *ring_layout_from_name(a.layout));
@@ -244,7 +237,7 @@ void add_ring_checks(Registry& reg) {
     const AttentionParams& p = c.p;
     const std::string shape = "[" + std::to_string(p.batch) + "," + std::to_string(p.heads) + "/" + std::to_string(p.kv_heads) + "," +
                               std::to_string(p.queries) + "," + std::to_string(p.keys) + "," + std::to_string(p.head_dim) + "] " +
-                              attention_bias_name(p.bias) + " " + std::string(dtype_name(p.dtype)) + (p.causal ? " causal" : "") +
+                              std::string(attention_bias_info(p.bias).name) + " " + std::string(dtype_name(p.dtype)) + (p.causal ? " causal" : "") +
                               " R=" + std::to_string(c.ranks) + " " +
                               (p.queries < p.keys ? "sharded" : std::string(ring_layout_name(c.layout)));
     reg.checks.push_back({"ring-attention", shape, [c](Context& ctx) { return check_ring(ctx, c.p, c.ranks, c.layout); }, false});
@@ -262,7 +255,7 @@ void add_ring_run(CLI::App& run, Registry& reg) {
   cmd->add_option("--q", a->q, "queries [B, H, Q, D] .npy")->required();
   cmd->add_option("--k", a->k, "keys [B, Hkv, K, D] .npy (H a multiple of Hkv)")->required();
   cmd->add_option("--v", a->v, "values [B, Hkv, K, D] .npy")->required();
-  add_attention_bias_flags(*cmd, a->bias, a->p);
+  a->bias = std::make_unique<AttentionBiasFlags>(*cmd, reg);
   cmd->add_flag("--causal", a->causal, "mask keys after the query");
   add_number(*cmd, "--query-offset", a->p.query_offset, "absolute position of query 0 among the keys");
   add_number(*cmd, "--scale", a->scale, "multiplies q.k (default 1/sqrt(D); T5 models pass 1)");

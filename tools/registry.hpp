@@ -4,6 +4,7 @@
 // function; main.cpp calls them all.
 #include <relpos/relpos.hpp>
 
+#include "attention_bias.hpp"
 #include "cli_fwd.hpp"
 
 #include <functional>
@@ -85,6 +86,9 @@ struct Registry {
   std::vector<CheckCase> checks;
   std::vector<BenchCase> benches;
   std::vector<FuzzFamily> fuzz;
+  // Every bias family fused attention takes (attention_bias.hpp), registered before the commands
+  // that take a bias (register_attention).
+  std::vector<AttentionBiasTool> attention_biases;
 };
 
 // Options every run subcommand shares.

@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <bit>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -191,8 +192,12 @@ class Reader {
 std::vector<std::byte> pack_rank_call(const RingCall& c, std::uint32_t rank) {
   const AttentionParams& p = c.p;
   Writer w;
+  // The shape, and the bias family's settings that the root read with its inputs (every rank
+  // names the family itself: the ranks compare that).
   for (std::uint64_t x : {std::uint64_t{p.batch}, std::uint64_t{p.heads}, std::uint64_t{p.kv_heads}, std::uint64_t{p.queries},
-                          std::uint64_t{p.keys}, std::uint64_t{p.head_dim}, std::uint64_t{p.t5.num_buckets}})
+                          std::uint64_t{p.keys}, std::uint64_t{p.head_dim}, std::uint64_t{p.t5.num_buckets}, std::uint64_t{p.t5.max_distance},
+                          std::uint64_t{p.t5.bidirectional}, static_cast<std::uint64_t>(p.t5.log), std::uint64_t{std::bit_cast<std::uint32_t>(p.t5.scale)},
+                          static_cast<std::uint64_t>(p.kerple_variant), std::uint64_t{p.max_relative_position}})
     w.word(x);
   const RingInputs in = rank_inputs(c, rank);
   for (const auto* v : {&in.q, &in.k, &in.v, &in.bias, &in.rel_keys, &in.rel_values}) w.floats(*v);
@@ -211,6 +216,12 @@ RingCall unpack_rank_call(const std::vector<std::byte>& bytes, const AttentionPa
   p.keys = dim("keys");
   p.head_dim = dim("head_dim");
   p.t5.num_buckets = dim("t5 num_buckets");
+  p.t5.max_distance = dim("t5 max_distance");
+  p.t5.bidirectional = r.word() != 0;
+  p.t5.log = static_cast<T5Log>(r.word());
+  p.t5.scale = std::bit_cast<float>(static_cast<std::uint32_t>(r.word()));
+  p.kerple_variant = static_cast<KerpleVariant>(r.word());
+  p.max_relative_position = dim("max_relative_position");
   for (auto* v : {&c.in.q, &c.in.k, &c.in.v, &c.in.bias, &c.in.rel_keys, &c.in.rel_values}) *v = r.floats();
   c.plan = ring_plan(p, ranks, layout);
   return c;

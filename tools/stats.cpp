@@ -20,14 +20,12 @@ Key key_of(const PipelineReport& r) { return {r.shader, r.constants}; }
 // with contiguous k and v and with a paged cache of 256-key blocks, through attention() and through
 // a decode plan (whose kernels keep their lanes fixed).
 void survey_attention(Context& ctx, std::uint32_t head_dim) {
-  const AttentionBias modes[] = {AttentionBias::None, AttentionBias::T5,   AttentionBias::Distance, AttentionBias::Alibi,
-                                 AttentionBias::Shaw, AttentionBias::Dense, AttentionBias::Kerple};
-  for (AttentionBias bias : modes)
+  for (const AttentionBiasInfo& family : attention_biases())
     for (DType dtype : {DType::F32, DType::F16})
       for (bool decode : {false, true})
         for (bool paged : {false, true}) {
           AttentionParams p{.heads = 8, .kv_heads = 8, .queries = decode ? 1u : 512u, .keys = decode ? 4096u : 512u, .head_dim = head_dim,
-                            .dtype = dtype, .query_offset = decode && !paged ? 4095 : 0, .causal = true, .bias = bias, .max_relative_position = 64};
+                            .dtype = dtype, .query_offset = decode && !paged ? 4095 : 0, .causal = true, .bias = family.bias, .max_relative_position = 64};
           if (paged) p.paged = {.block_size = 256, .num_blocks = p.keys / 256, .max_blocks = p.keys / 256};
           const std::uint64_t es = dtype_size(dtype);
           Buffer q(ctx, p.rows() * head_dim * es), k(ctx, std::uint64_t{p.kv_heads} * p.keys * head_dim * es),
@@ -39,8 +37,8 @@ void survey_attention(Context& ctx, std::uint32_t head_dim) {
           const std::uint64_t rel = (2ull * p.max_relative_position + 1) * head_dim * 4;
           Buffer rk(ctx, rel), rv(ctx, rel);
           AttentionBuffers bufs{.q = &q, .k = &k, .v = &v, .out = &out};
-          if (bias == AttentionBias::Shaw) bufs.rel_keys = &rk, bufs.rel_values = &rv;
-          else if (bias != AttentionBias::None) bufs.bias = &b;
+          if (family.rel_tables) bufs.rel_keys = &rk, bufs.rel_values = &rv;
+          else if (!family.input.empty()) bufs.bias = &b;
           if (paged) bufs.block_table = &table, bufs.cache_lengths = &lengths;
           Recorder r(ctx);
           attention(r, p, bufs);

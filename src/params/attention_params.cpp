@@ -4,6 +4,7 @@
 #include <limits>
 #include <string>
 
+#include "bias/bias_family.hpp"
 #include "params/checks.hpp"
 #include "params/paged_table.hpp"
 #include "relpos/attention.hpp"
@@ -27,16 +28,8 @@ float AttentionParams::effective_scale() const {
 }
 
 std::uint64_t AttentionParams::bias_elements() const {
-  switch (bias) {
-    case AttentionBias::T5: return std::uint64_t{t5.num_buckets} * heads;
-    case AttentionBias::Distance: return std::uint64_t{heads} * (std::uint64_t{queries} + keys - 1);
-    case AttentionBias::Alibi: return heads;
-    case AttentionBias::Kerple: return 2ull * heads;
-    case AttentionBias::Dense: return std::uint64_t{heads} * queries * keys;
-    case AttentionBias::None:
-    case AttentionBias::Shaw: return 0;
-  }
-  return 0;
+  const auto elements = detail::bias_family(bias).input_elements;
+  return elements ? elements(*this) : 0;
 }
 
 T5Params AttentionParams::t5_row_params() const {
@@ -100,10 +93,7 @@ void AttentionParams::validate() const {
     require(key_splits >= min_splits, "key_splits", str(key_splits),
             "must be >= " + str(min_splits) + " for keys = " + str(keys) + " (at most " + str(kMaxKeysPerSplit) + " keys per split)");
   }
-  if (bias == AttentionBias::T5) t5_row_params().validate();
-  if (bias == AttentionBias::Shaw)
-    require(max_relative_position >= 1 && max_relative_position <= 1'000'000, "max_relative_position", str(max_relative_position),
-            "must be in [1, 10^6] for the Shaw bias");
+  if (const auto family_checks = detail::bias_family(bias).validate) family_checks(*this);
 }
 
 void AttentionMergeParams::validate() const {

@@ -5,6 +5,7 @@
 #include <limits>
 #include <string>
 
+#include "bias/bias_family.hpp"
 #include "params/checks.hpp"
 #include "relpos/attention.hpp"
 #include "relpos/error.hpp"
@@ -27,25 +28,10 @@ std::optional<std::int64_t> relative_position(const AttentionParams& p, std::uin
   return static_cast<std::int64_t>(j - p.memory_prefix) - (static_cast<std::int64_t>(i) + p.query_offset);
 }
 
-std::uint32_t shaw_index(const AttentionParams& p, std::int64_t rp) {
-  const std::int64_t k = p.max_relative_position;
-  return static_cast<std::uint32_t>(std::clamp(rp, -k, k) + k);
-}
-
 bool key_visible(const AttentionParams& p, const AttentionHostInputs& in, std::uint32_t b, std::uint32_t i, std::uint32_t j) {
   if (!in.key_lengths.empty() && j >= in.key_lengths[b]) return false;
   const auto rp = relative_position(p, i, j);
   return !(p.causal && rp && *rp > 0);
-}
-
-// The KERPLE parameters of a [2, heads] bias input (r1 then r2), for their checks.
-KerpleParams kerple_params(const AttentionParams& p, std::span<const float> bias) {
-  KerpleParams k;
-  k.heads = p.heads;
-  k.variant = p.kerple_variant;
-  k.r1.assign(bias.begin(), bias.begin() + p.heads);
-  k.r2.assign(bias.begin() + p.heads, bias.end());
-  return k;
 }
 
 void check_inputs(const AttentionParams& p, const AttentionHostInputs& in) {
@@ -56,11 +42,9 @@ void check_inputs(const AttentionParams& p, const AttentionHostInputs& in) {
   require_size(in.k, kv, "k");
   require_size(in.v, kv, "v");
   require_size(in.bias, p.bias_elements(), "bias");
-  // A slope is a parameter, not data: inf or NaN has no meaning (inf * 0 at rp = 0 is NaN).
-  if (p.bias == AttentionBias::Alibi)
-    for (float m : in.bias) require(std::isfinite(m), "slopes", std::to_string(m), "must be finite");
-  if (p.bias == AttentionBias::Kerple) kerple_params(p, in.bias).validate_kernel();
-  const std::uint64_t rel = p.bias == AttentionBias::Shaw ? (2ull * p.max_relative_position + 1) * D : 0;
+  const detail::BiasFamily& family = detail::bias_family(p.bias);
+  if (family.check_input) family.check_input(p, in.bias);
+  const std::uint64_t rel = family.info.rel_tables ? (2ull * p.max_relative_position + 1) * D : 0;
   require_size(in.rel_keys, rel, "rel_keys");
   require_size(in.rel_values, rel, "rel_values");
   require(in.key_lengths.empty() || in.key_lengths.size() == p.batch, "key_lengths", str(in.key_lengths.size()) + " values",
@@ -75,7 +59,7 @@ void check_inputs(const AttentionParams& p, const AttentionHostInputs& in) {
 }
 
 // Sequence b of a paged cache as a contiguous call: its keys gathered into [Hkv, L, D], queries at
-// L - Q + i, the distance rows and dense bias cut to its L keys.
+// L - Q + i, the bias input cut to its L keys where it depends on the window.
 struct SequenceCall {
   AttentionParams p;
   std::vector<float> q, k, v, bias;
@@ -102,17 +86,9 @@ SequenceCall paged_sequence(const AttentionParams& p, const AttentionHostInputs&
       std::copy_n(in.k.begin() + from, D, c.k.begin() + to);
       std::copy_n(in.v.begin() + from, D, c.v.begin() + to);
     }
-  if (p.bias == AttentionBias::Distance) {  // rows for offset K - Q; this sequence's start K - L further in
-    for (std::uint32_t h = 0; h < p.heads; ++h) {
-      const auto row = in.bias.begin() + std::size_t{h} * (Q + K - 1) + (K - L);
-      c.bias.insert(c.bias.end(), row, row + (Q + L - 1));
-    }
-  } else if (p.bias == AttentionBias::Dense) {
-    for (std::size_t hi = 0; hi < std::size_t{p.heads} * Q; ++hi)
-      c.bias.insert(c.bias.end(), in.bias.begin() + hi * K, in.bias.begin() + hi * K + L);
-  } else {
-    c.bias.assign(in.bias.begin(), in.bias.end());
-  }
+  const auto sub_input = detail::bias_family(p.bias).sub_input;
+  if (sub_input) c.bias = sub_input(p, in.bias, c.p, 0, 0);
+  else c.bias.assign(in.bias.begin(), in.bias.end());
   return c;
 }
 
@@ -145,29 +121,19 @@ std::vector<float> attention_bias_reference(const AttentionParams& p, const Atte
   require_size(in.bias, p.bias_elements(), "bias");
   const std::uint64_t Q = p.queries, K = p.keys;
   std::vector<float> out(p.heads * Q * K, 0.0f);
-  const T5Params t5 = p.t5_row_params();
+  const auto bias_at = detail::bias_family(p.bias).bias_at;
+  if (!bias_at) return out;
   for (std::uint32_t h = 0; h < p.heads; ++h)
     for (std::uint32_t i = 0; i < Q; ++i)
-      for (std::uint32_t j = 0; j < K; ++j) {
-        const auto rp = relative_position(p, i, j);
-        if (!rp) continue;
-        float& o = out[(h * Q + i) * K + j];
-        switch (p.bias) {
-          case AttentionBias::T5: o = t5.scale * in.bias[static_cast<std::size_t>(t5_bucket(*rp, t5)) * p.heads + h]; break;
-          case AttentionBias::Distance: o = in.bias[h * (Q + K - 1) + (j - p.memory_prefix) + (Q - 1 - i)]; break;
-          case AttentionBias::Alibi: o = -(in.bias[h] * static_cast<float>(std::abs(*rp))); break;
-          case AttentionBias::Kerple: o = kerple_bias_value(in.bias[h], in.bias[p.heads + h], p.kerple_variant, *rp); break;
-          case AttentionBias::Dense: o = in.bias[(h * Q + i) * K + j]; break;
-          case AttentionBias::None:
-          case AttentionBias::Shaw: break;
-        }
-      }
+      for (std::uint32_t j = 0; j < K; ++j)
+        if (const auto rp = relative_position(p, i, j)) out[(h * Q + i) * K + j] = bias_at(p, in.bias, h, i, j, *rp);
   return out;
 }
 
 std::vector<double> attention_logits_reference(const AttentionParams& p, const AttentionHostInputs& in) {
   check_inputs(p, in);
   const std::vector<float> bias = attention_bias_reference(p, in);
+  const auto rel_row = detail::bias_family(p.bias).rel_row;
   const std::uint32_t D = p.head_dim, Q = p.queries, K = p.keys, group = p.heads / p.kv_heads;
   const double s = p.effective_scale();
   std::vector<double> logits(p.rows() * K);
@@ -184,7 +150,7 @@ std::vector<double> attention_logits_reference(const AttentionParams& p, const A
           }
           double qk = dot(q, &in.k[(kv + j) * D], D);
           const auto rp = relative_position(p, i, j);
-          if (p.bias == AttentionBias::Shaw && rp) qk += dot(q, &in.rel_keys[std::size_t{shaw_index(p, *rp)} * D], D);
+          if (rel_row && rp) qk += dot(q, &in.rel_keys[std::size_t{rel_row(p, *rp)} * D], D);
           row[j] = s * qk + bias[(std::size_t{h} * Q + i) * K + j];
         }
       }
@@ -198,6 +164,7 @@ AttentionResult attention_reference(const AttentionParams& p, const AttentionHos
     return paged_reference(p, in);
   }
   const std::vector<double> logits = attention_logits_reference(p, in);
+  const auto rel_row = detail::bias_family(p.bias).rel_row;
   const std::uint32_t D = p.head_dim, Q = p.queries, K = p.keys, group = p.heads / p.kv_heads;
   AttentionResult res{std::vector<float>(p.rows() * D, 0.0f), std::vector<float>(p.rows())};
   std::vector<double> acc(D);
@@ -219,7 +186,7 @@ AttentionResult attention_reference(const AttentionParams& p, const AttentionHos
           sum += w;
           const float* v = &in.v[((std::size_t{b} * p.kv_heads + h / group) * K + j) * D];
           const auto rp = relative_position(p, i, j);
-          const float* rv = p.bias == AttentionBias::Shaw && rp ? &in.rel_values[std::size_t{shaw_index(p, *rp)} * D] : nullptr;
+          const float* rv = rel_row && rp ? &in.rel_values[std::size_t{rel_row(p, *rp)} * D] : nullptr;
           for (std::uint32_t d = 0; d < D; ++d) acc[d] += w * (static_cast<double>(v[d]) + (rv ? rv[d] : 0.0));
         }
         for (std::uint32_t d = 0; d < D; ++d) res.out[row * D + d] = static_cast<float>(acc[d] / sum);

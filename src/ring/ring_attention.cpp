@@ -10,7 +10,7 @@
 #include <bit>
 #include <limits>
 
-#include "ops/attention_kernel.hpp"
+#include "ops/attention_launch.hpp"
 #include "params/checks.hpp"
 #include "relpos/buffer.hpp"
 #include "relpos/context.hpp"

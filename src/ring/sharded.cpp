@@ -3,7 +3,7 @@
 // ([ranks] slots of out then lse, float32), merged by log-sum-exp where they are wanted.
 #include <algorithm>
 
-#include "ops/attention_kernel.hpp"
+#include "ops/attention_launch.hpp"
 #include "params/checks.hpp"
 #include "relpos/buffer.hpp"
 #include "relpos/context.hpp"
