@@ -79,13 +79,13 @@ int main(int argc, char** argv) {
     FaultyTransport transport(mpi.transport(), fault);
     RingRank rank(ctx, transport);
     constexpr AttentionBias modes[] = {AttentionBias::None, AttentionBias::T5,    AttentionBias::Distance, AttentionBias::Alibi,
-                                       AttentionBias::Shaw, AttentionBias::Dense, AttentionBias::Kerple};
+                                       AttentionBias::Shaw, AttentionBias::Dense, AttentionBias::Kerple, AttentionBias::Sandwich};
     std::mt19937 rng(99);  // the same draws on every rank
-    for (int trial = 0; trial < 14; ++trial) {
+    for (int trial = 0; trial < 16; ++trial) {
       const RingLayout layout = trial % 2 ? RingLayout::Zigzag : RingLayout::Contiguous;
       const DType dtype = trial % 5 == 4 ? DType::F16 : DType::F32;
-      const bool sharded = trial % 7 == 6;
-      AttentionParams p = relpos::test::random_ring_params(rng, modes[trial % 7], dtype, layout == RingLayout::Zigzag ? 2 * R : R);
+      const bool sharded = trial % 8 == 6;
+      AttentionParams p = relpos::test::random_ring_params(rng, modes[trial % 8], dtype, layout == RingLayout::Zigzag ? 2 * R : R);
       if (sharded) {
         p.queries = 1 + trial % 2;
         p.query_offset = std::int64_t{p.keys} - p.queries;

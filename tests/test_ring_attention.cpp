@@ -8,6 +8,7 @@
 #include <relpos/ring.hpp>
 
 #include <algorithm>
+#include <iterator>
 #include <chrono>
 #include <limits>
 #include <random>
@@ -36,8 +37,7 @@ constexpr double kTolF16 = 1e-3;
 constexpr auto kTimeout = std::chrono::milliseconds(60000);
 
 std::string describe(const AttentionParams& p) {
-  static const char* modes[] = {"none", "t5", "distance", "alibi", "shaw", "dense", "kerple"};
-  return std::string(modes[static_cast<int>(p.bias)]) + (p.bias == AttentionBias::T5 && !p.t5.bidirectional ? " (causal buckets)" : "") +
+  return std::string(attention_bias_info(p.bias).name) + (p.bias == AttentionBias::T5 && !p.t5.bidirectional ? " (causal buckets)" : "") +
          " B=" + std::to_string(p.batch) + " H=" + std::to_string(p.heads) + "/" + std::to_string(p.kv_heads) + " Q=" + std::to_string(p.queries) +
          " K=" + std::to_string(p.keys) + " D=" + std::to_string(p.head_dim) + " " + std::string(dtype_name(p.dtype)) +
          (p.causal ? " causal" : "") + " off=" + std::to_string(p.query_offset);
@@ -71,8 +71,10 @@ std::vector<RingTiming> expect_ring_matches(const std::vector<Context*>& context
   return timings;
 }
 
-constexpr AttentionBias kModes[] = {AttentionBias::None, AttentionBias::T5,    AttentionBias::Distance, AttentionBias::Alibi,
-                                    AttentionBias::Shaw, AttentionBias::Dense, AttentionBias::Kerple};
+// Every family the library has (Sandwich, added after the ring, takes it unchanged).
+constexpr AttentionBias kModes[] = {AttentionBias::None,  AttentionBias::T5,     AttentionBias::Distance, AttentionBias::Alibi,
+                                    AttentionBias::Shaw,  AttentionBias::Dense,  AttentionBias::Kerple,   AttentionBias::Sandwich};
+constexpr int kModeCount = static_cast<int>(std::size(kModes));
 
 class RingAttention : public GpuTest {};
 
@@ -136,12 +138,13 @@ std::vector<std::string> faulty_ring(std::uint32_t ranks, std::uint32_t faulty, 
 
 TEST_F(RingAttention, EveryBiasModeBothLayoutsMatchSingleDevice) {
   std::mt19937 rng(2025);
-  for (int trial = 0; trial < 28; ++trial) {
+  for (int trial = 0; trial < 4 * kModeCount; ++trial) {
     const RingLayout layout = trial % 2 ? RingLayout::Zigzag : RingLayout::Contiguous;
     const std::uint32_t ranks = 1 + (trial / 2) % 4;
-    const DType dtype = trial % 7 < 4 ? DType::F32 : DType::F16;
-    RingParams rp{relpos::test::random_ring_params(rng, kModes[trial % 7], dtype, layout == RingLayout::Zigzag ? 2 * ranks : ranks), ranks, layout};
-    if (trial % 14 == 1) rp.attention.t5.bidirectional = false;
+    const DType dtype = trial % kModeCount < kModeCount / 2 ? DType::F32 : DType::F16;
+    RingParams rp{relpos::test::random_ring_params(rng, kModes[trial % kModeCount], dtype, layout == RingLayout::Zigzag ? 2 * ranks : ranks),
+                  ranks, layout};
+    if (trial % (2 * kModeCount) == 1) rp.attention.t5.bidirectional = false;
     expect_ring_matches(shared(gpu(), ranks), rp, random_whole_inputs(rng, rp.attention), gpu());
   }
 }
@@ -254,7 +257,7 @@ TEST_F(RingAttention, ShapesChangeBetweenCalls) {
   std::mt19937 rng(19);
   std::vector<RingParams> calls;
   for (std::uint32_t n : {40u, 23u, 31u}) {
-    RingParams rp{relpos::test::random_ring_params(rng, kModes[n % 7], n == 23 ? DType::F16 : DType::F32, 6), 3,
+    RingParams rp{relpos::test::random_ring_params(rng, kModes[n % kModeCount], n == 23 ? DType::F16 : DType::F32, 6), 3,
                   n == 31 ? RingLayout::Zigzag : RingLayout::Contiguous};
     rp.attention.queries = rp.attention.keys = n;
     rp.attention.causal = true;  // rank 0 meets one block: its result goes straight to the output
@@ -283,9 +286,9 @@ TEST_F(RingAttention, ShapesChangeBetweenCalls) {
 
 TEST_F(RingAttention, ShardedDecodingMatchesSingleDevice) {
   std::mt19937 rng(31);
-  for (int trial = 0; trial < 14; ++trial) {
+  for (int trial = 0; trial < 2 * kModeCount; ++trial) {
     const std::uint32_t ranks = 1 + trial % 4;
-    ShardedParams sp{relpos::test::random_ring_params(rng, kModes[trial % 7], trial % 3 ? DType::F32 : DType::F16, ranks), ranks,
+    ShardedParams sp{relpos::test::random_ring_params(rng, kModes[trial % kModeCount], trial % 3 ? DType::F32 : DType::F16, ranks), ranks,
                      trial % 2 ? RingGather::All : RingGather::Root, static_cast<std::uint32_t>(trial) % ranks};
     AttentionParams& p = sp.attention;
     p.queries = 1 + trial % 3;
@@ -319,7 +322,8 @@ TEST_F(RingAttention, ShardedDecodingMatchesSingleDevice) {
 // with the blocks in a shuffled order; its calls' query_offset is r·S.
 TEST_F(RingAttention, ShardedPagedDecoding) {
   std::mt19937 rng(37);
-  for (AttentionBias mode : {AttentionBias::None, AttentionBias::T5, AttentionBias::Alibi, AttentionBias::Kerple, AttentionBias::Shaw}) {
+  for (AttentionBias mode : {AttentionBias::None, AttentionBias::T5, AttentionBias::Alibi, AttentionBias::Kerple, AttentionBias::Shaw,
+                             AttentionBias::Sandwich}) {
     const std::uint32_t R = 3, S = 48, bs = 16, Q = 2;
     const std::vector<std::int32_t> lengths = {130, 61};  // the second leaves the last rank empty
     AttentionParams whole = relpos::test::random_ring_params(rng, mode, DType::F32, R);

@@ -48,6 +48,7 @@ Files write_inputs(std::uint32_t B, std::uint32_t H, std::uint32_t Hkv, std::uin
   write_f32(tag + "table.npy", relpos::test::random_floats(rng, 12 * H), {12, H});
   write_f32(tag + "row.npy", relpos::test::random_floats(rng, std::size_t{H} * (Q + K - 1)), {H, Q + K - 1});
   write_f32(tag + "dense.npy", relpos::test::random_floats(rng, std::size_t{H} * Q * K), {H, Q, K});
+  write_f32(tag + "scale.npy", relpos::test::random_floats(rng, H), {H});
   return {B, H, Hkv, Q, K, D, "--q " + temp(tag + "q.npy") + " --k " + temp(tag + "k.npy") + " --v " + temp(tag + "v.npy")};
 }
 
@@ -55,6 +56,7 @@ std::string bias_args(const std::string& mode, const std::string& tag) {
   if (mode == "t5") return " --bias t5 --table " + temp(tag + "table.npy") + " --max-distance 30 --scale 1";
   if (mode == "distance") return " --bias distance --distance-row " + temp(tag + "row.npy");
   if (mode == "dense") return " --bias dense --bias-tensor " + temp(tag + "dense.npy");
+  if (mode == "sandwich") return " --bias sandwich --sandwich-dim 32 --sandwich-scale " + temp(tag + "scale.npy");
   return " --bias " + mode;
 }
 
@@ -95,6 +97,7 @@ TEST(RingCli, InProcessRanksEqualRunAttention) {
   expect_ring_equals_attention(RELPOS_TOOL, f, bias_args("t5", "a_") + " --causal --causal-buckets", "--ranks 3", "a_", 1e-4);
   expect_ring_equals_attention(RELPOS_TOOL, f, bias_args("distance", "a_") + " --dtype f16", "--ranks 2 --layout zigzag", "a_", 1e-3);
   expect_ring_equals_attention(RELPOS_TOOL, f, bias_args("dense", "a_") + " --query-offset -3 --causal", "--ranks 4 --layout zigzag", "a_", 1e-4);
+  expect_ring_equals_attention(RELPOS_TOOL, f, bias_args("sandwich", "a_") + " --causal", "--ranks 3 --layout zigzag", "a_", 1e-4);
   // Fewer queries than keys: the keys split, the queries on every rank.
   const Files d = write_inputs(2, 2, 1, 2, 41, 8, "d_");
   expect_ring_equals_attention(RELPOS_TOOL, d, bias_args("alibi", "d_") + " --causal --query-offset 39", "--ranks 3", "d_", 1e-4);
@@ -159,6 +162,7 @@ TEST(RingCli, MpiRanksEqualRunAttention) {
   const Files f = write_inputs(2, 2, 1, 19, 19, 8, "m_");
   expect_ring_equals_attention(mpirun(3) + RELPOS_TOOL, f, bias_args("t5", "m_") + " --causal --causal-buckets", "--layout zigzag", "m_", 1e-4);
   expect_ring_equals_attention(mpirun(2) + RELPOS_TOOL, f, bias_args("dense", "m_"), "", "m_", 1e-4);
+  expect_ring_equals_attention(mpirun(3) + RELPOS_TOOL, f, bias_args("sandwich", "m_"), "", "m_", 1e-4);
   const Files d = write_inputs(1, 2, 2, 1, 30, 8, "n_");
   expect_ring_equals_attention(mpirun(4) + RELPOS_TOOL, d, bias_args("distance", "n_") + " --causal --query-offset 29", "", "n_", 1e-4);
 }

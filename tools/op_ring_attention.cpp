@@ -232,8 +232,10 @@ void add_ring_checks(Registry& reg) {
                               .bias = AttentionBias::Alibi};
   AttentionParams kerple{.heads = 2, .kv_heads = 1, .queries = 3, .keys = 100, .head_dim = 16, .query_offset = 97, .bias = AttentionBias::Kerple};
   kerple.kerple_variant = KerpleVariant::Power;
+  AttentionParams sandwich{.heads = 2, .kv_heads = 2, .queries = 33, .keys = 33, .head_dim = 16, .causal = true, .bias = AttentionBias::Sandwich};
+  sandwich.sandwich_dim = 64;
   for (const Case& c : {Case{t5, 3, RingLayout::Contiguous}, Case{row, 2, RingLayout::Zigzag}, Case{dense, 4, RingLayout::Zigzag},
-                        Case{alibi, 4, RingLayout::Contiguous}, Case{kerple, 2, RingLayout::Contiguous}}) {
+                        Case{alibi, 4, RingLayout::Contiguous}, Case{kerple, 2, RingLayout::Contiguous}, Case{sandwich, 3, RingLayout::Zigzag}}) {
     const AttentionParams& p = c.p;
     const std::string shape = "[" + std::to_string(p.batch) + "," + std::to_string(p.heads) + "/" + std::to_string(p.kv_heads) + "," +
                               std::to_string(p.queries) + "," + std::to_string(p.keys) + "," + std::to_string(p.head_dim) + "] " +

@@ -19,13 +19,14 @@ Key key_of(const PipelineReport& r) { return {r.shader, r.constants}; }
 // Fused attention at one head_dim, every bias mode, f32 and f16, a prefill and a decoding shape,
 // with contiguous k and v and with a paged cache of 256-key blocks, through attention() and through
 // a decode plan (whose kernels keep their lanes fixed).
-void survey_attention(Context& ctx, std::uint32_t head_dim) {
+void survey_attention(const Registry& reg, Context& ctx, std::uint32_t head_dim) {
   for (const AttentionBiasInfo& family : attention_biases())
     for (DType dtype : {DType::F32, DType::F16})
       for (bool decode : {false, true})
         for (bool paged : {false, true}) {
           AttentionParams p{.heads = 8, .kv_heads = 8, .queries = decode ? 1u : 512u, .keys = decode ? 4096u : 512u, .head_dim = head_dim,
-                            .dtype = dtype, .query_offset = decode && !paged ? 4095 : 0, .causal = true, .bias = family.bias, .max_relative_position = 64};
+                            .dtype = dtype, .query_offset = decode && !paged ? 4095 : 0, .causal = true, .bias = family.bias};
+          bias_tool(reg, family.bias).example(p, 0);
           if (paged) p.paged = {.block_size = 256, .num_blocks = p.keys / 256, .max_blocks = p.keys / 256};
           const std::uint64_t es = dtype_size(dtype);
           Buffer q(ctx, p.rows() * head_dim * es), k(ctx, std::uint64_t{p.kv_heads} * p.keys * head_dim * es),
@@ -92,7 +93,7 @@ int stats_command(Registry& reg, const std::string& filter, bool json, const std
     survey(c.op, [&] { (void)c.run(ctx); });
   }
   if (filter.empty() || std::string("attention").find(filter) != std::string::npos)
-    for (std::uint32_t d : dims) survey("attention", [&] { survey_attention(ctx, d); });
+    for (std::uint32_t d : dims) survey("attention", [&] { survey_attention(reg, ctx, d); });
 
   if (!json) std::printf("relpos stats on %s (%s)\n", info.name.c_str(), info.driver.c_str());
   std::size_t lines = 0;

@@ -27,6 +27,7 @@ enum class AttentionBias : std::uint32_t {
   Shaw = 4,      // rel_keys, rel_values [2k + 1, head_dim] (float32), k = max_relative_position
   Dense = 5,     // float32 [heads, queries, keys], the general fallback
   Kerple = 6,    // float32 [2, heads]: r1 then r2 of KerpleParams (variant kerple_variant); the reference checks their ranges
+  Sandwich = 7,  // float32 [heads] scales of SandwichParams (dimension sandwich_dim); the reference checks they are finite
 };
 
 // What the library says of a bias family: every family fused attention takes is listed by
@@ -85,6 +86,7 @@ struct AttentionParams {
   T5Params t5{};  // bucket configuration and bias scale (its queries/keys/heads/offset are ignored)
   std::uint32_t max_relative_position = 0;  // Shaw's k
   KerpleVariant kerple_variant = KerpleVariant::Log;
+  std::uint32_t sandwich_dim = 0;  // Sandwich: the dimension d' of its sinusoids
   // Split the keys of each row across this many workgroups (0: chosen from the shape). A split holds
   // at most kMaxKeysPerSplit keys, so long rows always take several; at most
   // AttentionMergeParams::kMaxParts splits are merged.

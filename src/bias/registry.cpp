@@ -9,10 +9,10 @@
 namespace relpos {
 namespace detail {
 
-extern const BiasFamily kNoBias, kT5Bias, kDistanceBias, kAlibiBias, kShawBias, kDenseBias, kKerpleBias;
+extern const BiasFamily kNoBias, kT5Bias, kDistanceBias, kAlibiBias, kShawBias, kDenseBias, kKerpleBias, kSandwichBias;
 
 namespace {
-const std::array kFamilies = {&kNoBias, &kT5Bias, &kDistanceBias, &kAlibiBias, &kShawBias, &kDenseBias, &kKerpleBias};
+const std::array kFamilies = {&kNoBias, &kT5Bias, &kDistanceBias, &kAlibiBias, &kShawBias, &kDenseBias, &kKerpleBias, &kSandwichBias};
 }  // namespace
 
 std::span<const BiasFamily* const> bias_families() { return kFamilies; }

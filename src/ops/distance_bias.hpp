@@ -82,21 +82,23 @@ class DistanceRows {
   virtual void record(Recorder& r, const DistanceWindow& w, const Buffer& params, const Buffer& rows, DescriptorSource* sets) = 0;
 };
 
-// A row shader on the kit's skeleton with no state of its own: `push` gives the family's push
-// block for a window (the kit fills its leading fields).
+// A row shader on the kit's skeleton: `push` gives the family's push block for a window (the kit
+// fills its leading fields); `extra`, if any, is bound at binding 2 (the family's constants).
 template <class Push>
 class ShaderRows final : public DistanceRows {
  public:
-  ShaderRows(Context& ctx, ShaderId shader, std::function<Push(const DistanceWindow&)> push) : shader_(shader), push_(std::move(push)) {
+  ShaderRows(Context& ctx, ShaderId shader, std::function<Push(const DistanceWindow&)> push, const Buffer* extra = nullptr)
+      : shader_(shader), push_(std::move(push)), extra_{extra} {
     prepare_row_pipeline(ctx, shader);
   }
   void record(Recorder& r, const DistanceWindow& w, const Buffer& params, const Buffer& rows, DescriptorSource* sets) override {
-    record_distance_rows_into(r, w, shader_, push_(w), {&params}, nullptr, w.heads, rows, sets);
+    record_distance_rows_into(r, w, shader_, push_(w), {&params}, extra_.buffer ? &extra_ : nullptr, w.heads, rows, sets);
   }
 
  private:
   ShaderId shader_;
   std::function<Push(const DistanceWindow&)> push_;
+  BufferSpan extra_;
 };
 
 // A family's rows with its parameters on the device, for one envelope.

@@ -66,7 +66,7 @@ struct SequenceCall {
 };
 
 SequenceCall paged_sequence(const AttentionParams& p, const AttentionHostInputs& in, std::uint32_t b) {
-  const std::uint32_t L = static_cast<std::uint32_t>(in.cache_lengths[b]), Q = p.queries, K = p.keys, D = p.head_dim;
+  const std::uint32_t L = static_cast<std::uint32_t>(in.cache_lengths[b]), Q = p.queries, D = p.head_dim;
   const std::uint32_t bs = p.paged.block_size, Hkv = p.kv_heads;
   SequenceCall c;
   c.p = p;
@@ -121,12 +121,24 @@ std::vector<float> attention_bias_reference(const AttentionParams& p, const Atte
   require_size(in.bias, p.bias_elements(), "bias");
   const std::uint64_t Q = p.queries, K = p.keys;
   std::vector<float> out(p.heads * Q * K, 0.0f);
-  const auto bias_at = detail::bias_family(p.bias).bias_at;
+  const detail::BiasFamily& family = detail::bias_family(p.bias);
+  const auto bias_at = family.bias_at;
   if (!bias_at) return out;
-  for (std::uint32_t h = 0; h < p.heads; ++h)
+  if (!family.info.relative) {
+    for (std::uint32_t h = 0; h < p.heads; ++h)
+      for (std::uint32_t i = 0; i < Q; ++i)
+        for (std::uint32_t j = 0; j < K; ++j)
+          if (const auto rp = relative_position(p, i, j)) out[(h * Q + i) * K + j] = bias_at(p, in.bias, h, i, j, *rp);
+    return out;
+  }
+  // A function of (h, rp) only: each relative position's value once per head, then looked up.
+  const std::int64_t rp_first = -(static_cast<std::int64_t>(Q) - 1) - p.query_offset;
+  std::vector<float> row(Q + K - 1);
+  for (std::uint32_t h = 0; h < p.heads; ++h) {
+    for (std::size_t x = 0; x + p.memory_prefix < row.size(); ++x) row[x] = bias_at(p, in.bias, h, 0, 0, rp_first + static_cast<std::int64_t>(x));
     for (std::uint32_t i = 0; i < Q; ++i)
-      for (std::uint32_t j = 0; j < K; ++j)
-        if (const auto rp = relative_position(p, i, j)) out[(h * Q + i) * K + j] = bias_at(p, in.bias, h, i, j, *rp);
+      for (std::uint32_t j = p.memory_prefix; j < K; ++j) out[(h * Q + i) * K + j] = row[static_cast<std::size_t>(*relative_position(p, i, j) - rp_first)];
+  }
   return out;
 }
 

@@ -62,7 +62,8 @@ RingFields ring_fields(const AttentionParams& a) {
           {"t5.log", static_cast<std::int64_t>(a.t5.log)},
           {"t5.scale (bits)", bits(a.t5.scale)},
           {"max_relative_position", a.max_relative_position},
-          {"kerple_variant", static_cast<std::int64_t>(a.kerple_variant)}};
+          {"kerple_variant", static_cast<std::int64_t>(a.kerple_variant)},
+          {"sandwich_dim", a.sandwich_dim}};
 }
 
 void ring_allgather(RingRank::State& s, Buffer& slots, std::uint64_t slot_bytes, const std::string& what) {

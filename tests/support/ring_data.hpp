@@ -23,7 +23,7 @@ inline WholeInputs random_whole_inputs(std::mt19937& rng, const AttentionParams&
 
 // Random ring shapes over `chunks` chunks: grouped-query heads, mostly self-attention (Q = K), at
 // times more keys or more queries; causal or not; offsets 0, K - Q or small of either sign; T5 in
-// either direction; KERPLE's two variants.
+// either direction; KERPLE's two variants; Sandwich's dimension.
 inline AttentionParams random_ring_params(std::mt19937& rng, AttentionBias bias, DType dtype, std::uint32_t chunks) {
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   AttentionParams p;
@@ -48,6 +48,7 @@ inline AttentionParams random_ring_params(std::mt19937& rng, AttentionBias bias,
   p.t5.scale = pick(0, 1) ? 1.0f : 0.5f;
   p.max_relative_position = pick(1, 5);
   p.kerple_variant = pick(0, 1) ? KerpleVariant::Log : KerpleVariant::Power;
+  p.sandwich_dim = 2 * pick(1, 64);
   return p;
 }
 
