@@ -88,6 +88,17 @@ auto ring_guard(RingRank::State& s, F&& f) {
   }
 }
 
+// A ring call on this rank: checks its parameters (validate(), the transport's rank count), then
+// runs body(transport), under ring_guard.
+template <class Params, class F>
+auto ring_call(RingRank::State& s, const Params& p, F&& body) {
+  return ring_guard(s, [&] {
+    p.validate();
+    ring_require_transport(*s.transport, p.ranks);
+    return body(*s.transport);
+  });
+}
+
 inline double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }

@@ -89,11 +89,8 @@ struct Block {
 
 RingTiming ring_attention(RingRank& rank, const RingParams& p, const AttentionBuffers& b) {
   RingRank::State& s = rank.state();
-  return detail::ring_guard(s, [&] {
-    const auto t_call = Clock::now();
-    RingTransport& t = *s.transport;
-    p.validate();
-    detail::ring_require_transport(t, p.ranks);
+  const auto t_call = Clock::now();
+  return detail::ring_call(s, p, [&](RingTransport& t) {
     const std::uint32_t R = p.ranks, r = t.rank();
     const AttentionParams& a = p.attention;
     const std::uint64_t B = a.batch, H = a.heads, Hkv = a.kv_heads, D = a.head_dim, es = dtype_size(a.dtype);

@@ -20,11 +20,8 @@ using detail::ring_aligned;
 
 RingTiming sharded_attention(RingRank& rank, const ShardedParams& p, const AttentionBuffers& b) {
   RingRank::State& s = rank.state();
-  return detail::ring_guard(s, [&] {
-    const auto t_call = Clock::now();
-    RingTransport& t = *s.transport;
-    p.validate();
-    detail::ring_require_transport(t, p.ranks);
+  const auto t_call = Clock::now();
+  return detail::ring_call(s, p, [&](RingTransport& t) {
     const std::uint32_t R = p.ranks, r = t.rank();
     const AttentionParams& a = p.attention;
     const bool paged = a.paged.enabled(), merges = p.gather == RingGather::All || r == p.root;
