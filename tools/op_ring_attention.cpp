@@ -210,7 +210,7 @@ CheckResult check_ring(Context& ctx, const AttentionParams& p, std::uint32_t R, 
                                                              put_rank_result(c.plan, p, r, run_ring_rank(rank, c.plan, p, rank_inputs(c, r)), got);
                                                            });
   if (!outcome.ok()) throw Error(outcome.describe());
-  const AttentionResult want = attention_reference(p, {c.in.q, c.in.k, c.in.v, c.in.bias, c.in.rel_keys, c.in.rel_values, {}});
+  const AttentionResult want = attention_reference(p, {c.in.q, c.in.k, c.in.v, c.in.bias, c.in.rel_keys, c.in.rel_values, {}, {}, {}});
   // As the fused kernel against the reference: float32 sums (f16: one rounding of the output).
   return {std::max(normalised_error(got.out, want.out), normalised_error(got.lse, want.lse)), p.dtype == DType::F16 ? 1e-3 : 1e-4,
           "max_err"};
