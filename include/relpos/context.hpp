@@ -150,9 +150,13 @@ class Context {
   VkQueue vk_queue() const;
   std::uint32_t queue_family() const;
 
-  // Waits until the queue is idle (under the queue lock), then frees what destroyed Recorders left
-  // for command buffers that have executed since.
+  // Waits until the queue is idle (under the queue lock), then takes back what destroyed Recorders
+  // left for command buffers that have executed since (for later recordings to reuse).
   void wait_idle();
+  // The application has reset or freed `command_buffer` (so it is pending nowhere), or will never
+  // submit it: what Recorders on it left is taken back at once, for later recordings to reuse,
+  // instead of waiting for events the command buffer will never set.
+  void release_recordings(VkCommandBuffer command_buffer);
 
  private:
   friend class Buffer;          // holds the Device, which outlives the Context while buffers do

@@ -26,12 +26,27 @@ struct RuntimeAccess {
   static Buffer buffer(const std::shared_ptr<detail::Device>& device, std::uint64_t bytes, MemoryUse use) {
     return Buffer(std::static_pointer_cast<Context::Device>(device), bytes, use);
   }
-  // Takes the handles of a relpos-made buffer; the Buffer is left empty and frees nothing.
-  static std::pair<VkBuffer, VkDeviceMemory> take_handles(Buffer& b) {
-    std::pair<VkBuffer, VkDeviceMemory> handles{b.buffer_, b.memory_};
+  // Takes the handles of a relpos-made buffer (its memory stays mapped); the Buffer is left empty
+  // and frees nothing.
+  static detail::BufferHandles take_handles(Buffer& b, MemoryUse use) {
+    const detail::BufferHandles handles{b.buffer_, b.memory_, b.mapped_, b.size_, use};
     b.owned_ = false;
+    b.mapped_ = nullptr;
     b.release();
     return handles;
+  }
+  // A relpos-made buffer again from its handles (take_handles), owning them.
+  static Buffer adopt(const std::shared_ptr<detail::Device>& device, const detail::BufferHandles& h) {
+    Buffer b;
+    b.device_ = std::static_pointer_cast<Context::Device>(device);
+    b.buffer_ = h.buffer;
+    b.memory_ = h.memory;
+    b.mapped_ = h.mapped;
+    b.size_ = h.size;
+    b.capacity_ = (h.size + 15) / 16 * 16;
+    b.owned_ = true;
+    b.usage_ = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    return b;
   }
 };
 

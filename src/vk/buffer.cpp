@@ -56,6 +56,7 @@ void Device::run_once(const std::function<void(VkCommandBuffer)>& record) {
   ai.commandBufferCount = 1;
   VkCommandBuffer cb = VK_NULL_HANDLE;
   vk_check(vk.vkAllocateCommandBuffers(device, &ai, &cb), "vkAllocateCommandBuffers");
+  ++counters.command_buffers;  // with its pool and fence
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
   vk_check(vk.vkBeginCommandBuffer(cb, &bi), "vkBeginCommandBuffer");

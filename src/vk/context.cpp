@@ -495,4 +495,8 @@ void Context::wait_idle() {
   d.free_retired(false);
 }
 
+void Context::release_recordings(VkCommandBuffer command_buffer) {
+  if (command_buffer) device_->free_retired(false, command_buffer);
+}
+
 }  // namespace relpos

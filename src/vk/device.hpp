@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -50,10 +51,30 @@ struct PipelineKeyLess {
   }
 };
 
+// The descriptor sets a recording took, by layout, and the pools they came from: once the
+// recording has executed they are handed out again in order (`taken` counts this recording's),
+// so that recording the same work again allocates no set.
+struct SetCache {
+  std::vector<VkDescriptorPool> pools;
+  std::uint32_t sets_left = 0;  // in pools.back()
+  std::map<VkDescriptorSetLayout, std::vector<VkDescriptorSet>> sets;
+  std::map<VkDescriptorSetLayout, std::size_t> taken;
+};
+
+// A relpos-made buffer as plain handles, with what a later recording needs to take it again.
+struct BufferHandles {
+  VkBuffer buffer = VK_NULL_HANDLE;
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  void* mapped = nullptr;
+  std::uint64_t size = 0;
+  MemoryUse use = MemoryUse::Device;
+};
+
 // What a recording's commands use, besides the command buffer.
 struct RecordingResources {
-  std::vector<VkDescriptorPool> descriptor_pools;
+  SetCache sets;
   std::list<Buffer> scratch;  // std::list: references stay valid as it grows
+  std::vector<MemoryUse> scratch_uses;  // of scratch, in its order (Device where missing)
   VkQueryPool query_pool = VK_NULL_HANDLE;
   // Events the command buffer sets after relpos's commands (see OpScope in dispatch.hpp); the
   // last one set means that every earlier command has executed.
@@ -62,13 +83,18 @@ struct RecordingResources {
 };
 
 // The same, once its Recorder is gone, as plain handles (scratch buffers hold the Device; as
-// Buffers they would keep it alive from inside it).
+// Buffers they would keep it alive from inside it), with the spares it did not use: once the
+// command buffer has passed `finished`, a later recording into an application's command buffer
+// takes all of it again (Device::take_spare), so that an engine's loop creates nothing.
 struct RetiredResources {
-  std::vector<VkDescriptorPool> descriptor_pools;
-  std::vector<std::pair<VkBuffer, VkDeviceMemory>> buffers;
+  SetCache sets;
+  std::vector<BufferHandles> buffers;
   VkQueryPool query_pool = VK_NULL_HANDLE;
-  std::vector<VkEvent> events;
-  VkEvent finished = VK_NULL_HANDLE;  // null: unknown, freed with the Context
+  std::vector<VkEvent> events;         // set by the command buffer (the last one: `finished`)
+  std::vector<VkEvent> spare_events;   // never recorded
+  VkEvent finished = VK_NULL_HANDLE;   // null: nothing pending (nothing recorded), or unknown (`pending`)
+  bool pending = false;                // commands after the last event: freed with the Context
+  VkCommandBuffer command_buffer = VK_NULL_HANDLE;  // the application's, for release_recordings()
 };
 
 // relpos's own submissions in flight, so that host access to mapped memory waits for relpos's own
@@ -125,7 +151,8 @@ struct Device {
 
   // What relpos has created (relpos/resource_counts.hpp).
   struct Counters {
-    std::atomic<std::uint64_t> buffers{0}, memory_allocations{0}, descriptor_pools{0}, pipelines{0};
+    std::atomic<std::uint64_t> buffers{0}, memory_allocations{0}, descriptor_pools{0}, descriptor_sets{0}, events{0}, pipelines{0},
+        command_buffers{0}, query_pools{0};
   } counters;
 
   VkPipelineCache pipeline_cache = VK_NULL_HANDLE;
@@ -140,9 +167,12 @@ struct Device {
   std::map<PipelineKey, Pipeline, PipelineKeyLess> pipelines;
 
   // Resources of recorders destroyed while their commands may still be pending in an application's
-  // command buffer: freed once the command buffer has set the last event, or with the Context.
+  // command buffer; once the command buffer has set the last event (or the application said it was
+  // reset, release_recordings), they are spare, for the next recording into an application's
+  // command buffer to take; freed with the Context.
   std::mutex retired_mutex;
   std::list<RetiredResources> retired;
+  std::list<RetiredResources> spare;
 
   Device() = default;
   Device(const Device&) = delete;
@@ -176,12 +206,18 @@ struct Device {
 
   // Frees `r` now (its commands have executed or were never submitted).
   void free_resources(RecordingResources& r);
-  // Takes the resources of a recording whose commands may still be pending in an application's
-  // command buffer.
-  void retire(RecordingResources&& r);
-  // Frees the retired resources whose command buffer has set its last event; with `all`, every one
-  // (the Context ends: the application's command buffers have finished).
-  void free_retired(bool all);
+  void free_sets(SetCache& sets);
+  // Takes the resources of a recording into the application's command buffer `cb`, whose commands
+  // may still be pending, with the spare buffers and events it did not use.
+  void retire(RecordingResources&& r, std::list<Buffer>&& spare_scratch, std::list<MemoryUse>&& spare_uses, std::vector<VkEvent>&& spare_events,
+              VkCommandBuffer cb);
+  // Moves the retired resources whose command buffer has set its last event to the spares (all of
+  // those recorded into `cb`, which the application reset or freed, when given); with `all`, frees
+  // every retired and spare resource (the Context ends: the application's command buffers have
+  // finished).
+  void free_retired(bool all, VkCommandBuffer cb = VK_NULL_HANDLE);
+  // One spare recording's resources, its events reset; nothing when there is none.
+  std::optional<RetiredResources> take_spare();
 
   void report(const ValidationMessage& m);
 };

@@ -25,14 +25,13 @@ struct RecorderState {
   VkCommandPool command_pool = VK_NULL_HANDLE;  // a recorder's own: pools are externally synchronised
   VkFence fence = VK_NULL_HANDLE;
   RecordingResources resources;
-  std::vector<MemoryUse> scratch_uses;  // of resources.scratch, in its order
-  // A recorder's own command buffer, once its submission has finished: the last recording's
-  // scratch buffers wait here for a later one that asks for the same size and use, and its
-  // descriptor pools are reset and used again in order (pools_used of them so far).
+  // Scratch buffers and events from a finished recording (this recorder's own, or one into an
+  // application's command buffer that it took from the Device's spares): a request of the same
+  // size and memory use takes a buffer, an operation's end takes an event; the descriptor sets of
+  // the finished recording are in resources.sets, handed out again.
   std::list<Buffer> spare_scratch;
   std::list<MemoryUse> spare_uses;
-  std::size_t pools_used = 0;
-  std::uint32_t sets_left = 0;
+  std::vector<VkEvent> spare_events;
   bool timestamps_reset = false;
   std::uint32_t next_timestamp = 0;
   std::uint32_t dispatches = 0;

@@ -25,10 +25,15 @@ void Submissions::wait_for_earlier() {
   ended_.wait(lock, [&] { return running_.empty() || *running_.begin() >= now; });
 }
 
+void Device::free_sets(SetCache& sets) {
+  for (auto pool : sets.pools) vk.vkDestroyDescriptorPool(device, pool, nullptr);
+  sets = SetCache{};
+}
+
 void Device::free_resources(RecordingResources& r) {
-  for (auto pool : r.descriptor_pools) vk.vkDestroyDescriptorPool(device, pool, nullptr);
-  r.descriptor_pools.clear();
+  free_sets(r.sets);
   r.scratch.clear();
+  r.scratch_uses.clear();
   if (r.query_pool) vk.vkDestroyQueryPool(device, r.query_pool, nullptr);
   r.query_pool = VK_NULL_HANDLE;
   for (auto e : r.events) vk.vkDestroyEvent(device, e, nullptr);
@@ -36,38 +41,83 @@ void Device::free_resources(RecordingResources& r) {
   r.commands_after_last_event = false;
 }
 
-void Device::retire(RecordingResources&& r) {
+void Device::retire(RecordingResources&& r, std::list<Buffer>&& spare_scratch, std::list<MemoryUse>&& spare_uses,
+                    std::vector<VkEvent>&& spare_events, VkCommandBuffer cb) {
   RetiredResources out;
-  out.descriptor_pools = std::move(r.descriptor_pools);
-  for (Buffer& b : r.scratch) out.buffers.push_back(RuntimeAccess::take_handles(b));  // freed with the retired entry
+  out.sets = std::move(r.sets);
+  // (A compile-only context's buffers are host memory: they simply go.)
+  std::size_t n = 0;
+  for (Buffer& b : r.scratch) {
+    const MemoryUse use = n < r.scratch_uses.size() ? r.scratch_uses[n++] : MemoryUse::Device;
+    if (b.handle()) out.buffers.push_back(RuntimeAccess::take_handles(b, use));
+  }
+  auto use = spare_uses.begin();
+  for (Buffer& b : spare_scratch) {
+    const MemoryUse u = use != spare_uses.end() ? *use++ : MemoryUse::Device;
+    if (b.handle()) out.buffers.push_back(RuntimeAccess::take_handles(b, u));
+  }
   out.query_pool = r.query_pool;
   out.events = std::move(r.events);
-  if (!out.events.empty() && !r.commands_after_last_event) out.finished = out.events.back();
+  out.spare_events = std::move(spare_events);
+  out.pending = r.commands_after_last_event;
+  if (!out.events.empty() && !out.pending) out.finished = out.events.back();
+  out.command_buffer = cb;
   r = RecordingResources{};
   std::lock_guard lock(retired_mutex);
-  retired.push_back(std::move(out));
+  // Nothing recorded: spare at once.
+  if (out.events.empty() && !out.pending) spare.push_back(std::move(out));
+  else retired.push_back(std::move(out));
 }
 
-void Device::free_retired(bool all) {
+namespace {
+
+void free_handles(Device& d, RetiredResources& r) {
+  d.free_sets(r.sets);
+  for (const BufferHandles& b : r.buffers) {
+    d.vk.vkDestroyBuffer(d.device, b.buffer, nullptr);
+    d.vk.vkFreeMemory(d.device, b.memory, nullptr);
+  }
+  if (r.query_pool) d.vk.vkDestroyQueryPool(d.device, r.query_pool, nullptr);
+  for (auto* events : {&r.events, &r.spare_events})
+    for (auto e : *events) d.vk.vkDestroyEvent(d.device, e, nullptr);
+}
+
+}  // namespace
+
+void Device::free_retired(bool all, VkCommandBuffer cb) {
   std::list<RetiredResources> done;
   {
     std::lock_guard lock(retired_mutex);
     for (auto it = retired.begin(); it != retired.end();) {
-      const bool finished = all || (it->finished && vk.vkGetEventStatus(device, it->finished) == VK_EVENT_SET);
+      const bool finished = all || (cb && it->command_buffer == cb) ||
+                            (it->finished && vk.vkGetEventStatus(device, it->finished) == VK_EVENT_SET);
       auto next = std::next(it);
-      if (finished) done.splice(done.end(), retired, it);
+      if (finished) {
+        auto& to = all ? done : spare;
+        to.splice(to.end(), retired, it);
+      }
       it = next;
     }
+    if (all) done.splice(done.end(), spare);
   }
-  for (auto& r : done) {
-    for (auto pool : r.descriptor_pools) vk.vkDestroyDescriptorPool(device, pool, nullptr);
-    for (auto [buffer, memory] : r.buffers) {
-      vk.vkDestroyBuffer(device, buffer, nullptr);
-      vk.vkFreeMemory(device, memory, nullptr);
-    }
-    if (r.query_pool) vk.vkDestroyQueryPool(device, r.query_pool, nullptr);
-    for (auto e : r.events) vk.vkDestroyEvent(device, e, nullptr);
+  for (auto& r : done) free_handles(*this, r);
+}
+
+std::optional<RetiredResources> Device::take_spare() {
+  std::optional<RetiredResources> out;
+  {
+    std::lock_guard lock(retired_mutex);
+    if (spare.empty()) return out;
+    out = std::move(spare.front());
+    spare.pop_front();
   }
+  // Every event is host-reset (its command buffer has passed it), ready to be recorded again.
+  out->spare_events.insert(out->spare_events.end(), out->events.begin(), out->events.end());
+  out->events.clear();
+  out->finished = VK_NULL_HANDLE;
+  for (auto e : out->spare_events) vk_check(vk.vkResetEvent(device, e), "vkResetEvent");
+  for (auto& [layout, taken] : out->sets.taken) taken = 0;
+  return out;
 }
 
 }  // namespace relpos::detail

@@ -29,17 +29,21 @@ void memory_barrier(RecorderState& s, VkPipelineStageFlags src, VkAccessFlags sr
   s.dev->vk.vkCmdPipelineBarrier(s.cb, src, dst, 0, 1, &mb, 0, nullptr, 0, nullptr);
 }
 
+// The next set of the layout: one an earlier recording took, or a new one.
 VkDescriptorSet allocate_set(RecorderState& s, VkDescriptorSetLayout layout) {
+  auto& c = s.resources.sets;
+  auto& list = c.sets[layout];
+  std::size_t& taken = c.taken[layout];
+  if (taken < list.size()) return list[taken++];
   auto& d = *s.dev;
-  auto& pools = s.resources.descriptor_pools;
-  if (s.sets_left == 0) {
-    if (s.pools_used == pools.size())  // no reset pool left over from an earlier recording
-      pools.push_back(d.create_descriptor_pool(kSetsPerPool, Device::kMaxBindings));
-    ++s.pools_used;
-    s.sets_left = kSetsPerPool;
+  if (c.sets_left == 0) {
+    c.pools.push_back(d.create_descriptor_pool(kSetsPerPool, Device::kMaxBindings));
+    c.sets_left = kSetsPerPool;
   }
-  --s.sets_left;
-  return d.allocate_descriptor_set(pools[s.pools_used - 1], layout);
+  --c.sets_left;
+  list.push_back(d.allocate_descriptor_set(c.pools.back(), layout));
+  ++taken;
+  return list.back();
 }
 
 void begin_own(RecorderState& s) {
@@ -54,21 +58,30 @@ void begin_own(RecorderState& s) {
 }
 
 // After a finished submission of the recorder's own command buffer, what its commands used is
-// kept for the next recording, and what the one before used and this one did not goes: a
-// recorder that records the same work again and again creates nothing after the first time, and
-// holds no more than one recording needs. (The query pool stays too.)
+// kept for the next recording (its descriptor sets are handed out again in order), and the
+// scratch the one before used and this one did not goes: a recorder that records the same work
+// again and again creates nothing after the first time, and holds no more scratch than one
+// recording needs. (The query pool stays too.)
 void recycle_submitted(RecorderState& s) {
-  auto& d = *s.dev;
-  auto& pools = s.resources.descriptor_pools;
-  for (std::size_t i = s.pools_used; i < pools.size(); ++i) d.vk.vkDestroyDescriptorPool(d.device, pools[i], nullptr);
-  pools.resize(s.pools_used);
-  for (auto pool : pools) vk_check(d.vk.vkResetDescriptorPool(d.device, pool, 0), "vkResetDescriptorPool");
-  s.pools_used = 0;
-  s.sets_left = 0;
+  for (auto& [layout, taken] : s.resources.sets.taken) taken = 0;
   s.spare_scratch = std::move(s.resources.scratch);
-  s.spare_uses.assign(s.scratch_uses.begin(), s.scratch_uses.end());
+  s.spare_uses.assign(s.resources.scratch_uses.begin(), s.resources.scratch_uses.end());
   s.resources.scratch.clear();
-  s.scratch_uses.clear();
+  s.resources.scratch_uses.clear();
+}
+
+// Takes what a finished recording into an application's command buffer left (the Device's
+// spares): its descriptor sets, scratch buffers, events and query pool.
+void take_spare(RecorderState& s) {
+  std::optional<RetiredResources> r = s.dev->take_spare();
+  if (!r) return;
+  s.resources.sets = std::move(r->sets);
+  for (const BufferHandles& h : r->buffers) {
+    s.spare_scratch.push_back(RuntimeAccess::adopt(s.dev, h));
+    s.spare_uses.push_back(h.use);
+  }
+  s.spare_events = std::move(r->spare_events);
+  s.resources.query_pool = r->query_pool;
 }
 
 void mark_command(RecorderState& s) { s.resources.commands_after_last_event = true; }
@@ -94,6 +107,7 @@ VkDescriptorSet Device::allocate_descriptor_set(VkDescriptorPool pool, VkDescrip
   ai.pSetLayouts = &layout;
   VkDescriptorSet set = VK_NULL_HANDLE;
   vk_check(vk.vkAllocateDescriptorSets(device, &ai, &set), "vkAllocateDescriptorSets");
+  ++counters.descriptor_sets;
   return set;
 }
 
@@ -107,10 +121,12 @@ RecorderState::~RecorderState() {
     } catch (...) {  // a lost device: nothing left to wait for
     }
   }
-  if (external)
-    d.retire(std::move(resources));  // the application's command buffer may not have executed yet
-  else
-    d.free_resources(resources);  // every submission of the recorder's own command buffer was waited for
+  if (external) {  // the application's command buffer may not have executed yet
+    d.retire(std::move(resources), std::move(spare_scratch), std::move(spare_uses), std::move(spare_events), cb);
+  } else {  // every submission of the recorder's own command buffer was waited for
+    d.free_resources(resources);
+    for (auto e : spare_events) d.vk.vkDestroyEvent(d.device, e, nullptr);
+  }
   if (fence) d.vk.vkDestroyFence(d.device, fence, nullptr);
   if (command_pool) d.vk.vkDestroyCommandPool(d.device, command_pool, nullptr);
 }
@@ -129,10 +145,16 @@ OpScope::~OpScope() {
   auto& s = state_of(r_);
   if (!s.external || !s.resources.commands_after_last_event || s.dev->tuning.compile_only) return;
   auto& d = *s.dev;
-  VkEventCreateInfo ei{VK_STRUCTURE_TYPE_EVENT_CREATE_INFO};
   VkEvent event = VK_NULL_HANDLE;
-  // Without the event, the resources stay until the Context ends (commands_after_last_event).
-  if (d.vk.vkCreateEvent(d.device, &ei, nullptr, &event) != VK_SUCCESS) return;
+  if (!s.spare_events.empty()) {  // reset, its last command buffer past it
+    event = s.spare_events.back();
+    s.spare_events.pop_back();
+  } else {
+    VkEventCreateInfo ei{VK_STRUCTURE_TYPE_EVENT_CREATE_INFO};
+    // Without the event, the resources stay until the Context ends (commands_after_last_event).
+    if (d.vk.vkCreateEvent(d.device, &ei, nullptr, &event) != VK_SUCCESS) return;
+    ++d.counters.events;
+  }
   s.resources.events.push_back(event);
   d.vk.vkCmdSetEvent(s.cb, event, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT);
   s.resources.commands_after_last_event = false;
@@ -152,11 +174,11 @@ Buffer& scratch(Recorder& r, std::uint64_t bytes, MemoryUse use) {
       // Its last user's submission has finished; ops never assume fresh contents.
       s.resources.scratch.splice(s.resources.scratch.end(), s.spare_scratch, it);
       s.spare_uses.erase(use_it);
-      s.scratch_uses.push_back(use);
+      s.resources.scratch_uses.push_back(use);
       return s.resources.scratch.back();
     }
   s.resources.scratch.push_back(RuntimeAccess::buffer(s.dev, bytes, use));
-  s.scratch_uses.push_back(use);
+  s.resources.scratch_uses.push_back(use);
   return s.resources.scratch.back();
 }
 
@@ -269,6 +291,7 @@ Recorder::Recorder(Context& ctx) : state_(std::make_unique<State>()) {
   vk_check(d.vk.vkAllocateCommandBuffers(d.device, &ai, &s.cb), "vkAllocateCommandBuffers");
   VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
   vk_check(d.vk.vkCreateFence(d.device, &fi, nullptr, &s.fence), "vkCreateFence");
+  ++d.counters.command_buffers;  // with its pool and fence
   detail::begin_own(s);
 }
 
@@ -280,6 +303,7 @@ Recorder::Recorder(Context& ctx, VkCommandBuffer external) : state_(std::make_un
   s.cb = external;
   s.external = true;
   s.dev->free_retired(false);
+  detail::take_spare(s);
 }
 
 Recorder::~Recorder() = default;
@@ -350,6 +374,7 @@ std::uint32_t Recorder::write_timestamp() {
     qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
     qi.queryCount = detail::kTimestampCapacity;
     vk_check(d.vk.vkCreateQueryPool(d.device, &qi, nullptr, &s.resources.query_pool), "vkCreateQueryPool");
+    ++d.counters.query_pools;
   }
   if (!s.timestamps_reset) {
     d.vk.vkCmdResetQueryPool(s.cb, s.resources.query_pool, 0, detail::kTimestampCapacity);

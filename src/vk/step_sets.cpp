@@ -36,7 +36,7 @@ bool StepSets::finished() const {
 
 void StepSets::retire(std::list<Buffer>&& buffers) {
   RecordingResources r;
-  r.descriptor_pools = std::move(pools_);
+  r.sets.pools = std::move(pools_);  // the slots' sets: a later recording takes fresh ones
   r.scratch = std::move(buffers);
   for (auto& s : slots_)
     if (&s != last_) r.events.push_back(s.done);
@@ -44,7 +44,7 @@ void StepSets::retire(std::list<Buffer>&& buffers) {
   r.commands_after_last_event = last_ == nullptr;
   slots_.clear();
   pools_.clear();
-  dev_->retire(std::move(r));
+  dev_->retire(std::move(r), {}, {}, {}, VK_NULL_HANDLE);
   dev_.reset();
 }
 
@@ -65,6 +65,7 @@ DescriptorSource& StepSets::begin_step() {
     s.owner = this;
     VkEventCreateInfo ei{VK_STRUCTURE_TYPE_EVENT_CREATE_INFO};
     vk_check(d.vk.vkCreateEvent(d.device, &ei, nullptr, &s.done), "vkCreateEvent");
+    ++d.counters.events;
     current_ = &s;
   }
   current_->taken.clear();
