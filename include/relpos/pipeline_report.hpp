@@ -32,7 +32,9 @@ struct PipelineExecutable {
 
 struct PipelineReport {
   std::string shader;  // the shaders/*.comp file it was compiled from (without .comp)
-  std::vector<std::pair<std::string, std::uint32_t>> constants;  // specialisation constants by name, by constant_id
+  // Specialisation constants by name (the shader's contract, shaders/include/relpos_contract/), by
+  // constant_id.
+  std::vector<std::pair<std::string, std::uint32_t>> constants;
   std::array<std::uint32_t, 3> workgroup{1, 1, 1};
   std::vector<PipelineExecutable> executables;  // empty without statistics
 };

@@ -8,6 +8,7 @@
 #include "relpos/context.hpp"
 #include "relpos_push/attention.h"
 #include "shader_id.hpp"
+#include "shaders/contracts.hpp"
 
 namespace relpos::detail {
 
@@ -56,7 +57,7 @@ struct AttentionLaunch {
   std::uint32_t splits, split_len;
   bool lane_splits;  // one query: the lanes of a workgroup take consecutive splits of one row
   std::uint32_t lanes, rows_per_group, split_groups, groups_per_bh;
-  std::vector<std::uint32_t> spec;
+  SpecValues spec;  // contract::AttentionTiledSpec or contract::AttentionFusedSpec
   ShaderId shader;
 };
 // attention_fused with one query: the lanes take splits, as many as there are splits rounded up to
@@ -80,6 +81,6 @@ struct AttentionMergeLayout {
 void record_attention_merge(Recorder& r, const AttentionMergeLayout& m, std::uint64_t rows, std::uint32_t head_dim, const Buffer& out,
                             DType out_dtype, const Buffer& lse, DescriptorSource* sets = nullptr);
 // The merge's specialisation constants.
-std::vector<std::uint32_t> attention_merge_spec(std::uint32_t head_dim, DType in_dtype, DType out_dtype);
+SpecValues attention_merge_spec(std::uint32_t head_dim, DType in_dtype, DType out_dtype);
 
 }  // namespace relpos::detail
