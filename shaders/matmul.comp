@@ -12,7 +12,7 @@
 #include "relpos_push/matmul.h"
 
 RELPOS_DECLARE_SPEC(RELPOS_SPEC_MATMUL)
-const uint RM = 8u;  // rows of C per invocation (kRows in src/ops/matmul.cpp)
+const uint RM = RELPOS_MATMUL_ROWS;  // rows of C per invocation
 
 #include "relpos/matmul_io.glsl"
 // Element-wise views of the same bindings, for operands that are not quad-aligned.

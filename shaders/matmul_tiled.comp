@@ -14,7 +14,7 @@
 #include "relpos_push/matmul.h"
 
 RELPOS_DECLARE_SPEC(RELPOS_SPEC_MATMUL_TILED)  // WG_X 64: the lane mapping below assumes it
-const uint TM = 32u, TN = 32u, KT = 16u;  // kTiledRows, kTiledCols in src/ops/matmul.cpp
+const uint TM = RELPOS_MATMUL_TILED_ROWS, TN = RELPOS_MATMUL_TILED_COLS, KT = 16u;
 
 #include "relpos/matmul_io.glsl"
 

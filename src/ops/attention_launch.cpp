@@ -76,10 +76,7 @@ AttentionTiledShape attention_tiled_shape(const AttentionTiles& tiles, std::uint
   std::uint32_t shuffle = 1;
   if (tiles.shuffle_subgroup && one_query && lanes == tiles.lanes)
     while (shuffle * 2 <= tiles.shuffle_subgroup && lanes_per_row % (shuffle * 2) == 0) shuffle *= 2;
-  // attention_tiled.glsl's shared arrays: q_tile, kv_tile (rows padded by a word), p_tile, row_max, row_tile, key_words.
-  auto bytes = [&](std::uint32_t bc) {
-    return 16 * (rows + bc) * (D4 + 1) + 4 * (rows * (bc + 1) + rows * (lanes_per_row / shuffle) + rows + bc - 1 + (paged ? 2 * bc : 1));
-  };
+  auto bytes = [&](std::uint32_t bc) { return RELPOS_ATTN_TILED_SHARED_BYTES(rows, bc, D4, lanes_per_row / shuffle, paged); };
   for (std::uint32_t bc : {64u, 32u, 16u, 8u, 4u})
     if (bytes(bc) <= tiles.shared_budget) return {lanes, rows, bc, bytes(bc), shuffle};
   detail::require(false, "head_dim", std::to_string(head_dim),
@@ -88,17 +85,11 @@ AttentionTiledShape attention_tiled_shape(const AttentionTiles& tiles, std::uint
   return {};
 }
 
-std::uint32_t attention_tiled_loop_iterations(const AttentionTiledShape& t, std::uint32_t head_dim, std::uint32_t kernel_mode) {
-  const std::uint32_t lanes_per_row = t.lanes / t.rows, scores = div_up(t.key_tile, lanes_per_row);
-  const std::uint32_t dot = div_up(head_dim / 4, 4);
-  if (kernel_mode == RELPOS_ATTN_SHAW) return 1 + dot + 2 * scores + scores * dot + t.key_tile;
-  return 1 + dot + 2 * scores + t.key_tile / 4;
-}
-
 std::uint32_t attention_tiled_max_split_keys(const AttentionTiles& tiles, const AttentionParams& p) {
   const AttentionTiledShape t = attention_tiled_shape(tiles, p.head_dim, p.queries == 1, p.paged.enabled());
+  const bool shaw = bias_family(p.bias).kernel_mode == RELPOS_ATTN_SHAW;
   const std::uint32_t tiles_per_split =
-      RELPOS_MAX_LOOP_ITERATIONS / attention_tiled_loop_iterations(t, p.head_dim, bias_family(p.bias).kernel_mode);
+      RELPOS_MAX_LOOP_ITERATIONS / RELPOS_ATTN_TILED_TILE_ITERATIONS(t.key_tile, t.lanes / t.rows, p.head_dim / 4, shaw);
   return std::min(AttentionParams::kMaxKeysPerSplit, tiles_per_split * t.key_tile);
 }
 

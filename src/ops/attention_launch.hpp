@@ -43,9 +43,9 @@ struct AttentionTiledShape {
 // decoding (`one_query`); a paged cache (`paged`) takes a few words per key more. Throws where not
 // even 4 keys fit.
 AttentionTiledShape attention_tiled_shape(const AttentionTiles& tiles, std::uint32_t head_dim, bool one_query, bool paged);
-// Keys one split of attention_tiled may hold: its loops run attention_tiled_loop_iterations per
-// tile, and a split's tiles stay within RELPOS_MAX_LOOP_ITERATIONS (at most kMaxKeysPerSplit).
-std::uint32_t attention_tiled_loop_iterations(const AttentionTiledShape& t, std::uint32_t head_dim, std::uint32_t kernel_mode);
+// Keys one split of attention_tiled may hold: its loops run RELPOS_ATTN_TILED_TILE_ITERATIONS
+// (relpos_contract/attention.h) per tile, and a split's tiles stay within
+// RELPOS_MAX_LOOP_ITERATIONS (at most kMaxKeysPerSplit).
 std::uint32_t attention_tiled_max_split_keys(const AttentionTiles& tiles, const AttentionParams& p);
 
 // Key splits per row for this shape (p.key_splits when given; the GPU kernels refuse one that

@@ -18,10 +18,10 @@ namespace {
 
 constexpr std::uint32_t kCastGroup = 64;
 constexpr std::uint32_t kMatmulGroup = 64;  // invocations; a tile uses tx * ty of them
-constexpr std::uint64_t kRows = 8;          // rows of C per invocation (RM in matmul.comp)
-constexpr std::uint32_t kSharedRows = 2;    // rows of C per lane in matmul_shared.comp (RM)
-// matmul_tiled.comp's tile of C (TM × TN), the GPU kernel class's kernel for quad-aligned operands.
-constexpr std::uint64_t kTiledRows = 32, kTiledCols = 32;
+constexpr std::uint64_t kRows = RELPOS_MATMUL_ROWS;  // rows of C per invocation of matmul.comp
+constexpr std::uint32_t kSharedRows = 2;             // rows of C per lane in matmul_shared.comp (its RM)
+// matmul_tiled.comp's tile of C, the GPU kernel class's kernel for quad-aligned operands.
+constexpr std::uint64_t kTiledRows = RELPOS_MATMUL_TILED_ROWS, kTiledCols = RELPOS_MATMUL_TILED_COLS;
 // The shared dimension one dispatch walks: both kernels run one loop iteration per element of it
 // (per quad with quad loads), so longer ones (weights·v over 100k keys) are split into dispatches
 // that add into C, within the loop bound. A multiple of 4 keeps every part's quads aligned.

@@ -17,9 +17,9 @@
 //                                                           -> barrier D
 // Barrier D keeps the next tile's writes of kv_tile, row_tile, row_max and p_tile behind this
 // tile's reads.
-// Loops that are not unrolled, per tile (the host bounds the keys of a split by their sum, see
-// attention_tiled_loop_iterations): the tile, ceil(D4 / 4) for the scores, two of SCORES for the
-// bias and the weights, BC / OUT_STEP for the output; Shaw adds ceil(D4 / 4) per score.
+// Loops that are not unrolled, per tile: the tile, ceil(D4 / 4) for the scores, two of SCORES for
+// the bias and the weights, BC / OUT_STEP for the output; Shaw adds ceil(D4 / 4) per score
+// (RELPOS_ATTN_TILED_TILE_ITERATIONS, by which the host bounds the keys of a split).
 // q_tile is written once before the loop (behind its own barrier) and only read after.
 //
 // The including shader defines PAGED_KV (0 or 1: k and v a paged cache), LANE, the lane's index in
@@ -31,33 +31,31 @@
 #include "relpos_contract/attention.h"
 #include "relpos_push/attention.h"
 
+// The constants, the shared arrays' sizes and the loop steps the host plans by are in
+// relpos_contract/attention.h.
 RELPOS_DECLARE_SPEC(RELPOS_SPEC_ATTENTION_TILED)
 const uint LPR = WG_X / BR;                  // lanes per row
 const uint MAX_PARTS = LPR / SHUFFLE_LANES;  // the row's maxima left for shared memory
-const uint SCORES = (BC + LPR - 1u) / LPR;  // scores per lane and tile (decoding: lanes past BC score none)
+const uint SCORES = RELPOS_ATTN_TILED_SCORES(BC, LPR);  // (decoding: lanes past BC score none)
 const uint OWNED = (D4 + LPR - 1u) / LPR;  // output words per lane (the last lanes may own one less)
-// Rows of the shared tiles are padded by one word, so that the LPR keys (or BR queries) read at one
-// time fall in different banks.
-const uint KV_STRIDE = D4 + 1u, Q_STRIDE = D4 + 1u, P_STRIDE = BC + 1u;
-const uint WINDOW = BR + BC - 1u;           // the per-distance row's values one tile reads
-// Keys per step of the output loop: Shaw adds a row of rel_values per key, whose loads a compiler
-// issues together for all the keys of a step (4 would take 16·OWNED registers).
-const uint OUT_STEP = BIAS_MODE == RELPOS_ATTN_SHAW ? 1u : 4u;
+const uint KV_STRIDE = D4 + 1u, Q_STRIDE = D4 + 1u, P_STRIDE = BC + 1u;  // padded rows
+const uint WINDOW = RELPOS_ATTN_TILED_WINDOW(BR, BC);
+const uint OUT_STEP = RELPOS_ATTN_TILED_OUT_STEP(BIAS_MODE == RELPOS_ATTN_SHAW);
 
 #include "relpos/attention_bindings.glsl"
 
-shared vec4 q_tile[BR * Q_STRIDE];    // the scaled queries, float32
-shared vec4 kv_tile[BC * KV_STRIDE];  // the tile's keys, then its values, float32
-shared float p_tile[BR * P_STRIDE];   // exp(score - running max)
-shared float row_max[BR * MAX_PARTS];  // the row's largest scores of the tile, one per shuffle group
-shared float row_tile[WINDOW];        // RELPOS_ATTN_ROW: row r reads row_tile[BR - 1 - r + c]
+shared vec4 q_tile[RELPOS_ATTN_TILED_Q_TILE(BR, D4)];           // [BR][Q_STRIDE]
+shared vec4 kv_tile[RELPOS_ATTN_TILED_KV_TILE(BC, D4)];         // [BC][KV_STRIDE]
+shared float p_tile[RELPOS_ATTN_TILED_P_TILE(BR, BC)];          // [BR][P_STRIDE]
+shared float row_max[RELPOS_ATTN_TILED_ROW_MAX(BR, MAX_PARTS)];  // one per shuffle group of a row
+shared float row_tile[WINDOW];  // RELPOS_ATTN_ROW: row r reads row_tile[BR - 1 - r + c]
 #if PAGED_KV
 // The first word of each key of a tile, found once per key (one block table load) rather than once
 // per staged word. Two buffers: tile n stages from buffer n % 2 while the lanes fill the other for
 // tile n + 1 in step 4 (its last readers were before barrier C; barrier D publishes it). A
 // preprocessor switch, not PAGED alone: RADV (Mesa 22.3) kept the shared reads in the contiguous
 // variant even under a constant-false PAGED (ACO: +2% cycles).
-shared uint key_words[2u * BC];
+shared uint key_words[RELPOS_ATTN_TILED_KEY_WORDS(BC)];
 #endif
 
 void find_key_words(uint buf, uint b, uint hk, uint j0, uint j_end) {

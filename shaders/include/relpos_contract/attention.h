@@ -1,6 +1,7 @@
 // Fused attention's constants and bindings: attention_fused*.comp (the CPU kernel class,
 // shaders/include/relpos/attention_fused.glsl), attention_tiled*.comp (the GPU class,
-// attention_tiled.glsl) and attention_merge.comp.
+// attention_tiled.glsl) and attention_merge.comp; and the sizes of attention_tiled's shared memory
+// and loops, which the host plans its tiles and key splits by.
 #ifndef RELPOS_CONTRACT_ATTENTION_H
 #define RELPOS_CONTRACT_ATTENTION_H
 #include "relpos_contract/common.h"
@@ -67,6 +68,35 @@
   X(1, PARTS_LSE)                          \
   X(2, OUT)                                \
   X(3, LSE)
+
+// attention_tiled's shared arrays, in elements, from its constants (LPR = WG_X / BR lanes per row,
+// MAX_PARTS = LPR / SHUFFLE_LANES row maxima per row left for shared memory). Rows of the staged
+// queries and keys (vec4 words) and of p_tile are padded by one word, so that the LPR keys (or BR
+// queries) read at one time fall in different banks.
+#define RELPOS_ATTN_TILED_Q_TILE(BR, D4) ((BR) * ((D4) + 1u))  /* vec4: the scaled queries */
+#define RELPOS_ATTN_TILED_KV_TILE(BC, D4) ((BC) * ((D4) + 1u)) /* vec4: the tile's keys, then values */
+#define RELPOS_ATTN_TILED_P_TILE(BR, BC) ((BR) * ((BC) + 1u))  /* float: exp(score - running max) */
+#define RELPOS_ATTN_TILED_ROW_MAX(BR, MAX_PARTS) ((BR) * (MAX_PARTS))
+#define RELPOS_ATTN_TILED_WINDOW(BR, BC) ((BR) + (BC) - 1u)    /* float: the per-distance row's values of a tile */
+#define RELPOS_ATTN_TILED_KEY_WORDS(BC) (2u * (BC))            /* uint, paged only: two tiles' key words */
+// All of them, in bytes.
+#define RELPOS_ATTN_TILED_SHARED_BYTES(BR, BC, D4, MAX_PARTS, PAGED_KV)                                              \
+  (16u * (RELPOS_ATTN_TILED_Q_TILE(BR, D4) + RELPOS_ATTN_TILED_KV_TILE(BC, D4)) +                                      \
+   4u * (RELPOS_ATTN_TILED_P_TILE(BR, BC) + RELPOS_ATTN_TILED_ROW_MAX(BR, MAX_PARTS) + RELPOS_ATTN_TILED_WINDOW(BR, BC) + \
+         ((PAGED_KV) ? RELPOS_ATTN_TILED_KEY_WORDS(BC) : 0u)))
+
+// attention_tiled's loops that are not unrolled, per tile: the tile loop itself, the scores' loop
+// over the head in steps of 4 words, two of SCORES (the bias, the weights) and the output's BC /
+// OUT_STEP; Shaw adds a loop over the head per score. The host bounds a split's keys by their sum
+// (RELPOS_MAX_LOOP_ITERATIONS).
+#define RELPOS_ATTN_TILED_SCORES(BC, LPR) (((BC) + (LPR) - 1u) / (LPR)) /* scores per lane and tile */
+// Keys per step of the output loop: Shaw adds a row of rel_values per key, whose loads a compiler
+// issues together for all the keys of a step (4 would take 16·OWNED registers).
+#define RELPOS_ATTN_TILED_OUT_STEP(SHAW) ((SHAW) ? 1u : 4u)
+#define RELPOS_ATTN_TILED_HEAD_STEPS(D4) (((D4) + 3u) / 4u)
+#define RELPOS_ATTN_TILED_TILE_ITERATIONS(BC, LPR, D4, SHAW)                                                 \
+  (1u + RELPOS_ATTN_TILED_HEAD_STEPS(D4) + 2u * RELPOS_ATTN_TILED_SCORES(BC, LPR) +                           \
+   ((SHAW) ? RELPOS_ATTN_TILED_SCORES(BC, LPR) * RELPOS_ATTN_TILED_HEAD_STEPS(D4) : 0u) + (BC) / RELPOS_ATTN_TILED_OUT_STEP(SHAW))
 
 #ifdef __cplusplus
 RELPOS_SPEC_STRUCT(AttentionFusedSpec, RELPOS_SPEC_ATTENTION_FUSED)

@@ -36,6 +36,12 @@
   X(1, B)                         \
   X(2, C)
 
+// Rows of C per invocation of matmul.comp; matmul_tiled.comp's tile of C (rows × columns), by which
+// the host counts workgroups.
+#define RELPOS_MATMUL_ROWS 8u
+#define RELPOS_MATMUL_TILED_ROWS 32u
+#define RELPOS_MATMUL_TILED_COLS 32u
+
 #ifdef __cplusplus
 RELPOS_SPEC_STRUCT(MatmulSpec, RELPOS_SPEC_MATMUL)
 RELPOS_SPEC_STRUCT(MatmulSharedSpec, RELPOS_SPEC_MATMUL_SHARED)
