@@ -17,10 +17,11 @@ class Context;
 struct PipelineStatistic {
   std::string name;         // the driver's name, e.g. RADV's "VGPRs", "Spilled VGPRs"
   std::string description;
-  double value = 0.0;       // booleans as 0 or 1
-  // Integer statistics (counts, hashes) exactly, beyond double's 53 bits.
-  bool integer = false;
-  std::int64_t integer_value = 0;
+  double value = 0.0;       // booleans as 0 or 1; integers rounded to double's 53 bits
+  // Integer statistics (counts, 64-bit hashes) exactly, in the driver's signedness.
+  enum class Integer { None, Signed, Unsigned } integer = Integer::None;
+  std::int64_t signed_value = 0;
+  std::uint64_t unsigned_value = 0;
 };
 
 struct PipelineExecutable {

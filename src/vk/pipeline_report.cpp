@@ -42,9 +42,8 @@ std::vector<PipelineExecutable> executables_of(detail::Device& d, VkPipeline pip
     detail::vk_check(d.vk.vkGetPipelineExecutableStatisticsKHR(d.device, &ei, &m, stats.data()), "vkGetPipelineExecutableStatisticsKHR");
     for (const auto& s : stats) {
       PipelineStatistic st{s.name, s.description, statistic_value(s)};
-      if (s.format == VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR) st.integer = true, st.integer_value = s.value.i64;
-      if (s.format == VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR && s.value.u64 <= static_cast<std::uint64_t>(INT64_MAX))
-        st.integer = true, st.integer_value = static_cast<std::int64_t>(s.value.u64);
+      if (s.format == VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR) st.integer = PipelineStatistic::Integer::Signed, st.signed_value = s.value.i64;
+      if (s.format == VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR) st.integer = PipelineStatistic::Integer::Unsigned, st.unsigned_value = s.value.u64;
       x.statistics.push_back(std::move(st));
     }
     out.push_back(std::move(x));
