@@ -54,14 +54,9 @@ struct Binding {
 
 // Ids (slots) 0, 1, ... in order: values() and spans() are then indexed by them.
 template <class Decl, std::size_t N>
-constexpr bool numbered_in_order(const std::array<Decl, N>& declared) {
-  for (std::size_t i = 0; i < N; ++i) {
-    if constexpr (requires { declared[i].id; }) {
-      if (declared[i].id != i) return false;
-    } else {
-      if (declared[i].slot != i) return false;
-    }
-  }
+constexpr bool numbered_in_order(const std::array<Decl, N>& declared, std::uint32_t Decl::*number) {
+  for (std::size_t i = 0; i < N; ++i)
+    if (declared[i].*number != i) return false;
   return true;
 }
 
@@ -78,37 +73,28 @@ constexpr bool numbered_in_order(const std::array<Decl, N>& declared) {
 #define RELPOS_SPEC_FIELD_(id, NAME, type, value) RELPOS_SPEC_CPP_TYPE_##type NAME = value;
 #define RELPOS_SPEC_DECLARED_(id, NAME, type, value) \
   ::relpos::contract::SpecConstant{id, #NAME, RELPOS_SPEC_KIND_##type, static_cast<std::uint32_t>(value)},
-#define RELPOS_SPEC_VALUE_(id, NAME, type, value) static_cast<std::uint32_t>(NAME),
+#define RELPOS_SPEC_ITEM_(id, NAME, type, value) static_cast<std::uint32_t>(NAME),
 #define RELPOS_SPEC_COUNT_(id, NAME, type, value) +1
-
-// struct Name { <type> NAME = value; ... values(): in constant_id order; declared: the list }.
-#define RELPOS_SPEC_STRUCT(Name, LIST)                                                          \
-  namespace relpos::contract {                                                                  \
-  struct Name {                                                                                 \
-    LIST(RELPOS_SPEC_FIELD_)                                                                    \
-    static constexpr std::size_t count = 0 LIST(RELPOS_SPEC_COUNT_);                            \
-    static constexpr std::array<SpecConstant, count> declared{{LIST(RELPOS_SPEC_DECLARED_)}};   \
-    std::array<std::uint32_t, count> values() const { return {LIST(RELPOS_SPEC_VALUE_)}; }      \
-  };                                                                                            \
-  static_assert(numbered_in_order(Name::declared), #LIST ": constant ids must be 0, 1, ... in order"); \
-  }
-
 #define RELPOS_BINDING_FIELD_(slot, NAME) ::relpos::detail::BufferSpan NAME;
 #define RELPOS_BINDING_DECLARED_(slot, NAME) ::relpos::contract::Binding{slot, #NAME},
-#define RELPOS_BINDING_SPAN_(slot, NAME) NAME,
+#define RELPOS_BINDING_ITEM_(slot, NAME) NAME,
 #define RELPOS_BINDING_COUNT_(slot, NAME) +1
 
-// struct Name { BufferSpan NAME; ... spans(): in slot order; declared: the list }.
-#define RELPOS_BINDINGS_STRUCT(Name, LIST)                                                        \
-  namespace relpos::contract {                                                                    \
-  struct Name {                                                                                   \
-    LIST(RELPOS_BINDING_FIELD_)                                                                   \
-    static constexpr std::size_t count = 0 LIST(RELPOS_BINDING_COUNT_);                           \
-    static constexpr std::array<Binding, count> declared{{LIST(RELPOS_BINDING_DECLARED_)}};       \
-    std::array<::relpos::detail::BufferSpan, count> spans() const { return {LIST(RELPOS_BINDING_SPAN_)}; } \
-  };                                                                                              \
-  static_assert(numbered_in_order(Name::declared), #LIST ": binding slots must be 0, 1, ... in order"); \
+// struct Name { a field per name; count; declared: the list; items(): the fields in list order }.
+#define RELPOS_CONTRACT_STRUCT_(Name, LIST, KIND, Decl, number, Item, items)                           \
+  namespace relpos::contract {                                                                         \
+  struct Name {                                                                                        \
+    LIST(RELPOS_##KIND##_FIELD_)                                                                       \
+    static constexpr std::size_t count = 0 LIST(RELPOS_##KIND##_COUNT_);                               \
+    static constexpr std::array<Decl, count> declared{{LIST(RELPOS_##KIND##_DECLARED_)}};              \
+    std::array<Item, count> items() const { return {LIST(RELPOS_##KIND##_ITEM_)}; }                    \
+  };                                                                                                   \
+  static_assert(numbered_in_order(Name::declared, &Decl::number), #LIST ": " #number "s must be 0, 1, ... in order"); \
   }
+// struct Name { <type> NAME = value; ... values(): in constant_id order }.
+#define RELPOS_SPEC_STRUCT(Name, LIST) RELPOS_CONTRACT_STRUCT_(Name, LIST, SPEC, SpecConstant, id, std::uint32_t, values)
+// struct Name { BufferSpan NAME; ... spans(): in slot order }.
+#define RELPOS_BINDINGS_STRUCT(Name, LIST) RELPOS_CONTRACT_STRUCT_(Name, LIST, BINDING, Binding, slot, ::relpos::detail::BufferSpan, spans)
 
 #else  // GLSL
 
