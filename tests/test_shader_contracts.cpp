@@ -82,7 +82,7 @@ std::string joined(const std::vector<std::string>& lines) {
 }
 
 TEST(ShaderContracts, EveryShaderFollowsItsContract) {
-  ASSERT_EQ(embedded_shaders().size(), 30u) << "a new shader: give it a contract (src/shaders/contracts.cpp)";
+  // A shader without a contract: shader_contract() throws, naming it.
   for (std::size_t i = 0; i < embedded_shaders().size(); ++i) {
     const ShaderId shader = static_cast<ShaderId>(i);
     const std::string name(embedded_shader(shader).name);
