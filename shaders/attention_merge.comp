@@ -3,19 +3,18 @@
 // word of the merged output. Parts with lse = -inf (every key masked) weigh nothing; a row masked
 // in every part gives zeros and -inf.
 #extension GL_GOOGLE_include_directive : require
+#include "relpos_contract/attention.h"
 #include "relpos_push/attention_merge.h"
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint D4 = 16;
-layout(constant_id = 2) const uint IN_HALF = 0u;
-layout(constant_id = 3) const uint OUT_HALF = 0u;
+RELPOS_DECLARE_SPEC(RELPOS_SPEC_ATTENTION_MERGE)
+RELPOS_DECLARE_BINDINGS(RELPOS_BINDINGS_ATTENTION_MERGE)
 
-layout(std430, binding = 0) readonly buffer In32 { vec4 in32[]; };
-layout(std430, binding = 0) readonly buffer In16 { uvec2 in16[]; };
-layout(std430, binding = 1) readonly buffer InLse { float in_lse[]; };
-layout(std430, binding = 2) writeonly buffer O32 { vec4 o32[]; };
-layout(std430, binding = 2) writeonly buffer O16 { uvec2 o16[]; };
-layout(std430, binding = 3) writeonly buffer OutLse { float out_lse[]; };
+layout(std430, binding = BINDING_PARTS) readonly buffer In32 { vec4 in32[]; };
+layout(std430, binding = BINDING_PARTS) readonly buffer In16 { uvec2 in16[]; };
+layout(std430, binding = BINDING_PARTS_LSE) readonly buffer InLse { float in_lse[]; };
+layout(std430, binding = BINDING_OUT) writeonly buffer O32 { vec4 o32[]; };
+layout(std430, binding = BINDING_OUT) writeonly buffer O16 { uvec2 o16[]; };
+layout(std430, binding = BINDING_LSE) writeonly buffer OutLse { float out_lse[]; };
 
 vec4 load_part(uint w) { return IN_HALF != 0u ? vec4(unpackHalf2x16(in16[w].x), unpackHalf2x16(in16[w].y)) : in32[w]; }
 

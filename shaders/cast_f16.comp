@@ -3,13 +3,14 @@
 // invocations never write the same word; halves of the word outside [out_base, out_base + count)
 // are kept.
 #extension GL_GOOGLE_include_directive : require
+#include "relpos_contract/cast.h"
 #include "relpos_push/cast.h"
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const bool ADD = false;  // out += in rather than out = in
+RELPOS_DECLARE_SPEC(RELPOS_SPEC_CAST_F16)
+RELPOS_DECLARE_BINDINGS(RELPOS_BINDINGS_CAST_F16)
 
-layout(std430, binding = 0) readonly buffer In { float src[]; };
-layout(std430, binding = 1) buffer Out { uint dst[]; };
+layout(std430, binding = BINDING_IN_F32) readonly buffer In { float src[]; };
+layout(std430, binding = BINDING_OUT_F16) buffer Out { uint dst[]; };
 
 void main() {
   uint word = (pc.out_base >> 1) + gl_GlobalInvocationID.x;

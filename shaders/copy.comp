@@ -1,13 +1,14 @@
 #version 450
 // The device's copy ceiling: one 16-byte load and one 16-byte store per quad.
 #extension GL_GOOGLE_include_directive : require
+#include "relpos_contract/fill.h"
 #include "relpos_push/fill.h"
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint QUADS = 4;
+RELPOS_DECLARE_SPEC(RELPOS_SPEC_FILL)
+RELPOS_DECLARE_BINDINGS(RELPOS_BINDINGS_COPY)
 
-layout(std430, binding = 0) readonly buffer Src { uvec4 src4[]; };
-layout(std430, binding = 1) writeonly buffer Dst { uvec4 dst4[]; };
+layout(std430, binding = BINDING_SRC) readonly buffer Src { uvec4 src4[]; };
+layout(std430, binding = BINDING_DST) writeonly buffer Dst { uvec4 dst4[]; };
 
 void main() {
   uint base = gl_WorkGroupID.x * gl_WorkGroupSize.x * QUADS + gl_LocalInvocationID.x;

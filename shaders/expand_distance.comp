@@ -5,13 +5,13 @@
 // 16-byte (f32, i32) or 8-byte (f16) store; only the last, partial quad of a chunk falls back to
 // scalar stores. expand_distance_rows.comp is the faster path when rows are whole quads.
 #extension GL_GOOGLE_include_directive : require
+#include "relpos_contract/expand.h"
 #include "relpos_push/expand.h"
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint MODE = 0;  // 0: copy 32-bit values; 1: write f16; 2: add into f32; 3: add into f16
-layout(constant_id = 2) const uint QUADS = 4;  // quads per invocation
+RELPOS_DECLARE_SPEC(RELPOS_SPEC_EXPAND_DISTANCE)
+RELPOS_DECLARE_BINDINGS(RELPOS_BINDINGS_EXPAND_DISTANCE)
 
-layout(std430, binding = 0) readonly buffer Rows { uint row[]; };
+layout(std430, binding = BINDING_ROWS) readonly buffer Rows { uint row[]; };
 #include "relpos/expand_store.glsl"
 
 uint row_base(uint r) {

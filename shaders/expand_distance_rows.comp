@@ -15,20 +15,18 @@
 // y is a tile of VEC * DIAG rows of this chunk, whose VEC diagonal classes c + VEC t are the
 // workgroup's VEC rows of invocations (large workgroups cost lavapipe less per invocation).
 #extension GL_GOOGLE_include_directive : require
+#include "relpos_contract/expand.h"
 #include "relpos_push/expand.h"
 
-layout(local_size_x_id = 0, local_size_y_id = 3) in;
-layout(constant_id = 1) const uint MODE = 0;  // 0: copy 32-bit values; 1: write f16; 2: add into f32; 3: add into f16
-layout(constant_id = 2) const uint DIAG = 16;
-layout(constant_id = 3) const uint VEC = 4;   // 8 for the f16 modes
-layout(constant_id = 4) const uint UNROLL = 2;
+RELPOS_DECLARE_SPEC(RELPOS_SPEC_EXPAND_DISTANCE_ROWS)
+RELPOS_DECLARE_BINDINGS(RELPOS_BINDINGS_EXPAND_DISTANCE_ROWS)
 
 const uint COPY32 = 0, WRITE_F16 = 1, ADD_F32 = 2, ADD_F16 = 3;
 
 // The shifted copies: f16 for WRITE_F16 (8 per 16 bytes), else 32-bit values (ADD_F16 reads two
 // 16-byte words of f32 per output vector, to add in f32 and round once).
-layout(std430, binding = 0) readonly buffer Shifted { uvec4 src[]; };
-layout(std430, binding = 1) buffer Out { uvec4 dst[]; };
+layout(std430, binding = BINDING_SHIFTED) readonly buffer Shifted { uvec4 src[]; };
+layout(std430, binding = BINDING_OUT) buffer Out { uvec4 dst[]; };
 
 uvec4 pack8(vec4 a, vec4 b) {
   return uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw));

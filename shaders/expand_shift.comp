@@ -3,14 +3,14 @@
 // output row starts on a whole 16-byte vector in one of them: shifted[h][s][x] = row[h][x + s].
 // With HALF the copies hold float16 (rounded here, once per distance, not once per output element).
 #extension GL_GOOGLE_include_directive : require
+#include "relpos_contract/expand.h"
 #include "relpos_push/expand.h"
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint HALF = 0;
-layout(constant_id = 2) const uint VEC = 4;  // copies: elements per 16-byte output vector
+RELPOS_DECLARE_SPEC(RELPOS_SPEC_EXPAND_SHIFT)
+RELPOS_DECLARE_BINDINGS(RELPOS_BINDINGS_EXPAND_SHIFT)
 
-layout(std430, binding = 0) readonly buffer Rows { uint row[]; };
-layout(std430, binding = 1) writeonly buffer Shifted { uint shifted[]; };
+layout(std430, binding = BINDING_ROWS) readonly buffer Rows { uint row[]; };
+layout(std430, binding = BINDING_SHIFTED) writeonly buffer Shifted { uint shifted[]; };
 
 uint value(uint h, uint s, uint x) {
   return x + s < pc.row_len ? row[h * pc.row_len + x + s] : 0u;

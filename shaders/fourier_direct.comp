@@ -8,15 +8,16 @@
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #define RELPOS_FOURIER_DIRECT
+#include "relpos_contract/fourier.h"
 #include "relpos_push/fourier.h"
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint ACCUMULATE = 0;
+RELPOS_DECLARE_SPEC(RELPOS_SPEC_FOURIER_DIRECT)
+RELPOS_DECLARE_BINDINGS(RELPOS_BINDINGS_FOURIER_DIRECT)
 
-layout(std430, binding = 0) readonly buffer Queries { float qs[]; };   // [Q, d]
-layout(std430, binding = 1) readonly buffer Keys { float ks[]; };      // [K, d]
-layout(std430, binding = 2) readonly buffer Rotation { float rot[]; }; // [heads, d]
-layout(std430, binding = 3) buffer Out { float outv[]; };              // this chunk's rows of [rows, K]
+layout(std430, binding = BINDING_QUERIES) readonly buffer Queries { float qs[]; };   // [Q, d]
+layout(std430, binding = BINDING_KEYS) readonly buffer Keys { float ks[]; };         // [K, d]
+layout(std430, binding = BINDING_ROTATION) readonly buffer Rotation { float rot[]; }; // [heads, d]
+layout(std430, binding = BINDING_OUT) buffer Out { float outv[]; };                  // this chunk's rows of [rows, K]
 
 void main() {
   uint block = pc.first_block + gl_GlobalInvocationID.x;

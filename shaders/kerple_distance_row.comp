@@ -3,9 +3,11 @@
 // (log variant) or -r1 * |rp|^r2 (power variant), per head. float32 with the GPU's log and pow;
 // docs/kerple.md bounds the error against the float64 reference.
 #extension GL_GOOGLE_include_directive : require
+#include "relpos_contract/distance_row.h"
 #include "relpos_push/kerple.h"
 
-layout(std430, binding = 0) readonly buffer Params { float params[]; };  // [2, heads]: r1, then r2
+RELPOS_DECLARE_BINDINGS(RELPOS_BINDINGS_DISTANCE_ROW)
+layout(std430, binding = BINDING_PARAMS) readonly buffer Params { float params[]; };  // [2, heads]: r1, then r2
 
 float bias_at(uint h, int rp) {
   float r1 = params[h], r2 = params[pc.heads + h];

@@ -6,21 +6,20 @@
 // table's capacity is not written.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
+#include "relpos_contract/kv_append.h"
 #include "relpos_push/kv_append.h"
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint F16 = 0u;
-layout(constant_id = 2) const uint ROPE = 0u;
-layout(constant_id = 3) const uint GPTJ = 0u;  // pairs (2p, 2p + 1); else NeoX (p, p + rotary_dim / 2)
+RELPOS_DECLARE_SPEC(RELPOS_SPEC_KV_APPEND)
+RELPOS_DECLARE_BINDINGS(RELPOS_BINDINGS_KV_APPEND)
 
-layout(std430, binding = 0) buffer KCache { uint k_cache[]; };
-layout(std430, binding = 1) buffer VCache { uint v_cache[]; };
-layout(std430, binding = 2) readonly buffer K { uint k_new[]; };
-layout(std430, binding = 3) readonly buffer V { uint v_new[]; };
-layout(std430, binding = 4) readonly buffer Table { int block_table[]; };
-layout(std430, binding = 5) readonly buffer Lengths { int cache_lengths[]; };
-layout(std430, binding = 6) buffer Q { uint q[]; };
-layout(std430, binding = 7) readonly buffer Freq { float inv_freq[]; };
+layout(std430, binding = BINDING_K_CACHE) buffer KCache { uint k_cache[]; };
+layout(std430, binding = BINDING_V_CACHE) buffer VCache { uint v_cache[]; };
+layout(std430, binding = BINDING_K) readonly buffer K { uint k_new[]; };
+layout(std430, binding = BINDING_V) readonly buffer V { uint v_new[]; };
+layout(std430, binding = BINDING_BLOCK_TABLE) readonly buffer Table { int block_table[]; };
+layout(std430, binding = BINDING_CACHE_LENGTHS) readonly buffer Lengths { int cache_lengths[]; };
+layout(std430, binding = BINDING_Q) buffer Q { uint q[]; };
+layout(std430, binding = BINDING_INV_FREQ) readonly buffer Freq { float inv_freq[]; };
 
 #include "relpos/rope_angles.glsl"
 

@@ -11,16 +11,16 @@
 // at a time: on lavapipe each invocation's loads are separate memory operations, so a quad load
 // costs about what one float does.
 #extension GL_GOOGLE_include_directive : require
+#include "relpos_contract/softmax.h"
 #include "relpos_push/softmax.h"
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const bool VEC4 = false;
-layout(constant_id = 2) const uint PASS = 0u;
+RELPOS_DECLARE_SPEC(RELPOS_SPEC_MASKED_SOFTMAX)
+RELPOS_DECLARE_BINDINGS(RELPOS_BINDINGS_MASKED_SOFTMAX)
 
-layout(std430, binding = 0) buffer Logits { float x[]; };
-layout(std430, binding = 0) buffer Logits4 { vec4 x4[]; };
-layout(std430, binding = 1) readonly buffer Lengths { uint key_lengths[]; };
-layout(std430, binding = 2) buffer Stats { vec2 stats[]; };  // [rows of the dispatch, chunks]: (m_c, s_c)
+layout(std430, binding = BINDING_LOGITS) buffer Logits { float x[]; };
+layout(std430, binding = BINDING_LOGITS) buffer Logits4 { vec4 x4[]; };
+layout(std430, binding = BINDING_KEY_LENGTHS) readonly buffer Lengths { uint key_lengths[]; };
+layout(std430, binding = BINDING_STATS) buffer Stats { vec2 stats[]; };  // [rows of the dispatch, chunks]: (m_c, s_c)
 
 const float LOWEST = -3.402823466e38;
 

@@ -8,22 +8,18 @@
 // skipped on store, so the inner loop has no branches.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
+#include "relpos_contract/matmul.h"
 #include "relpos_push/matmul.h"
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const bool B_T = false;  // B is [n][k] (A·Bᵀ) rather than [k][n]
-layout(constant_id = 2) const bool A_F16 = false;
-layout(constant_id = 3) const bool B_F16 = false;
-layout(constant_id = 4) const uint C_MODE = 0;   // 0: write f32, 1: write f16, 2: add f32, 3: add f16
-layout(constant_id = 5) const bool VEC4 = false; // k, bases and strides are multiples of 4: quad loads
-const uint RM = 8u;  // rows of C per invocation (kRows in src/ops/matmul.cpp)
+RELPOS_DECLARE_SPEC(RELPOS_SPEC_MATMUL)
+const uint RM = RELPOS_MATMUL_ROWS;  // rows of C per invocation
 
 #include "relpos/matmul_io.glsl"
 // Element-wise views of the same bindings, for operands that are not quad-aligned.
-layout(std430, binding = 0) readonly buffer A32 { float a32[]; };
-layout(std430, binding = 0) readonly buffer A16 { uint a16[]; };
-layout(std430, binding = 1) readonly buffer B32 { float b32[]; };
-layout(std430, binding = 1) readonly buffer B16 { uint b16[]; };
+layout(std430, binding = BINDING_A) readonly buffer A32 { float a32[]; };
+layout(std430, binding = BINDING_A) readonly buffer A16 { uint a16[]; };
+layout(std430, binding = BINDING_B) readonly buffer B32 { float b32[]; };
+layout(std430, binding = BINDING_B) readonly buffer B16 { uint b16[]; };
 
 float load_a(uint e) { return A_F16 ? unpackHalf2x16(a16[e >> 1])[e & 1u] : a32[e]; }
 float load_b(uint e) { return B_F16 ? unpackHalf2x16(b16[e >> 1])[e & 1u] : b32[e]; }

@@ -11,16 +11,10 @@
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
+#include "relpos_contract/matmul.h"
 #include "relpos_push/matmul.h"
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint SG = 8;       // subgroup size
-layout(constant_id = 2) const bool A_F16 = false;
-layout(constant_id = 3) const bool B_F16 = false;
-layout(constant_id = 4) const uint C_MODE = 0;   // 0: write f32, 1: write f16, 2: add f32, 3: add f16
-layout(constant_id = 5) const uint RM = 2;       // rows of C per lane
-layout(constant_id = 6) const uint NQ = 8;       // quads of columns per subgroup tile (NC = 4·NQ)
-layout(constant_id = 7) const bool B_T = true;   // B is [n][k] (A·Bᵀ) rather than [k][n]
+RELPOS_DECLARE_SPEC(RELPOS_SPEC_MATMUL_SHARED)
 const uint NC = 4u * NQ;
 const uint OWN = (NC + SG - 1u) / SG;            // quads of B each lane loads per step
 

@@ -10,14 +10,11 @@
 // bound is a push constant and no lane leaves before the end (edges are clamped, not skipped).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
+#include "relpos_contract/matmul.h"
 #include "relpos_push/matmul.h"
 
-layout(local_size_x_id = 0) in;                  // 64: the lane mapping below assumes it
-layout(constant_id = 1) const bool B_T = true;   // B is [n][k] (A·Bᵀ) rather than [k][n]
-layout(constant_id = 2) const bool A_F16 = false;
-layout(constant_id = 3) const bool B_F16 = false;
-layout(constant_id = 4) const uint C_MODE = 0;
-const uint TM = 32u, TN = 32u, KT = 16u;  // kTiledRows, kTiledCols in src/ops/matmul.cpp
+RELPOS_DECLARE_SPEC(RELPOS_SPEC_MATMUL_TILED)  // WG_X 64: the lane mapping below assumes it
+const uint TM = RELPOS_MATMUL_TILED_ROWS, TN = RELPOS_MATMUL_TILED_COLS, KT = 16u;
 
 #include "relpos/matmul_io.glsl"
 

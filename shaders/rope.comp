@@ -7,30 +7,26 @@
 // sin and cos come from an exact integer argument reduction and Taylor polynomials, not the
 // builtins, whose accuracy Vulkan leaves at 2^-11 and only on [-pi, pi].
 #extension GL_GOOGLE_include_directive : require
+#include "relpos_contract/rope.h"
 #include "relpos_push/rope.h"
 
-layout(local_size_x_id = 0, local_size_y_id = 1) in;
-layout(constant_id = 2) const uint F16 = 0;
-layout(constant_id = 3) const uint GPTJ = 0;
-layout(constant_id = 4) const uint QUAD = 1;
-layout(constant_id = 5) const uint IN_PLACE = 1;
-// f16 with rot_dim % 16 == 0 and head_dim % 8 == 0: a unit is eight pairs, 16-byte loads of halves.
-layout(constant_id = 6) const uint WIDE = 0;
-// What a dispatch may need, as constants so that lavapipe compiles the rest out: it runs both sides
-// of every branch under a lane mask, so a branch no lane takes still costs its loads and its
-// sincos. L_POSITIONS: the position changes along l (a position buffer with BHSD, l_div != 0);
-// TAIL: units past rot_dim copy the pass-through features (out of place, tail_units != 0).
-layout(constant_id = 7) const uint L_POSITIONS = 0;
-layout(constant_id = 8) const uint TAIL = 0;
+// WIDE: f16 with rot_dim % 16 == 0 and head_dim % 8 == 0, a unit is eight pairs, 16-byte loads of
+// halves. L_POSITIONS and TAIL say what a dispatch needs, as constants so that lavapipe compiles
+// the rest out: it runs both sides of every branch under a lane mask, so a branch no lane takes
+// still costs its loads and its sincos. L_POSITIONS: the position changes along l (a position
+// buffer with BHSD, l_div != 0); TAIL: units past rot_dim copy the pass-through features (out of
+// place, tail_units != 0).
+RELPOS_DECLARE_SPEC(RELPOS_SPEC_ROPE)
+RELPOS_DECLARE_BINDINGS(RELPOS_BINDINGS_ROPE)
 
-layout(std430, binding = 0) readonly buffer Freq { float inv_freq[]; };
-layout(std430, binding = 1) buffer X4 { uvec4 x4[]; };
-layout(std430, binding = 1) buffer X2 { uvec2 x2[]; };
-layout(std430, binding = 1) buffer X1 { uint x1[]; };
-layout(std430, binding = 2) buffer O4 { uvec4 o4[]; };
-layout(std430, binding = 2) buffer O2 { uvec2 o2[]; };
-layout(std430, binding = 2) buffer O1 { uint o1[]; };
-layout(std430, binding = 3) readonly buffer Positions { int positions[]; };
+layout(std430, binding = BINDING_INV_FREQ) readonly buffer Freq { float inv_freq[]; };
+layout(std430, binding = BINDING_X_IN) buffer X4 { uvec4 x4[]; };
+layout(std430, binding = BINDING_X_IN) buffer X2 { uvec2 x2[]; };
+layout(std430, binding = BINDING_X_IN) buffer X1 { uint x1[]; };
+layout(std430, binding = BINDING_OUT) buffer O4 { uvec4 o4[]; };
+layout(std430, binding = BINDING_OUT) buffer O2 { uvec2 o2[]; };
+layout(std430, binding = BINDING_OUT) buffer O1 { uint o1[]; };
+layout(std430, binding = BINDING_POSITIONS) readonly buffer Positions { int positions[]; };
 
 // The push constants the loops use, read once at the start of main: lavapipe turns a push-constant
 // read inside a loop or a branch into an 8-lane gather (docs/ARCHITECTURE.md).

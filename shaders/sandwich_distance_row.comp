@@ -4,10 +4,12 @@
 // (fourier_phase.glsl: the host's 64-bit fixed-point steps ω_k / 2π), so no large angle reaches
 // cos; docs/sandwich.md bounds the error against the float64 reference.
 #extension GL_GOOGLE_include_directive : require
+#include "relpos_contract/distance_row.h"
 #include "relpos_push/sandwich.h"
 
-layout(std430, binding = 0) readonly buffer Scale { float scale[]; };  // [heads]
-layout(std430, binding = 2) readonly buffer Steps { uvec2 steps[]; };  // [terms]: 2^64·ω_k/2π, low word first
+RELPOS_DECLARE_BINDINGS(RELPOS_BINDINGS_DISTANCE_ROW_CONSTANTS)
+layout(std430, binding = BINDING_PARAMS) readonly buffer Scale { float scale[]; };  // [heads]
+layout(std430, binding = BINDING_CONSTANTS) readonly buffer Steps { uvec2 steps[]; };  // [terms]: 2^64·ω_k/2π, low word first
 
 #include "relpos/fourier_phase.glsl"
 

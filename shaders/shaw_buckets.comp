@@ -9,16 +9,16 @@
 // - PASS 2: the buckets [c·part_len, (c + 1)·part_len) of the row; the edge buckets add the row's
 //   key_parts partial sums.
 #extension GL_GOOGLE_include_directive : require
+#include "relpos_contract/shaw.h"
 #include "relpos_push/shaw.h"
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const bool VEC4 = false;  // keys and x_base multiples of 4: quad loads
-layout(constant_id = 2) const uint PASS = 0u;
+RELPOS_DECLARE_SPEC(RELPOS_SPEC_SHAW_BUCKETS)  // VEC4: keys and x_base multiples of 4
+RELPOS_DECLARE_BINDINGS(RELPOS_BINDINGS_SHAW_BUCKETS)
 
-layout(std430, binding = 0) readonly buffer Weights { float w[]; };
-layout(std430, binding = 0) readonly buffer Weights4 { vec4 w4[]; };
-layout(std430, binding = 1) writeonly buffer S { float s[]; };
-layout(std430, binding = 2) buffer Partial { vec2 partial[]; };  // [rows of the dispatch, key_parts]: (prefix, suffix)
+layout(std430, binding = BINDING_WEIGHTS) readonly buffer Weights { float w[]; };
+layout(std430, binding = BINDING_WEIGHTS) readonly buffer Weights4 { vec4 w4[]; };
+layout(std430, binding = BINDING_S) writeonly buffer S { float s[]; };
+layout(std430, binding = BINDING_PARTIAL) buffer Partial { vec2 partial[]; };  // [rows of the dispatch, key_parts]: (prefix, suffix)
 
 // Σ w[x + j] for j in [j0, j1); with VEC4, j0 and x are multiples of 4 or the quads start after j0.
 float sum_range(uint x, int j0, int j1) {

@@ -9,18 +9,15 @@
 // lavapipe turns each push-constant or buffer read in a loop into an eight-lane gather, so the
 // loops read nothing they can read before.
 #extension GL_GOOGLE_include_directive : require
+#include "relpos_contract/shaw.h"
 #include "relpos_push/shaw.h"
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const bool VEC4 = false;  // keys and x_base are multiples of 4
-layout(constant_id = 2) const uint UNROLL = 4;    // neighbouring quads per lane (broadcast pass)
-layout(constant_id = 3) const bool ADD = true;    // false: write the term instead of adding it
-layout(constant_id = 4) const bool BAND = false;
-layout(constant_id = 5) const uint ROWS = 16;     // rows per workgroup (broadcast pass)
+RELPOS_DECLARE_SPEC(RELPOS_SPEC_SHAW_GATHER_ADD)  // VEC4: keys and x_base are multiples of 4
+RELPOS_DECLARE_BINDINGS(RELPOS_BINDINGS_SHAW_GATHER_ADD)
 
-layout(std430, binding = 0) buffer Logits { float logits[]; };
-layout(std430, binding = 0) buffer Logits4 { vec4 logits4[]; };
-layout(std430, binding = 1) readonly buffer P { float p[]; };
+layout(std430, binding = BINDING_LOGITS) buffer Logits { float logits[]; };
+layout(std430, binding = BINDING_LOGITS) buffer Logits4 { vec4 logits4[]; };
+layout(std430, binding = BINDING_P) readonly buffer P { float p[]; };
 
 // Columns j0 .. j0 + 3 of the row starting at element x (the last quad of a row may be partial).
 void store(uint x, uint j0, uint keys, vec4 v) {

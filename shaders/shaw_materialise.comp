@@ -2,15 +2,16 @@
 // tensor2tensor's materialised relative embeddings E[i, j, :] = table[idx(i, j), :], [Q, K, D]
 // (the benchmark baseline the cheap form is measured against). One invocation per (i, j) pair.
 #extension GL_GOOGLE_include_directive : require
+#include "relpos_contract/shaw.h"
 #include "relpos_push/shaw_materialise.h"
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const bool VEC4 = false;  // depth and e_base are multiples of 4: quad copies
+RELPOS_DECLARE_SPEC(RELPOS_SPEC_SHAW_MATERIALISE)  // VEC4: depth and e_base are multiples of 4
+RELPOS_DECLARE_BINDINGS(RELPOS_BINDINGS_SHAW_MATERIALISE)
 
-layout(std430, binding = 0) readonly buffer Table { float table[]; };
-layout(std430, binding = 0) readonly buffer Table4 { vec4 table4[]; };
-layout(std430, binding = 1) writeonly buffer E { float e[]; };
-layout(std430, binding = 1) writeonly buffer E4 { vec4 e4[]; };
+layout(std430, binding = BINDING_TABLE) readonly buffer Table { float table[]; };
+layout(std430, binding = BINDING_TABLE) readonly buffer Table4 { vec4 table4[]; };
+layout(std430, binding = BINDING_E) writeonly buffer E { float e[]; };
+layout(std430, binding = BINDING_E) writeonly buffer E4 { vec4 e4[]; };
 
 void main() {
   uint local_pair = gl_GlobalInvocationID.x;

@@ -7,15 +7,16 @@
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #define RELPOS_FOURIER_SINUSOIDAL
+#include "relpos_contract/fourier.h"
 #include "relpos_push/fourier.h"
 #include "relpos/fourier_phase.glsl"
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint PAIRED = 0;
+RELPOS_DECLARE_SPEC(RELPOS_SPEC_SINUSOIDAL)
+RELPOS_DECLARE_BINDINGS(RELPOS_BINDINGS_SINUSOIDAL)
 
-layout(std430, binding = 0) readonly buffer Steps { uvec2 steps[]; };  // [d/2] phase steps
-layout(std430, binding = 1) writeonly buffer Out { float enc[]; };     // this chunk of [N, d]
-layout(std430, binding = 1) writeonly buffer Out4 { vec4 enc4[]; };
+layout(std430, binding = BINDING_STEPS) readonly buffer Steps { uvec2 steps[]; };  // [d/2] phase steps
+layout(std430, binding = BINDING_OUT) writeonly buffer Out { float enc[]; };       // this chunk of [N, d]
+layout(std430, binding = BINDING_OUT) writeonly buffer Out4 { vec4 enc4[]; };
 
 void main() {
   uint t = pc.first_task + gl_GlobalInvocationID.x;

@@ -3,10 +3,12 @@
 // rp), written as int buckets or as scale * table[bucket, h] per head. The bucket is exact integer
 // arithmetic against thresholds the host computed with the CPU reference.
 #extension GL_GOOGLE_include_directive : require
+#include "relpos_contract/distance_row.h"
 #include "relpos_push/t5.h"
 
-layout(std430, binding = 0) readonly buffer Table { float table[]; };        // [num_buckets, heads]
-layout(std430, binding = 2) readonly buffer Thresholds { uint thresholds[]; };
+RELPOS_DECLARE_BINDINGS(RELPOS_BINDINGS_DISTANCE_ROW_CONSTANTS)
+layout(std430, binding = BINDING_PARAMS) readonly buffer Table { float table[]; };          // [num_buckets, heads]
+layout(std430, binding = BINDING_CONSTANTS) readonly buffer Thresholds { uint thresholds[]; };
 
 uint bucket_of(int rp) {
   uint ret = 0u;

@@ -676,10 +676,17 @@ TEST(Cli, StatsOfEveryPipelineOnAGpuCompiler) {
     EXPECT_NE(j["op"].get<std::string>().find("attention"), std::string::npos) << line;  // --filter: ops whose name contains it
     ASSERT_EQ(j["workgroup"].size(), 3u);
     EXPECT_TRUE(j["stats"]["VGPRs"].is_number()) << line;
+    // 64-bit statistics exactly: RADV's pipeline hash passes double's 53 bits.
+    if (j["stats"].contains("Driver pipeline hash")) EXPECT_TRUE(j["stats"]["Driver pipeline hash"].is_number_integer()) << line;
+    // The variant's keys are the names the shader's contract declares (upper case), nothing else.
+    for (const auto& [key, value] : j["variant"].items())
+      EXPECT_EQ(key.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"), std::string::npos) << key << ": " << line;
     if (j["pipeline"].get<std::string>().rfind("attention_tiled", 0) == 0) {  // a GPU: the GPU kernel class
       ++fused;
-      head_dims.insert(j["variant"]["head_dim"].get<std::uint32_t>());
-      if (j["variant"]["head_dim"] == 64) EXPECT_EQ(j["stats"]["Spilled VGPRs"], 0) << line;
+      EXPECT_TRUE(j["variant"].contains("BIAS_MODE")) << line;
+      head_dims.insert(j["head_dim"].get<std::uint32_t>());
+      EXPECT_EQ(j["head_dim"], 4 * j["variant"]["D4"].get<std::uint32_t>()) << line;
+      if (j["head_dim"] == 64) EXPECT_EQ(j["stats"]["Spilled VGPRs"], 0) << line;
     }
   }
   EXPECT_GT(fused, 0u);
@@ -689,6 +696,7 @@ TEST(Cli, StatsOfEveryPipelineOnAGpuCompiler) {
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("kerple_distance_row"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("VGPRs="), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("e+"), std::string::npos) << "integers in full: " << r.output;
   r = relpos::test::tool_command(env + tool_path + " stats --head-dims 64,65");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.output.find("--head-dims = 64,65"), std::string::npos) << r.output;

@@ -49,7 +49,7 @@ TEST_P(GpuCompiler, EveryPipelineWithoutSpillsAndAttentionInShapeForGpus) {
     if (pipeline.starts_with("attention_tiled")) {  // contiguous and paged, shuffling or not
       shuffled += pipeline.starts_with("attention_tiled_shuffle");
       paged += pipeline.ends_with("_paged");
-      const std::uint32_t d = j["variant"]["head_dim"].get<std::uint32_t>();
+      const std::uint32_t d = j["head_dim"].get<std::uint32_t>();
       tiled_head_dims.insert(d);
       EXPECT_GT(s["LDS size"].get<double>(), 0) << what;
       if (d <= 128) EXPECT_LE(s["VGPRs"].get<double>(), 128) << what;

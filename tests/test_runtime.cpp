@@ -517,7 +517,7 @@ TEST_F(Runtime, CompileOnlyContextCompilesAndRecordsNothing) {
       row = true;
       EXPECT_EQ(rep.workgroup, (std::array<std::uint32_t, 3>{64, 1, 1}));
       ASSERT_FALSE(rep.constants.empty());
-      EXPECT_EQ(rep.constants[0].first, "local_size_x");
+      EXPECT_EQ(rep.constants[0].first, "WG_X");
       EXPECT_EQ(rep.constants[0].second, 64u);
     }
   EXPECT_TRUE(row);

@@ -16,6 +16,22 @@ using Key = std::pair<std::string, std::vector<std::pair<std::string, std::uint3
 
 Key key_of(const PipelineReport& r) { return {r.shader, r.constants}; }
 
+// 64-bit integers (counts, the driver's pipeline hash) exactly, in JSON and in text.
+nlohmann::ordered_json json_value(const PipelineStatistic& s) {
+  switch (s.integer) {
+    case PipelineStatistic::Integer::Signed: return s.signed_value;
+    case PipelineStatistic::Integer::Unsigned: return s.unsigned_value;
+    case PipelineStatistic::Integer::None: break;
+  }
+  return s.value;
+}
+std::string text_value(const PipelineStatistic& s) {
+  if (s.integer != PipelineStatistic::Integer::None) return json_value(s).dump();
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", s.value);
+  return buf;
+}
+
 // Fused attention at one head_dim, every bias mode, f32 and f16, a prefill and a decoding shape,
 // with contiguous k and v and with a paged cache of 256-key blocks, through attention() and through
 // a decode plan (whose kernels keep their lanes fixed).
@@ -100,9 +116,9 @@ int stats_command(Registry& reg, const std::string& filter, bool json, const std
   for (const PipelineReport& r : pipeline_reports(ctx, true)) {
     const auto it = op_of.find(key_of(r));
     const std::string op = it != op_of.end() ? it->second : "?";
-    nlohmann::ordered_json variant = nlohmann::ordered_json::object();
+    nlohmann::ordered_json variant = nlohmann::ordered_json::object();  // the names of the shader's contract
     for (const auto& [name, value] : r.constants) variant[name] = value;
-    if (r.shader.rfind("attention_", 0) == 0 && variant.contains("D4")) variant["head_dim"] = 4 * variant["D4"].get<std::uint32_t>();
+    const bool attention = r.shader.rfind("attention_", 0) == 0 && variant.contains("D4");
     for (const PipelineExecutable& e : r.executables) {
       ++lines;
       if (json) {
@@ -110,23 +126,17 @@ int stats_command(Registry& reg, const std::string& filter, bool json, const std
         line["op"] = op;
         line["pipeline"] = r.shader;
         line["variant"] = variant;
+        if (attention) line["head_dim"] = 4 * variant["D4"].get<std::uint32_t>();
         line["workgroup"] = r.workgroup;
         if (e.subgroup_size) line["subgroup_size"] = e.subgroup_size;
         line["executable"] = e.name;
         nlohmann::ordered_json stats = nlohmann::ordered_json::object();
-        for (const PipelineStatistic& s : e.statistics) {
-          if (s.integer) stats[s.name] = s.integer_value;
-          else stats[s.name] = s.value;
-        }
+        for (const PipelineStatistic& s : e.statistics) stats[s.name] = json_value(s);
         line["stats"] = stats;
         std::printf("%s\n", line.dump().c_str());
       } else {
         std::string stats;
-        for (const PipelineStatistic& s : e.statistics) {
-          char buf[96];
-          std::snprintf(buf, sizeof buf, " %s=%g", s.name.c_str(), s.value);
-          stats += buf;
-        }
+        for (const PipelineStatistic& s : e.statistics) stats += " " + s.name + "=" + text_value(s);
         std::printf("%-18s %-28s %s wg=[%u,%u,%u] %s:%s\n", op.c_str(), r.shader.c_str(), variant.dump().c_str(), r.workgroup[0], r.workgroup[1],
                     r.workgroup[2], e.name.c_str(), stats.c_str());
       }

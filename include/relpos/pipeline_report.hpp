@@ -17,10 +17,11 @@ class Context;
 struct PipelineStatistic {
   std::string name;         // the driver's name, e.g. RADV's "VGPRs", "Spilled VGPRs"
   std::string description;
-  double value = 0.0;       // booleans as 0 or 1
-  // Integer statistics (counts, hashes) exactly, beyond double's 53 bits.
-  bool integer = false;
-  std::int64_t integer_value = 0;
+  double value = 0.0;       // booleans as 0 or 1; integers rounded to double's 53 bits
+  // Integer statistics (counts, 64-bit hashes) exactly, in the driver's signedness.
+  enum class Integer { None, Signed, Unsigned } integer = Integer::None;
+  std::int64_t signed_value = 0;
+  std::uint64_t unsigned_value = 0;
 };
 
 struct PipelineExecutable {
@@ -32,7 +33,9 @@ struct PipelineExecutable {
 
 struct PipelineReport {
   std::string shader;  // the shaders/*.comp file it was compiled from (without .comp)
-  std::vector<std::pair<std::string, std::uint32_t>> constants;  // specialisation constants by name, by constant_id
+  // Specialisation constants by name (the shader's contract, shaders/include/relpos_contract/), by
+  // constant_id.
+  std::vector<std::pair<std::string, std::uint32_t>> constants;
   std::array<std::uint32_t, 3> workgroup{1, 1, 1};
   std::vector<PipelineExecutable> executables;  // empty without statistics
 };

@@ -11,6 +11,7 @@
 #include "ops/planner.hpp"
 #include "params/checks.hpp"
 #include "relpos/buffer.hpp"
+#include "relpos_contract/attention.h"
 #include "relpos_push/attention_merge.h"
 #include "relpos_push/loop_bound.h"
 #include "vk/access.hpp"
@@ -21,6 +22,8 @@ namespace {
 
 // What to do when one row of the merge needs a larger binding than the device has.
 constexpr const char* kSplitHint = "split the keys and merge the parts with attention_merge";
+
+constexpr std::uint32_t kMergeGroup = 64;
 
 // At least this many keys per split, so that the merge stays small beside the attention itself.
 constexpr std::uint32_t kMinSplitKeys = 128;
@@ -73,10 +76,7 @@ AttentionTiledShape attention_tiled_shape(const AttentionTiles& tiles, std::uint
   std::uint32_t shuffle = 1;
   if (tiles.shuffle_subgroup && one_query && lanes == tiles.lanes)
     while (shuffle * 2 <= tiles.shuffle_subgroup && lanes_per_row % (shuffle * 2) == 0) shuffle *= 2;
-  // attention_tiled.glsl's shared arrays: q_tile, kv_tile (rows padded by a word), p_tile, row_max, row_tile, key_words.
-  auto bytes = [&](std::uint32_t bc) {
-    return 16 * (rows + bc) * (D4 + 1) + 4 * (rows * (bc + 1) + rows * (lanes_per_row / shuffle) + rows + bc - 1 + (paged ? 2 * bc : 1));
-  };
+  auto bytes = [&](std::uint32_t bc) { return RELPOS_ATTN_TILED_SHARED_BYTES(rows, bc, D4, lanes_per_row / shuffle, paged); };
   for (std::uint32_t bc : {64u, 32u, 16u, 8u, 4u})
     if (bytes(bc) <= tiles.shared_budget) return {lanes, rows, bc, bytes(bc), shuffle};
   detail::require(false, "head_dim", std::to_string(head_dim),
@@ -85,17 +85,11 @@ AttentionTiledShape attention_tiled_shape(const AttentionTiles& tiles, std::uint
   return {};
 }
 
-std::uint32_t attention_tiled_loop_iterations(const AttentionTiledShape& t, std::uint32_t head_dim, std::uint32_t kernel_mode) {
-  const std::uint32_t lanes_per_row = t.lanes / t.rows, scores = div_up(t.key_tile, lanes_per_row);
-  const std::uint32_t dot = div_up(head_dim / 4, 4);
-  if (kernel_mode == RELPOS_ATTN_SHAW) return 1 + dot + 2 * scores + scores * dot + t.key_tile;
-  return 1 + dot + 2 * scores + t.key_tile / 4;
-}
-
 std::uint32_t attention_tiled_max_split_keys(const AttentionTiles& tiles, const AttentionParams& p) {
   const AttentionTiledShape t = attention_tiled_shape(tiles, p.head_dim, p.queries == 1, p.paged.enabled());
+  const bool shaw = bias_family(p.bias).kernel_mode == RELPOS_ATTN_SHAW;
   const std::uint32_t tiles_per_split =
-      RELPOS_MAX_LOOP_ITERATIONS / attention_tiled_loop_iterations(t, p.head_dim, bias_family(p.bias).kernel_mode);
+      RELPOS_MAX_LOOP_ITERATIONS / RELPOS_ATTN_TILED_TILE_ITERATIONS(t.key_tile, t.lanes / t.rows, p.head_dim / 4, shaw);
   return std::min(AttentionParams::kMaxKeysPerSplit, tiles_per_split * t.key_tile);
 }
 
@@ -131,7 +125,15 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
     l.rows_per_group = t.rows;
     l.split_groups = S;
     l.groups_per_bh = S * detail::div_up(p.queries, t.rows);
-    l.spec = {t.lanes, p.head_dim / 4, t.key_tile, in_half, out_half, t.rows, mode, t.shuffle_lanes, paged};
+    l.spec = contract::AttentionTiledSpec{.WG_X = t.lanes,
+                                          .D4 = p.head_dim / 4,
+                                          .BC = t.key_tile,
+                                          .IN_HALF = in_half,
+                                          .OUT_HALF = out_half,
+                                          .BR = t.rows,
+                                          .BIAS_MODE = mode,
+                                          .SHUFFLE_LANES = t.shuffle_lanes,
+                                          .PAGED = paged};
     // Only the variant that shuffles declares the subgroup-shuffle capability.
     l.shader = t.shuffle_lanes > 1 ? (paged ? ShaderId::attention_tiled_shuffle_paged : ShaderId::attention_tiled_shuffle)
                                    : (paged ? ShaderId::attention_tiled_paged : ShaderId::attention_tiled);
@@ -147,11 +149,19 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
   l.rows_per_group = l.lanes * rows_per_lane;
   l.split_groups = l.lane_splits ? detail::div_up(S, l.lanes) : S;
   l.groups_per_bh = l.split_groups * detail::div_up(p.queries, l.rows_per_group);
-  l.spec = {l.lanes, p.head_dim / 4, tiles.key_block, in_half, out_half, rows_per_lane,
-            // every lane of a subgroup must walk the same keys
-            tiles.share_loads && !l.lane_splits && l.lanes % tiles.key_block == 0 ? 1u : 0u, mode, paged};
+  const contract::AttentionFusedSpec spec{.WG_X = l.lanes,
+                                          .D4 = p.head_dim / 4,
+                                          .KEY_BLOCK = tiles.key_block,
+                                          .IN_HALF = in_half,
+                                          .OUT_HALF = out_half,
+                                          .ROWS = rows_per_lane,
+                                          // every lane of a subgroup must walk the same keys
+                                          .SHARE_LOADS = tiles.share_loads && !l.lane_splits && l.lanes % tiles.key_block == 0 ? 1u : 0u,
+                                          .BIAS_MODE = mode,
+                                          .PAGED = paged};
+  l.spec = spec;
   // Only the variant that shares loads declares the subgroup-shuffle capability.
-  l.shader = l.spec[6] ? ShaderId::attention_fused_shuffle : ShaderId::attention_fused;
+  l.shader = spec.SHARE_LOADS ? ShaderId::attention_fused_shuffle : ShaderId::attention_fused;
   return l;
 }
 
@@ -180,14 +190,15 @@ push::AttentionPush attention_push(const AttentionParams& p, const AttentionLaun
   return pc;
 }
 
-std::vector<std::uint32_t> attention_merge_spec(std::uint32_t head_dim, DType in_dtype, DType out_dtype) {
-  return {64, head_dim / 4, in_dtype == DType::F16 ? 1u : 0u, out_dtype == DType::F16 ? 1u : 0u};
+SpecValues attention_merge_spec(std::uint32_t head_dim, DType in_dtype, DType out_dtype) {
+  return contract::AttentionMergeSpec{
+      .WG_X = kMergeGroup, .D4 = head_dim / 4, .IN_HALF = in_dtype == DType::F16 ? 1u : 0u, .OUT_HALF = out_dtype == DType::F16 ? 1u : 0u};
 }
 
 void record_attention_merge(Recorder& r, const AttentionMergeLayout& m, std::uint64_t rows, std::uint32_t head_dim, const Buffer& out,
                             DType out_dtype, const Buffer& lse, DescriptorSource* sets) {
   const DeviceLimits& lim = r.context().limits();
-  const std::uint32_t D4 = head_dim / 4, group = 64;
+  const std::uint32_t D4 = head_dim / 4, group = kMergeGroup;
   const std::uint32_t in_word = dtype_size(m.in_dtype) * 4, out_word = dtype_size(out_dtype) * 4;
   auto bounds = [&](std::uint64_t r0, std::uint64_t r1) {
     const std::uint64_t in_end = (r1 - 1) * m.row_stride + std::uint64_t{m.parts - 1} * m.part_stride + D4;
@@ -219,10 +230,11 @@ void record_attention_merge(Recorder& r, const AttentionMergeLayout& m, std::uin
     pc.lse_shift = b[1].shift;
     pc.out_shift = b[2].shift;
     pc.lse_out_shift = b[3].shift;
-    const std::vector<std::uint32_t> spec = attention_merge_spec(head_dim, m.in_dtype, out_dtype);
+    const SpecValues spec = attention_merge_spec(head_dim, m.in_dtype, out_dtype);
     detail::for_each_group_range(lim, detail::div_up((r1 - r0) * D4, group), [&](std::uint64_t first, std::uint32_t groups) {
       pc.first = static_cast<std::uint32_t>(r0 * D4 + first * group);
-      detail::dispatch(r, sets, ShaderId::attention_merge, spec, {b[0].span, b[1].span, b[2].span, b[3].span}, pc, groups);
+      detail::dispatch(r, sets, ShaderId::attention_merge, spec,
+                       contract::AttentionMergeBindings{.PARTS = b[0].span, .PARTS_LSE = b[1].span, .OUT = b[2].span, .LSE = b[3].span}, pc, groups);
     });
     r0 = r1;
   }

@@ -8,6 +8,7 @@
 #include "relpos/context.hpp"
 #include "relpos_push/attention.h"
 #include "shader_id.hpp"
+#include "shaders/contracts.hpp"
 
 namespace relpos::detail {
 
@@ -42,9 +43,9 @@ struct AttentionTiledShape {
 // decoding (`one_query`); a paged cache (`paged`) takes a few words per key more. Throws where not
 // even 4 keys fit.
 AttentionTiledShape attention_tiled_shape(const AttentionTiles& tiles, std::uint32_t head_dim, bool one_query, bool paged);
-// Keys one split of attention_tiled may hold: its loops run attention_tiled_loop_iterations per
-// tile, and a split's tiles stay within RELPOS_MAX_LOOP_ITERATIONS (at most kMaxKeysPerSplit).
-std::uint32_t attention_tiled_loop_iterations(const AttentionTiledShape& t, std::uint32_t head_dim, std::uint32_t kernel_mode);
+// Keys one split of attention_tiled may hold: its loops run RELPOS_ATTN_TILED_TILE_ITERATIONS
+// (relpos_contract/attention.h) per tile, and a split's tiles stay within
+// RELPOS_MAX_LOOP_ITERATIONS (at most kMaxKeysPerSplit).
 std::uint32_t attention_tiled_max_split_keys(const AttentionTiles& tiles, const AttentionParams& p);
 
 // Key splits per row for this shape (p.key_splits when given; the GPU kernels refuse one that
@@ -56,7 +57,7 @@ struct AttentionLaunch {
   std::uint32_t splits, split_len;
   bool lane_splits;  // one query: the lanes of a workgroup take consecutive splits of one row
   std::uint32_t lanes, rows_per_group, split_groups, groups_per_bh;
-  std::vector<std::uint32_t> spec;
+  SpecValues spec;  // contract::AttentionTiledSpec or contract::AttentionFusedSpec
   ShaderId shader;
 };
 // attention_fused with one query: the lanes take splits, as many as there are splits rounded up to
@@ -80,6 +81,6 @@ struct AttentionMergeLayout {
 void record_attention_merge(Recorder& r, const AttentionMergeLayout& m, std::uint64_t rows, std::uint32_t head_dim, const Buffer& out,
                             DType out_dtype, const Buffer& lse, DescriptorSource* sets = nullptr);
 // The merge's specialisation constants.
-std::vector<std::uint32_t> attention_merge_spec(std::uint32_t head_dim, DType in_dtype, DType out_dtype);
+SpecValues attention_merge_spec(std::uint32_t head_dim, DType in_dtype, DType out_dtype);
 
 }  // namespace relpos::detail

@@ -11,6 +11,7 @@
 #include "ops/planner.hpp"
 #include "params/checks.hpp"
 #include "relpos/buffer.hpp"
+#include "relpos_contract/attention.h"
 #include "vk/dispatch.hpp"
 
 namespace relpos::detail {
@@ -204,12 +205,19 @@ void record_attention(Recorder& r, const AttentionParams& p, const AttentionSche
     pc.bias_shift = bound[4].shift;
     BufferSpan v_span = bound[1].span;
     v_span.buffer = b.v;  // v has k's layout: the same range
-    // Shaw has no other bias input: its rel_values take the bias binding.
-    const BufferSpan bias_span = shaw ? BufferSpan{b.rel_values} : bound[4].span;
+    const contract::AttentionBindings bindings{.Q = bound[0].span,
+                                               .K = bound[1].span,
+                                               .V = v_span,
+                                               .OUT = bound[2].span,
+                                               .LSE = bound[3].span,
+                                               // Shaw has no other bias input: its rel_values take the bias binding.
+                                               .BIAS = shaw ? BufferSpan{b.rel_values} : bound[4].span,
+                                               .REL_KEYS = rel_keys,
+                                               .LENGTHS = lengths,
+                                               .BLOCK_TABLE = block_table};
     for_each_group_range(lim, (bh1 - bh0) * launch.groups_per_bh, [&](std::uint64_t first, std::uint32_t groups) {
       pc.first_group = static_cast<std::uint32_t>(first);
-      dispatch(r, sets, launch.shader, launch.spec, {bound[0].span, bound[1].span, v_span, bound[2].span, bound[3].span, bias_span, rel_keys, lengths, block_table},
-               pc, groups);
+      dispatch(r, sets, launch.shader, launch.spec, bindings, pc, groups);
     });
   }
   if (S > 1) {

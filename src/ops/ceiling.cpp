@@ -6,6 +6,7 @@
 #include "params/checks.hpp"
 #include "relpos/buffer.hpp"
 #include "relpos/context.hpp"
+#include "relpos_contract/fill.h"
 #include "relpos_push/fill.h"
 #include "ops/planner.hpp"
 #include "vk/dispatch.hpp"
@@ -26,7 +27,8 @@ void fill_u32(Recorder& r, const Buffer& out, std::uint64_t bytes, std::uint32_t
   const std::uint64_t per_group = std::uint64_t{group} * kQuads * 4;
   for (const auto& c : detail::element_chunks(r.context().limits(), bytes / 4, 4, per_group)) {
     push::FillPush pc{static_cast<std::uint32_t>(c.count / 4), value};
-    detail::dispatch(r, detail::ShaderId::fill, {group, kQuads}, {{&out, c.first * 4, c.count * 4}}, pc, detail::div_up(c.count, per_group));
+    detail::dispatch(r, detail::ShaderId::fill, contract::FillSpec{.WG_X = group, .QUADS = kQuads},
+                     contract::FillBindings{.OUT = {&out, c.first * 4, c.count * 4}}, pc, detail::div_up(c.count, per_group));
   }
 }
 
@@ -38,7 +40,8 @@ void copy_u32(Recorder& r, const Buffer& src, const Buffer& dst, std::uint64_t b
   const std::uint64_t per_group = std::uint64_t{group} * kQuads * 4;
   for (const auto& c : detail::element_chunks(r.context().limits(), bytes / 4, 4, per_group)) {
     push::FillPush pc{static_cast<std::uint32_t>(c.count / 4), 0};
-    detail::dispatch(r, detail::ShaderId::copy, {group, kQuads}, {{&src, c.first * 4, c.count * 4}, {&dst, c.first * 4, c.count * 4}}, pc,
+    detail::dispatch(r, detail::ShaderId::copy, contract::FillSpec{.WG_X = group, .QUADS = kQuads},
+                     contract::CopyBindings{.SRC = {&src, c.first * 4, c.count * 4}, .DST = {&dst, c.first * 4, c.count * 4}}, pc,
                      detail::div_up(c.count, per_group));
   }
 }

@@ -8,7 +8,7 @@
 
 namespace relpos::detail {
 
-void prepare_row_pipeline(Context& ctx, ShaderId shader) { device_of(ctx)->pipeline(shader, {kRowGroup}); }
+void prepare_row_pipeline(Context& ctx, ShaderId shader) { device_of(ctx)->pipeline(shader, contract::WorkgroupSpec{.WG_X = kRowGroup}); }
 
 RowsRecorder source_rows(const DistanceWindow& w, SourceMaker make) {
   return [w, make = std::move(make)](Recorder& r) -> const Buffer& {

@@ -18,8 +18,8 @@
 #include "relpos/dtype.hpp"
 #include "relpos/recorder.hpp"
 #include "ops/planner.hpp"
+#include "relpos_contract/distance_row.h"
 #include "relpos_push/loop_bound.h"
-#include "ops/planner.hpp"
 #include "vk/dispatch.hpp"
 
 namespace relpos::detail {
@@ -34,8 +34,9 @@ void prepare_row_pipeline(Context& ctx, ShaderId shader);
 
 // Records a family's row shader over the window into `rows` ([out_heads, Q + K - 1] 32-bit
 // values), ending with the barrier that makes them readable. `pc` is the family's push block: the
-// kit fills its leading RELPOS_DISTANCE_ROW_FIELDS. `params` is binding 0, `extra` (if any)
-// binding 2. Descriptor sets come from `sets` (a plan's) or the recording's pools.
+// kit fills its leading RELPOS_DISTANCE_ROW_FIELDS. `params` is binding PARAMS, `extra` (if any)
+// CONSTANTS (relpos_contract/distance_row.h). Descriptor sets come from `sets` (a plan's) or the
+// recording's pools.
 template <class Push>
 void record_distance_rows_into(Recorder& r, const DistanceWindow& w, ShaderId shader, Push pc, BufferSpan params,
                                const BufferSpan* extra, std::uint32_t out_heads, const Buffer& rows, DescriptorSource* sets = nullptr) {
@@ -48,8 +49,9 @@ void record_distance_rows_into(Recorder& r, const DistanceWindow& w, ShaderId sh
     pc.head_count = std::min(kRowHeadsPerInvocation, out_heads - h0);
     for_each_group_range(r.context().limits(), div_up(row_len, kRowGroup), [&](std::uint64_t first, std::uint32_t groups) {
       pc.first = static_cast<std::uint32_t>(first * kRowGroup);
-      if (extra) dispatch(r, sets, shader, {kRowGroup}, {params, {&rows}, *extra}, pc, groups);
-      else dispatch(r, sets, shader, {kRowGroup}, {params, {&rows}}, pc, groups);
+      const contract::WorkgroupSpec spec{.WG_X = kRowGroup};
+      if (extra) dispatch(r, sets, shader, spec, contract::DistanceRowConstantsBindings{.PARAMS = params, .ROWS = {&rows}, .CONSTANTS = *extra}, pc, groups);
+      else dispatch(r, sets, shader, spec, contract::DistanceRowBindings{.PARAMS = params, .ROWS = {&rows}}, pc, groups);
     });
   }
   barrier(r);
@@ -83,7 +85,7 @@ class DistanceRows {
 };
 
 // A row shader on the kit's skeleton: `push` gives the family's push block for a window (the kit
-// fills its leading fields); `extra`, if any, is bound at binding 2 (the family's constants).
+// fills its leading fields); `extra`, if any, is bound at CONSTANTS (the family's constants).
 template <class Push>
 class ShaderRows final : public DistanceRows {
  public:

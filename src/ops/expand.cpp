@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "params/checks.hpp"
+#include "relpos_contract/expand.h"
 #include "relpos_push/expand.h"
 #include "ops/planner.hpp"
 #include "vk/access.hpp"
@@ -24,6 +25,14 @@ std::uint32_t rows_group(const DeviceLimits& lim, std::uint32_t vec) {
   if (lim.max_workgroup_size[1] < vec) return 0;
   return std::min<std::uint32_t>({256 / vec, lim.max_workgroup_invocations / vec, lim.max_workgroup_size[0]});
 }
+
+contract::ExpandDistanceSpec flat_spec(ExpandMode mode) {
+  return {.WG_X = kGroup, .MODE = static_cast<std::uint32_t>(mode), .QUADS = kQuadsPerInvocation};
+}
+contract::ExpandDistanceRowsSpec rows_spec(std::uint32_t group_x, ExpandMode mode, std::uint32_t vec) {
+  return {.WG_X = group_x, .MODE = static_cast<std::uint32_t>(mode), .DIAG = kDiagonal, .VEC = vec, .UNROLL = kUnroll, .WG_Y = vec};
+}
+contract::ExpandShiftSpec shift_spec(bool half, std::uint32_t copies) { return {.WG_X = kGroup, .HALF = half ? 1u : 0u, .VEC = copies}; }
 
 // Bytes of `copies` shifted copies of each head's row, `shifted_len` values each, in f16 (`half`)
 // or 32-bit values.
@@ -48,7 +57,8 @@ const Buffer& shifted_rows(Recorder& r, const ExpandShape& s, const Buffer& dist
   sp.count = static_cast<std::uint32_t>(words);
   for_each_group_range(r.context().limits(), div_up(words, kGroup), [&](std::uint64_t first_group, std::uint32_t groups) {
     sp.first_row = static_cast<std::uint32_t>(first_group * kGroup);
-    dispatch(r, res.sets, ShaderId::expand_shift, {kGroup, half ? 1u : 0u, copies}, {{&distance_rows}, {&shifted}}, sp, groups);
+    dispatch(r, res.sets, ShaderId::expand_shift, shift_spec(half, copies), contract::ExpandShiftBindings{.ROWS = {&distance_rows}, .SHIFTED = {&shifted}},
+             sp, groups);
   });
   barrier(r);
   return shifted;
@@ -124,11 +134,10 @@ void prepare_expand_pipelines(Context& ctx, ExpandMode mode) {
   Device& d = *device_of(ctx);
   const bool f16 = mode == ExpandMode::WriteF16 || mode == ExpandMode::AddF16;
   const std::uint32_t vec = f16 ? 8 : 4;
-  d.pipeline(ShaderId::expand_distance, {kGroup, static_cast<std::uint32_t>(mode), kQuadsPerInvocation});
-  if (const std::uint32_t group_x = rows_group(ctx.limits(), vec))
-    d.pipeline(ShaderId::expand_distance_rows, {group_x, static_cast<std::uint32_t>(mode), kDiagonal, vec, kUnroll});
-  d.pipeline(ShaderId::expand_shift, {kGroup, mode == ExpandMode::WriteF16 ? 1u : 0u, vec});
-  if (mode == ExpandMode::WriteF16) d.pipeline(ShaderId::expand_shift, {kGroup, 1u, 1u});
+  d.pipeline(ShaderId::expand_distance, flat_spec(mode));
+  if (const std::uint32_t group_x = rows_group(ctx.limits(), vec)) d.pipeline(ShaderId::expand_distance_rows, rows_spec(group_x, mode, vec));
+  d.pipeline(ShaderId::expand_shift, shift_spec(mode == ExpandMode::WriteF16, vec));
+  if (mode == ExpandMode::WriteF16) d.pipeline(ShaderId::expand_shift, shift_spec(true, 1));
 }
 
 ExpandMode expand_mode(DType dtype, bool add) {
@@ -164,7 +173,6 @@ void expand_distance(Recorder& r, const ExpandShape& s, const Buffer& distance_r
     return;
   }
   const auto& lim = r.context().limits();
-  const std::vector<std::uint32_t> spec = {kGroup, static_cast<std::uint32_t>(mode), kQuadsPerInvocation};
   push::ExpandPush pc{};
   pc.keys = s.keys;
   pc.queries = s.queries;
@@ -191,9 +199,9 @@ void expand_distance(Recorder& r, const ExpandShape& s, const Buffer& distance_r
       const std::uint64_t rows = std::min(rows_per_chunk, s.rows - first);
       pc.first_row = static_cast<std::uint32_t>(first);
       pc.count = static_cast<std::uint32_t>(rows * s.keys);
-      dispatch(r, res.sets, ShaderId::expand_distance_rows, {group_x, static_cast<std::uint32_t>(mode), kDiagonal, vec, kUnroll},
-               {{&shifted}, {&out, first * row_bytes, rows * row_bytes}}, pc, static_cast<std::uint32_t>(groups_x),
-               div_up(rows, rows_per_tile));
+      dispatch(r, res.sets, ShaderId::expand_distance_rows, rows_spec(group_x, mode, vec),
+               contract::ExpandDistanceRowsBindings{.SHIFTED = {&shifted}, .OUT = {&out, first * row_bytes, rows * row_bytes}}, pc,
+               static_cast<std::uint32_t>(groups_x), div_up(rows, rows_per_tile));
     }
     return;
   }
@@ -203,7 +211,8 @@ void expand_distance(Recorder& r, const ExpandShape& s, const Buffer& distance_r
     pc.first_row = static_cast<std::uint32_t>(c.first / s.keys);
     pc.first_col = static_cast<std::uint32_t>(c.first % s.keys);
     pc.count = static_cast<std::uint32_t>(c.count);
-    dispatch(r, res.sets, ShaderId::expand_distance, spec, {{&distance_rows}, {&out, c.first * elem_bytes, c.count * elem_bytes}}, pc,
+    dispatch(r, res.sets, ShaderId::expand_distance, flat_spec(mode),
+             contract::ExpandDistanceBindings{.ROWS = {&distance_rows}, .OUT = {&out, c.first * elem_bytes, c.count * elem_bytes}}, pc,
              div_up(c.count, per_group));
   }
 }

@@ -10,6 +10,7 @@
 #include "relpos/buffer.hpp"
 #include "relpos/context.hpp"
 #include "relpos/fourier.hpp"
+#include "relpos_contract/fourier.h"
 #include "relpos_push/fourier.h"
 #include "relpos_push/loop_bound.h"
 #include "ops/planner.hpp"
@@ -105,7 +106,8 @@ void record_encoding(Recorder& r, const SinusoidalParams& p, const Buffer& out) 
       pc.count = static_cast<std::uint32_t>(rows * (p.vector_size / 8));
       detail::for_each_group_range(lim, detail::div_up(pc.count, kGroup), [&](std::uint64_t g, std::uint32_t groups) {
         pc.first_task = static_cast<std::uint32_t>(g * kGroup);
-        detail::dispatch(r, detail::ShaderId::sinusoidal, {kGroup, 1u}, {{&steps}, {&out, first * row_bytes, rows * row_bytes}}, pc, groups);
+        detail::dispatch(r, detail::ShaderId::sinusoidal, contract::SinusoidalSpec{.WG_X = kGroup, .PAIRED = 1},
+                         contract::SinusoidalBindings{.STEPS = {&steps}, .OUT = {&out, first * row_bytes, rows * row_bytes}}, pc, groups);
       });
     }
     return;
@@ -115,7 +117,8 @@ void record_encoding(Recorder& r, const SinusoidalParams& p, const Buffer& out) 
     pc.first = static_cast<std::uint32_t>(c.first);
     pc.count = static_cast<std::uint32_t>(c.count);
     pc.first_task = 0;
-    detail::dispatch(r, detail::ShaderId::sinusoidal, {kGroup, 0u}, {{&steps}, {&out, c.first * 4, c.count * 4}}, pc, detail::div_up(c.count, kGroup));
+    detail::dispatch(r, detail::ShaderId::sinusoidal, contract::SinusoidalSpec{.WG_X = kGroup, .PAIRED = 0},
+                     contract::SinusoidalBindings{.STEPS = {&steps}, .OUT = {&out, c.first * 4, c.count * 4}}, pc, detail::div_up(c.count, kGroup));
   }
 }
 
@@ -155,8 +158,9 @@ void record_row(Recorder& r, const FourierParams& p, const Buffer& rotation, con
       // Four distances per invocation.
       detail::for_each_group_range(r.context().limits(), detail::div_up(pc.row_len, 4 * kGroup), [&](std::uint64_t first, std::uint32_t groups) {
         pc.first = static_cast<std::uint32_t>(first * 4 * kGroup);
-        detail::dispatch(r, share ? detail::ShaderId::fourier_distance_row_shuffle : detail::ShaderId::fourier_distance_row, {kGroup, kHeadsPerPass, sub, accumulate},
-                         {{&steps}, {&rotation}, {&row, 0, bytes}}, pc, groups);
+        detail::dispatch(r, share ? detail::ShaderId::fourier_distance_row_shuffle : detail::ShaderId::fourier_distance_row,
+                         contract::FourierDistanceRowSpec{.WG_X = kGroup, .HEADS_PER_PASS = kHeadsPerPass, .SUB = sub, .ACCUMULATE = accumulate},
+                         contract::FourierDistanceRowBindings{.STEPS = {&steps}, .ROTATION = {&rotation}, .ROWS = {&row, 0, bytes}}, pc, groups);
       });
     }
   });
@@ -197,8 +201,10 @@ void record_direct(Recorder& r, const FourierParams& p, const Buffer& rotation, 
       pc.blocks = detail::div_up(n, 4) * pc.key_blocks;
       detail::for_each_group_range(lim, detail::div_up(pc.blocks, kGroup), [&](std::uint64_t g, std::uint32_t groups) {
         pc.first_block = static_cast<std::uint32_t>(g * kGroup);
-        detail::dispatch(r, detail::ShaderId::fourier_direct, {kGroup, accumulate},
-                         {{&qbuf}, {&kbuf}, {&rotation}, {&out, first * row_bytes, n * row_bytes}}, pc, groups);
+        detail::dispatch(r, detail::ShaderId::fourier_direct, contract::FourierDirectSpec{.WG_X = kGroup, .ACCUMULATE = accumulate},
+                         contract::FourierDirectBindings{
+                             .QUERIES = {&qbuf}, .KEYS = {&kbuf}, .ROTATION = {&rotation}, .OUT = {&out, first * row_bytes, n * row_bytes}},
+                         pc, groups);
       });
     }
   });

@@ -10,6 +10,7 @@
 #include "relpos/buffer.hpp"
 #include "relpos/context.hpp"
 #include "relpos/kv_cache.hpp"
+#include "relpos_contract/kv_append.h"
 #include "relpos_push/kv_append.h"
 #include "vk/access.hpp"
 #include "vk/dispatch.hpp"
@@ -59,8 +60,10 @@ void kv_append(Recorder& r, const KvAppendParams& p, const KvAppendBuffers& b) {
   pc.num_blocks = p.paged.num_blocks;
   pc.max_blocks = p.paged.max_blocks;
   pc.scale = fr.attention_factor;
-  const std::vector<std::uint32_t> spec = {kGroup, p.dtype == DType::F16 ? 1u : 0u, p.apply_rope ? 1u : 0u,
-                                           p.rope.style == RopeStyle::GptJ ? 1u : 0u};
+  const contract::KvAppendSpec spec{.WG_X = kGroup,
+                                    .F16 = p.dtype == DType::F16 ? 1u : 0u,
+                                    .ROPE = p.apply_rope ? 1u : 0u,
+                                    .GPTJ = p.rope.style == RopeStyle::GptJ ? 1u : 0u};
 
   const auto op = detail::begin_op(r);
   Buffer& freq = detail::scratch(r, fr.inv_freq.size() * 4, MemoryUse::Host);
@@ -74,7 +77,15 @@ void kv_append(Recorder& r, const KvAppendParams& p, const KvAppendBuffers& b) {
     if (std::exchange(later, true)) detail::barrier(r);
     pc.first_row = static_cast<std::uint32_t>(first * kGroup);
     detail::dispatch(r, detail::ShaderId::kv_append, spec,
-                     {{b.k_cache}, {b.v_cache}, {b.k}, {b.v}, {b.block_table}, {b.cache_lengths}, {&q}, {&freq}}, pc, groups);
+                     contract::KvAppendBindings{.K_CACHE = {b.k_cache},
+                                                .V_CACHE = {b.v_cache},
+                                                .K = {b.k},
+                                                .V = {b.v},
+                                                .BLOCK_TABLE = {b.block_table},
+                                                .CACHE_LENGTHS = {b.cache_lengths},
+                                                .Q = {&q},
+                                                .INV_FREQ = {&freq}},
+                     pc, groups);
   });
 }
 

@@ -7,6 +7,8 @@
 
 #include "ops/planner.hpp"
 #include "relpos/context.hpp"
+#include "relpos_contract/cast.h"
+#include "relpos_contract/matmul.h"
 #include "relpos_push/cast.h"
 #include "relpos_push/loop_bound.h"
 #include "relpos_push/matmul.h"
@@ -16,10 +18,10 @@ namespace {
 
 constexpr std::uint32_t kCastGroup = 64;
 constexpr std::uint32_t kMatmulGroup = 64;  // invocations; a tile uses tx * ty of them
-constexpr std::uint64_t kRows = 8;          // rows of C per invocation (RM in matmul.comp)
-constexpr std::uint32_t kSharedRows = 2;    // rows of C per lane in matmul_shared.comp (RM)
-// matmul_tiled.comp's tile of C (TM × TN), the GPU kernel class's kernel for quad-aligned operands.
-constexpr std::uint64_t kTiledRows = 32, kTiledCols = 32;
+constexpr std::uint64_t kRows = RELPOS_MATMUL_ROWS;  // rows of C per invocation of matmul.comp
+constexpr std::uint32_t kSharedRows = 2;             // rows of C per lane in matmul_shared.comp (its RM)
+// matmul_tiled.comp's tile of C, the GPU kernel class's kernel for quad-aligned operands.
+constexpr std::uint64_t kTiledRows = RELPOS_MATMUL_TILED_ROWS, kTiledCols = RELPOS_MATMUL_TILED_COLS;
 // The shared dimension one dispatch walks: both kernels run one loop iteration per element of it
 // (per quad with quad loads), so longer ones (weights·v over 100k keys) are split into dispatches
 // that add into C, within the loop bound. A multiple of 4 keeps every part's quads aligned.
@@ -184,21 +186,28 @@ void record_depth_part(Recorder& r, const MatmulParams& p, const Buffer& a, cons
         pc.a_base = wa.base;
         pc.b_base = wb.base;
         pc.c_base = static_cast<std::uint32_t>(wc.base + n0);
-        const std::uint32_t a16 = p.a_dtype == DType::F16 ? 1u : 0u, b16 = p.b_dtype == DType::F16 ? 1u : 0u;
-        const std::uint32_t bt = p.b_transposed ? 1u : 0u;
+        const bool a16 = p.a_dtype == DType::F16, b16 = p.b_dtype == DType::F16, bt = p.b_transposed;
         // With quad loads: matmul_tiled (GPU kernels) or matmul_shared (CPU kernels on a device
         // whose subgroups shuffle); matmul.comp otherwise.
         const bool shared = vec4 && st.use, gpu_tiled = vec4 && tiled && !shared;
         const ShaderId shader = gpu_tiled ? ShaderId::matmul_tiled : shared ? ShaderId::matmul_shared : ShaderId::matmul;
-        const std::vector<std::uint32_t> spec =
-            gpu_tiled ? std::vector<std::uint32_t>{kMatmulGroup, bt, a16, b16, c_mode}
-            : shared  ? std::vector<std::uint32_t>{st.lanes, st.sub, a16, b16, c_mode, kSharedRows, st.quads, bt}
-                      : std::vector<std::uint32_t>{kMatmulGroup, bt, a16, b16, c_mode, vec4 ? 1u : 0u};
+        const SpecValues spec =
+            gpu_tiled ? SpecValues(contract::MatmulTiledSpec{.WG_X = kMatmulGroup, .B_T = bt, .A_F16 = a16, .B_F16 = b16, .C_MODE = c_mode})
+            : shared  ? SpecValues(contract::MatmulSharedSpec{.WG_X = st.lanes,
+                                                              .SG = st.sub,
+                                                              .A_F16 = a16,
+                                                              .B_F16 = b16,
+                                                              .C_MODE = c_mode,
+                                                              .RM = kSharedRows,
+                                                              .NQ = st.quads,
+                                                              .B_T = bt})
+                      : SpecValues(contract::MatmulSpec{.WG_X = kMatmulGroup, .B_T = bt, .A_F16 = a16, .B_F16 = b16, .C_MODE = c_mode, .VEC4 = vec4});
         const std::uint64_t tile_rows = gpu_tiled ? kTiledRows : shared ? st.rows() : tm;
         const std::uint64_t tile_cols = gpu_tiled ? kTiledCols : shared ? 4ull * st.quads : tn;
         for_each_group_range(lim, div_up(n1 - n0, tile_cols), [&](std::uint64_t first, std::uint32_t groups) {
           pc.tile_n0 = static_cast<std::uint32_t>(first);
-          dispatch(r, shader, spec, {wa.span, wb.span, wc.span}, pc, groups, div_up(m1 - m0, tile_rows), static_cast<std::uint32_t>(nb));
+          dispatch(r, shader, spec, contract::MatmulBindings{.A = wa.span, .B = wb.span, .C = wc.span}, pc, groups, div_up(m1 - m0, tile_rows),
+                   static_cast<std::uint32_t>(nb));
         });
       }
     }
@@ -252,7 +261,8 @@ void record_cast_f16(Recorder& r, const Buffer& in, const Buffer& out, std::uint
     const Window wi = window(lim, in, first, first + n, 4);
     const Window wo = window(lim, out, first, first + n, 2);
     push::CastPush pc{static_cast<std::uint32_t>(n), wi.base, wo.base};
-    dispatch(r, detail::ShaderId::cast_f16, {kCastGroup, add ? 1u : 0u}, {wi.span, wo.span}, pc, div_up((wo.base % 2 + n + 1) / 2, kCastGroup));
+    dispatch(r, detail::ShaderId::cast_f16, contract::CastF16Spec{.WG_X = kCastGroup, .ADD = add},
+             contract::CastF16Bindings{.IN_F32 = wi.span, .OUT_F16 = wo.span}, pc, div_up((wo.base % 2 + n + 1) / 2, kCastGroup));
   }
 }
 

@@ -12,6 +12,7 @@
 #include "ops/rope_record.hpp"
 #include "relpos/rope.hpp"
 #include "relpos_push/loop_bound.h"
+#include "relpos_contract/rope.h"
 #include "relpos_push/rope.h"
 #include "ops/planner.hpp"
 #include "vk/access.hpp"
@@ -125,9 +126,15 @@ void record_rope(Recorder& r, const RopeParams& p, const Buffer& x, const Buffer
     std::memcpy(host.host_pointer(), fr.inv_freq.data(), fr.inv_freq.size() * 4);
     freq = &host;
   }
-  const std::vector<std::uint32_t> spec = {wg_x, wg_y, dtype == DType::F16 ? 1u : 0u, p.style == RopeStyle::GptJ ? 1u : 0u,
-                                           quad ? 1u : 0u, in_place ? 1u : 0u, wide ? 1u : 0u,
-                                           pc.l_div != 0 ? 1u : 0u, pc.tail_units != 0 ? 1u : 0u};
+  const contract::RopeSpec spec{.WG_X = wg_x,
+                                .WG_Y = wg_y,
+                                .F16 = dtype == DType::F16 ? 1u : 0u,
+                                .GPTJ = p.style == RopeStyle::GptJ ? 1u : 0u,
+                                .QUAD = quad ? 1u : 0u,
+                                .IN_PLACE = in_place ? 1u : 0u,
+                                .WIDE = wide ? 1u : 0u,
+                                .L_POSITIONS = pc.l_div != 0 ? 1u : 0u,
+                                .TAIL = pc.tail_units != 0 ? 1u : 0u};
   const Buffer& dst = in_place ? x : *out;
   if (plan.prepare_only) {
     detail::device_of(r.context())->pipeline(ShaderId::rope, spec);
@@ -146,8 +153,10 @@ void record_rope(Recorder& r, const RopeParams& p, const Buffer& x, const Buffer
       pc.l_first = static_cast<std::uint32_t>(l0);
       pc.l_count = static_cast<std::uint32_t>(ln);
       pc.base = static_cast<std::uint32_t>((first - bound) / e);
-      detail::dispatch(r, plan.sets, ShaderId::rope, spec, {{freq}, {&x, bound, bytes}, {&dst, bound, bytes}, {positions ? positions : freq}}, pc,
-                       detail::div_up(units, wg_x), detail::div_up(pn, wg_y), detail::div_up(ln, l_per));
+      detail::dispatch(r, plan.sets, ShaderId::rope, spec,
+                       contract::RopeBindings{
+                           .INV_FREQ = {freq}, .X_IN = {&x, bound, bytes}, .OUT = {&dst, bound, bytes}, .POSITIONS = {positions ? positions : freq}},
+                       pc, detail::div_up(units, wg_x), detail::div_up(pn, wg_y), detail::div_up(ln, l_per));
     }
 }
 

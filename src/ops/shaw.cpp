@@ -14,6 +14,7 @@
 #include "ops/planner.hpp"
 #include "relpos/context.hpp"
 #include "relpos/shaw.hpp"
+#include "relpos_contract/shaw.h"
 #include "relpos_push/loop_bound.h"
 #include "relpos_push/shaw.h"
 #include "relpos_push/shaw_materialise.h"
@@ -106,17 +107,18 @@ void record_gather(Recorder& r, const ShawParams& p, const Buffer& logits, const
   const std::uint64_t max_rows = std::min<std::uint64_t>(std::uint64_t{lim.max_workgroup_count[1]} * kGatherRows,
                                                          std::uint64_t{lim.max_workgroup_count[0]} * kGroup / band_parts);
   for_each_row_chunk(r, p, max_rows, logits, pbuf, [&](push::ShawRowsPush& pc, const Window& wl, const Window& wp, std::uint64_t n) {
-    const std::uint32_t vec4 = p.keys % 4 == 0 && wl.base % 4 == 0 ? 1u : 0u, mode = add ? 1u : 0u;
+    const bool vec4 = p.keys % 4 == 0 && wl.base % 4 == 0;
+    contract::ShawGatherAddSpec spec{.WG_X = kGroup, .VEC4 = vec4, .UNROLL = kGatherUnroll, .ADD = add, .BAND = false, .ROWS = kGatherRows};
+    const contract::ShawGatherAddBindings bindings{.LOGITS = wl.span, .P = wp.span};
     for_each_group_range(lim, quad_groups, [&](std::uint64_t first, std::uint32_t groups) {
       pc.first_quad = static_cast<std::uint32_t>(first * quads_per_group);
-      dispatch(r, detail::ShaderId::shaw_gather_add, {kGroup, vec4, kGatherUnroll, mode, 0u, kGatherRows}, {wl.span, wp.span}, pc, groups,
-               div_up(n, kGatherRows));
+      dispatch(r, detail::ShaderId::shaw_gather_add, spec, bindings, pc, groups, div_up(n, kGatherRows));
     });
     pc.first_quad = 0;
     pc.parts = band_parts;
     pc.part_len = kRowPart;
-    dispatch(r, detail::ShaderId::shaw_gather_add, {kGroup, vec4, kGatherUnroll, mode, 1u, kGatherRows}, {wl.span, wp.span}, pc,
-             div_up(n * band_parts, kGroup));
+    spec.BAND = true;
+    dispatch(r, detail::ShaderId::shaw_gather_add, spec, bindings, pc, div_up(n * band_parts, kGroup));
   });
 }
 
@@ -129,21 +131,24 @@ void record_buckets(Recorder& r, const ShawParams& p, const Buffer& weights, con
   const bool whole = key_parts == 1 && bucket_parts == 1;
   const std::uint64_t max_rows = max_invocations / std::max(key_parts, bucket_parts);
   for_each_row_chunk(r, p, max_rows, weights, s, [&](push::ShawRowsPush& pc, const Window& ww, const Window& ws, std::uint64_t n) {
-    const std::uint32_t vec4 = p.keys % 4 == 0 && ww.base % 4 == 0 ? 1u : 0u;
+    const bool vec4 = p.keys % 4 == 0 && ww.base % 4 == 0;
+    auto pass = [&](std::uint32_t pass, const Buffer& partial, std::uint64_t invocations) {
+      dispatch(r, detail::ShaderId::shaw_buckets, contract::ShawBucketsSpec{.WG_X = kGroup, .VEC4 = vec4, .PASS = pass},
+               contract::ShawBucketsBindings{.WEIGHTS = ww.span, .S = ws.span, .PARTIAL = {&partial}}, pc, div_up(invocations, kGroup));
+    };
     pc.part_len = kRowPart;
     pc.key_parts = key_parts;
     if (whole) {
       pc.parts = 1;
-      Buffer& none = scratch(r, 16, MemoryUse::Device);
-      dispatch(r, detail::ShaderId::shaw_buckets, {kGroup, vec4, 0u}, {ww.span, ws.span, {&none}}, pc, div_up(n, kGroup));
+      pass(0, scratch(r, 16, MemoryUse::Device), n);
       return;
     }
     Buffer& partial = scratch(r, n * key_parts * 8, MemoryUse::Device);
     pc.parts = key_parts;
-    dispatch(r, detail::ShaderId::shaw_buckets, {kGroup, vec4, 1u}, {ww.span, ws.span, {&partial}}, pc, div_up(n * key_parts, kGroup));
+    pass(1, partial, n * key_parts);
     barrier(r);
     pc.parts = bucket_parts;
-    dispatch(r, detail::ShaderId::shaw_buckets, {kGroup, vec4, 2u}, {ww.span, ws.span, {&partial}}, pc, div_up(n * bucket_parts, kGroup));
+    pass(2, partial, n * bucket_parts);
   });
 }
 
@@ -221,7 +226,8 @@ void materialised_term(Recorder& r, const ShawParams& p, const Buffer& q, const 
     pc.pair0 = static_cast<std::uint32_t>(first);
     pc.e_base = we.base;
     const bool vec4 = p.head_dim % 4 == 0 && we.base % 4 == 0;
-    dispatch(r, detail::ShaderId::shaw_materialise, {kGroup, vec4 ? 1u : 0u}, {{&rel_keys}, we.span}, pc, div_up(n, kGroup));
+    dispatch(r, detail::ShaderId::shaw_materialise, contract::ShawMaterialiseSpec{.WG_X = kGroup, .VEC4 = vec4},
+             contract::ShawMaterialiseBindings{.TABLE = {&rel_keys}, .E = we.span}, pc, div_up(n, kGroup));
   }
   barrier(r);
   record_matmul(r, m, q, e, logits);

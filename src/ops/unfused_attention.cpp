@@ -9,6 +9,7 @@
 #include "ops/matmul.hpp"
 #include "ops/planner.hpp"
 #include "relpos/context.hpp"
+#include "relpos_contract/softmax.h"
 #include "relpos_push/loop_bound.h"
 #include "relpos_push/softmax.h"
 
@@ -72,16 +73,20 @@ void record_softmax(Recorder& r, const UnfusedAttentionParams& p, const Buffer& 
     pc.rows = static_cast<std::uint32_t>(n);
     pc.row0 = static_cast<std::uint32_t>(r0);
     pc.base = w.base;
-    const std::uint32_t vec4 = p.keys % 4 == 0 && w.base % 4 == 0 ? 1 : 0;
+    const bool vec4 = p.keys % 4 == 0 && w.base % 4 == 0;
     const std::uint32_t groups = div_up(n * chunks, kRowGroup);
     Buffer& stats = scratch(r, chunks == 1 ? 16 : n * chunks * 8, MemoryUse::Device);
+    const contract::MaskedSoftmaxBindings bindings{.LOGITS = w.span, .KEY_LENGTHS = {&lengths}, .STATS = {&stats}};
+    auto pass = [&](std::uint32_t pass) {
+      dispatch(r, ShaderId::masked_softmax, contract::MaskedSoftmaxSpec{.WG_X = kRowGroup, .VEC4 = vec4, .PASS = pass}, bindings, pc, groups);
+    };
     if (chunks == 1) {
-      dispatch(r, detail::ShaderId::masked_softmax, {kRowGroup, vec4, 0u}, {w.span, {&lengths}, {&stats}}, pc, groups);
+      pass(0);
       continue;
     }
-    dispatch(r, detail::ShaderId::masked_softmax, {kRowGroup, vec4, 1u}, {w.span, {&lengths}, {&stats}}, pc, groups);
+    pass(1);
     barrier(r);
-    dispatch(r, detail::ShaderId::masked_softmax, {kRowGroup, vec4, 2u}, {w.span, {&lengths}, {&stats}}, pc, groups);
+    pass(2);
   }
 }
 

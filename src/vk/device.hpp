@@ -20,6 +20,7 @@
 #include "relpos/buffer.hpp"
 #include "relpos/context.hpp"
 #include "shader_id.hpp"
+#include "shaders/contracts.hpp"
 #include "vk/loader.hpp"
 
 namespace relpos::detail {
@@ -29,7 +30,6 @@ struct Pipeline {
   VkPipelineLayout layout = VK_NULL_HANDLE;
   VkPipeline pipeline = VK_NULL_HANDLE;
   std::uint32_t binding_count = 0;
-  std::uint32_t local_size_x = 1;
 };
 
 // A pipeline is one shader with one set of specialization constants; looked up by a view
@@ -181,12 +181,10 @@ struct Device {
 
   std::unique_lock<std::mutex> lock_queue() { return std::unique_lock(*queue_mutex); }
 
-  // The pipeline of an embedded shader with the given specialization constants (ids 0, 1, ...;
-  // id 0 is the workgroup size), compiled once and cached.
-  const Pipeline& pipeline(ShaderId shader, const std::vector<std::uint32_t>& spec);
+  // The pipeline of an embedded shader with its specialisation constants (which must follow its
+  // contract, src/shaders/contracts.hpp), compiled once and cached.
+  const Pipeline& pipeline(ShaderId shader, const SpecValues& spec);
 
-  // The most storage buffers one shader binds (fused attention, attention_bindings.glsl).
-  static constexpr std::uint32_t kMaxBindings = 9;
   // A descriptor pool of `sets` sets of `bindings` storage buffers each (counted).
   VkDescriptorPool create_descriptor_pool(std::uint32_t sets, std::uint32_t bindings);
   VkDescriptorSet allocate_descriptor_set(VkDescriptorPool pool, VkDescriptorSetLayout layout);

@@ -4,7 +4,6 @@
 // accepts is the planner's (ops/planner.hpp).
 #include <cstdint>
 #include <algorithm>
-#include <initializer_list>
 #include <list>
 #include <memory>
 #include <string_view>
@@ -60,13 +59,6 @@ class [[nodiscard]] OpScope {
   Recorder& r_;
 };
 
-// A range of a buffer bound to one binding. bytes == 0: to the end of the buffer.
-struct BufferSpan {
-  const Buffer* buffer = nullptr;
-  std::uint64_t offset = 0;
-  std::uint64_t bytes = 0;
-};
-
 // Start of an operation, which lasts while the returned scope lives (see OpScope).
 inline OpScope begin_op(Recorder& r) { return OpScope(r); }
 // Between two dispatches of one operation where the second reads what the first wrote.
@@ -85,29 +77,23 @@ class DescriptorSource {
   ~DescriptorSource() = default;
 };
 
-// Records one dispatch of an embedded shader (ShaderId: one per shaders/*.comp). spec[0] is the
-// workgroup size (constant_id 0); bindings are in binding order; the push block is at most 128
+// Records one dispatch of an embedded shader (ShaderId: one per shaders/*.comp) with its
+// specialisation constants and bindings filled by name in the structs of its contract
+// (relpos_contract/, e.g. contract::AttentionTiledSpec and contract::AttentionBindings; a struct of
+// another contract, or a binding left empty, is an internal error). The push block is at most 128
 // bytes. The descriptor set comes from `sets`, or from the recording's pools when it is null.
-void dispatch(Recorder& r, DescriptorSource* sets, ShaderId shader, const std::vector<std::uint32_t>& spec,
-              std::initializer_list<BufferSpan> bindings, const void* push, std::size_t push_bytes, std::uint32_t groups_x,
-              std::uint32_t groups_y = 1, std::uint32_t groups_z = 1);
-inline void dispatch(Recorder& r, ShaderId shader, const std::vector<std::uint32_t>& spec,
-                     std::initializer_list<BufferSpan> bindings, const void* push, std::size_t push_bytes, std::uint32_t groups_x,
-                     std::uint32_t groups_y = 1, std::uint32_t groups_z = 1) {
-  dispatch(r, nullptr, shader, spec, bindings, push, push_bytes, groups_x, groups_y, groups_z);
-}
+void dispatch(Recorder& r, DescriptorSource* sets, ShaderId shader, const SpecValues& spec, const BindingSpans& bindings, const void* push,
+              std::size_t push_bytes, std::uint32_t groups_x, std::uint32_t groups_y = 1, std::uint32_t groups_z = 1);
 
 template <class Push>
-void dispatch(Recorder& r, ShaderId shader, const std::vector<std::uint32_t>& spec,
-              std::initializer_list<BufferSpan> bindings, const Push& push, std::uint32_t groups_x, std::uint32_t groups_y = 1,
-              std::uint32_t groups_z = 1) {
+void dispatch(Recorder& r, ShaderId shader, const SpecValues& spec, const BindingSpans& bindings, const Push& push, std::uint32_t groups_x,
+              std::uint32_t groups_y = 1, std::uint32_t groups_z = 1) {
   static_assert(sizeof(Push) <= 128, "push constants are limited to 128 bytes");
   dispatch(r, nullptr, shader, spec, bindings, &push, sizeof(Push), groups_x, groups_y, groups_z);
 }
 template <class Push>
-void dispatch(Recorder& r, DescriptorSource* sets, ShaderId shader, const std::vector<std::uint32_t>& spec,
-              std::initializer_list<BufferSpan> bindings, const Push& push, std::uint32_t groups_x, std::uint32_t groups_y = 1,
-              std::uint32_t groups_z = 1) {
+void dispatch(Recorder& r, DescriptorSource* sets, ShaderId shader, const SpecValues& spec, const BindingSpans& bindings, const Push& push,
+              std::uint32_t groups_x, std::uint32_t groups_y = 1, std::uint32_t groups_z = 1) {
   static_assert(sizeof(Push) <= 128, "push constants are limited to 128 bytes");
   dispatch(r, sets, shader, spec, bindings, &push, sizeof(Push), groups_x, groups_y, groups_z);
 }

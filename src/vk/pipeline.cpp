@@ -6,25 +6,10 @@
 #include "vk/device.hpp"
 
 namespace relpos::detail {
-namespace {
 
-// The number of descriptor bindings (all storage buffers in set 0): one past the largest Binding
-// decoration in the module.
-std::uint32_t binding_count(const EmbeddedShader& s) {
-  constexpr std::uint32_t kOpDecorate = 71, kDecorationBinding = 33;
-  std::uint32_t count = 0;
-  for (std::size_t i = 5; i < s.word_count;) {
-    std::uint32_t words = s.words[i] >> 16, op = s.words[i] & 0xffff;
-    if (words == 0) break;
-    if (op == kOpDecorate && words >= 4 && s.words[i + 2] == kDecorationBinding) count = std::max(count, s.words[i + 3] + 1);
-    i += words;
-  }
-  return count;
-}
-
-}  // namespace
-
-const Pipeline& Device::pipeline(ShaderId shader, const std::vector<std::uint32_t>& spec) {
+const Pipeline& Device::pipeline(ShaderId shader, const SpecValues& spec_values) {
+  check_contract(shader, spec_values);
+  const std::span<const std::uint32_t> spec = spec_values.values();
   // Looked up on every dispatch: by a view of the key, without allocating.
   const PipelineKeyView key{shader, spec};
   std::lock_guard lock(pipeline_mutex);
@@ -32,14 +17,15 @@ const Pipeline& Device::pipeline(ShaderId shader, const std::vector<std::uint32_
 
   const EmbeddedShader& s = embedded_shader(shader);
   Pipeline p;
-  p.binding_count = binding_count(s);
+  p.binding_count = static_cast<std::uint32_t>(shader_contract(shader).bindings.size());
   if (limits.max_storage_buffers_per_stage && p.binding_count > limits.max_storage_buffers_per_stage)
     throw Error("shader " + std::string(s.name) + " binds " + std::to_string(p.binding_count) +
                 " storage buffers; the device allows " + std::to_string(limits.max_storage_buffers_per_stage) +
                 " per stage (maxPerStageDescriptorStorageBuffers)");
-  p.local_size_x = spec.empty() ? 1 : spec[0];
-  if (p.local_size_x == 0 || p.local_size_x > limits.max_workgroup_size[0] || p.local_size_x > limits.max_workgroup_invocations)
-    throw Error("internal: workgroup size " + std::to_string(p.local_size_x) + " exceeds the device limit");
+  const std::array<std::uint32_t, 3> wg = workgroup_size(shader, spec);
+  if (wg[0] == 0 || wg[1] == 0 || wg[0] > limits.max_workgroup_size[0] || wg[1] > limits.max_workgroup_size[1] ||
+      std::uint64_t{wg[0]} * wg[1] > limits.max_workgroup_invocations)
+    throw Error("internal: workgroup size " + std::to_string(wg[0]) + "x" + std::to_string(wg[1]) + " exceeds the device limit");
 
   // A failure half-way destroys what was made (the cache holds only whole pipelines).
   struct Partial {
@@ -92,7 +78,7 @@ const Pipeline& Device::pipeline(ShaderId shader, const std::vector<std::uint32_
   vk_check(r, "vkCreateComputePipelines");
   ++counters.pipelines;
   partial.done = true;
-  return pipelines.emplace(PipelineKey{shader, spec}, p).first->second;
+  return pipelines.emplace(PipelineKey{shader, {spec.begin(), spec.end()}}, p).first->second;
 }
 
 const char* vk_result_name(VkResult r) {

@@ -37,7 +37,7 @@ VkDescriptorSet allocate_set(RecorderState& s, VkDescriptorSetLayout layout) {
   if (taken < list.size()) return list[taken++];
   auto& d = *s.dev;
   if (c.sets_left == 0) {
-    c.pools.push_back(d.create_descriptor_pool(kSetsPerPool, Device::kMaxBindings));
+    c.pools.push_back(d.create_descriptor_pool(kSetsPerPool, kMaxBindings));
     c.sets_left = kSetsPerPool;
   }
   --c.sets_left;
@@ -182,18 +182,12 @@ Buffer& scratch(Recorder& r, std::uint64_t bytes, MemoryUse use) {
   return s.resources.scratch.back();
 }
 
-void dispatch(Recorder& r, DescriptorSource* sets, ShaderId shader, const std::vector<std::uint32_t>& spec,
-              std::initializer_list<BufferSpan> bindings, const void* push, std::size_t push_bytes, std::uint32_t groups_x,
-              std::uint32_t groups_y, std::uint32_t groups_z) {
+void dispatch(Recorder& r, DescriptorSource* sets, ShaderId shader, const SpecValues& spec, const BindingSpans& bindings, const void* push,
+              std::size_t push_bytes, std::uint32_t groups_x, std::uint32_t groups_y, std::uint32_t groups_z) {
   auto& s = state_of(r);
   auto& d = *s.dev;
+  check_contract(shader, bindings);
   const Pipeline& p = d.pipeline(shader, spec);
-  if (p.binding_count > Device::kMaxBindings)
-    throw Error("internal: shader " + std::string(embedded_shader(shader).name) + " has " + std::to_string(p.binding_count) +
-                " bindings; the runtime supports at most " + std::to_string(Device::kMaxBindings));
-  if (bindings.size() != p.binding_count)
-    throw Error("internal: shader " + std::string(embedded_shader(shader).name) + " has " + std::to_string(p.binding_count) + " bindings, " +
-                std::to_string(bindings.size()) + " given");
   if (push_bytes > 128) throw Error("internal: push constants over 128 bytes");
   const auto& lim = d.limits;
   if (groups_x == 0 || groups_y == 0 || groups_z == 0) return;
@@ -201,10 +195,10 @@ void dispatch(Recorder& r, DescriptorSource* sets, ShaderId shader, const std::v
     throw Error("internal: dispatch of " + std::to_string(groups_x) + "x" + std::to_string(groups_y) + "x" +
                 std::to_string(groups_z) + " workgroups exceeds maxComputeWorkGroupCount");
 
-  VkDescriptorBufferInfo infos[Device::kMaxBindings];
-  VkWriteDescriptorSet writes[Device::kMaxBindings];
+  VkDescriptorBufferInfo infos[kMaxBindings];
+  VkWriteDescriptorSet writes[kMaxBindings];
   std::uint32_t i = 0;
-  for (const BufferSpan& b : bindings) {
+  for (const BufferSpan& b : bindings.spans()) {
     std::uint64_t range = b.bytes ? b.bytes : b.buffer->capacity() - b.offset;
     range = std::min<std::uint64_t>((range + 3) / 4 * 4, b.buffer->capacity() - b.offset);
     if (range > lim.max_storage_buffer_range || b.offset % lim.min_storage_buffer_offset_alignment != 0)

@@ -94,7 +94,7 @@ VkDescriptorSet StepSets::Slot::take(const Pipeline& p) {
 VkDescriptorSet StepSets::allocate(VkDescriptorSetLayout layout) {
   auto& d = *dev_;
   if (sets_left_ == 0) {
-    pools_.push_back(d.create_descriptor_pool(kSetsPerPool, Device::kMaxBindings));
+    pools_.push_back(d.create_descriptor_pool(kSetsPerPool, kMaxBindings));
     sets_left_ = kSetsPerPool;
   }
   --sets_left_;

@@ -7,33 +7,18 @@
 // from the per-distance row, the slope, Shaw's tables or the dense bias. The [Q, K] scores are
 // never stored.
 #extension GL_EXT_control_flow_attributes : require
+#include "relpos_contract/attention.h"
 #include "relpos_push/attention.h"
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint D4 = 16;         // head_dim / 4
-layout(constant_id = 2) const uint KEY_BLOCK = 8;   // keys scored before one softmax rescale
-layout(constant_id = 3) const uint IN_HALF = 0u;    // q, k, v stored as float16
-layout(constant_id = 4) const uint OUT_HALF = 0u;   // out stored as float16
-layout(constant_id = 5) const uint ROWS = 1u;       // query rows per invocation, sharing each key and value load
-// 1: KEY_BLOCK equals the subgroup size and the subgroup is full; lane u loads key j0 + u of the
-// block and the others take it by subgroupShuffle. A CPU device (lavapipe) runs each storage
-// buffer load as a loop over its SIMD lanes, so one load per lane and block, instead of one per
-// lane and key, divides that cost by the subgroup size; a shuffle there is a register extract.
-layout(constant_id = 6) const uint SHARE_LOADS = 0u;
-// The bias mode (RELPOS_ATTN_*), a constant so that only its own code is compiled: lavapipe runs
-// both sides of every branch under a lane mask, so a mode chosen at run time cost every key the
-// loads of all the others (Shaw's D4 rel_keys loads among them).
-layout(constant_id = 7) const uint BIAS_MODE = 0u;
-// Not 0: k and v are a paged cache (attention_bindings.glsl's key_word says how it is addressed).
-layout(constant_id = 8) const uint PAGED = 0u;
+RELPOS_DECLARE_SPEC(RELPOS_SPEC_ATTENTION_FUSED)
 const bool SHARE_BIAS = SHARE_LOADS != 0u && BIAS_MODE == RELPOS_ATTN_ROW;
 
 #include "relpos/attention_bindings.glsl"
 
 void main() {
   const float NEG_INF = uintBitsToFloat(0xff800000u);
-  const uint WG = gl_WorkGroupSize.x, lane = gl_LocalInvocationID.x;
-  // Workgroup g covers WG * ROWS queries of one (batch, head) and one key split, so the key range
+  const uint lane = gl_LocalInvocationID.x;
+  // Workgroup g covers WG_X * ROWS queries of one (batch, head) and one key split, so the key range
   // it walks is the same for all its lanes and their key loads share one address.
   // With one query (decoding), lanes take consecutive splits instead: their loads then fetch
   // different keys rather than the same one.
@@ -41,8 +26,8 @@ void main() {
   const uint bh = pc.bh_first + g / pc.groups_per_bh;
   const uint rem = g % pc.groups_per_bh, q_tiles = pc.groups_per_bh / pc.split_groups;
   const bool lane_splits = pc.lane_splits != 0u;
-  const uint split = lane_splits ? (rem / q_tiles) * WG + lane : rem / q_tiles;
-  const uint i_first = lane_splits ? 0u : (rem % q_tiles) * WG * ROWS;
+  const uint split = lane_splits ? (rem / q_tiles) * WG_X + lane : rem / q_tiles;
+  const uint i_first = lane_splits ? 0u : (rem % q_tiles) * WG_X * ROWS;
   const uint b = bh / pc.heads, h = bh % pc.heads;
   const uint M = pc.memory_prefix;
 
@@ -55,18 +40,17 @@ void main() {
   const uint row_shift = uint(pc.query_offset - q_off);
   uint j_end = min(seq_keys, j_begin + pc.split_len);
   if (pc.causal != 0u) {
-    const int last_abs = int(min(i_first + WG * ROWS, pc.queries) - 1u) + q_off;
+    const int last_abs = int(min(i_first + WG_X * ROWS, pc.queries) - 1u) + q_off;
     j_end = min(j_end, M + uint(max(last_abs + 1, 0)));
   }
 
-  const uint mode = BIAS_MODE;
   const int kk = int(pc.shaw_k);
   const uint last_rel = 2u * pc.shaw_k;
-  const float slope = mode == RELPOS_ATTN_ALIBI ? bias[h - pc.bias_shift] : 0.0;
+  const float slope = BIAS_MODE == RELPOS_ATTN_ALIBI ? bias[h - pc.bias_shift] : 0.0;
   const uint hk = h / pc.kv_group;
   const uint kv_word = (b * pc.kv_heads + hk) * pc.kv_stride * D4 - pc.kv_shift;
 
-  // Per row r (query i_first + r * WG + lane; idle lanes shadow the last query): the scaled query,
+  // Per row r (query i_first + r * WG_X + lane; idle lanes shadow the last query): the scaled query,
   // the accumulator, the running max and sum. Shaw's two edge buckets take every far key, so
   // their q·rel_keys and weight sums are scalars, rescaled with the output; an interior bucket
   // holds one key per row and is added at once.
@@ -80,7 +64,7 @@ void main() {
   int near[ROWS];
   float near_bias[ROWS];  // slope * float(near)
   [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
-    const uint i = lane_splits ? 0u : min(i_first + r * WG + lane, pc.queries - 1u);
+    const uint i = lane_splits ? 0u : min(i_first + r * WG_X + lane, pc.queries - 1u);
     const int i_abs = int(i) + q_off;
     lane_end[r] = pc.causal != 0u ? min(j_end, M + uint(max(i_abs + 1, 0))) : j_end;
     rp_base[r] = -int(M) - i_abs;
@@ -90,10 +74,10 @@ void main() {
       near_bias[r] = slope * float(near[r]);
     }
     // Bias index of key j >= M is bias_base + j (wraps harmlessly in between).
-    bias_base[r] = mode == RELPOS_ATTN_ROW     ? h * (pc.queries + pc.keys - 1u) + (pc.queries - 1u - i) + row_shift - M - pc.bias_shift
-                   : mode == RELPOS_ATTN_DENSE ? (h * pc.queries + i) * pc.keys - pc.bias_shift
+    bias_base[r] = BIAS_MODE == RELPOS_ATTN_ROW     ? h * (pc.queries + pc.keys - 1u) + (pc.queries - 1u - i) + row_shift - M - pc.bias_shift
+                   : BIAS_MODE == RELPOS_ATTN_DENSE ? (h * pc.queries + i) * pc.keys - pc.bias_shift
                                                : 0u;
-    share_base[r] = h * (pc.queries + pc.keys - 1u) + (pc.queries - 1u) - (i_first + r * WG + lane - LANE_IN_SUBGROUP) + row_shift - M -
+    share_base[r] = h * (pc.queries + pc.keys - 1u) + (pc.queries - 1u) - (i_first + r * WG_X + lane - LANE_IN_SUBGROUP) + row_shift - M -
                     pc.bias_shift;
     m[r] = NEG_INF;
     l[r] = 0.0;
@@ -106,7 +90,7 @@ void main() {
       q[r * D4 + d] = load_q(q_word[r] + d) * pc.scale;
       acc[r * D4 + d] = vec4(0.0);
     }
-    if (mode == RELPOS_ATTN_SHAW) {
+    if (BIAS_MODE == RELPOS_ATTN_SHAW) {
       [[unroll]] for (uint d = 0u; d < D4; ++d) {
         p_lo[r] += dot(q[r * D4 + d], rel_keys[d]);
         p_hi[r] += dot(q[r * D4 + d], rel_keys[last_rel * D4 + d]);
@@ -150,16 +134,16 @@ void main() {
       [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
         float x = 0.0;
         [[unroll]] for (uint d = 0u; d < D4; ++d) x += dot(q[r * D4 + d], key[d]);
-        if (j >= M && mode != RELPOS_ATTN_NONE) {
+        if (j >= M && BIAS_MODE != RELPOS_ATTN_NONE) {
           const int rp = int(j) + rp_base[r];
           if (SHARE_BIAS) {
             const int t = int(u) - int(LANE_IN_SUBGROUP);
             const float lo = SHARED_LOAD(bias_lo[r], uint(t + int(KEY_BLOCK) - 1) & (KEY_BLOCK - 1u));
             const float hi = SHARED_LOAD(bias_hi[r], uint(t - 1) & (KEY_BLOCK - 1u));
             x += t <= 0 ? lo : hi;
-          } else if (mode == RELPOS_ATTN_ROW || mode == RELPOS_ATTN_DENSE) {
+          } else if (BIAS_MODE == RELPOS_ATTN_ROW || BIAS_MODE == RELPOS_ATTN_DENSE) {
             x += bias[bias_base[r] + jb];
-          } else if (mode == RELPOS_ATTN_ALIBI) {
+          } else if (BIAS_MODE == RELPOS_ATTN_ALIBI) {
             precise const float b = slope * float(abs(rp));  // the float32 bias, as the reference defines it
             x -= b - near_bias[r];                            // near b: exact (Sterbenz)
           } else {
@@ -199,7 +183,7 @@ void main() {
         const float p = s == NEG_INF ? 0.0 : exp(s - m[r]);
         l[r] += p;
         [[unroll]] for (uint d = 0u; d < D4; ++d) acc[r * D4 + d] += p * value[d];
-        if (mode == RELPOS_ATTN_SHAW && j >= M && p > 0.0) {
+        if (BIAS_MODE == RELPOS_ATTN_SHAW && j >= M && p > 0.0) {
           const uint idx = uint(clamp(int(j) + rp_base[r], -kk, kk) + kk);
           if (idx == 0u) w_lo[r] += p;
           else if (idx == last_rel) w_hi[r] += p;
@@ -210,19 +194,19 @@ void main() {
   }
 
   [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
-    const uint i = lane_splits ? 0u : i_first + r * WG + lane;
+    const uint i = lane_splits ? 0u : i_first + r * WG_X + lane;
     if (i >= pc.queries || split >= pc.splits) continue;
     const float inv = l[r] > 0.0 ? 1.0 / l[r] : 0.0;  // a fully masked row gives zeros
     const uint out_row = (bh * pc.queries + i) * pc.splits + split;
     const uint out_word = out_row * D4 - pc.out_shift;
     [[unroll]] for (uint d = 0u; d < D4; ++d) {
       vec4 x = acc[r * D4 + d];
-      if (mode == RELPOS_ATTN_SHAW) x += w_lo[r] * rel_values[d] + w_hi[r] * rel_values[last_rel * D4 + d];
+      if (BIAS_MODE == RELPOS_ATTN_SHAW) x += w_lo[r] * rel_values[d] + w_hi[r] * rel_values[last_rel * D4 + d];
       x *= inv;
       if (OUT_HALF != 0u) o16[out_word + d] = uvec2(packHalf2x16(x.xy), packHalf2x16(x.zw));
       else o32[out_word + d] = x;
     }
-    const float shift = mode == RELPOS_ATTN_ALIBI ? near_bias[r] : 0.0;
+    const float shift = BIAS_MODE == RELPOS_ATTN_ALIBI ? near_bias[r] : 0.0;
     lse[out_row - pc.lse_shift] = l[r] > 0.0 ? (m[r] + log(l[r])) - shift : NEG_INF;
   }
 }

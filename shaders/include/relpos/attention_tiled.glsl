@@ -1,7 +1,7 @@
 // Fused attention for GPUs, in FlashAttention-2 form. A workgroup owns BR query rows of one
 // (batch, head) and one key split. Its queries are staged once in shared memory; the keys are
 // walked in tiles of BC: all lanes load the tile's keys (then its values) into shared memory by
-// coalesced loads, and every row of the workgroup reuses them. Each row has LPR = WG / BR lanes:
+// coalesced loads, and every row of the workgroup reuses them. Each row has LPR = WG_X / BR lanes:
 // lane s of row r scores keys c = s + LPR·t of the tile and owns dims d4 = s + LPR·k of the row's
 // output, so no lane holds a whole key or a whole row. One online-softmax rescale per tile.
 //
@@ -17,9 +17,9 @@
 //                                                           -> barrier D
 // Barrier D keeps the next tile's writes of kv_tile, row_tile, row_max and p_tile behind this
 // tile's reads.
-// Loops that are not unrolled, per tile (the host bounds the keys of a split by their sum, see
-// attention_tiled_loop_iterations): the tile, ceil(D4 / 4) for the scores, two of SCORES for the
-// bias and the weights, BC / OUT_STEP for the output; Shaw adds ceil(D4 / 4) per score.
+// Loops that are not unrolled, per tile: the tile, ceil(D4 / 4) for the scores, two of SCORES for
+// the bias and the weights, BC / OUT_STEP for the output; Shaw adds ceil(D4 / 4) per score
+// (RELPOS_ATTN_TILED_TILE_ITERATIONS, by which the host bounds the keys of a split).
 // q_tile is written once before the loop (behind its own barrier) and only read after.
 //
 // The including shader defines PAGED_KV (0 or 1: k and v a paged cache), LANE, the lane's index in
@@ -28,55 +28,41 @@
 // subgroups, so that lanes LANE ^ m share a subgroup by construction), or x itself where
 // SHUFFLE_LANES is always 1 (attention_tiled.comp).
 #extension GL_EXT_control_flow_attributes : require
+#include "relpos_contract/attention.h"
 #include "relpos_push/attention.h"
 
-layout(local_size_x_id = 0) in;                     // BR * LPR lanes
-layout(constant_id = 1) const uint D4 = 16;         // head_dim / 4
-layout(constant_id = 2) const uint BC = 32;         // keys per tile, a multiple of 4
-layout(constant_id = 3) const uint IN_HALF = 0u;    // q, k, v stored as float16
-layout(constant_id = 4) const uint OUT_HALF = 0u;   // out stored as float16
-layout(constant_id = 5) const uint BR = 16;         // query rows per workgroup
-layout(constant_id = 6) const uint BIAS_MODE = 0u;  // RELPOS_ATTN_*: only its own code is compiled
-// Lanes of a row whose maxima meet by subgroup shuffles: a power of two dividing LPR and the
-// subgroup size (1: all through shared memory).
-layout(constant_id = 7) const uint SHUFFLE_LANES = 1u;
-// Not 0: k and v are a paged cache (key_word). Only in the shaders that define PAGED_KV 1
-// (attention_tiled_paged.comp, attention_tiled_shuffle_paged.comp).
-layout(constant_id = 8) const uint PAGED = 0u;
-const uint WG = gl_WorkGroupSize.x;
-const uint LPR = WG / BR;                  // lanes per row
+// The constants, the shared arrays' sizes and the loop steps the host plans by are in
+// relpos_contract/attention.h.
+RELPOS_DECLARE_SPEC(RELPOS_SPEC_ATTENTION_TILED)
+const uint LPR = WG_X / BR;                  // lanes per row
 const uint MAX_PARTS = LPR / SHUFFLE_LANES;  // the row's maxima left for shared memory
-const uint SCORES = (BC + LPR - 1u) / LPR;  // scores per lane and tile (decoding: lanes past BC score none)
+const uint SCORES = RELPOS_ATTN_TILED_SCORES(BC, LPR);  // (decoding: lanes past BC score none)
 const uint OWNED = (D4 + LPR - 1u) / LPR;  // output words per lane (the last lanes may own one less)
-// Rows of the shared tiles are padded by one word, so that the LPR keys (or BR queries) read at one
-// time fall in different banks.
-const uint KV_STRIDE = D4 + 1u, Q_STRIDE = D4 + 1u, P_STRIDE = BC + 1u;
-const uint WINDOW = BR + BC - 1u;           // the per-distance row's values one tile reads
-// Keys per step of the output loop: Shaw adds a row of rel_values per key, whose loads a compiler
-// issues together for all the keys of a step (4 would take 16·OWNED registers).
-const uint OUT_STEP = BIAS_MODE == RELPOS_ATTN_SHAW ? 1u : 4u;
+const uint KV_STRIDE = D4 + 1u, Q_STRIDE = D4 + 1u, P_STRIDE = BC + 1u;  // padded rows
+const uint WINDOW = RELPOS_ATTN_TILED_WINDOW(BR, BC);
+const uint OUT_STEP = RELPOS_ATTN_TILED_OUT_STEP(BIAS_MODE == RELPOS_ATTN_SHAW);
 
 #include "relpos/attention_bindings.glsl"
 
-shared vec4 q_tile[BR * Q_STRIDE];    // the scaled queries, float32
-shared vec4 kv_tile[BC * KV_STRIDE];  // the tile's keys, then its values, float32
-shared float p_tile[BR * P_STRIDE];   // exp(score - running max)
-shared float row_max[BR * MAX_PARTS];  // the row's largest scores of the tile, one per shuffle group
-shared float row_tile[WINDOW];        // RELPOS_ATTN_ROW: row r reads row_tile[BR - 1 - r + c]
+shared vec4 q_tile[RELPOS_ATTN_TILED_Q_TILE(BR, D4)];           // [BR][Q_STRIDE]
+shared vec4 kv_tile[RELPOS_ATTN_TILED_KV_TILE(BC, D4)];         // [BC][KV_STRIDE]
+shared float p_tile[RELPOS_ATTN_TILED_P_TILE(BR, BC)];          // [BR][P_STRIDE]
+shared float row_max[RELPOS_ATTN_TILED_ROW_MAX(BR, MAX_PARTS)];  // one per shuffle group of a row
+shared float row_tile[WINDOW];  // RELPOS_ATTN_ROW: row r reads row_tile[BR - 1 - r + c]
 #if PAGED_KV
 // The first word of each key of a tile, found once per key (one block table load) rather than once
 // per staged word. Two buffers: tile n stages from buffer n % 2 while the lanes fill the other for
 // tile n + 1 in step 4 (its last readers were before barrier C; barrier D publishes it). A
 // preprocessor switch, not PAGED alone: RADV (Mesa 22.3) kept the shared reads in the contiguous
 // variant even under a constant-false PAGED (ACO: +2% cycles).
-shared uint key_words[2u * BC];
+shared uint key_words[RELPOS_ATTN_TILED_KEY_WORDS(BC)];
 #endif
 
 void find_key_words(uint buf, uint b, uint hk, uint j0, uint j_end) {
 #if PAGED_KV
   if (j0 >= j_end) return;
-  [[unroll]] for (uint t = 0u; t < (BC + WG - 1u) / WG; ++t) {
-    const uint c = gl_LocalInvocationID.x + t * WG;
+  [[unroll]] for (uint t = 0u; t < (BC + WG_X - 1u) / WG_X; ++t) {
+    const uint c = gl_LocalInvocationID.x + t * WG_X;
     if (c < BC) key_words[buf * BC + c] = key_word(0u, b, hk, min(j0 + c, j_end - 1u));
   }
 #endif
@@ -94,8 +80,8 @@ uint tile_key_word(uint kv_word, uint buf, uint j0, uint c, uint j_end) {
 // Steps 1 and 3: the keys (or values) j0 .. j0 + BC - 1 into kv_tile, all lanes, consecutive lanes
 // consecutive words. A key past the end reloads the last one: finite, and its score is masked.
 void stage_tile(uint kv_word, uint buf, uint j0, uint j_end, bool values) {
-  [[unroll]] for (uint t = 0u; t < (BC * D4 + WG - 1u) / WG; ++t) {
-    const uint w = gl_LocalInvocationID.x + t * WG;
+  [[unroll]] for (uint t = 0u; t < (BC * D4 + WG_X - 1u) / WG_X; ++t) {
+    const uint w = gl_LocalInvocationID.x + t * WG_X;
     if (w < BC * D4) {
       const uint c = w / D4, d = w % D4, at = tile_key_word(kv_word, buf, j0, c, j_end) + d;
       kv_tile[c * KV_STRIDE + d] = values ? load_v(at) : load_k(at);
@@ -112,7 +98,6 @@ void main() {
   const uint split = rem / q_tiles, i_first = (rem % q_tiles) * BR;
   const uint b = bh / pc.heads, h = bh % pc.heads;
   const uint M = pc.memory_prefix;
-  const uint mode = BIAS_MODE;
 
   // The keys of the workgroup: its split, cut by the batch's length and by the causal bound of its
   // last query (memory keys stay visible). Uniform over the workgroup.
@@ -134,11 +119,11 @@ void main() {
   const int rp_base = -int(M) - i_abs;  // rp = j + rp_base
   const int kk = int(pc.shaw_k);
   const uint last_rel = 2u * pc.shaw_k;
-  const float slope = mode == RELPOS_ATTN_ALIBI ? bias[h - pc.bias_shift] : 0.0;
+  const float slope = BIAS_MODE == RELPOS_ATTN_ALIBI ? bias[h - pc.bias_shift] : 0.0;
   // ALiBi: scores carry the bias relative to that of the row's nearest key in the split, and the
   // lse gets it back, so a far query (slope·|rp| near 2^31) keeps q·k in float32.
   float near_bias = 0.0;
-  if (mode == RELPOS_ATTN_ALIBI) {
+  if (BIAS_MODE == RELPOS_ATTN_ALIBI) {
     const int rp_lo = int(j_begin) + rp_base, rp_hi = int(row_end) - 1 + rp_base;
     const int near = j_begin < M || row_end <= j_begin ? 0 : rp_lo > 0 ? rp_lo : rp_hi < 0 ? -rp_hi : 0;
     near_bias = slope * float(near);
@@ -151,8 +136,8 @@ void main() {
                            pc.bias_shift;
 
   // Stage the scaled queries (one barrier, before the tile loop).
-  [[unroll]] for (uint t = 0u; t < (BR * D4 + WG - 1u) / WG; ++t) {
-    const uint w = lane + t * WG;
+  [[unroll]] for (uint t = 0u; t < (BR * D4 + WG_X - 1u) / WG_X; ++t) {
+    const uint w = lane + t * WG_X;
     if (w < BR * D4) {
       const uint row = w / D4, d = w % D4;
       const uint qi = min(i_first + row, pc.queries - 1u);
@@ -165,7 +150,7 @@ void main() {
   // Shaw's edge buckets take every far key: their q·rel_keys are per row, their weights rescale
   // with the output.
   float p_lo = 0.0, p_hi = 0.0, w_lo = 0.0, w_hi = 0.0;
-  if (mode == RELPOS_ATTN_SHAW) {
+  if (BIAS_MODE == RELPOS_ATTN_SHAW) {
     // Not unrolled: a compiler would issue all 2·D4 loads first and hold them in 8·D4 registers.
     [[dont_unroll]] for (uint d0 = 0u; d0 < D4; d0 += 4u) {
       [[unroll]] for (uint e = 0u; e < 4u; ++e) {
@@ -187,10 +172,10 @@ void main() {
     // 1. The tile's keys and the bias window, clamped into the binding (only masked scores read
     // past it).
     stage_tile(kv_word, buf, j0, j_end, false);
-    if (mode == RELPOS_ATTN_ROW) {
+    if (BIAS_MODE == RELPOS_ATTN_ROW) {
       const uint last = uint(bias.length()) - 1u;
-      [[unroll]] for (uint t = 0u; t < (WINDOW + WG - 1u) / WG; ++t) {
-        const uint w = lane + t * WG;
+      [[unroll]] for (uint t = 0u; t < (WINDOW + WG_X - 1u) / WG_X; ++t) {
+        const uint w = lane + t * WG_X;
         if (w < WINDOW) row_tile[w] = bias[min(window_base + j0 + w, last)];
       }
     }
@@ -215,16 +200,16 @@ void main() {
     for (uint c = s; c < BC; c += LPR) {
       const uint j = j0 + c;
       float x = p_tile[r * P_STRIDE + c];
-      if (j >= M && mode != RELPOS_ATTN_NONE) {
+      if (j >= M && BIAS_MODE != RELPOS_ATTN_NONE) {
         const int rp = int(j) + rp_base;
-        if (mode == RELPOS_ATTN_ROW) {
+        if (BIAS_MODE == RELPOS_ATTN_ROW) {
           x += row_tile[BR - 1u - r + c];
-        } else if (mode == RELPOS_ATTN_DENSE) {
+        } else if (BIAS_MODE == RELPOS_ATTN_DENSE) {
           x += bias[dense_base + min(j, j_end - 1u)];
-        } else if (mode == RELPOS_ATTN_ALIBI) {
+        } else if (BIAS_MODE == RELPOS_ATTN_ALIBI) {
           precise const float bj = slope * float(abs(rp));  // the float32 bias, as the reference defines it
           x -= bj - near_bias;                               // near bj: exact (Sterbenz)
-        } else if (mode == RELPOS_ATTN_SHAW) {
+        } else if (BIAS_MODE == RELPOS_ATTN_SHAW) {
           const uint idx = uint(clamp(rp, -kk, kk) + kk);
           if (idx == 0u) x += p_lo;
           else if (idx == last_rel) x += p_hi;
@@ -278,7 +263,7 @@ void main() {
           const uint d = s + k * LPR;
           if (d < D4) acc[k] += p * kv_tile[c * KV_STRIDE + d];
         }
-        if (mode == RELPOS_ATTN_SHAW && j0 + c >= M && p > 0.0) {
+        if (BIAS_MODE == RELPOS_ATTN_SHAW && j0 + c >= M && p > 0.0) {
           const uint idx = uint(clamp(int(j0 + c) + rp_base, -kk, kk) + kk);
           if (idx == 0u) w_lo += p;
           else if (idx == last_rel) w_hi += p;
@@ -300,11 +285,11 @@ void main() {
     const uint d = s + k * LPR;
     if (d >= D4) continue;
     vec4 x = acc[k];
-    if (mode == RELPOS_ATTN_SHAW) x += w_lo * rel_values[d] + w_hi * rel_values[last_rel * D4 + d];
+    if (BIAS_MODE == RELPOS_ATTN_SHAW) x += w_lo * rel_values[d] + w_hi * rel_values[last_rel * D4 + d];
     x *= inv;
     if (OUT_HALF != 0u) o16[out_word + d] = uvec2(packHalf2x16(x.xy), packHalf2x16(x.zw));
     else o32[out_word + d] = x;
   }
-  const float shift = mode == RELPOS_ATTN_ALIBI ? near_bias : 0.0;
+  const float shift = BIAS_MODE == RELPOS_ATTN_ALIBI ? near_bias : 0.0;
   if (s == 0u) lse[out_row - pc.lse_shift] = l > 0.0 ? (m + log(l)) - shift : NEG_INF;
 }

@@ -2,15 +2,15 @@
 // position rp = rp_first + r of a [Q, K] window, writing the bias of the dispatch's heads into
 // rows [heads, row_len] (binding 1), -inf for rp > 0 under `causal`.
 //
-// The family's shader declares its push block (RELPOS_DISTANCE_ROW_FIELDS first), binding 0 (its
-// parameters) and any bindings from 2 on, defines
+// The family's shader declares its push block (RELPOS_DISTANCE_ROW_FIELDS first) and its bindings
+// (relpos_contract/distance_row.h: PARAMS, its parameters, and with some families CONSTANTS), defines
 //   float bias_at(uint h, int rp)        the bias of head h at relative position rp
 // and then includes this file. Optional hooks, each enabled by defining its macro first:
 //   RELPOS_ROW_PREPARE  void row_prepare(int rp) runs once per rp before its heads (shared work);
 //   RELPOS_ROW_BITS     uint row_bits(uint h, int rp) is stored instead of bias_at's float bits.
-layout(local_size_x_id = 0) in;
+RELPOS_DECLARE_SPEC(RELPOS_SPEC_WORKGROUP)
 
-layout(std430, binding = 1) writeonly buffer Rows { uint row[]; };  // [heads, row_len]
+layout(std430, binding = BINDING_ROWS) writeonly buffer Rows { uint row[]; };  // [heads, row_len]
 
 void main() {
   uint r = pc.first + gl_GlobalInvocationID.x;

@@ -2,9 +2,9 @@
 // quads of f16 (uvec2) and single 32-bit words, and the store of one quad in each MODE.
 const uint COPY32 = 0, WRITE_F16 = 1, ADD_F32 = 2, ADD_F16 = 3;
 
-layout(std430, binding = 1) buffer Out4 { uvec4 out4[]; };
-layout(std430, binding = 1) buffer Out2 { uvec2 out2[]; };
-layout(std430, binding = 1) buffer Out1 { uint out1[]; };
+layout(std430, binding = BINDING_OUT) buffer Out4 { uvec4 out4[]; };
+layout(std430, binding = BINDING_OUT) buffer Out2 { uvec2 out2[]; };
+layout(std430, binding = BINDING_OUT) buffer Out1 { uint out1[]; };
 
 // Stores (or adds) the four 32-bit values v at quad q of the output.
 void store_quad(uint q, uvec4 v) {

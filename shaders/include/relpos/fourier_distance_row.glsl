@@ -14,17 +14,16 @@
 // storage load as a loop over the lanes, so sharing makes SUB times fewer loads.
 #extension GL_EXT_control_flow_attributes : require
 #define RELPOS_FOURIER_ROW
+#include "relpos_contract/fourier.h"
 #include "relpos_push/fourier.h"
 #include "relpos/fourier_phase.glsl"
 
-layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint HEADS_PER_PASS = 8;
-layout(constant_id = 2) const uint SUB = 0;
-layout(constant_id = 3) const uint ACCUMULATE = 0;  // 1: add to the row (a later feature chunk)
+RELPOS_DECLARE_SPEC(RELPOS_SPEC_FOURIER_DISTANCE_ROW)
+RELPOS_DECLARE_BINDINGS(RELPOS_BINDINGS_FOURIER_DISTANCE_ROW)
 
-layout(std430, binding = 0) readonly buffer Steps { uvec2 steps[]; };      // [d/2]
-layout(std430, binding = 1) readonly buffer Rotation { float rot[]; };     // [heads, d] = [a | b]
-layout(std430, binding = 2) buffer Rows { float row[]; };                  // [heads, row_len]
+layout(std430, binding = BINDING_STEPS) readonly buffer Steps { uvec2 steps[]; };       // [d/2]
+layout(std430, binding = BINDING_ROTATION) readonly buffer Rotation { float rot[]; };   // [heads, d] = [a | b]
+layout(std430, binding = BINDING_ROWS) buffer Rows { float row[]; };                    // [heads, row_len]
 
 vec4 acc[HEADS_PER_PASS];
 

@@ -1,14 +1,14 @@
 // The operands of the matmul kernels (matmul.comp, matmul_shared.comp, matmul_tiled.comp): A and B
 // read as quads in float32 or float16 storage, C written or added in either. The including shader
-// declares the constants A_F16, B_F16 and C_MODE (0: write f32, 1: write f16, 2: add f32, 3: add
-// f16) first. An f16 C is written a half at a time by read-modify-write of its 32-bit word, so the
+// declares its constants (with A_F16, B_F16 and C_MODE, relpos_contract/matmul.h) first. An f16 C is written a half at a time by read-modify-write of its 32-bit word, so the
 // two halves of a word must belong to one invocation (the host stages C otherwise).
-layout(std430, binding = 0) readonly buffer A32x4 { vec4 a32x4[]; };
-layout(std430, binding = 0) readonly buffer A16x4 { uvec2 a16x4[]; };
-layout(std430, binding = 1) readonly buffer B32x4 { vec4 b32x4[]; };
-layout(std430, binding = 1) readonly buffer B16x4 { uvec2 b16x4[]; };
-layout(std430, binding = 2) buffer C32 { float c32[]; };
-layout(std430, binding = 2) buffer C16 { uint c16[]; };
+RELPOS_DECLARE_BINDINGS(RELPOS_BINDINGS_MATMUL)
+layout(std430, binding = BINDING_A) readonly buffer A32x4 { vec4 a32x4[]; };
+layout(std430, binding = BINDING_A) readonly buffer A16x4 { uvec2 a16x4[]; };
+layout(std430, binding = BINDING_B) readonly buffer B32x4 { vec4 b32x4[]; };
+layout(std430, binding = BINDING_B) readonly buffer B16x4 { uvec2 b16x4[]; };
+layout(std430, binding = BINDING_C) buffer C32 { float c32[]; };
+layout(std430, binding = BINDING_C) buffer C16 { uint c16[]; };
 
 // e is a multiple of 4.
 vec4 load_a4(uint e) {

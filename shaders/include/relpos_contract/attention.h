@@ -1,0 +1,109 @@
+// Fused attention's constants and bindings: attention_fused*.comp (the CPU kernel class,
+// shaders/include/relpos/attention_fused.glsl), attention_tiled*.comp (the GPU class,
+// attention_tiled.glsl) and attention_merge.comp; and the sizes of attention_tiled's shared memory
+// and loops, which the host plans its tiles and key splits by.
+#ifndef RELPOS_CONTRACT_ATTENTION_H
+#define RELPOS_CONTRACT_ATTENTION_H
+#include "relpos_contract/common.h"
+
+// attention_fused: each lane owns ROWS query rows of a key split.
+// SHARE_LOADS 1: KEY_BLOCK equals the subgroup size and the subgroup is full; lane u loads key
+// j0 + u of the block and the others take it by subgroupShuffle. A CPU device (lavapipe) runs each
+// storage buffer load as a loop over its SIMD lanes, so one load per lane and block, instead of one
+// per lane and key, divides that cost by the subgroup size; a shuffle there is a register extract.
+// BIAS_MODE (RELPOS_ATTN_*, relpos_push/attention.h) is a constant so that only its own code is
+// compiled: lavapipe runs both sides of every branch under a lane mask, so a mode chosen at run
+// time cost every key the loads of all the others (Shaw's D4 rel_keys loads among them).
+// PAGED not 0: k and v are a paged cache (attention_bindings.glsl's key_word says how it is
+// addressed: 1 any block size, n >= 4 blocks of 2^n keys).
+#define RELPOS_SPEC_ATTENTION_FUSED(X)                                                     \
+  X(0, WG_X, size_x, 64u)                                                                  \
+  X(1, D4, uint, 16u)        /* head_dim / 4 */                                            \
+  X(2, KEY_BLOCK, uint, 8u)  /* keys scored before one softmax rescale */                  \
+  X(3, IN_HALF, uint, 0u)    /* q, k, v stored as float16 */                               \
+  X(4, OUT_HALF, uint, 0u)   /* out stored as float16 */                                   \
+  X(5, ROWS, uint, 1u)       /* query rows per lane, sharing each key and value load */    \
+  X(6, SHARE_LOADS, uint, 0u)                                                              \
+  X(7, BIAS_MODE, uint, 0u)                                                                \
+  X(8, PAGED, uint, 0u)
+
+// attention_tiled: a workgroup of WG_X = BR * LPR lanes owns BR query rows; keys are staged BC at
+// a time. SHUFFLE_LANES: lanes of a row whose maxima meet by subgroup shuffles, a power of two
+// dividing LPR and the subgroup size (1: all through shared memory). PAGED as above, only in the
+// shaders that define PAGED_KV 1 (attention_tiled_paged.comp, attention_tiled_shuffle_paged.comp).
+#define RELPOS_SPEC_ATTENTION_TILED(X)                                       \
+  X(0, WG_X, size_x, 64u)                                                    \
+  X(1, D4, uint, 16u)       /* head_dim / 4 */                               \
+  X(2, BC, uint, 32u)       /* keys per tile, a multiple of 4 */             \
+  X(3, IN_HALF, uint, 0u)   /* q, k, v stored as float16 */                  \
+  X(4, OUT_HALF, uint, 0u)  /* out stored as float16 */                      \
+  X(5, BR, uint, 16u)       /* query rows per workgroup */                   \
+  X(6, BIAS_MODE, uint, 0u) /* RELPOS_ATTN_*: only its own code is compiled */ \
+  X(7, SHUFFLE_LANES, uint, 1u)                                              \
+  X(8, PAGED, uint, 0u)
+
+// The same nine bindings in both kernel classes, so that one host path binds either. Shaw has no
+// other bias input: its rel_values take BIAS (one binding fewer for every shader: the runtime binds
+// at most kMaxBindings = 9, src/shaders/contracts.hpp). LENGTHS: key_lengths, or a paged cache's
+// cache_lengths.
+#define RELPOS_BINDINGS_ATTENTION(X) \
+  X(0, Q)                            \
+  X(1, K)                            \
+  X(2, V)                            \
+  X(3, OUT)                          \
+  X(4, LSE)                          \
+  X(5, BIAS)                         \
+  X(6, REL_KEYS)                     \
+  X(7, LENGTHS)                      \
+  X(8, BLOCK_TABLE)
+
+// attention_merge.comp: one invocation per 4-element word of the merged output.
+#define RELPOS_SPEC_ATTENTION_MERGE(X) \
+  X(0, WG_X, size_x, 64u)              \
+  X(1, D4, uint, 16u)                  \
+  X(2, IN_HALF, uint, 0u)              \
+  X(3, OUT_HALF, uint, 0u)
+#define RELPOS_BINDINGS_ATTENTION_MERGE(X) \
+  X(0, PARTS)                              \
+  X(1, PARTS_LSE)                          \
+  X(2, OUT)                                \
+  X(3, LSE)
+
+// attention_tiled's shared arrays, in elements, from its constants (LPR = WG_X / BR lanes per row,
+// MAX_PARTS = LPR / SHUFFLE_LANES row maxima per row left for shared memory). Rows of the staged
+// queries and keys (vec4 words) and of p_tile are padded by one word, so that the LPR keys (or BR
+// queries) read at one time fall in different banks.
+#define RELPOS_ATTN_TILED_Q_TILE(BR, D4) ((BR) * ((D4) + 1u))  /* vec4: the scaled queries */
+#define RELPOS_ATTN_TILED_KV_TILE(BC, D4) ((BC) * ((D4) + 1u)) /* vec4: the tile's keys, then values */
+#define RELPOS_ATTN_TILED_P_TILE(BR, BC) ((BR) * ((BC) + 1u))  /* float: exp(score - running max) */
+#define RELPOS_ATTN_TILED_ROW_MAX(BR, MAX_PARTS) ((BR) * (MAX_PARTS))
+#define RELPOS_ATTN_TILED_WINDOW(BR, BC) ((BR) + (BC) - 1u)    /* float: the per-distance row's values of a tile */
+#define RELPOS_ATTN_TILED_KEY_WORDS(BC) (2u * (BC))            /* uint, paged only: two tiles' key words */
+// All of them, in bytes.
+#define RELPOS_ATTN_TILED_SHARED_BYTES(BR, BC, D4, MAX_PARTS, PAGED_KV)                                              \
+  (16u * (RELPOS_ATTN_TILED_Q_TILE(BR, D4) + RELPOS_ATTN_TILED_KV_TILE(BC, D4)) +                                      \
+   4u * (RELPOS_ATTN_TILED_P_TILE(BR, BC) + RELPOS_ATTN_TILED_ROW_MAX(BR, MAX_PARTS) + RELPOS_ATTN_TILED_WINDOW(BR, BC) + \
+         ((PAGED_KV) ? RELPOS_ATTN_TILED_KEY_WORDS(BC) : 0u)))
+
+// attention_tiled's loops that are not unrolled, per tile: the tile loop itself, the scores' loop
+// over the head in steps of 4 words, two of SCORES (the bias, the weights) and the output's BC /
+// OUT_STEP; Shaw adds a loop over the head per score. The host bounds a split's keys by their sum
+// (RELPOS_MAX_LOOP_ITERATIONS).
+#define RELPOS_ATTN_TILED_SCORES(BC, LPR) (((BC) + (LPR) - 1u) / (LPR)) /* scores per lane and tile */
+// Keys per step of the output loop: Shaw adds a row of rel_values per key, whose loads a compiler
+// issues together for all the keys of a step (4 would take 16·OWNED registers).
+#define RELPOS_ATTN_TILED_OUT_STEP(SHAW) ((SHAW) ? 1u : 4u)
+#define RELPOS_ATTN_TILED_HEAD_STEPS(D4) (((D4) + 3u) / 4u)
+#define RELPOS_ATTN_TILED_TILE_ITERATIONS(BC, LPR, D4, SHAW)                                                 \
+  (1u + RELPOS_ATTN_TILED_HEAD_STEPS(D4) + 2u * RELPOS_ATTN_TILED_SCORES(BC, LPR) +                           \
+   ((SHAW) ? RELPOS_ATTN_TILED_SCORES(BC, LPR) * RELPOS_ATTN_TILED_HEAD_STEPS(D4) : 0u) + (BC) / RELPOS_ATTN_TILED_OUT_STEP(SHAW))
+
+#ifdef __cplusplus
+RELPOS_SPEC_STRUCT(AttentionFusedSpec, RELPOS_SPEC_ATTENTION_FUSED)
+RELPOS_SPEC_STRUCT(AttentionTiledSpec, RELPOS_SPEC_ATTENTION_TILED)
+RELPOS_BINDINGS_STRUCT(AttentionBindings, RELPOS_BINDINGS_ATTENTION)
+RELPOS_SPEC_STRUCT(AttentionMergeSpec, RELPOS_SPEC_ATTENTION_MERGE)
+RELPOS_BINDINGS_STRUCT(AttentionMergeBindings, RELPOS_BINDINGS_ATTENTION_MERGE)
+#endif
+
+#endif
