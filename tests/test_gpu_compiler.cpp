@@ -1,7 +1,12 @@
-// AMD's real compiler (RADV's ACO, null hardware: no GPU needed) on every pipeline relpos would use
-// on a GPU, for the head sizes models use: no driver failure, no spilled register anywhere, and the
-// GPU attention kernel within 128 VGPRs (4 waves per SIMD on RDNA) with its tiles in shared memory
-// up to head_dim 128. Skipped, saying why, where the radeon ICD is missing.
+// Real GPU compilers without a GPU (tools/gpu-compilers.sh, docs/gpu_compilers.md) on every pipeline
+// relpos would use on a GPU, for the head sizes models use: AMD's (RADV's ACO, null hardware) on
+// navi10, navi21, vega10 (the system's Mesa 22.3) and navi31, navi21-mesa25 (Mesa 25), and Intel's
+// (ANV through Mesa's no-op DRM shim, Mesa 25) on dg2, bmg, lnl, tgl. No driver failure, no spilled
+// register anywhere on AMD, the GPU attention kernel within 128 VGPRs up to head_dim 128 on Mesa 22.3,
+// tiles in shared memory, an occupancy for every pipeline (relpos stats --summary), and each fused
+// attention record's use. On Intel nothing spills outside one known gap that the attention kernel's
+// rewrite (issue 27, item 2) is to close: see kIntelSpillGap. A target that is not prepared here
+// (tools/gpu-compilers.sh prepare) is skipped, saying why; one that is prepared must work.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -16,6 +21,8 @@
 namespace {
 
 const std::set<std::uint32_t> kHeadDims{64, 80, 96, 128, 256};
+const std::set<std::string> kMesa22Amd{"navi10", "navi21", "vega10"};
+const std::set<std::string> kIntel{"dg2", "bmg", "lnl", "tgl"};
 
 // One JSON line per executable of `relpos stats`, parsed.
 std::vector<nlohmann::json> stats(const std::string& env, const std::string& args) {
@@ -28,38 +35,109 @@ std::vector<nlohmann::json> stats(const std::string& env, const std::string& arg
   return lines;
 }
 
+// The shell prefix that shows `target` to the Vulkan loader (tools/gpu-compilers.sh env), or empty
+// with the script's reason where the target is not ready here.
+std::string target_env(const std::string& target, std::string& why) {
+  const std::string script = RELPOS_GPU_COMPILERS;
+  const auto r = relpos::test::tool_command(script + " env " + target);
+  if (r.status != 0) {
+    why = r.output;
+    return "";
+  }
+  return "eval \"$(" + script + " env " + target + ")\" && RELPOS_DEVICE= ";
+}
+
+bool spills(const nlohmann::json& s) {
+  for (const char* name : {"Spilled VGPRs", "Spilled SGPRs", "Scratch size", "Spill Count", "Fill Count", "Scratch Memory Size"})
+    if (s.contains(name) && s[name] != 0) return true;
+  return false;
+}
+
+// The known gap (main a70c059's GPU attention kernel, Mesa 25.0.7): on every Intel target, prefill
+// with the 16-row x 64-key tile (head_dim 64 and 80) spills in some bias modes, contiguous and
+// paged: dg2 30 of 40 such pipelines, bmg and lnl 28, tgl 32 (docs/gpu_compilers.md lists them).
+// Item 2 of issue 27 closes it; until then the test pins it to exactly this set.
+bool in_intel_spill_gap(const nlohmann::json& j) {
+  const std::string pipeline = j["pipeline"].get<std::string>();
+  return pipeline.starts_with("attention_tiled") && j.value("use", "") == "prefill" && j["variant"].value("BC", 0u) == 64;
+}
+
+std::string describe(const nlohmann::json& j) {
+  return j["pipeline"].get<std::string>() + " " + j.value("use", "") + " " + j["variant"].dump() + " " + j["stats"].dump();
+}
+
 class GpuCompiler : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GpuCompiler, EveryPipelineWithoutSpillsAndAttentionInShapeForGpus) {
-  const std::string env = relpos::test::radv_null_env(GetParam());
-  if (env.empty()) GTEST_SKIP() << "no RADV null " << GetParam() << " here (needs Mesa's radeon ICD, mesa-vulkan-drivers)";
-  const auto lines = stats(env, "stats --json --head-dims 64,80,96,128,256");
+  const std::string target = GetParam();
+  std::string why;
+  const std::string env = target_env(target, why);
+  if (env.empty()) GTEST_SKIP() << target << " is not ready here: " << why;
+  const auto devices = relpos::test::tool_command(env + RELPOS_TOOL + " devices");
+  ASSERT_EQ(devices.status, 0) << "prepared, but the loader shows no device: " << devices.output;
+  const bool intel = kIntel.count(target) > 0;
+  const auto lines = stats(env, "stats --json --summary --head-dims 64,80,96,128,256");
   std::set<std::string> ops;
   std::set<std::uint32_t> tiled_head_dims;
-  std::size_t shuffled = 0, paged = 0;
+  std::size_t shuffled = 0, paged = 0, gap = 0, gap_spilling = 0;
   for (const auto& j : lines) {
-    const std::string what = j["pipeline"].get<std::string>() + " " + j["variant"].dump();
-    ops.insert(j["op"].get<std::string>());
+    const std::string what = describe(j);
+    const std::string pipeline = j["pipeline"].get<std::string>(), op = j["op"].get<std::string>();
+    ops.insert(op);
     const auto& s = j["stats"];
-    EXPECT_EQ(s["Spilled VGPRs"], 0) << what;
-    EXPECT_EQ(s["Spilled SGPRs"], 0) << what;
-    EXPECT_EQ(s["Scratch size"], 0) << what;
-    EXPECT_NE(j["pipeline"], "attention_fused") << "a GPU gets the GPU kernel class: " << what;
-    const std::string pipeline = j["pipeline"].get<std::string>();
+    if (intel && in_intel_spill_gap(j)) {
+      ++gap;
+      if (spills(s)) {
+        ++gap_spilling;
+        std::printf("known gap on %s (issue 27, item 2): %s\n", target.c_str(), what.c_str());
+      }
+    } else {
+      EXPECT_FALSE(spills(s)) << what;
+    }
+    EXPECT_NE(pipeline, "attention_fused") << "a GPU gets the GPU kernel class: " << what;
+    EXPECT_EQ(j.contains("use"), op == "attention") << "fused attention's records, and only they, say which shape they serve: " << what;
+    ASSERT_TRUE(j["occupancy"].is_object()) << "an occupancy for every pipeline: " << what;
+    EXPECT_GT(j["occupancy"]["value"].get<double>(), 0) << what;
     if (pipeline.starts_with("attention_tiled")) {  // contiguous and paged, shuffling or not
       shuffled += pipeline.starts_with("attention_tiled_shuffle");
       paged += pipeline.ends_with("_paged");
       const std::uint32_t d = j["variant"]["head_dim"].get<std::uint32_t>();
       tiled_head_dims.insert(d);
-      EXPECT_GT(s["LDS size"].get<double>(), 0) << what;
-      if (d <= 128) EXPECT_LE(s["VGPRs"].get<double>(), 128) << what;
+      // One query row per workgroup exactly when the kernel serves decoding.
+      EXPECT_EQ(j["use"] == "decode", j["variant"]["BR"] == 1) << what;
+      EXPECT_GT(s[intel ? "Workgroup Memory Size" : "LDS size"].get<double>(), 0) << what;
+      if (kMesa22Amd.count(target) && d <= 128) EXPECT_LE(s["VGPRs"].get<double>(), 128) << what;
     }
   }
   EXPECT_EQ(tiled_head_dims, kHeadDims);
-  EXPECT_GT(shuffled, 0u) << "RADV shuffles in compute shaders: the row maxima meet by shuffles";
+  if (!intel) EXPECT_GT(shuffled, 0u) << "RADV shuffles in compute shaders: the row maxima meet by shuffles";
   EXPECT_GT(paged, 0u) << "stats surveys attention over a paged cache";
   for (const char* op : {"attention", "unfused-attention", "shaw-attention", "t5-bias", "alibi-bias", "kerple-bias", "fourier-bias", "rope", "kv-append"})
     EXPECT_TRUE(ops.count(op)) << op;
+  if (intel) {
+    EXPECT_GT(gap, 0u);
+    EXPECT_GT(gap_spilling, 0u) << "nothing spills on " << target << " any more: the known gap is closed, remove in_intel_spill_gap";
+    std::printf("%s: %zu of %zu prefill attention pipelines with 64-key tiles spill (the known gap)\n", target.c_str(), gap_spilling, gap);
+  }
+}
+
+// Issue 27's Intel target, which item 2 (the attention kernel's rewrite) is to meet: no spills or
+// fills anywhere on dg2 and bmg at head_dim 64-256, and on dg2 prefill at head_dim <= 128 compiled
+// SIMD16 or wider. It fails at main a70c059 (the known gap above, and prefill at SIMD8 on dg2), so
+// it is disabled; run it with --gtest_also_run_disabled_tests.
+class IntelTargetOfIssue27 : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(IntelTargetOfIssue27, DISABLED_NoSpillsAndPrefillSimd16OnDg2) {
+  const std::string target = GetParam();
+  std::string why;
+  const std::string env = target_env(target, why);
+  if (env.empty()) GTEST_SKIP() << target << " is not ready here: " << why;
+  for (const auto& j : stats(env, "stats --json --head-dims 64,80,96,128,256")) {
+    EXPECT_FALSE(spills(j["stats"])) << describe(j);
+    if (target == "dg2" && j["pipeline"].get<std::string>().starts_with("attention_tiled") && j["use"] == "prefill" &&
+        j["variant"]["head_dim"].get<std::uint32_t>() <= 128)
+      EXPECT_GE(j["stats"]["Max dispatch width"].get<double>(), 16) << describe(j);
+  }
 }
 
 // The CPU kernel class forced onto a GPU compiles too (no driver failure; the CPU class is not
@@ -95,6 +173,14 @@ TEST(GpuCompilerPipelineCache, ASecondStartReadsTheDriversPipelines) {
   std::filesystem::remove_all(dir);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, GpuCompiler, ::testing::Values("navi10", "navi21", "vega10"));
+INSTANTIATE_TEST_SUITE_P(Families, GpuCompiler,
+                         ::testing::Values("navi10", "navi21", "vega10", "navi31", "navi21-mesa25", "dg2", "bmg", "lnl", "tgl"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name = info.param;
+                           for (char& c : name)
+                             if (c == '-') c = '_';
+                           return name;
+                         });
+INSTANTIATE_TEST_SUITE_P(Intel, IntelTargetOfIssue27, ::testing::Values("dg2", "bmg"));
 
 }  // namespace
