@@ -74,9 +74,10 @@ prepare() {
   printf 'deb %s\ndeb-src %s\n' "$archive" "$archive" >"$work/apt/sources.list"
   private_apt apt-get update >/dev/null
 
-  local version=$mesa25_version
-  if ! private_apt apt-cache madison mesa-vulkan-drivers | grep -qF "| $version |"; then
-    version=$(private_apt apt-cache madison mesa-vulkan-drivers | awk -F' [|] ' 'NR == 1 {print $2}')
+  local version=$mesa25_version offered
+  offered=$(private_apt apt-cache madison mesa-vulkan-drivers)
+  if ! grep -qF "| $version |" <<<"$offered"; then
+    version=$(awk -F' [|] ' 'NR == 1 {print $2}' <<<"$offered")
     [ -n "$version" ] || die "bookworm-backports offers no mesa-vulkan-drivers"
     say "bookworm-backports no longer has Mesa $mesa25_version: taking $version (docs/gpu_compilers.md's figures are for $mesa25_version)"
   fi
