@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <bit>
 #include <filesystem>
 #include <set>
 #include <sstream>
@@ -137,6 +139,65 @@ TEST_P(IntelTargetOfIssue27, DISABLED_NoSpillsAndPrefillSimd16OnDg2) {
     if (target == "dg2" && j["pipeline"].get<std::string>().starts_with("attention_tiled") && j["use"] == "prefill" &&
         j["variant"]["head_dim"].get<std::uint32_t>() <= 128)
       EXPECT_GE(j["stats"]["Max dispatch width"].get<double>(), 16) << describe(j);
+  }
+}
+
+// `relpos stats --summary`: the occupancy follows from each record's own figures (docs/gpu_compilers.md,
+// "Occupancy"): on navi21 (RDNA2: a WGP of 4 SIMDs, 128 KiB of LDS in 1 KiB granules, 512 wave64
+// VGPRs per SIMD in granules of 8, 16 wave slots) and on dg2 (Xe-HPG: 16 EUs of 8 threads per
+// Xe-core, 128 KiB of SLM allocated in powers of two).
+TEST(GpuCompilerSummary, OccupancyFollowsFromTheDriversFigures) {
+  for (const std::string target : {"navi21", "dg2"}) {
+    std::string why;
+    const std::string env = target_env(target, why);
+    if (env.empty()) {
+      std::printf("%s not ready here, not checked: %s\n", target.c_str(), why.c_str());
+      continue;
+    }
+    const auto lines = stats(env, "stats --json --summary --filter attention --head-dims 64");
+    ASSERT_FALSE(lines.empty());
+    std::set<std::string> limits;
+    for (const auto& j : lines) {
+      const auto& s = j["stats"];
+      const auto& o = j["occupancy"];
+      ASSERT_TRUE(o.is_object()) << describe(j);
+      const std::uint32_t lanes = j["workgroup"][0].get<std::uint32_t>() * j["workgroup"][1].get<std::uint32_t>() * j["workgroup"][2].get<std::uint32_t>();
+      const std::uint32_t width = j["subgroup_size"].get<std::uint32_t>(), per_group = (lanes + width - 1) / width;
+      EXPECT_EQ(o["simd_width"], width) << describe(j);
+      std::uint32_t groups = 0, units = 0, by_shared = 1u << 30;
+      if (target == "navi21") {
+        ASSERT_EQ(width, 64u) << describe(j);
+        units = 4;
+        const auto vgprs = s["VGPRs"].get<std::uint32_t>(), lds = s["LDS size"].get<std::uint32_t>();
+        const std::uint32_t by_regs = 512 / ((std::max(vgprs, 1u) + 7) / 8 * 8) * 4 / per_group;
+        if (lds) by_shared = 131072 / ((lds + 1023) / 1024 * 1024);
+        groups = std::min({by_regs, by_shared, 16u * 4 / per_group, per_group > 1 ? 32u : 1u << 30});
+        EXPECT_DOUBLE_EQ(o["by_registers"].get<double>(), std::min(16.0, double(by_regs) * per_group / 4)) << describe(j);
+        EXPECT_EQ(o["unit"], "waves64 per SIMD");
+      } else {
+        units = 16;
+        const auto slm = s["Workgroup Memory Size"].get<std::uint32_t>();
+        if (slm) by_shared = 131072 / std::max<std::uint32_t>(std::bit_ceil(slm), 1024);
+        groups = std::min(by_shared, 16u * 8 / per_group);
+        EXPECT_EQ(o["unit"], "threads per EU");
+        // SIMD8 with more than 8 lanes: SIMD16 did not fit the registers.
+        EXPECT_EQ(o["limited_by"].get<std::string>().find("registers") != std::string::npos, width < 16 && lanes > width) << describe(j);
+      }
+      EXPECT_DOUBLE_EQ(o["value"].get<double>(), double(groups) * per_group / units) << describe(j);
+      if (by_shared < (1u << 30)) EXPECT_DOUBLE_EQ(o["by_shared_memory"].get<double>(), std::min(o["maximum"].get<double>(), double(by_shared) * per_group / units)) << describe(j);
+      EXPECT_EQ(o["limited_by"].get<std::string>().find("shared memory") != std::string::npos, groups == by_shared) << describe(j);
+      limits.insert(o["limited_by"].get<std::string>());
+    }
+    EXPECT_TRUE(std::any_of(limits.begin(), limits.end(), [](const std::string& l) { return l.find("shared memory") != std::string::npos; }))
+        << "the attention kernel's tiles bound it by shared memory at main a70c059";
+    // The text form: a header naming the architecture and one line per record.
+    const auto text = relpos::test::tool_command(env + RELPOS_TOOL + " stats --summary --filter attention --head-dims 64");
+    ASSERT_EQ(text.status, 0) << text.output;
+    EXPECT_NE(text.output.find(target == "navi21" ? "RDNA2 (navi21), per WGP" : "Xe-HPG (dg2), per Xe-core"), std::string::npos) << text.output;
+    std::size_t described = 0;
+    std::istringstream in(text.output);
+    for (std::string line; std::getline(in, line);) described += line.find(" limited by ") != std::string::npos;
+    EXPECT_EQ(described, lines.size()) << text.output;
   }
 }
 
