@@ -17,8 +17,10 @@ std::string number(double v) {
 // The figures the occupancy comes from, under the driver's names.
 std::string figures(const PipelineExecutable& e) {
   static const char* const shown[] = {"VGPRs", "SGPRs", "LDS size", "Spilled VGPRs", "Spilled SGPRs", "Scratch size", "Max dispatch width",
-                                      "Max live registers", "Workgroup Memory Size", "Spill Count", "Fill Count", "Scratch Memory Size"};
-  static const char* const only_nonzero[] = {"Spilled VGPRs", "Spilled SGPRs", "Scratch size", "Spill Count", "Fill Count", "Scratch Memory Size"};
+                                      "Max live registers", "Workgroup Memory Size", "Spill Count", "Fill Count", "Scratch Memory Size",
+                                      "Number of GPRs", "SLM Size"};
+  static const char* const only_nonzero[] = {"Spilled VGPRs", "Spilled SGPRs", "Scratch size", "Spill Count", "Fill Count", "Scratch Memory Size",
+                                             "SLM Size"};
   std::string out;
   for (const char* name : shown)
     for (const PipelineStatistic& s : e.statistics) {
@@ -35,7 +37,7 @@ std::string figures(const PipelineExecutable& e) {
 
 std::string summary_header(const DeviceInfo& device, const std::optional<GpuArchitecture>& arch) {
   std::string out = "relpos stats --summary on " + device.name + " (" + device.driver + "): ";
-  if (!arch) return out + "no occupancy table for this device (AMD through RADV and Intel through ANV have one)";
+  if (!arch) return out + "no occupancy table for this device (AMD through RADV and Intel through ANV have one; NVK reports no shared memory)";
   char buf[256];
   if (arch->amd)
     std::snprintf(buf, sizeof buf, "%s, per %s: %u SIMDs, %u KiB LDS, %u wave slots and %u wave64 VGPRs per SIMD", arch->name.c_str(),
