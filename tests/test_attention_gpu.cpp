@@ -71,8 +71,7 @@ AttentionResult gpu_attention(Context& ctx, const AttentionParams& p, const Inpu
 }
 
 std::string describe(const AttentionParams& p) {
-  static const char* modes[] = {"none", "t5", "distance", "alibi", "shaw", "dense", "kerple"};
-  return std::string(modes[static_cast<int>(p.bias)]) + " B=" + std::to_string(p.batch) + " H=" + std::to_string(p.heads) +
+  return std::string(attention_bias_info(p.bias).name) + " B=" + std::to_string(p.batch) + " H=" + std::to_string(p.heads) +
          " Hkv=" + std::to_string(p.kv_heads) + " Q=" + std::to_string(p.queries) + " K=" + std::to_string(p.keys) +
          " D=" + std::to_string(p.head_dim) + " " + std::string(dtype_name(p.dtype)) + (p.causal ? " causal" : "") +
          " off=" + std::to_string(p.query_offset) + " M=" + std::to_string(p.memory_prefix) +

@@ -26,8 +26,7 @@ std::uint64_t allocations(Context& ctx) { return resource_counts(ctx).allocation
 std::uint64_t pipelines(Context& ctx) { return resource_counts(ctx).pipelines; }
 
 std::string describe(const AttentionParams& p) {
-  static const char* modes[] = {"none", "t5", "distance", "alibi", "shaw", "dense", "kerple"};
-  return std::string(modes[static_cast<int>(p.bias)]) + " Q=" + std::to_string(p.queries) + " K=" + std::to_string(p.keys) +
+  return std::string(attention_bias_info(p.bias).name) + " Q=" + std::to_string(p.queries) + " K=" + std::to_string(p.keys) +
          " off=" + std::to_string(p.query_offset) + " " + std::string(dtype_name(p.dtype));
 }
 
@@ -200,11 +199,14 @@ TEST_F(HotLoops, ReusedRecorderWithMovingOffsets) {
   EXPECT_EQ(resource_counts(ctx).pipelines, after_first.pipelines);
 }
 
+// Every family of the registry that takes a bias input (Shaw's tables are tested in test_shaw_gpu).
 TEST_F(HotLoops, DecodePlanEqualsAttentionForEveryBias) {
-  for (AttentionBias bias : {AttentionBias::None, AttentionBias::T5, AttentionBias::Distance, AttentionBias::Alibi, AttentionBias::Dense,
-                             AttentionBias::Kerple}) {
-    AttentionParams env{.batch = 2, .heads = 4, .kv_heads = 2, .queries = 1, .keys = 1100, .head_dim = 8, .causal = true, .bias = bias};
+  for (const AttentionBiasInfo& family : attention_biases()) {
+    if (family.rel_tables) continue;
+    SCOPED_TRACE(std::string(family.name));
+    AttentionParams env{.batch = 2, .heads = 4, .kv_heads = 2, .queries = 1, .keys = 1100, .head_dim = 8, .causal = true, .bias = family.bias};
     env.kerple_variant = KerpleVariant::Power;
+    env.sandwich_dim = 64;
     env.t5.bidirectional = false;
     env.t5.num_buckets = 32;
     env.t5.max_distance = 128;

@@ -207,7 +207,7 @@ TEST_F(KvAppendGpu, MismatchedBuffersAreRefusedBeforeRecording) {
 TEST(KvAppendViews, ExternalBuffersAtOffsets) {
   relpos::test::AppVulkan app;
   ContextOptions options;
-  options.distance_expansion = DistanceExpansion::Copies;  // the bias below by transfer copies
+  options.tuning.distance_expansion = DistanceExpansion::Copies;  // the bias below by transfer copies
   Context ctx(app.adopted(), options);
   const std::uint64_t align = std::max<std::uint64_t>(ctx.limits().min_storage_buffer_offset_alignment, 4);
   constexpr auto kUsage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;

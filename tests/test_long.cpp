@@ -52,6 +52,7 @@ TEST_P(LongGpu, FusedAttentionMatchesReference) {
   p.query_offset = std::int64_t{c.keys} - p.queries;
   p.t5.bidirectional = !c.causal;
   p.max_relative_position = 16;
+  p.sandwich_dim = 64;
   AttentionHostInputs in;
   std::vector<float> q = random_floats(rng, p.rows() * p.head_dim, -1.0f, 1.0f), k = random_floats(rng, std::size_t{c.keys} * 64, -1.0f, 1.0f);
   std::vector<float> v = ramped(rng, 1, c.keys, 64), bias, rel_keys, rel_values;
@@ -78,15 +79,14 @@ TEST_P(LongGpu, FusedAttentionMatchesReference) {
 }
 
 std::string case_name(const ::testing::TestParamInfo<LongCase>& info) {
-  static const char* modes[] = {"none", "t5", "distance", "alibi", "shaw", "dense", "kerple"};
-  return std::string(modes[static_cast<int>(info.param.bias)]) + "_" + std::to_string(info.param.keys) +
+  return std::string(attention_bias_info(info.param.bias).name) + "_" + std::to_string(info.param.keys) +
          (info.param.causal ? "_causal" : "") + (info.param.kernels == Kernels::Gpu ? "_gpu_kernels" : info.param.kernels == Kernels::Cpu ? "_cpu_kernels" : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Keys, LongGpu,
                          ::testing::Values(LongCase{32768, AttentionBias::None, false}, LongCase{100000, AttentionBias::T5, true},
                                            LongCase{100000, AttentionBias::Shaw, false}, LongCase{200000, AttentionBias::Alibi, false},
-                                           LongCase{200000, AttentionBias::Distance, true},
+                                           LongCase{200000, AttentionBias::Distance, true}, LongCase{100000, AttentionBias::Sandwich, true},
                                            LongCase{100000, AttentionBias::T5, true, Kernels::Gpu},
                                            LongCase{100000, AttentionBias::Shaw, false, Kernels::Gpu},
                                            LongCase{200000, AttentionBias::Alibi, false, Kernels::Gpu}),

@@ -272,7 +272,7 @@ TEST(AdoptedDevice, RecordsIntoTheApplicationsCommandBuffer) {
   for (DistanceExpansion path : {DistanceExpansion::Shader, DistanceExpansion::Copies}) {
     SCOPED_TRACE(path == DistanceExpansion::Copies ? "copies" : "shader");
     ContextOptions options;
-    options.distance_expansion = path;
+    options.tuning.distance_expansion = path;
     Context ctx(app.adopted(), options);
     T5Params p;
     p.queries = 20;
@@ -460,7 +460,7 @@ TEST(AdoptedDevice, MappedUploadsDoNotWaitForTheApplicationsQueueWork) {
 TEST_F(Runtime, CompileOnlyContextCompilesAndRecordsNothing) {
   ContextOptions o;
   o.validation = true;
-  o.compile_only = true;
+  o.tuning.compile_only = true;
   Context ctx(o);
   KerpleParams p;
   p.heads = 2;

@@ -122,7 +122,7 @@ int fuzz_command(Registry& reg, const FuzzOptions& o) {
   auto context = [&](std::size_t t) -> Context& {
     if (!contexts[t]) {
       ContextOptions c = base;
-      c.distance_expansion = kTargets[t].expansion;
+      c.tuning.distance_expansion = kTargets[t].expansion;
       detail::TestingOptions lowered;
       lowered.max_storage_buffer_range = kTargets[t].max_storage_buffer_range;
       lowered.max_workgroup_count = kTargets[t].max_workgroup_count;

@@ -68,10 +68,10 @@ ContextOptions tool_context_options() {
   ContextOptions o;
   o.device = g_device;
   o.validation = g_validation;
-  o.distance_expansion = g_expansion_name == "shader"   ? DistanceExpansion::Shader
+  o.tuning.distance_expansion = g_expansion_name == "shader"   ? DistanceExpansion::Shader
                          : g_expansion_name == "copies" ? DistanceExpansion::Copies
                                                         : DistanceExpansion::Auto;
-  o.kernels = relpos::kernels_from_name(g_kernels_name).value();  // --kernels checked it
+  o.tuning.kernels = relpos::kernels_from_name(g_kernels_name).value();  // --kernels checked it
   o.pipeline_cache_path = g_pipeline_cache;
   return o;
 }
@@ -143,10 +143,11 @@ int main(int argc, char** argv) {
   register_t5(*run, reg);
   register_alibi(*run, reg);
   register_kerple(*run, reg);
+  register_sandwich(*run, reg);
   register_rope(*run, reg);
   register_fourier(*run, reg);
-  register_attention(*run, reg);
   register_shaw(*run, reg);
+  register_attention(*run, reg);  // after every family whose bias it takes
   register_kv_append(*run, reg);
 
   std::string check_filter;

@@ -38,9 +38,43 @@ void add_slope_options(CLI::App& cmd, AlibiParams& p, bool& no_interleave) {
   cmd.add_flag("--no-interleave", no_interleave, "meliad's rule for non-power-of-two H: 2^(-max_bias * h / H), no interleaving");
 }
 
+// ALiBi in fused attention: `--bias alibi` with given slopes or those of `run alibi-slopes`.
+AttentionBiasTool attention_alibi() {
+  AttentionBiasTool t = attention_bias_tool(AttentionBias::Alibi);
+  t.add_flags = [](CLI::App& cmd) {
+    struct Flags {
+      std::string slopes;
+      double max_bias = 8.0;
+      bool no_interleave = false;
+    };
+    auto f = std::make_shared<Flags>();
+    cmd.add_option("--slopes", f->slopes, "alibi: float [H] .npy; bias -slope * |rp| (default: alibi_slopes of H)");
+    add_number(cmd, "--max-bias", f->max_bias, "alibi without --slopes: slopes 2^(-max_bias * h / H) (default 8)");
+    cmd.add_flag("--no-interleave", f->no_interleave, "alibi without --slopes: meliad's rule for H not a power of two");
+    return std::function<void(AttentionParams&, BiasInputs&)>([f](AttentionParams& p, BiasInputs& in) {
+      AlibiParams ap;
+      ap.heads = p.heads;
+      if (!f->slopes.empty()) {
+        std::vector<std::uint64_t> shape;
+        ap.slopes = read_floats("--slopes", f->slopes, 1, shape);
+        ap.validate_slopes();  // the checks every given slope gets (count, finite)
+      } else {  // the same slopes `relpos run alibi-slopes` writes
+        ap.max_bias = f->max_bias;
+        ap.rule = f->no_interleave ? AlibiSlopeRule::Geometric : AlibiSlopeRule::Interleaved;
+      }
+      in.bias = alibi_slopes(ap);
+    });
+  };
+  // Slopes in [0, 0.5).
+  t.random_input = [](const AttentionParams& p, const Fill& fill) { return BiasInputs{fill(p.bias_elements(), 0.0f, 0.5f), {}, {}}; };
+  t.max_bias = [](const AttentionParams&, const BiasInputs& in, double, std::int64_t far) { return max_abs(in.bias) * static_cast<double>(far); };
+  return t;
+}
+
 }  // namespace
 
 void register_alibi(CLI::App& run, Registry& reg) {
+  reg.attention_biases.push_back(attention_alibi());
   {
     auto p = std::make_shared<AlibiParams>();
     auto no_interleave = std::make_shared<bool>(false);

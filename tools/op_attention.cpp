@@ -14,32 +14,21 @@
 
 #include "number_flags.hpp"
 #include "fuzz.hpp"
-#include "kerple_flags.hpp"
 #include "registry.hpp"
 
 namespace relpos::tool {
 namespace {
 
-const std::map<std::string, AttentionBias> kBiasNames = {{"none", AttentionBias::None},   {"t5", AttentionBias::T5},
-                                                         {"distance", AttentionBias::Distance}, {"alibi", AttentionBias::Alibi},
-                                                         {"shaw", AttentionBias::Shaw},   {"dense", AttentionBias::Dense},
-                                                         {"kerple", AttentionBias::Kerple}};
-
-std::string bias_name(AttentionBias b) {
-  for (const auto& [name, v] : kBiasNames)
-    if (v == b) return name;
-  return "?";
-}
-
 // Every input of one attention call, as host floats and (once uploaded) device buffers.
 struct AttentionData {
   AttentionParams p;
-  std::vector<float> q, k, v, bias, rel_keys, rel_values;
+  std::vector<float> q, k, v;
+  BiasInputs in;
   std::vector<std::uint32_t> lengths;
   std::vector<std::int32_t> block_table, cache_lengths;  // a paged cache (p.paged)
   Buffer bq, bk, bv, bout, blse, bbias, brk, brv, blen, btable, bclen;
 
-  AttentionHostInputs host() const { return {q, k, v, bias, rel_keys, rel_values, lengths, block_table, cache_lengths}; }
+  AttentionHostInputs host() const { return {q, k, v, in.bias, in.rel_keys, in.rel_values, lengths, block_table, cache_lengths}; }
   void upload(Context& ctx) {
     auto up = [&](const std::vector<float>& x) { return make_float_buffer(ctx, x, p.dtype); };
     bq = up(q);
@@ -47,10 +36,10 @@ struct AttentionData {
     bv = up(v);
     bout = Buffer(ctx, p.rows() * p.head_dim * dtype_size(p.dtype));
     blse = Buffer(ctx, p.rows() * 4);
-    if (!bias.empty()) bbias = make_buffer(ctx, bias);
-    if (!rel_keys.empty()) {
-      brk = make_buffer(ctx, rel_keys);
-      brv = make_buffer(ctx, rel_values);
+    if (!in.bias.empty()) bbias = make_buffer(ctx, in.bias);
+    if (!in.rel_keys.empty()) {
+      brk = make_buffer(ctx, in.rel_keys);
+      brv = make_buffer(ctx, in.rel_values);
     }
     if (!lengths.empty()) blen = make_buffer(ctx, lengths);
     if (p.paged.enabled()) {
@@ -81,25 +70,14 @@ struct AttentionData {
 
 // ---- run attention --------------------------------------------------------------------------
 
-std::vector<float> read_floats(const std::string& flag, const std::string& path, std::size_t dims, std::vector<std::uint64_t>& shape) {
-  if (path.empty()) throw InvalidArgument(flag + " is required for this --bias");
-  const NpyArray a = read_npy(path);
-  if (dims && a.shape.size() != dims)
-    throw InvalidArgument(flag + " " + path + ": must be " + std::to_string(dims) + "-D, got " + std::to_string(a.shape.size()) +
-                          " dimension(s)");
-  shape = a.shape;
-  return a.to_f32(flag + " " + path);
-}
-
 struct RunArgs;
 void read_paged_cache(const RunArgs& a, AttentionData& d, const std::vector<std::uint64_t>& qs);
 
 struct RunArgs {
-  std::string q, k, v, k_cache, v_cache, block_table, cache_lengths, bias = "none", table, distance_row, slopes, rel_keys, rel_values, bias_tensor, key_lengths, lse, dtype = "f32";
+  std::string q, k, v, k_cache, v_cache, block_table, cache_lengths, key_lengths, lse, dtype = "f32";
   std::optional<float> scale;
-  bool causal = false, causal_buckets = false, flax = false, no_interleave = false;
-  double max_bias = 8.0;
-  KerpleFlags kerple;
+  bool causal = false;
+  std::unique_ptr<AttentionBiasFlags> bias;
   AttentionParams p;
   RunOptions o;
 };
@@ -146,22 +124,7 @@ void add_attention_run(CLI::App& run, Registry& reg) {
       if (other != o) o->needs(other);
   k->needs(v);
   v->needs(k);
-  cmd->add_option("--bias", a->bias, "position bias")->check(CLI::IsMember({"none", "t5", "distance", "alibi", "shaw", "dense", "kerple"}));
-  cmd->add_option("--table", a->table, "t5: float [num_buckets, H] .npy");
-  add_number(*cmd, "--max-distance", a->p.t5.max_distance, "t5: distance from which all keys share the last bucket");
-  add_number(*cmd, "--num-buckets", a->p.t5.num_buckets, "t5: number of buckets (default: rows of the table)");
-  cmd->add_flag("--causal-buckets", a->causal_buckets, "t5: decoder buckets (default bidirectional)");
-  cmd->add_flag("--flax-eps", a->flax, "t5: flaxformer/t5x log convention");
-  add_number(*cmd, "--bias-scale", a->p.t5.scale, "t5: multiplies the table values (default 1)");
-  cmd->add_option("--distance-row", a->distance_row, "distance: float [H, Q + K - 1] .npy, index rp + query_offset + Q - 1");
-  cmd->add_option("--slopes", a->slopes, "alibi: float [H] .npy; bias -slope * |rp| (default: alibi_slopes of H)");
-  add_number(*cmd, "--max-bias", a->max_bias, "alibi without --slopes: slopes 2^(-max_bias * h / H) (default 8)");
-  cmd->add_flag("--no-interleave", a->no_interleave, "alibi without --slopes: meliad's rule for H not a power of two");
-  add_kerple_flags(*cmd, a->kerple, "kerple: ");
-  cmd->add_option("--rel-keys", a->rel_keys, "shaw: float [2k + 1, D] .npy");
-  cmd->add_option("--rel-values", a->rel_values, "shaw: float [2k + 1, D] .npy");
-  add_number(*cmd, "--max-relative-position", a->p.max_relative_position, "shaw: k");
-  cmd->add_option("--bias-tensor", a->bias_tensor, "dense: float [H, Q, K] .npy");
+  a->bias = std::make_unique<AttentionBiasFlags>(*cmd, reg);
   cmd->add_option("--key-lengths", a->key_lengths, "int [B] .npy: keys j >= length are padding");
   cmd->add_flag("--causal", a->causal, "mask keys after the query (memory keys stay visible)");
   add_number(*cmd, "--query-offset", a->p.query_offset, "absolute position of query 0 among the local keys");
@@ -174,13 +137,10 @@ void add_attention_run(CLI::App& run, Registry& reg) {
   reg.runs.push_back({cmd, [a] {
                         AttentionData d;
                         AttentionParams& p = d.p = a->p;
-                        p.bias = kBiasNames.at(a->bias);
                         p.causal = a->causal;
                         p.scale = a->scale;
                         p.dtype = a->dtype == "f16" ? DType::F16 : DType::F32;
-                        p.t5.bidirectional = !a->causal_buckets;
-                        p.t5.log = a->flax ? T5Log::FlaxEps : T5Log::HuggingFace;
-                        std::vector<std::uint64_t> qs, ks, vs, s;
+                        std::vector<std::uint64_t> qs, ks, vs;
                         d.q = read_floats("--q", a->q, 4, qs);
                         p.batch = dimension32("--q batch", qs[0]);
                         p.heads = dimension32("--q heads", qs[1]);
@@ -199,43 +159,7 @@ void add_attention_run(CLI::App& run, Registry& reg) {
                         } else {
                           read_paged_cache(*a, d, qs);
                         }
-                        switch (p.bias) {
-                          case AttentionBias::T5:
-                            d.bias = read_floats("--table", a->table, 2, s);
-                            if (!a->p.t5.num_buckets || s[0] != a->p.t5.num_buckets) p.t5.num_buckets = dimension32("--table rows", s[0]);
-                            break;
-                          case AttentionBias::Distance: d.bias = read_floats("--distance-row", a->distance_row, 2, s); break;
-                          case AttentionBias::Alibi:
-                            if (!a->slopes.empty()) {
-                              d.bias = read_floats("--slopes", a->slopes, 1, s);
-                              AlibiParams given;  // the checks every given slope gets (count, finite)
-                              given.heads = p.heads;
-                              given.slopes = d.bias;
-                              given.validate_slopes();
-                            } else {  // the same slopes `relpos run alibi-slopes` writes
-                              AlibiParams ap;
-                              ap.heads = p.heads;
-                              ap.max_bias = a->max_bias;
-                              ap.rule = a->no_interleave ? AlibiSlopeRule::Geometric : AlibiSlopeRule::Interleaved;
-                              d.bias = alibi_slopes(ap);
-                            }
-                            break;
-                          case AttentionBias::Dense: d.bias = read_floats("--bias-tensor", a->bias_tensor, 3, s); break;
-                          case AttentionBias::Kerple: {
-                            KerpleParams kp;
-                            kp.heads = p.heads;
-                            apply_kerple_flags(a->kerple, kp);
-                            p.kerple_variant = kp.variant;
-                            d.bias = kp.r1;
-                            d.bias.insert(d.bias.end(), kp.r2.begin(), kp.r2.end());
-                            break;
-                          }
-                          case AttentionBias::Shaw:
-                            d.rel_keys = read_floats("--rel-keys", a->rel_keys, 2, s);
-                            d.rel_values = read_floats("--rel-values", a->rel_values, 2, s);
-                            break;
-                          case AttentionBias::None: break;
-                        }
+                        d.in = a->bias->read(p);
                         if (!a->key_lengths.empty()) {
                           for (std::int32_t x : read_npy(a->key_lengths).to_i32("--key-lengths " + a->key_lengths)) {
                             if (x < 0) throw InvalidArgument("--key-lengths: lengths must be >= 0, got " + std::to_string(x));
@@ -244,9 +168,10 @@ void add_attention_run(CLI::App& run, Registry& reg) {
                         }
                         p.validate();
                         if (p.paged.enabled()) check_block_table(p, d.block_table, d.cache_lengths);
-                        if (d.bias.size() != p.bias_elements())
-                          throw InvalidArgument("bias input holds " + std::to_string(d.bias.size()) + " values: --bias " + a->bias +
-                                                " needs " + std::to_string(p.bias_elements()) + " for this shape");
+                        if (d.in.bias.size() != p.bias_elements())
+                          throw InvalidArgument("bias input holds " + std::to_string(d.in.bias.size()) + " values: --bias " +
+                                                std::string(attention_bias_info(p.bias).name) + " needs " + std::to_string(p.bias_elements()) +
+                                                " for this shape");
                         if (p.dtype == DType::F16)  // what the f16 buffers hold
                           for (auto* x : {&d.q, &d.k, &d.v}) *x = from_half(to_half(*x));
                         AttentionResult res;
@@ -312,7 +237,7 @@ void add_merge_run(CLI::App& run, Registry& reg) {
 
 // ---- check and bench ------------------------------------------------------------------------
 
-AttentionData random_data(const AttentionParams& p, unsigned seed) {
+AttentionData random_data(const AttentionBiasTool& family, const AttentionParams& p, unsigned seed) {
   std::mt19937 rng(seed);
   auto fill = [&](std::size_t n, float lo, float hi) {
     std::uniform_real_distribution<float> u(lo, hi);
@@ -328,14 +253,7 @@ AttentionData random_data(const AttentionParams& p, unsigned seed) {
     d.k = fill(std::size_t{p.batch} * p.kv_heads * p.keys * D, -2.0f, 2.0f);
     d.v = fill(d.k.size(), -2.0f, 2.0f);
   }
-  // Slopes in [0, 0.5); KERPLE's r1 and r2 in [0.01, 0.5) (both variants); table values anywhere.
-  if (p.bias == AttentionBias::Alibi) d.bias = fill(p.bias_elements(), 0.0f, 0.5f);
-  else if (p.bias == AttentionBias::Kerple) d.bias = fill(p.bias_elements(), 0.01f, 0.5f);
-  else d.bias = fill(p.bias_elements(), -3.0f, 3.0f);
-  if (p.bias == AttentionBias::Shaw) {
-    d.rel_keys = fill((2 * p.max_relative_position + 1) * D, -1.0f, 1.0f);
-    d.rel_values = fill(d.rel_keys.size(), -1.0f, 1.0f);
-  }
+  d.in = family.random_input(p, fill);
   return d;
 }
 
@@ -366,21 +284,13 @@ void make_paged(AttentionData& d, const std::vector<std::uint32_t>& lengths, uns
   }
 }
 
-std::string shape_of(const AttentionParams& p) {
+std::string shape_of(const Registry& reg, const AttentionParams& p) {
   return "B=" + std::to_string(p.batch) + ",H=" + std::to_string(p.heads) + (p.kv_heads != p.heads ? "/" + std::to_string(p.kv_heads) : "") +
-         ",Q=" + std::to_string(p.queries) + ",K=" + std::to_string(p.keys) + ",D=" + std::to_string(p.head_dim) + "," +
-         bias_name(p.bias) + (p.bias == AttentionBias::Kerple ? (p.kerple_variant == KerpleVariant::Power ? "-power" : "-log") : "") +
+         ",Q=" + std::to_string(p.queries) + ",K=" + std::to_string(p.keys) + ",D=" + std::to_string(p.head_dim) + "," + bias_text(reg, p) +
          (p.causal ? ",causal" : "") + (p.query_offset ? ",off=" + std::to_string(p.query_offset) : "") +
          (p.memory_prefix ? ",M=" + std::to_string(p.memory_prefix) : "") +
          (p.paged.enabled() ? ",paged=" + std::to_string(p.paged.block_size) + "x" + std::to_string(p.paged.max_blocks) : "") + " " +
          std::string(dtype_name(p.dtype));
-}
-
-double max_abs(const std::vector<float>& x) {
-  double m = 0.0;
-  for (float v : x)
-    if (std::isfinite(v)) m = std::max(m, static_cast<double>(std::abs(v)));
-  return m;
 }
 
 // The distance farthest from any query: rp = j - M - (i + offset) over j in [M, K), i in [0, Q).
@@ -389,38 +299,17 @@ std::int64_t farthest(const AttentionParams& p) {
                   std::abs(-(static_cast<std::int64_t>(p.queries) - 1) - p.query_offset));
 }
 
-// KERPLE's bias is float32 log or pow on the GPU: its error bound, at the farthest distance
-// (where it is largest); 0 for the exact biases.
-double bias_error(const AttentionParams& p, const AttentionData& d) {
-  if (p.bias != AttentionBias::Kerple) return 0.0;
-  double e = 0.0;
-  for (std::uint32_t h = 0; h < p.heads; ++h)
-    e = std::max(e, kerple_error_bound(d.bias[h], d.bias[p.heads + h], p.kerple_variant, farthest(p)));
-  return e;
-}
-
 // The largest |logit| a case can produce: |s|·D·max|q|·max|k| plus the largest bias.
-double max_logit(const AttentionParams& p, const AttentionData& d) {
+double max_logit(const AttentionBiasTool& family, const AttentionData& d) {
+  const AttentionParams& p = d.p;
   const double qk = std::abs(static_cast<double>(p.effective_scale())) * p.head_dim * max_abs(d.q);
-  double bias = 0.0;
-  switch (p.bias) {
-    case AttentionBias::None: break;
-    case AttentionBias::T5: bias = max_abs(d.bias) * std::abs(p.t5.scale); break;
-    case AttentionBias::Distance:
-    case AttentionBias::Dense: bias = max_abs(d.bias); break;
-    case AttentionBias::Alibi: bias = max_abs(d.bias) * static_cast<double>(farthest(p)); break;
-    case AttentionBias::Kerple:
-      for (std::uint32_t h = 0; h < p.heads; ++h)
-        bias = std::max(bias, std::fabs(static_cast<double>(kerple_bias_value(d.bias[h], d.bias[p.heads + h], p.kerple_variant, farthest(p)))));
-      break;
-    case AttentionBias::Shaw: bias = qk * max_abs(d.rel_keys); break;
-  }
-  return qk * max_abs(d.k) + bias;
+  return qk * max_abs(d.k) + family.max_bias(p, d.in, qk, farthest(p));
 }
 
 // lengths: the key lengths of each batch (empty: no padding); with a paged cache, its cache lengths.
-CheckResult check_attention(Context& ctx, const AttentionParams& p, const std::vector<std::uint32_t>& lengths, unsigned seed = 5) {
-  AttentionData d = random_data(p, seed);
+CheckResult check_attention(Context& ctx, const AttentionBiasTool& family, const AttentionParams& p, const std::vector<std::uint32_t>& lengths,
+                            unsigned seed = 5) {
+  AttentionData d = random_data(family, p, seed);
   if (p.paged.enabled()) make_paged(d, lengths, seed);
   else d.lengths = lengths;
   const AttentionResult want = attention_reference(d.p, d.host());
@@ -433,15 +322,23 @@ CheckResult check_attention(Context& ctx, const AttentionParams& p, const std::v
   // cost more: the GPU rounds each logit s·q·k + bias to float32 (the reference keeps it in
   // double), an error δ <= 2^-24·max|logit| that moves the softmax weights by Σ|δw| <= 2δ, so the
   // output by 2δ·max|v| and the log-sum-exp by δ (tests/support/tolerance.hpp's reasoning). A bias
-  // the GPU computes with float32 transcendentals (KERPLE) adds its own error to δ.
-  const double delta = 0x1p-24 * max_logit(p, d) + bias_error(p, d);
-  const double max_value = max_abs(d.v) + max_abs(d.rel_values);
+  // the GPU computes with float32 transcendentals (KERPLE, Sandwich) adds its own error to δ.
+  const double delta = 0x1p-24 * max_logit(family, d) + family.bias_error(p, d.in, farthest(p));
+  const double max_value = max_abs(d.v) + max_abs(d.in.rel_values);
   const double tol_out = (p.dtype == DType::F16 ? 1e-3 : 1e-4) + 2 * delta * max_value / std::max(1.0, max_abs(want.out));
   const double tol_lse = 1e-4 + 2 * delta / std::max(1.0, max_abs(want.lse));
   // Reported against the bound it is nearer to breaking.
   const double e_out = normalised_error(got.out, want.out), e_lse = normalised_error(got.lse, want.lse);
   if (e_lse / tol_lse > e_out / tol_out) return {e_lse, tol_lse, "max_err"};
   return {e_out, tol_out, "max_err"};
+}
+
+// The family of the f16 case that `check --quick` runs (one is enough: the storage is the same in
+// every mode): the first that takes a bias input.
+AttentionBias quick_f16_family() {
+  for (const AttentionBiasInfo& info : attention_biases())
+    if (!info.input.empty()) return info.bias;
+  return AttentionBias::None;
 }
 
 void register_checks(Registry& reg) {
@@ -453,55 +350,57 @@ void register_checks(Registry& reg) {
       {1, 2, 2, 20, 52, 20, true, 0, 16, false},    // memory prefix of 16 retrieved keys, head_dim / 4 odd
       {2, 2, 1, 1, 300, 12, true, 299, 0, true},    // decoding at a small head_dim, padded
   };
+  const AttentionBias f16_family = quick_f16_family();
   for (const auto& c : cfgs)
-    for (const auto& [name, bias] : kBiasNames)
+    for (const AttentionBiasInfo& info : attention_biases())
       for (DType dtype : {DType::F32, DType::F16}) {
+        const AttentionBiasTool& family = bias_tool(reg, info.bias);
         AttentionParams p{.batch = c.b, .heads = c.h, .kv_heads = c.hkv, .queries = c.q, .keys = c.k, .head_dim = c.d, .dtype = dtype,
-                          .query_offset = c.off, .causal = c.causal, .memory_prefix = c.m, .bias = bias, .max_relative_position = 16};
-        if (bias == AttentionBias::T5) p.scale = 1.0f;
-        if ((&c - cfgs.data()) % 2) p.kerple_variant = KerpleVariant::Power;
+                          .query_offset = c.off, .causal = c.causal, .memory_prefix = c.m, .bias = info.bias};
+        family.example(p, static_cast<std::size_t>(&c - cfgs.data()));
         std::vector<std::uint32_t> lengths;
         if (c.padded)
           for (std::uint32_t b = 0; b < p.batch; ++b) lengths.push_back(p.keys - (b * 7) % p.keys);
         // Quick: every bias mode in the kernels that share loads and in those whose lanes take key
-        // splits (with the merge), and f16 storage once each, at head_dims 20 and 12. Their
-        // head_dim / 4 is not a multiple of 4, so the kernels keep the bounds of their last, partial
-        // group of four words (which 16, 32 and 64 compile away) and lanes own uneven shares of a row.
+        // splits (with the merge), and f16 storage once, at head_dims 20 and 12. Their head_dim / 4
+        // is not a multiple of 4, so the kernels keep the bounds of their last, partial group of
+        // four words (which 16, 32 and 64 compile away) and lanes own uneven shares of a row.
         // Under GPU-assisted validation lavapipe compiles a head_dim-64 kernel for up to a minute
         // (no bias) or over 5 minutes (Shaw).
-        const bool quick = c.d < 32 && (dtype == DType::F32 || bias == AttentionBias::Distance);
-        reg.checks.push_back({"attention", shape_of(p), [p, lengths](Context& ctx) { return check_attention(ctx, p, lengths); }, quick});
+        const bool quick = c.d < 32 && (dtype == DType::F32 || info.bias == f16_family);
+        reg.checks.push_back({"attention", shape_of(reg, p),
+                              [family, p, lengths](Context& ctx) { return check_attention(ctx, family, p, lengths); }, quick});
       }
   // A paged cache: sequences of different lengths (one in its first block), a few queries, and
   // decoding over split keys with 48-key blocks (divisions, not shifts).
   struct Paged { std::uint32_t b, h, hkv, q, block_size, max_blocks, d; std::vector<std::uint32_t> lengths; };
   const std::vector<Paged> paged = {{3, 4, 2, 5, 16, 4, 20, {64, 1, 37}}, {2, 2, 1, 1, 48, 27, 64, {1296, 700}}};
   for (const auto& c : paged)
-    for (const auto& [name, bias] : kBiasNames)
+    for (const AttentionBiasInfo& info : attention_biases())
       for (DType dtype : {DType::F32, DType::F16}) {
+        const AttentionBiasTool& family = bias_tool(reg, info.bias);
         AttentionParams p{.batch = c.b, .heads = c.h, .kv_heads = c.hkv, .queries = c.q, .keys = c.block_size * c.max_blocks, .head_dim = c.d,
-                          .dtype = dtype, .causal = true, .bias = bias, .max_relative_position = 16};
+                          .dtype = dtype, .causal = true, .bias = info.bias};
         p.paged = {.block_size = c.block_size, .num_blocks = 0, .max_blocks = c.max_blocks};
-        if (bias == AttentionBias::T5) p.scale = 1.0f;
+        family.example(p, 0);
         // Quick: the paged addressing is the same in every bias mode (the modes' code is the
         // contiguous kernels', which the quick cases above cover): one f32 and one f16 case.
-        const bool quick = c.d < 32 && ((dtype == DType::F32 && bias == AttentionBias::None) || (dtype == DType::F16 && bias == AttentionBias::Distance));
+        const bool quick = c.d < 32 && ((dtype == DType::F32 && info.bias == AttentionBias::None) || (dtype == DType::F16 && info.bias == f16_family));
         std::string lengths;
         for (std::uint32_t L : c.lengths) lengths += (lengths.empty() ? ",lengths=" : ":") + std::to_string(L);
-        reg.checks.push_back({"attention", shape_of(p) + lengths, [p, lengths = c.lengths](Context& ctx) { return check_attention(ctx, p, lengths); },
-                              quick});
+        reg.checks.push_back({"attention", shape_of(reg, p) + lengths,
+                              [family, p, lengths = c.lengths](Context& ctx) { return check_attention(ctx, family, p, lengths); }, quick});
       }
 }
 
 // One random fused attention: every bias mode, f32 or f16, any head_dim up to the maximum,
 // grouped-query heads, long K, memory prefixes, causal masks with offsets near the limit, key
 // padding down to empty rows, and key splits chosen or forced.
-CheckCase draw_case(FuzzRng& g) {
-  static constexpr AttentionBias kModes[] = {AttentionBias::None, AttentionBias::T5,   AttentionBias::Distance,
-                                             AttentionBias::Alibi, AttentionBias::Shaw, AttentionBias::Dense,
-                                             AttentionBias::Kerple};
+CheckCase draw_case(const Registry& reg, FuzzRng& g) {
+  const auto families = attention_biases();
   AttentionParams p;
-  p.bias = kModes[g.below(std::size(kModes))];
+  p.bias = families[g.below(families.size())].bias;
+  const AttentionBiasTool& family = bias_tool(reg, p.bias);
   p.dtype = g.float_dtype();
   p.head_dim = 4 * g.size(1, AttentionParams::kMaxHeadDim / 4);
   // Multiply-adds of one case (the reference's and the GPU's): rows * keys * head_dim.
@@ -511,8 +410,8 @@ CheckCase draw_case(FuzzRng& g) {
   p.kv_heads = g.size(1, std::min<std::uint64_t>(8, work / per_row));
   p.heads = p.kv_heads * g.size(1, std::min<std::uint64_t>(4, work / (per_row * p.kv_heads)));
   p.queries = g.size(1, std::min<std::uint64_t>(2048, work / (per_row * p.heads)));
-  if (p.bias == AttentionBias::Dense)  // the [H, Q, K] bias too
-    p.queries = std::min<std::uint32_t>(p.queries, static_cast<std::uint32_t>(std::max<std::uint64_t>(1, g.max_elements() / (std::uint64_t{p.heads} * p.keys))));
+  // Inputs that grow with the shape (distance rows, a dense bias) within the case's budget too.
+  while (p.queries > 1 && p.bias_elements() > g.max_elements()) p.queries /= 2;
   p.batch = g.size(1, std::min<std::uint64_t>(4, work / (per_row * p.heads * p.queries)));
   p.causal = g.chance(0.5);
   if (g.chance(0.25)) {  // a paged cache: its capacity rounds the keys up to whole blocks
@@ -529,26 +428,17 @@ CheckCase draw_case(FuzzRng& g) {
     const std::uint32_t fewest = (p.keys + AttentionParams::kMaxKeysPerSplit - 1) / AttentionParams::kMaxKeysPerSplit;
     p.key_splits = g.size(fewest, std::min(p.keys, AttentionMergeParams::kMaxParts));
   }
-  p.max_relative_position = g.size(1, 2000);
-  p.t5.bidirectional = g.chance(0.5);
-  p.t5.num_buckets = g.size(p.t5.bidirectional ? 4 : 2, 128);
-  p.t5.max_distance = g.size(p.t5.max_exact() + 1, 100000);
-  p.t5.log = g.chance(0.5) ? T5Log::HuggingFace : T5Log::FlaxEps;
-  p.kerple_variant = g.chance(0.5) ? KerpleVariant::Log : KerpleVariant::Power;
+  family.draw(p, g);
   std::vector<std::uint32_t> lengths;
   if (p.paged.enabled() || g.chance(0.3))
     for (std::uint32_t b = 0; b < p.batch; ++b) lengths.push_back(static_cast<std::uint32_t>(g.offset(0, p.keys)));
-  std::string shape = shape_of(p) + (p.key_splits ? ",splits=" + std::to_string(p.key_splits) : "");
-  if (p.bias == AttentionBias::Shaw) shape += ",k=" + std::to_string(p.max_relative_position);
-  if (p.bias == AttentionBias::T5)
-    shape += ",nb=" + std::to_string(p.t5.num_buckets) + ",md=" + std::to_string(p.t5.max_distance) + (p.t5.bidirectional ? ",bi" : "") +
-             (p.t5.log == T5Log::FlaxEps ? ",flax" : "");
+  std::string shape = shape_of(reg, p) + (p.key_splits ? ",splits=" + std::to_string(p.key_splits) : "");
   if (!lengths.empty()) {
     shape += ",lengths=";
     for (std::size_t b = 0; b < lengths.size(); ++b) shape += (b ? ":" : "") + std::to_string(lengths[b]);
   }
   const unsigned seed = g.data_seed();
-  return {"attention", shape, [p, lengths, seed](Context& ctx) { return check_attention(ctx, p, lengths, seed); }};
+  return {"attention", shape, [family, p, lengths, seed](Context& ctx) { return check_attention(ctx, family, p, lengths, seed); }};
 }
 
 // Multiply-adds of q·kᵀ and p·v: 4·B·H·Q·K·D floating-point operations.
@@ -556,20 +446,21 @@ double gflop(const AttentionParams& p) { return 4.0 * p.rows() * p.keys * p.head
 
 void register_benches(Registry& reg) {
   auto add = [&](AttentionParams p, bool in_short) {
+    const AttentionBiasTool& family = bias_tool(reg, p.bias);
     const std::uint64_t es = dtype_size(p.dtype);
     const std::uint64_t bytes = 2 * p.rows() * p.head_dim * es + 2ull * p.batch * p.kv_heads * p.keys * p.head_dim * es +
                                 p.bias_elements() * 4;
     char shape[160];
     std::snprintf(shape, sizeof shape, "[%u,%u,%u,%u,%u] %s %s %.2fGF", p.batch, p.heads, p.queries, p.keys, p.head_dim,
-                  bias_name(p.bias).c_str(), std::string(dtype_name(p.dtype)).c_str(), gflop(p));
-    reg.benches.push_back({"attention", shape, bytes, Ceiling::Copy, in_short, [p](Context& ctx) {
-                             auto d = std::make_shared<AttentionData>(random_data(p, 1));
+                  bias_text(reg, p).c_str(), std::string(dtype_name(p.dtype)).c_str(), gflop(p));
+    reg.benches.push_back({"attention", shape, bytes, Ceiling::Copy, in_short, [family, p](Context& ctx) {
+                             auto d = std::make_shared<AttentionData>(random_data(family, p, 1));
                              d->upload(ctx);
                              BenchRun run;
                              run.record = [d](Recorder& r) { attention(r, d->p, d->buffers()); };
                              run.cpu = [d] { (void)attention_reference(d->p, d->host()); };
                              run.keep = d;
-                             if (d->p.bias == AttentionBias::None || d->p.bias == AttentionBias::T5) {
+                             if (attention_unfused_takes(d->p.bias)) {
                                // The ratio, measured in one submission: the unfused pipeline.
                                auto logits = std::make_shared<Buffer>(ctx, attention_unfused_logits_bytes(d->p));
                                run.baseline = "unfused";
@@ -579,10 +470,11 @@ void register_benches(Registry& reg) {
                              return run;
                            }});
   };
-  for (const auto& [name, bias] : kBiasNames) {
-    AttentionParams p{.heads = 8, .kv_heads = 8, .queries = 1024, .keys = 1024, .head_dim = 64, .bias = bias, .max_relative_position = 64};
+  for (const AttentionBiasInfo& info : attention_biases()) {
+    AttentionParams p{.heads = 8, .kv_heads = 8, .queries = 1024, .keys = 1024, .head_dim = 64, .bias = info.bias};
+    bias_tool(reg, info.bias).example(p, 0);
     add(p, false);
-    if (bias == AttentionBias::None || bias == AttentionBias::T5) {  // the short run: a quarter of the keys and queries
+    if (attention_unfused_takes(info.bias)) {  // the short run: a quarter of the keys and queries
       p.queries = p.keys = 256;
       add(p, true);
     }
@@ -598,14 +490,14 @@ void register_benches(Registry& reg) {
     const std::uint64_t bytes = 2 * keys * p.kv_heads * p.head_dim * 2 + 2 * p.rows() * p.head_dim * 2;
     char shape[160];
     std::snprintf(shape, sizeof shape, "[8,8/2,1,1k-16k,128] block %u f16", block);
-    reg.benches.push_back({"attention-paged", shape, bytes, Ceiling::Copy, false, [p, lengths](Context& ctx) {
-                             auto d = std::make_shared<AttentionData>(random_data(p, 1));
+    reg.benches.push_back({"attention-paged", shape, bytes, Ceiling::Copy, false, [family = bias_tool(reg, p.bias), p, lengths](Context& ctx) {
+                             auto d = std::make_shared<AttentionData>(random_data(family, p, 1));
                              make_paged(*d, lengths, 1);
                              d->upload(ctx);
                              AttentionParams cp = p;  // the contiguous baseline: the same keys per sequence
                              cp.paged = {};
                              cp.query_offset = cp.keys - 1;
-                             auto c = std::make_shared<AttentionData>(random_data(cp, 2));
+                             auto c = std::make_shared<AttentionData>(random_data(family, cp, 2));
                              c->lengths = lengths;
                              c->upload(ctx);
                              BenchRun run;
@@ -617,6 +509,33 @@ void register_benches(Registry& reg) {
                              return run;
                            }});
   }
+  // A paged decoding step through a plan beside attention() on the same inputs, in one submission:
+  // both record through one path, so their GPU times should agree (T5 decoder bias, the engine's
+  // shape: 8 sequences of 1k to 16k keys in 16-key blocks, 8 query and 2 kv heads, head_dim 128).
+  {
+    const std::vector<std::uint32_t> lengths = {1024, 2048, 3072, 4096, 6144, 8192, 12288, 16384};
+    AttentionParams p{.batch = 8, .heads = 8, .kv_heads = 2, .queries = 1, .keys = 16384, .head_dim = 128, .dtype = DType::F16,
+                      .causal = true, .bias = AttentionBias::T5};
+    p.t5.bidirectional = false;
+    p.paged = {.block_size = 16, .num_blocks = 0, .max_blocks = 16384 / 16};
+    std::uint64_t keys = 0;
+    for (std::uint32_t L : lengths) keys += L;
+    const std::uint64_t bytes = 2 * keys * p.kv_heads * p.head_dim * 2 + 2 * p.rows() * p.head_dim * 2;
+    reg.benches.push_back({"attention-plan", "[8,8/2,1,1k-16k,128] t5 block 16 f16", bytes, Ceiling::Copy, false,
+                           [family = bias_tool(reg, p.bias), p, lengths](Context& ctx) {
+                             auto d = std::make_shared<AttentionData>(random_data(family, p, 1));
+                             make_paged(*d, lengths, 1);
+                             d->upload(ctx);
+                             auto plan = std::make_shared<AttentionPlan>(ctx, d->p);
+                             BenchRun run;
+                             run.record = [d, plan](Recorder& r) { plan->record(r, {1, d->p.keys, 0}, d->buffers()); };
+                             run.cpu = [d] { (void)attention_reference(d->p, d->host()); };
+                             run.baseline = "attention()";
+                             run.record_baseline = [d](Recorder& r) { attention(r, d->p, d->buffers()); };
+                             run.keep = std::make_shared<std::pair<std::shared_ptr<AttentionData>, std::shared_ptr<AttentionPlan>>>(d, plan);
+                             return run;
+                           }});
+  }
   // The unfused pipeline at the fused T5 case's shape (the 2x comparison): the same bytes
   // counted, so the two lines' ms compare directly; it also allocates the [B, H, Q, K] logits.
   for (std::uint32_t n : {1024u, 256u}) {
@@ -625,8 +544,8 @@ void register_benches(Registry& reg) {
     char shape[160];
     std::snprintf(shape, sizeof shape, "[1,8,%u,%u,64] t5 f32 %.2fGF +%lluMiB", n, n, gflop(p),
                   static_cast<unsigned long long>(attention_unfused_logits_bytes(p) >> 20));
-    reg.benches.push_back({"attention-unfused", shape, bytes, Ceiling::Copy, n == 256, [p](Context& ctx) {
-                             auto d = std::make_shared<AttentionData>(random_data(p, 1));
+    reg.benches.push_back({"attention-unfused", shape, bytes, Ceiling::Copy, n == 256, [family = bias_tool(reg, p.bias), p](Context& ctx) {
+                             auto d = std::make_shared<AttentionData>(random_data(family, p, 1));
                              d->upload(ctx);
                              auto logits = std::make_shared<Buffer>(ctx, attention_unfused_logits_bytes(p));
                              BenchRun run;
@@ -734,13 +653,40 @@ void register_decode_loop(Registry& reg) {
 
 }  // namespace
 
+// The families whose input is the bias itself: none, distance rows and a dense tensor.
+void register_plain_biases(Registry& reg) {
+  reg.attention_biases.push_back(attention_bias_tool(AttentionBias::None));
+  AttentionBiasTool distance = attention_bias_tool(AttentionBias::Distance);
+  distance.add_flags = [](CLI::App& cmd) {
+    auto path = std::make_shared<std::string>();
+    cmd.add_option("--distance-row", *path, "distance: float [H, Q + K - 1] .npy, index rp + query_offset + Q - 1");
+    return std::function<void(AttentionParams&, BiasInputs&)>([path](AttentionParams&, BiasInputs& in) {
+      std::vector<std::uint64_t> shape;
+      in.bias = read_floats("--distance-row", *path, 2, shape);
+    });
+  };
+  reg.attention_biases.push_back(distance);
+  AttentionBiasTool dense = attention_bias_tool(AttentionBias::Dense);
+  dense.add_flags = [](CLI::App& cmd) {
+    auto path = std::make_shared<std::string>();
+    cmd.add_option("--bias-tensor", *path, "dense: float [H, Q, K] .npy");
+    return std::function<void(AttentionParams&, BiasInputs&)>([path](AttentionParams&, BiasInputs& in) {
+      std::vector<std::uint64_t> shape;
+      in.bias = read_floats("--bias-tensor", *path, 3, shape);
+    });
+  };
+  reg.attention_biases.push_back(dense);
+}
+
 void register_attention(CLI::App& run, Registry& reg) {
+  register_plain_biases(reg);
+  for (const AttentionBiasInfo& info : attention_biases()) (void)bias_tool(reg, info.bias);  // every family has its description
   add_attention_run(run, reg);
   add_merge_run(run, reg);
   register_checks(reg);
   register_benches(reg);
   register_decode_loop(reg);
-  reg.fuzz.push_back({"attention", draw_case});
+  reg.fuzz.push_back({"attention", [&reg](FuzzRng& g) { return draw_case(reg, g); }});
 }
 
 }  // namespace relpos::tool

@@ -43,9 +43,45 @@ void example_params(KerpleParams& p, std::size_t index) {
   }
 }
 
+// KERPLE in fused attention: `--bias kerple` with --variant, --r1 and --r2; the input is [r1; r2].
+AttentionBiasTool attention_kerple() {
+  AttentionBiasTool t = attention_bias_tool(AttentionBias::Kerple);
+  t.add_flags = [](CLI::App& cmd) {
+    auto flags = std::make_shared<KerpleFlags>();
+    add_kerple_flags(cmd, *flags, "kerple: ");
+    return std::function<void(AttentionParams&, BiasInputs&)>([flags](AttentionParams& p, BiasInputs& in) {
+      KerpleParams kp;
+      kp.heads = p.heads;
+      apply_kerple_flags(*flags, kp);
+      p.kerple_variant = kp.variant;
+      in.bias = kp.r1;
+      in.bias.insert(in.bias.end(), kp.r2.begin(), kp.r2.end());
+    });
+  };
+  t.example = [](AttentionParams& p, std::size_t index) { p.kerple_variant = index % 2 ? KerpleVariant::Power : KerpleVariant::Log; };
+  t.draw = [](AttentionParams& p, FuzzRng& g) { p.kerple_variant = g.chance(0.5) ? KerpleVariant::Log : KerpleVariant::Power; };
+  // r1 and r2 in [0.01, 0.5) (both variants).
+  t.random_input = [](const AttentionParams& p, const Fill& fill) { return BiasInputs{fill(p.bias_elements(), 0.01f, 0.5f), {}, {}}; };
+  t.describe = [](const AttentionParams& p) { return std::string(p.kerple_variant == KerpleVariant::Power ? "-power" : "-log"); };
+  // The bias is largest, and the GPU's float32 log or pow least accurate, at the farthest distance.
+  t.max_bias = [](const AttentionParams& p, const BiasInputs& in, double, std::int64_t far) {
+    double m = 0.0;
+    for (std::uint32_t h = 0; h < p.heads; ++h)
+      m = std::max(m, std::fabs(static_cast<double>(kerple_bias_value(in.bias[h], in.bias[p.heads + h], p.kerple_variant, far))));
+    return m;
+  };
+  t.bias_error = [](const AttentionParams& p, const BiasInputs& in, std::int64_t far) {
+    double e = 0.0;
+    for (std::uint32_t h = 0; h < p.heads; ++h) e = std::max(e, kerple_error_bound(in.bias[h], in.bias[p.heads + h], p.kerple_variant, far));
+    return e;
+  };
+  return t;
+}
+
 }  // namespace
 
 void register_kerple(CLI::App& run, Registry& reg) {
+  reg.attention_biases.push_back(attention_kerple());
   DistanceBiasFamily<KerpleParams> f;
   f.name = "kerple";
   f.summary = "KERPLE bias [H, Q, K]: -r1 * log(1 + r2 * |rp|) or -r1 * |rp|^r2 per head; masked entries -inf";

@@ -5,6 +5,7 @@
 #include <random>
 #include <sstream>
 
+#include "fuzz.hpp"
 #include "number_flags.hpp"
 #include "registry.hpp"
 #include "shaw_cases.hpp"
@@ -209,9 +210,43 @@ void register_runs(CLI::App& run, Registry& reg) {
   }
 }
 
+// Shaw in fused attention: `--bias shaw` with --rel-keys, --rel-values and --max-relative-position.
+AttentionBiasTool attention_shaw() {
+  AttentionBiasTool t = attention_bias_tool(AttentionBias::Shaw);
+  t.add_flags = [](CLI::App& cmd) {
+    struct Flags {
+      std::string rel_keys, rel_values;
+      std::uint32_t k = 0;
+    };
+    auto f = std::make_shared<Flags>();
+    cmd.add_option("--rel-keys", f->rel_keys, "shaw: float [2k + 1, D] .npy");
+    cmd.add_option("--rel-values", f->rel_values, "shaw: float [2k + 1, D] .npy");
+    add_number(cmd, "--max-relative-position", f->k, "shaw: k");
+    return std::function<void(AttentionParams&, BiasInputs&)>([f](AttentionParams& p, BiasInputs& in) {
+      std::vector<std::uint64_t> shape;
+      in.rel_keys = read_floats("--rel-keys", f->rel_keys, 2, shape);
+      in.rel_values = read_floats("--rel-values", f->rel_values, 2, shape);
+      p.max_relative_position = f->k;
+    });
+  };
+  t.example = [](AttentionParams& p, std::size_t) { p.max_relative_position = 16; };
+  t.draw = [](AttentionParams& p, FuzzRng& g) { p.max_relative_position = g.size(1, 2000); };
+  t.random_input = [](const AttentionParams& p, const Fill& fill) {
+    BiasInputs in;
+    in.rel_keys = fill((2 * p.max_relative_position + 1) * p.head_dim, -1.0f, 1.0f);
+    in.rel_values = fill(in.rel_keys.size(), -1.0f, 1.0f);
+    return in;
+  };
+  t.describe = [](const AttentionParams& p) { return ",k=" + std::to_string(p.max_relative_position); };
+  // q·rel_keys joins q·k in each score.
+  t.max_bias = [](const AttentionParams&, const BiasInputs& in, double qk, std::int64_t) { return qk * max_abs(in.rel_keys); };
+  return t;
+}
+
 }  // namespace
 
 void register_shaw(CLI::App& run, Registry& reg) {
+  reg.attention_biases.push_back(attention_shaw());
   register_runs(run, reg);
   register_shaw_checks(reg);
   register_shaw_benches(reg);

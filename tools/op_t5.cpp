@@ -178,9 +178,50 @@ void register_benches(Registry& reg) {
                          }});
 }
 
+// T5 in fused attention: `--bias t5` with its table and bucket flags; T5 models pass scale 1.
+AttentionBiasTool attention_t5() {
+  AttentionBiasTool t = attention_bias_tool(AttentionBias::T5);
+  t.add_flags = [](CLI::App& cmd) {
+    struct Flags {
+      std::string table;
+      T5Params t5;
+      bool causal_buckets = false, flax = false;
+    };
+    auto f = std::make_shared<Flags>();
+    cmd.add_option("--table", f->table, "t5: float [num_buckets, H] .npy");
+    add_number(cmd, "--max-distance", f->t5.max_distance, "t5: distance from which all keys share the last bucket");
+    add_number(cmd, "--num-buckets", f->t5.num_buckets, "t5: number of buckets (default: rows of the table)");
+    cmd.add_flag("--causal-buckets", f->causal_buckets, "t5: decoder buckets (default bidirectional)");
+    cmd.add_flag("--flax-eps", f->flax, "t5: flaxformer/t5x log convention");
+    add_number(cmd, "--bias-scale", f->t5.scale, "t5: multiplies the table values (default 1)");
+    return std::function<void(AttentionParams&, BiasInputs&)>([f](AttentionParams& p, BiasInputs& in) {
+      std::vector<std::uint64_t> shape;
+      in.bias = read_floats("--table", f->table, 2, shape);
+      p.t5 = f->t5;
+      p.t5.num_buckets = dimension32("--table rows", shape[0]);
+      p.t5.bidirectional = !f->causal_buckets;
+      p.t5.log = f->flax ? T5Log::FlaxEps : T5Log::HuggingFace;
+    });
+  };
+  t.example = [](AttentionParams& p, std::size_t) { p.scale = 1.0f; };
+  t.draw = [](AttentionParams& p, FuzzRng& g) {
+    p.t5.bidirectional = g.chance(0.5);
+    p.t5.num_buckets = g.size(p.t5.bidirectional ? 4 : 2, 128);
+    p.t5.max_distance = g.size(p.t5.max_exact() + 1, 100000);
+    p.t5.log = g.chance(0.5) ? T5Log::HuggingFace : T5Log::FlaxEps;
+  };
+  t.describe = [](const AttentionParams& p) {
+    return ",nb=" + std::to_string(p.t5.num_buckets) + ",md=" + std::to_string(p.t5.max_distance) + (p.t5.bidirectional ? ",bi" : "") +
+           (p.t5.log == T5Log::FlaxEps ? ",flax" : "");
+  };
+  t.max_bias = [](const AttentionParams& p, const BiasInputs& in, double, std::int64_t) { return max_abs(in.bias) * std::abs(p.t5.scale); };
+  return t;
+}
+
 }  // namespace
 
 void register_t5(CLI::App& run, Registry& reg) {
+  reg.attention_biases.push_back(attention_t5());
   {
     auto p = std::make_shared<T5Params>();
     auto causal = std::make_shared<bool>(false), flax = std::make_shared<bool>(false);

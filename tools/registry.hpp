@@ -4,6 +4,7 @@
 // function; main.cpp calls them all.
 #include <relpos/relpos.hpp>
 
+#include "attention_bias.hpp"
 #include "cli_fwd.hpp"
 
 #include <functional>
@@ -85,6 +86,9 @@ struct Registry {
   std::vector<CheckCase> checks;
   std::vector<BenchCase> benches;
   std::vector<FuzzFamily> fuzz;
+  // Every bias family fused attention takes (attention_bias.hpp), registered before the commands
+  // that take a bias (register_attention).
+  std::vector<AttentionBiasTool> attention_biases;
 };
 
 // Options every run subcommand shares.
@@ -120,6 +124,7 @@ void write_floats(const std::string& path, const std::vector<float>& values, std
 void register_t5(CLI::App& run, Registry& reg);
 void register_alibi(CLI::App& run, Registry& reg);
 void register_kerple(CLI::App& run, Registry& reg);
+void register_sandwich(CLI::App& run, Registry& reg);
 void register_rope(CLI::App& run, Registry& reg);
 void register_fourier(CLI::App& run, Registry& reg);
 void register_attention(CLI::App& run, Registry& reg);

@@ -1,5 +1,5 @@
 // relpos stats: what the device's compiler makes of every pipeline the library would use there.
-// The ops run on a compile-only context (ContextOptions::compile_only: they plan, check and create
+// The ops run on a compile-only context (Tuning::compile_only: they plan, check and create
 // their pipelines, and record nothing), so any device works, also one that cannot run anything:
 // RADV's null hardware is AMD's real compiler without a GPU.
 #include <cstdio>
@@ -21,14 +21,13 @@ Key key_of(const PipelineReport& r) { return {r.shader, r.constants}; }
 // Fused attention at one head_dim, every bias mode, f32 and f16, a prefill or a decoding shape,
 // with contiguous k and v and with a paged cache of 256-key blocks, through attention() and, when
 // decoding, through a decode plan (whose kernels keep their lanes fixed).
-void survey_attention(Context& ctx, std::uint32_t head_dim, bool decode) {
-  const AttentionBias modes[] = {AttentionBias::None, AttentionBias::T5,   AttentionBias::Distance, AttentionBias::Alibi,
-                                 AttentionBias::Shaw, AttentionBias::Dense, AttentionBias::Kerple};
-  for (AttentionBias bias : modes)
+void survey_attention(const Registry& reg, Context& ctx, std::uint32_t head_dim, bool decode) {
+  for (const AttentionBiasInfo& family : attention_biases())
     for (DType dtype : {DType::F32, DType::F16})
       for (bool paged : {false, true}) {
         AttentionParams p{.heads = 8, .kv_heads = 8, .queries = decode ? 1u : 512u, .keys = decode ? 4096u : 512u, .head_dim = head_dim,
-                          .dtype = dtype, .query_offset = decode && !paged ? 4095 : 0, .causal = true, .bias = bias, .max_relative_position = 64};
+                          .dtype = dtype, .query_offset = decode && !paged ? 4095 : 0, .causal = true, .bias = family.bias};
+        bias_tool(reg, family.bias).example(p, 0);
         if (paged) p.paged = {.block_size = 256, .num_blocks = p.keys / 256, .max_blocks = p.keys / 256};
         const std::uint64_t es = dtype_size(dtype);
         Buffer q(ctx, p.rows() * head_dim * es), k(ctx, std::uint64_t{p.kv_heads} * p.keys * head_dim * es),
@@ -40,8 +39,8 @@ void survey_attention(Context& ctx, std::uint32_t head_dim, bool decode) {
         const std::uint64_t rel = (2ull * p.max_relative_position + 1) * head_dim * 4;
         Buffer rk(ctx, rel), rv(ctx, rel);
         AttentionBuffers bufs{.q = &q, .k = &k, .v = &v, .out = &out};
-        if (bias == AttentionBias::Shaw) bufs.rel_keys = &rk, bufs.rel_values = &rv;
-        else if (bias != AttentionBias::None) bufs.bias = &b;
+        if (family.rel_tables) bufs.rel_keys = &rk, bufs.rel_values = &rv;
+        else if (!family.input.empty()) bufs.bias = &b;
         if (paged) bufs.block_table = &table, bufs.cache_lengths = &lengths;
         Recorder r(ctx);
         attention(r, p, bufs);
@@ -72,8 +71,8 @@ std::vector<std::uint32_t> parse_head_dims(const std::string& list) {
 int stats_command(Registry& reg, const std::string& filter, bool json, const std::string& head_dims, bool summary) {
   const std::vector<std::uint32_t> dims = parse_head_dims(head_dims);
   ContextOptions o = tool_context_options();
-  o.compile_only = true;
-  o.pipeline_statistics = true;
+  o.tuning.compile_only = true;
+  o.tuning.pipeline_statistics = true;
   Context ctx(o);
   const DeviceInfo& info = ctx.device_info();
   if (!has_pipeline_statistics(ctx))
@@ -101,8 +100,8 @@ int stats_command(Registry& reg, const std::string& filter, bool json, const std
   }
   if (attention)
     for (std::uint32_t d : dims) {
-      survey(ctx, "attention", [&] { survey_attention(ctx, d, false); });
-      survey(*decode_ctx, "attention", [&] { survey_attention(*decode_ctx, d, true); });
+      survey(ctx, "attention", [&] { survey_attention(reg, ctx, d, false); });
+      survey(*decode_ctx, "attention", [&] { survey_attention(reg, *decode_ctx, d, true); });
     }
 
   const std::optional<GpuArchitecture> arch = gpu_architecture(info);

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "relpos/dtype.hpp"
@@ -16,6 +17,8 @@ namespace relpos {
 class Buffer;
 class Recorder;
 
+// The position bias families fused attention takes (docs/fused_attention.md, "Bias modes"). What
+// each one's input holds: attention_bias_info(bias).input.
 enum class AttentionBias : std::uint32_t {
   None = 0,
   T5 = 1,        // [num_buckets, heads] table, buckets of T5Params (its scale multiplies the bias)
@@ -24,7 +27,25 @@ enum class AttentionBias : std::uint32_t {
   Shaw = 4,      // rel_keys, rel_values [2k + 1, head_dim] (float32), k = max_relative_position
   Dense = 5,     // float32 [heads, queries, keys], the general fallback
   Kerple = 6,    // float32 [2, heads]: r1 then r2 of KerpleParams (variant kerple_variant); the reference checks their ranges
+  Sandwich = 7,  // float32 [heads] scales of SandwichParams (dimension sandwich_dim); the reference checks they are finite
 };
+
+// What the library says of a bias family: every family fused attention takes is listed by
+// attention_biases(), in a fixed order, so that an application (or a CLI) can offer them all.
+struct AttentionBiasInfo {
+  AttentionBias bias = AttentionBias::None;
+  std::string_view name;   // "t5", "alibi", ...: what `relpos run attention --bias` takes
+  std::string_view input;  // what AttentionBuffers::bias holds (float32); empty: no bias buffer
+  bool rel_tables = false;  // takes rel_keys and rel_values (float32 [2k + 1, head_dim]) instead
+  // The bias of (query, key) is a function of the head and their relative position only, so any
+  // window of queries and keys takes the same parameters at its own query_offset (every family but
+  // dense).
+  bool relative = true;
+};
+std::span<const AttentionBiasInfo> attention_biases();
+// InvalidArgument naming `bias` for a value that is no family.
+const AttentionBiasInfo& attention_bias_info(AttentionBias bias);
+std::optional<AttentionBias> attention_bias_named(std::string_view name);
 
 // A paged KV cache in place of contiguous k and v (FlashAttention's flash_attn_with_kvcache and
 // vLLM's layout, docs/paged_attention.md): k and v are [num_blocks, block_size, kv_heads, head_dim];
@@ -63,6 +84,7 @@ struct AttentionParams {
   T5Params t5{};  // bucket configuration and bias scale (its queries/keys/heads/offset are ignored)
   std::uint32_t max_relative_position = 0;  // Shaw's k
   KerpleVariant kerple_variant = KerpleVariant::Log;
+  std::uint32_t sandwich_dim = 0;  // Sandwich: the dimension d' of its sinusoids
   // Split the keys of each row across this many workgroups (0: chosen from the shape). A split holds
   // at most kMaxKeysPerSplit keys, so long rows always take several; at most
   // AttentionMergeParams::kMaxParts splits are merged.
@@ -144,10 +166,12 @@ struct AttentionBuffers {
 void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& b);
 
 // The same attention unfused, from the library's blocks: q·kᵀ·scale into `logits` (float32
-// [B, H, Q, K], attention_unfused_logits_bytes()), the T5 bias added there, the masked softmax,
-// then weights·v. For the none and t5 modes, kv_heads == heads, no memory prefix or key lengths:
-// the baseline the fused op is tested and benchmarked against.
+// [B, H, Q, K], attention_unfused_logits_bytes()), the bias added there by its family's own op,
+// the masked softmax, then weights·v. For the modes attention_unfused_takes() (none, t5),
+// kv_heads == heads, no memory prefix or key lengths: the baseline the fused op is tested and
+// benchmarked against.
 std::uint64_t attention_unfused_logits_bytes(const AttentionParams& p);
+bool attention_unfused_takes(AttentionBias bias);
 void attention_unfused(Recorder& r, const AttentionParams& p, const AttentionBuffers& b, const Buffer& logits);
 
 // ---- Log-sum-exp merge of partial attention over key blocks ------------------------------

@@ -1,14 +1,13 @@
 #pragma once
-// The per-distance biases (T5, ALiBi, KERPLE) for hot loops: a plan built once for the largest
-// step holds the pipelines, the scratch buffers (the rows and their shifted copies), the family's
-// parameters on the device and descriptor sets, so that recording a step with new queries, keys
-// or offset creates nothing. The free functions (t5_bias, alibi_bias_add, ...) stay the simple path.
+// The per-distance biases (T5, ALiBi, KERPLE, Sandwich) for hot loops: a plan built once for the
+// largest step holds the pipelines, the scratch buffers (the rows and their shifted copies), the
+// family's parameters on the device and descriptor sets, so that recording a step with new
+// queries, keys or offset creates nothing. The free functions (t5_bias, alibi_bias_add, ...) stay
+// the simple path; both record the family's rows the same way.
 #include <cstdint>
 #include <memory>
 
-#include "relpos/alibi.hpp"
 #include "relpos/dtype.hpp"
-#include "relpos/kerple.hpp"
 #include "relpos/t5.hpp"
 
 namespace relpos {
@@ -29,11 +28,12 @@ class BiasPlan {
   // `envelope` is the largest step: its queries and keys are the most any step takes; everything
   // else (heads, batch, the family's parameters, causal) holds for every step. `add`: the step adds
   // into logits [batch, heads, Q, K] of `dtype` (t5_bias_add, ...); otherwise it writes the bias
-  // [heads, Q, K] (t5_bias, ...). The T5 table (float32 [num_buckets, heads]) is read by every
-  // step: it must outlive them. Throws InvalidArgument for an invalid envelope.
+  // [heads, Q, K] (t5_bias, ...). Throws InvalidArgument for an invalid envelope.
+  // A family with host parameters: Params is AlibiParams, KerpleParams or SandwichParams.
+  template <class Params>
+  BiasPlan(Context& ctx, const Params& envelope, DType dtype, bool add);
+  // T5, whose table (float32 [num_buckets, heads]) is read by every step: it must outlive them.
   BiasPlan(Context& ctx, const T5Params& envelope, const Buffer& table, DType dtype, bool add);
-  BiasPlan(Context& ctx, const AlibiParams& envelope, DType dtype, bool add);
-  BiasPlan(Context& ctx, const KerpleParams& envelope, DType dtype, bool add);
   ~BiasPlan();
   BiasPlan(BiasPlan&&) noexcept;
   BiasPlan& operator=(BiasPlan&&) noexcept;

@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "relpos/tuning.hpp"
+
 namespace relpos {
 
 enum class DeviceType { Discrete, Integrated, Virtual, Cpu, Other };
@@ -51,28 +53,6 @@ struct ValidationMessage {
   std::string text;
 };
 
-// How the per-distance biases (T5, ALiBi, Fourier) write their [.., Q, K] output. Every output row
-// is a window of one per-distance row, so it can be a compute shader's stores or a transfer copy of
-// the window. CPU devices run a copy as a memcpy on their queue thread, which writes faster than
-// their shader stores; GPUs do better with the shader. Adds into logits always use the shader.
-enum class DistanceExpansion {
-  Auto,    // copies on CPU devices with at most 4 threads and rows of at least 1 KiB; shader otherwise
-  Shader,  // always the compute shader
-  Copies,  // transfer copies whenever the output buffer allows transfer writes
-};
-
-// Which class of kernels the ops use where they have two shapes of one computation (fused attention
-// so far). Both give the same results within the documented tolerances; they differ in speed.
-enum class Kernels {
-  Auto,  // Cpu on CPU devices (lavapipe), Gpu on every other device
-  Cpu,   // shaped for a CPU device: rows per lane share each key load, subgroup shuffles stand in for
-         // shared memory (a CPU device gathers every storage load lane by lane)
-  Gpu,   // shaped for a GPU: key and value tiles staged in shared memory by coalesced loads, one query
-         // row spread over several lanes, no lane holding a whole key (FlashAttention-2 form)
-};
-// The names RELPOS_KERNELS and the CLI's --kernels take: "auto", "cpu", "gpu"; nullopt for others.
-std::optional<Kernels> kernels_from_name(std::string_view name);
-
 struct ContextOptions {
   // Device selector: an index into the device list, or a case-insensitive substring of the device
   // name. Empty: the RELPOS_DEVICE environment variable, then the first discrete GPU, integrated
@@ -84,18 +64,9 @@ struct ContextOptions {
   // Receives every validation warning and error, on whichever thread made the call that caused it
   // (so it must be thread-safe when several threads use the Context). Default: print to stderr.
   std::function<void(const ValidationMessage&)> on_validation_message;
-  DistanceExpansion distance_expansion = DistanceExpansion::Auto;
-  // RELPOS_KERNELS=auto|cpu|gpu in the environment overrides Auto.
-  Kernels kernels = Kernels::Auto;
-  // Survey mode (`relpos stats`): ops check their inputs, plan their dispatches and create their
-  // pipelines, but record and run nothing; buffers hold host memory only (uploads and downloads
-  // copy host memory). Works on devices that cannot run anything, such as RADV's null hardware
-  // (a real GPU compiler without a GPU), which a normal Context refuses for its lack of memory.
-  bool compile_only = false;
-  // Keep each pipeline's executable statistics (registers, spills, instruction counts: whatever the
-  // driver reports through VK_KHR_pipeline_executable_properties), for pipeline_reports()
-  // (relpos/pipeline_report.hpp). Ignored where the device lacks the extension.
-  bool pipeline_statistics = false;
+  // How relpos shapes its work on the device (kernel classes, the bias expansion, survey mode): the
+  // defaults suit every device; relpos/tuning.hpp says what each knob does.
+  Tuning tuning;
   // A directory for a persistent pipeline cache: the driver's compiled pipelines are read from a
   // file there (one per device and driver version, named by its pipelineCacheUUID) when the
   // Context starts, and written back (atomically, only when pipelines were added) when it ends or on
@@ -164,9 +135,8 @@ class Context {
 
   const DeviceInfo& device_info() const;
   const DeviceLimits& limits() const;
-  DistanceExpansion distance_expansion() const;
-  // The kernel class in use: Cpu or Gpu (Auto resolved by the device type).
-  Kernels kernels() const;
+  // The options' tuning, with Tuning::kernels resolved (Auto: Cpu or Gpu by the device type).
+  const Tuning& tuning() const;
   bool validation_enabled() const;
   // Validation warnings and errors received so far.
   std::uint64_t validation_message_count() const;

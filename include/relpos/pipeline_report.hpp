@@ -1,7 +1,7 @@
 #pragma once
 // What the driver's compiler made of each pipeline a Context created: the shader, its
 // specialisation constants by name, the workgroup size, and, with
-// ContextOptions::pipeline_statistics on a device with VK_KHR_pipeline_executable_properties,
+// Tuning::pipeline_statistics on a device with VK_KHR_pipeline_executable_properties,
 // each executable's statistics (registers, spills, shared memory, instruction counts, ... under the
 // driver's own names). `relpos stats` prints them.
 #include <array>

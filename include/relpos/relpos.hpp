@@ -15,6 +15,7 @@
 #include "relpos/compare.hpp"
 #include "relpos/alibi.hpp"
 #include "relpos/kerple.hpp"
+#include "relpos/sandwich.hpp"
 #include "relpos/rope.hpp"
 #include "relpos/version.hpp"
 #include "relpos/float_buffer.hpp"

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string>
 
-#include "reference/checks.hpp"
+#include "params/checks.hpp"
 #include "relpos/buffer.hpp"
 #include "relpos/context.hpp"
 #include "relpos_push/fill.h"

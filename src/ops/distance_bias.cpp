@@ -1,14 +1,23 @@
+// The per-distance bias kit (distance_bias.hpp): rows of a source, then the expansion.
 #include "ops/distance_bias.hpp"
 
-#include <cstring>
 #include <string>
+#include <utility>
+
+#include "vk/access.hpp"
 
 namespace relpos::detail {
 
-const Buffer& upload_floats(Recorder& r, std::span<const float> values) {
-  Buffer& b = scratch(r, values.size_bytes(), MemoryUse::Host);
-  if (!values.empty()) std::memcpy(b.host_pointer(), values.data(), values.size_bytes());
-  return b;
+void prepare_row_pipeline(Context& ctx, ShaderId shader) { device_of(ctx)->pipeline(shader, {kRowGroup}); }
+
+RowsRecorder source_rows(const DistanceWindow& w, SourceMaker make) {
+  return [w, make = std::move(make)](Recorder& r) -> const Buffer& {
+    RecordingStorage storage(r);
+    const DistanceSource source = make(storage);
+    Buffer& rows = scratch(r, w.row_len() * w.heads * 4, MemoryUse::Device);
+    source.rows->record(r, w, *source.params, rows, nullptr);
+    return rows;
+  };
 }
 
 void expand_distance_bias(Recorder& r, const DistanceWindow& w, const Buffer& out, ExpandMode mode, const RowsRecorder& rows) {

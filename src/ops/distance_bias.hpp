@@ -7,11 +7,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string_view>
 
 #include "ops/expand.hpp"
-#include "reference/distance_bias.hpp"
+#include "ops/op_storage.hpp"
+#include "params/distance_window.hpp"
 #include "relpos/buffer.hpp"
 #include "relpos/dtype.hpp"
 #include "relpos/recorder.hpp"
@@ -27,8 +29,8 @@ namespace relpos::detail {
 inline constexpr std::uint32_t kRowHeadsPerInvocation = RELPOS_MAX_LOOP_ITERATIONS / 2;
 inline constexpr std::uint32_t kRowGroup = 64;
 
-// Host floats in a fresh host-visible scratch buffer (no GPU work uses it yet).
-const Buffer& upload_floats(Recorder& r, std::span<const float> values);
+// Compiles a row shader's pipeline (plans, before their first step).
+void prepare_row_pipeline(Context& ctx, ShaderId shader);
 
 // Records a family's row shader over the window into `rows` ([out_heads, Q + K - 1] 32-bit
 // values), ending with the barrier that makes them readable. `pc` is the family's push block: the
@@ -69,8 +71,48 @@ inline ExpandShape expand_shape(const DistanceWindow& w, ExpandMode mode) {
   return {w.queries, w.keys, w.heads, std::uint64_t{add ? w.batch : 1u} * w.heads * w.queries};
 }
 
-// Records the rows of one operation (a family's record_distance_rows call).
+// A per-distance family's rows, made once for an envelope of windows (its buffers from a plan's
+// storage or the recording's): what the kit's ops, BiasPlan and fused attention record.
+class DistanceRows {
+ public:
+  virtual ~DistanceRows() = default;
+  // The rows [w.heads, w.row_len()] of window w into `rows` (-inf for rp > 0 where w.causal), from
+  // the family's parameters in `params` (binding 0 of its row shader); ends with the barrier that
+  // makes them readable. Descriptor sets from `sets` (a plan's) or the recording's pools.
+  virtual void record(Recorder& r, const DistanceWindow& w, const Buffer& params, const Buffer& rows, DescriptorSource* sets) = 0;
+};
+
+// A row shader on the kit's skeleton: `push` gives the family's push block for a window (the kit
+// fills its leading fields); `extra`, if any, is bound at binding 2 (the family's constants).
+template <class Push>
+class ShaderRows final : public DistanceRows {
+ public:
+  ShaderRows(Context& ctx, ShaderId shader, std::function<Push(const DistanceWindow&)> push, const Buffer* extra = nullptr)
+      : shader_(shader), push_(std::move(push)), extra_{extra} {
+    prepare_row_pipeline(ctx, shader);
+  }
+  void record(Recorder& r, const DistanceWindow& w, const Buffer& params, const Buffer& rows, DescriptorSource* sets) override {
+    record_distance_rows_into(r, w, shader_, push_(w), {&params}, extra_.buffer ? &extra_ : nullptr, w.heads, rows, sets);
+  }
+
+ private:
+  ShaderId shader_;
+  std::function<Push(const DistanceWindow&)> push_;
+  BufferSpan extra_;
+};
+
+// A family's rows with its parameters on the device, for one envelope.
+struct DistanceSource {
+  std::unique_ptr<DistanceRows> rows;
+  const Buffer* params = nullptr;
+};
+// Makes a family's source with buffers from `storage` (the free functions' recording, a plan's).
+using SourceMaker = std::function<DistanceSource(OpStorage& storage)>;
+
+// Records the rows of one operation into scratch and returns them.
 using RowsRecorder = std::function<const Buffer&(Recorder&)>;
+// The rows of window w from the source `make` gives (the free functions).
+RowsRecorder source_rows(const DistanceWindow& w, SourceMaker make);
 
 // Checks `out` first; then, as one operation, the rows and their expansion: write (mode Copy32 or
 // WriteF16) [heads, Q, K] or add (AddF32, AddF16) into [batch, heads, Q, K].

@@ -4,7 +4,7 @@
 #include <string>
 #include <thread>
 
-#include "reference/checks.hpp"
+#include "params/checks.hpp"
 #include "relpos_push/expand.h"
 #include "ops/planner.hpp"
 #include "vk/access.hpp"
@@ -73,7 +73,7 @@ std::uint32_t cpu_device_threads() {
 
 bool expand_by_copies(const Context& ctx, const ExpandShape& s, const Buffer& out, ExpandMode mode) {
   if ((mode != ExpandMode::Copy32 && mode != ExpandMode::WriteF16) || !out.transfer_writable()) return false;
-  switch (ctx.distance_expansion()) {
+  switch (ctx.tuning().distance_expansion) {
     case DistanceExpansion::Shader: return false;
     case DistanceExpansion::Copies: return true;
     case DistanceExpansion::Auto: break;

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "ops/distance_bias.hpp"
-#include "reference/checks.hpp"
+#include "params/checks.hpp"
 #include "relpos/buffer.hpp"
 #include "relpos/context.hpp"
 #include "relpos/fourier.hpp"

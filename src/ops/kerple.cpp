@@ -1,54 +1,73 @@
 // KERPLE on the GPU, on the per-distance bias kit: kerple_distance_row.comp computes the rows from
-// the host's r1 and r2; the kit expands or adds them.
+// r1 and r2 ([2, heads]); the kit expands or adds them; BiasPlan's steps and fused attention (the
+// family's registry entry, below) record the same rows.
+#include "bias/bias_family.hpp"
+#include "ops/bias_plan_state.hpp"
 #include "ops/distance_bias.hpp"
-#include "ops/kerple_row.hpp"
 #include "relpos/kerple.hpp"
+#include "relpos_push/attention.h"
 #include "relpos_push/kerple.h"
 
 namespace relpos {
 namespace detail {
-
 namespace {
-push::KerpleRowPush kerple_push(const DistanceWindow& w, KerpleVariant variant) {
-  push::KerpleRowPush pc{};
-  pc.heads = w.heads;
-  pc.variant = static_cast<std::uint32_t>(variant);
-  return pc;
+
+std::unique_ptr<DistanceRows> kerple_rows(Context& ctx, KerpleVariant variant) {
+  auto push = [variant](const DistanceWindow& w) {
+    push::KerpleRowPush pc{};
+    pc.heads = w.heads;
+    pc.variant = static_cast<std::uint32_t>(variant);
+    return pc;
+  };
+  return std::make_unique<ShaderRows<push::KerpleRowPush>>(ctx, ShaderId::kerple_distance_row, push);
 }
+
 }  // namespace
 
-const Buffer& kerple_distance_rows(Recorder& r, const DistanceWindow& w, KerpleVariant variant, const Buffer& params) {
-  return record_distance_rows(r, w, ShaderId::kerple_distance_row, kerple_push(w, variant), {&params});
-}
-
-void kerple_distance_rows_into(Recorder& r, const DistanceWindow& w, KerpleVariant variant, const Buffer& params, const Buffer& rows,
-                               DescriptorSource* sets) {
-  record_distance_rows_into(r, w, ShaderId::kerple_distance_row, kerple_push(w, variant), {&params}, nullptr, w.heads, rows, sets);
-}
+// Fused attention's bias input is [r1; r2], which the rows read as they are.
+extern const BiasFamily kKerpleBias{
+    .info = {.bias = AttentionBias::Kerple, .name = "kerple", .input = "float32 [2, heads]: r1 then r2"},
+    .kernel_mode = RELPOS_ATTN_ROW,
+    .input_elements = [](const AttentionParams& p) { return std::uint64_t{2} * p.heads; },
+    .check_input =
+        [](const AttentionParams& p, std::span<const float> in) {
+          KerpleParams k;
+          k.heads = p.heads;
+          k.variant = p.kerple_variant;
+          k.r1.assign(in.begin(), in.begin() + p.heads);
+          k.r2.assign(in.begin() + p.heads, in.end());
+          k.validate_kernel();
+        },
+    .bias_at = [](const AttentionParams& p, std::span<const float> in, std::uint32_t h, std::uint32_t, std::uint32_t, std::int64_t rp) {
+      return kerple_bias_value(in[h], in[p.heads + h], p.kerple_variant, rp);
+    },
+    .rows = [](Context& ctx, const AttentionParams& p, OpStorage&) { return kerple_rows(ctx, p.kerple_variant); },
+};
 
 }  // namespace detail
 
-namespace {
-
-
-detail::RowsRecorder kerple_rows(const KerpleParams& p) {
-  return [&p](Recorder& r) -> const Buffer& {
-    std::vector<float> params = p.r1;  // [2, heads]
-    params.insert(params.end(), p.r2.begin(), p.r2.end());
-    return detail::kerple_distance_rows(r, detail::distance_window(p), p.variant, detail::upload_floats(r, params));
-  };
+detail::DistanceSource distance_source(Context& ctx, const KerpleParams& p, detail::OpStorage& storage) {
+  std::vector<float> params = p.r1;  // [2, heads]
+  params.insert(params.end(), p.r2.begin(), p.r2.end());
+  return {detail::kerple_rows(ctx, p.variant), &storage.upload<float>(params, "r1, r2")};
 }
 
+namespace {
+detail::RowsRecorder kerple_rows(Recorder& r, const KerpleParams& p) {
+  return detail::source_rows(detail::distance_window(p), [&](detail::OpStorage& s) { return distance_source(r.context(), p, s); });
+}
 }  // namespace
 
 void kerple_bias(Recorder& r, const KerpleParams& p, const Buffer& out, DType out_dtype) {
   p.validate();
-  detail::distance_bias(r, detail::distance_window(p), out, out_dtype, kerple_rows(p));
+  detail::distance_bias(r, detail::distance_window(p), out, out_dtype, kerple_rows(r, p));
 }
 
 void kerple_bias_add(Recorder& r, const KerpleParams& p, const Buffer& logits, DType logits_dtype) {
   p.validate();
-  detail::distance_bias_add(r, detail::distance_window(p), logits, logits_dtype, kerple_rows(p));
+  detail::distance_bias_add(r, detail::distance_window(p), logits, logits_dtype, kerple_rows(r, p));
 }
+
+template BiasPlan::BiasPlan(Context& ctx, const KerpleParams& envelope, DType dtype, bool add);
 
 }  // namespace relpos

@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "ops/planner.hpp"
-#include "reference/checks.hpp"
+#include "params/checks.hpp"
 #include "relpos/buffer.hpp"
 #include "relpos/context.hpp"
 #include "relpos/kv_cache.hpp"

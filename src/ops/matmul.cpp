@@ -81,7 +81,7 @@ bool c_needs_staging(const MatmulParams& p) {
 }
 
 // The GPU kernel class: matmul_tiled wherever the operands allow quad loads.
-bool gpu_tiles(const Context& ctx) { return ctx.kernels() == Kernels::Gpu; }
+bool gpu_tiles(const Context& ctx) { return ctx.tuning().kernels == Kernels::Gpu; }
 
 Plan plan(const DeviceLimits& lim, const MatmulParams& p, const SharedTile& st, bool tiled) {
   Plan pl;

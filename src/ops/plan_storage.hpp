@@ -10,26 +10,29 @@
 
 #include "relpos/buffer.hpp"
 #include "relpos/context.hpp"
+#include "ops/op_storage.hpp"
 #include "vk/step_sets.hpp"
 
 namespace relpos::detail {
 
-class PlanStorage {
+class PlanStorage final : public OpStorage {
  public:
-  explicit PlanStorage(Context& ctx);
+  // `advice` ends the message of a buffer too large for one binding.
+  explicit PlanStorage(Context& ctx, std::string advice = "");
   ~PlanStorage();
   PlanStorage(const PlanStorage&) = delete;
   PlanStorage& operator=(const PlanStorage&) = delete;
 
   // A device buffer of `bytes` (the plan binds it whole): InvalidArgument naming `what` when it
-  // would not fit one storage buffer binding; `advice` ends the message.
-  const Buffer& make(std::uint64_t bytes, const std::string& what, const std::string& advice = "");
-  // A device buffer holding `values`.
-  const Buffer& upload(std::span<const float> values);
+  // would not fit one storage buffer binding.
+  const Buffer& make(std::uint64_t bytes, const std::string& what) override;
+  // A device buffer holding the bytes.
+  const Buffer& upload_bytes(const void* data, std::uint64_t bytes, const std::string& what) override;
   StepSets& sets() { return *sets_; }
 
  private:
   Context* ctx_;
+  std::string advice_;
   std::list<Buffer> buffers_;  // one list, so that they can be retired at once
   std::unique_ptr<StepSets> sets_;
 };

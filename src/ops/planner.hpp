@@ -8,9 +8,10 @@
 #include <functional>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "reference/checks.hpp"
+#include "params/checks.hpp"
 #include "relpos/buffer.hpp"
 #include "relpos/context.hpp"
 #include "vk/dispatch.hpp"
@@ -127,10 +128,20 @@ struct Bound {
   bool fits = true;
 };
 
-inline Bound bind_range(const DeviceLimits& lim, const Buffer& buf, std::uint64_t first, std::uint64_t end, std::uint32_t unit) {
+// The offset a binding of the bytes [first, ...) starts at, and its size to `end`.
+inline std::pair<std::uint64_t, std::uint64_t> bound_bytes(const DeviceLimits& lim, std::uint64_t first, std::uint64_t end) {
   const std::uint64_t align = std::max<std::uint64_t>(lim.min_storage_buffer_offset_alignment, 16);
   const std::uint64_t off = first / align * align;
-  const std::uint64_t bytes = std::max<std::uint64_t>(end - off, 4);
+  return {off, std::max<std::uint64_t>(end - off, 4)};
+}
+
+// Whether bind_range(first, end) fits: what planning needs before any buffer exists.
+inline bool bind_range_fits(const DeviceLimits& lim, std::uint64_t first, std::uint64_t end) {
+  return bound_bytes(lim, first, end).second <= lim.max_storage_buffer_range;
+}
+
+inline Bound bind_range(const DeviceLimits& lim, const Buffer& buf, std::uint64_t first, std::uint64_t end, std::uint32_t unit) {
+  const auto [off, bytes] = bound_bytes(lim, first, end);
   return {{&buf, off, bytes}, static_cast<std::uint32_t>(off / unit), bytes <= lim.max_storage_buffer_range};
 }
 

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <string>
 
-#include "reference/checks.hpp"
+#include "params/checks.hpp"
 #include "relpos/buffer.hpp"
 #include "relpos/context.hpp"
 #include "ops/rope_invocations.hpp"

@@ -4,7 +4,7 @@
 
 #include "ops/plan_storage.hpp"
 #include "ops/rope_record.hpp"
-#include "reference/checks.hpp"
+#include "params/checks.hpp"
 #include "relpos/context.hpp"
 #include "relpos/rope.hpp"
 #include "vk/access.hpp"

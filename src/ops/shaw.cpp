@@ -1,9 +1,13 @@
 // Shaw relative keys and values on the GPU, in the cheap form: P = scale·q·rel_keysᵀ is
 // [B·H·Q, 2k+1] and the logits gather from it; the weights are bucketed into S [B·H·Q, 2k+1] and
 // out += S·rel_values. Nothing of size Q·K·D exists, except in tensor2tensor's materialised form
-// kept as the benchmark baseline.
+// kept as the benchmark baseline. Fused attention gathers the tables in its kernels (the family's
+// registry entry, at the end).
 #include <algorithm>
 #include <string>
+
+#include "bias/bias_family.hpp"
+#include "relpos_push/attention.h"
 
 #include "ops/unfused_attention.hpp"
 #include "ops/matmul.hpp"
@@ -286,5 +290,32 @@ void shaw_attention(Recorder& r, const ShawAttentionParams& sp, const Buffer& q,
     record_cast_f16(r, acc, out, om.c_elements(), false);
   }
 }
+
+namespace detail {
+
+extern const BiasFamily kShawBias{
+    .info = {.bias = AttentionBias::Shaw, .name = "shaw", .rel_tables = true},
+    .kernel_mode = RELPOS_ATTN_SHAW,
+    .validate =
+        [](const AttentionParams& p) {
+          require(p.max_relative_position >= 1 && p.max_relative_position <= 1'000'000, "max_relative_position",
+                  std::to_string(p.max_relative_position), "must be in [1, 10^6] for the Shaw bias");
+        },
+    // The kernels read the tables through one binding each.
+    .check_device =
+        [](const DeviceLimits& lim, const AttentionParams& p) {
+          const std::uint64_t rel_bytes = (2ull * p.max_relative_position + 1) * p.head_dim * 4;
+          require(rel_bytes <= lim.max_storage_buffer_range, "rel_keys", std::to_string(rel_bytes) + " bytes",
+                  "must fit in maxStorageBufferRange = " + std::to_string(lim.max_storage_buffer_range));
+        },
+    .rel_row =
+        [](const AttentionParams& p, std::int64_t rp) {
+          const std::int64_t k = p.max_relative_position;
+          return static_cast<std::uint32_t>(std::clamp(rp, -k, k) + k);
+        },
+};
+
+
+}  // namespace detail
 
 }  // namespace relpos

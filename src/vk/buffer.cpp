@@ -117,7 +117,7 @@ Buffer::Buffer(std::shared_ptr<Context::Device> device, std::uint64_t bytes, Mem
   if (d.limits.max_memory_allocation_size && capacity_ > d.limits.max_memory_allocation_size)
     throw InvalidArgument("buffer of " + std::to_string(bytes) + " bytes exceeds the device's maxMemoryAllocationSize of " +
                           std::to_string(d.limits.max_memory_allocation_size) + " bytes");
-  if (d.compile_only) {  // host memory stands in: ops read and write nothing on the device
+  if (d.tuning.compile_only) {  // host memory stands in: ops read and write nothing on the device
     usage_ = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
     host_only_ = std::make_unique<std::byte[]>(capacity_);
     mapped_ = host_only_.get();

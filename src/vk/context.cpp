@@ -303,7 +303,7 @@ Device::~Device() {
   // still have recorded relpos's commands into its own command buffers: wait for the device (its
   // one queue is relpos's) before anything is destroyed. An adopted device is the application's
   // to wait for: it destroys the Context only after its command buffers finished (context.hpp).
-  if (owns_device && vk.vkDeviceWaitIdle && !compile_only) {  // compile-only: nothing was submitted
+  if (owns_device && vk.vkDeviceWaitIdle && !tuning.compile_only) {  // compile-only: nothing was submitted
     auto lock = lock_queue();
     vk.vkDeviceWaitIdle(device);
   }
@@ -381,10 +381,10 @@ Context::Context(const ContextOptions& opt) : device_(std::make_shared<Device>()
   d.info = infos[idx];
   d.queue_family = detail::compute_queue_family(d.fn, d.physical);
   detail::read_limits(d);
-  d.distance_expansion = opt.distance_expansion;
-  d.kernels = detail::resolve_kernels(opt.kernels, d.info.type);
-  d.compile_only = opt.compile_only;
-  if (!d.compile_only) detail::require_usable_memory(d);
+  d.tuning.distance_expansion = opt.tuning.distance_expansion;
+  d.tuning.kernels = detail::resolve_kernels(opt.tuning.kernels, d.info.type);
+  d.tuning.compile_only = opt.tuning.compile_only;
+  if (!d.tuning.compile_only) detail::require_usable_memory(d);
 
   float priority = 1.0f;
   VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
@@ -399,9 +399,9 @@ Context::Context(const ContextOptions& opt) : device_(std::make_shared<Device>()
     d.fn.vkEnumerateDeviceExtensionProperties(d.physical, nullptr, &n, avail.data());
     for (auto& e : avail) {
       if (std::strcmp(e.extensionName, "VK_KHR_portability_subset") == 0) exts.push_back("VK_KHR_portability_subset");
-      if (opt.pipeline_statistics && std::strcmp(e.extensionName, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME) == 0) {
+      if (opt.tuning.pipeline_statistics && std::strcmp(e.extensionName, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME) == 0) {
         exts.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
-        d.pipeline_statistics = true;
+        d.tuning.pipeline_statistics = true;
       }
     }
   }
@@ -409,7 +409,7 @@ Context::Context(const ContextOptions& opt) : device_(std::make_shared<Device>()
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
   executable_info.pipelineExecutableInfo = VK_TRUE;
   VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
-  if (d.pipeline_statistics) dci.pNext = &executable_info;
+  if (d.tuning.pipeline_statistics) dci.pNext = &executable_info;
   dci.queueCreateInfoCount = 1;
   dci.pQueueCreateInfos = &qci;
   dci.enabledExtensionCount = static_cast<std::uint32_t>(exts.size());
@@ -462,8 +462,8 @@ Context::Context(const AdoptedVulkan& app, const ContextOptions& opt) : device_(
       throw InvalidArgument("AdoptedVulkan::queue_family = " + std::to_string(app.queue_family) + ": the family has no compute support");
   }
   detail::read_limits(d);
-  d.distance_expansion = opt.distance_expansion;
-  d.kernels = detail::resolve_kernels(opt.kernels, d.info.type);
+  d.tuning.distance_expansion = opt.tuning.distance_expansion;
+  d.tuning.kernels = detail::resolve_kernels(opt.tuning.kernels, d.info.type);
   detail::require_usable_memory(d);
   detail::load_device_table(d.fn, app.device, &d.vk);
   d.device = app.device;
@@ -477,8 +477,7 @@ Context& Context::operator=(Context&&) noexcept = default;
 
 const DeviceInfo& Context::device_info() const { return device_->info; }
 const DeviceLimits& Context::limits() const { return device_->limits; }
-DistanceExpansion Context::distance_expansion() const { return device_->distance_expansion; }
-Kernels Context::kernels() const { return device_->kernels; }
+const Tuning& Context::tuning() const { return device_->tuning; }
 bool Context::validation_enabled() const { return device_->validation; }
 std::uint64_t Context::validation_message_count() const { return device_->validation_messages.load(); }
 void Context::save_pipeline_cache() { device_->save_pipeline_cache(); }

@@ -108,14 +108,11 @@ struct Device {
   VkPhysicalDeviceMemoryProperties memory{};
   bool validation = false;
   bool staging_only = false;
-  // ContextOptions::compile_only: ops plan, check and compile, and record and run nothing; buffers
-  // are host memory only.
-  bool compile_only = false;
-  // ContextOptions::pipeline_statistics, where the device has VK_KHR_pipeline_executable_properties:
-  // pipelines are created with CAPTURE_STATISTICS.
-  bool pipeline_statistics = false;
-  DistanceExpansion distance_expansion = DistanceExpansion::Auto;
-  Kernels kernels = Kernels::Cpu;  // resolved: Cpu or Gpu
+  // ContextOptions::tuning, resolved: kernels Cpu or Gpu; compile_only (ops plan, check and compile,
+  // and record and run nothing; buffers are host memory only) and pipeline_statistics (pipelines
+  // created with CAPTURE_STATISTICS, where the device has VK_KHR_pipeline_executable_properties)
+  // only for contexts relpos creates.
+  Tuning tuning{DistanceExpansion::Auto, Kernels::Cpu, false, false};
   std::uint32_t gpu_attention_lanes = 0;  // TestingOptions: attention_tiled's lanes, 0 = its own choice
   std::atomic<std::uint64_t> validation_messages{0};
   std::function<void(const ValidationMessage&)> on_message;

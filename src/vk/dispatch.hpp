@@ -125,7 +125,7 @@ void fill_words(Recorder& r, const Buffer& dst, std::uint64_t offset, std::uint6
 inline std::uint32_t load_sharing_subgroup(const Context& ctx, std::uint32_t group) {
   const DeviceLimits& lim = ctx.limits();
   const std::uint32_t sub = lim.subgroup_size;
-  const bool share = ctx.kernels() == Kernels::Cpu && lim.subgroup_shuffle && sub > 1 && group % sub == 0;
+  const bool share = ctx.tuning().kernels == Kernels::Cpu && lim.subgroup_shuffle && sub > 1 && group % sub == 0;
   return share ? sub : 0;
 }
 

@@ -86,7 +86,7 @@ const Pipeline& Device::pipeline(ShaderId shader, const std::vector<std::uint32_
   ci.stage.pName = "main";
   ci.stage.pSpecializationInfo = spec.empty() ? nullptr : &si;
   ci.layout = p.layout;
-  if (pipeline_statistics) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
+  if (tuning.pipeline_statistics) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
   VkResult r = vk.vkCreateComputePipelines(device, pipeline_cache, 1, &ci, nullptr, &p.pipeline);
   vk.vkDestroyShaderModule(device, module, nullptr);
   vk_check(r, "vkCreateComputePipelines");

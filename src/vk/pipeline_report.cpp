@@ -77,7 +77,7 @@ double statistic_value(const VkPipelineExecutableStatisticKHR& s) {
 
 std::vector<PipelineExecutable> executables_of(detail::Device& d, VkPipeline pipeline) {
   std::vector<PipelineExecutable> out;
-  if (!d.pipeline_statistics || !d.vk.vkGetPipelineExecutablePropertiesKHR || !d.vk.vkGetPipelineExecutableStatisticsKHR) return out;
+  if (!d.tuning.pipeline_statistics || !d.vk.vkGetPipelineExecutablePropertiesKHR || !d.vk.vkGetPipelineExecutableStatisticsKHR) return out;
   VkPipelineInfoKHR pi{VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR};
   pi.pipeline = pipeline;
   std::uint32_t n = 0;
@@ -107,7 +107,7 @@ std::vector<PipelineExecutable> executables_of(detail::Device& d, VkPipeline pip
 
 }  // namespace
 
-bool has_pipeline_statistics(const Context& ctx) { return detail::device_of(ctx)->pipeline_statistics; }
+bool has_pipeline_statistics(const Context& ctx) { return detail::device_of(ctx)->tuning.pipeline_statistics; }
 
 std::vector<PipelineReport> pipeline_reports(const Context& ctx, bool with_statistics) {
   auto dev = detail::device_of(ctx);

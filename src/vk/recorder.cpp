@@ -22,7 +22,7 @@ constexpr VkAccessFlags kAllAccess =
 
 void memory_barrier(RecorderState& s, VkPipelineStageFlags src, VkAccessFlags src_access, VkPipelineStageFlags dst,
                     VkAccessFlags dst_access) {
-  if (s.dev->compile_only) return;
+  if (s.dev->tuning.compile_only) return;
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
   mb.srcAccessMask = src_access;
   mb.dstAccessMask = dst_access;
@@ -44,7 +44,7 @@ VkDescriptorSet allocate_set(RecorderState& s, VkDescriptorSetLayout layout) {
 
 void begin_own(RecorderState& s) {
   s.dispatches = 0;
-  if (s.dev->compile_only) return;
+  if (s.dev->tuning.compile_only) return;
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
   vk_check(s.dev->vk.vkBeginCommandBuffer(s.cb, &bi), "vkBeginCommandBuffer");
@@ -115,7 +115,7 @@ OpScope::OpScope(Recorder& r) : r_(r) {
 
 OpScope::~OpScope() {
   auto& s = state_of(r_);
-  if (!s.external || !s.resources.commands_after_last_event || s.dev->compile_only) return;
+  if (!s.external || !s.resources.commands_after_last_event || s.dev->tuning.compile_only) return;
   auto& d = *s.dev;
   VkEventCreateInfo ei{VK_STRUCTURE_TYPE_EVENT_CREATE_INFO};
   VkEvent event = VK_NULL_HANDLE;
@@ -184,7 +184,7 @@ void dispatch(Recorder& r, DescriptorSource* sets, ShaderId shader, const std::v
     writes[i].pBufferInfo = &infos[i];
     ++i;
   }
-  if (d.compile_only) {  // planned, checked and compiled: nothing to record
+  if (d.tuning.compile_only) {  // planned, checked and compiled: nothing to record
     ++s.dispatches;
     return;
   }
@@ -201,7 +201,7 @@ void dispatch(Recorder& r, DescriptorSource* sets, ShaderId shader, const std::v
 
 void copy_regions(Recorder& r, const Buffer& src, const Buffer& dst, const std::vector<VkBufferCopy>& regions) {
   auto& s = state_of(r);
-  if (regions.empty() || s.dev->compile_only) return;
+  if (regions.empty() || s.dev->tuning.compile_only) return;
   if (src.offset() == 0 && dst.offset() == 0) {  // the common case: no copy of the regions on a plan's step
     s.dev->vk.vkCmdCopyBuffer(s.cb, src.handle(), dst.handle(), static_cast<std::uint32_t>(regions.size()), regions.data());
   } else {
@@ -217,7 +217,7 @@ void copy_regions(Recorder& r, const Buffer& src, const Buffer& dst, const std::
 
 void update_words(Recorder& r, const Buffer& dst, std::uint64_t offset, const std::vector<std::uint32_t>& words) {
   auto& s = state_of(r);
-  if (s.dev->compile_only) return;
+  if (s.dev->tuning.compile_only) return;
   constexpr std::size_t kPiece = 65536 / 4;  // vkCmdUpdateBuffer's limit
   for (std::size_t first = 0; first < words.size(); first += kPiece) {
     const std::size_t n = std::min(kPiece, words.size() - first);
@@ -228,7 +228,7 @@ void update_words(Recorder& r, const Buffer& dst, std::uint64_t offset, const st
 
 void fill_words(Recorder& r, const Buffer& dst, std::uint64_t offset, std::uint64_t bytes, std::uint32_t value) {
   auto& s = state_of(r);
-  if (s.dev->compile_only) return;
+  if (s.dev->tuning.compile_only) return;
   s.dev->vk.vkCmdFillBuffer(s.cb, dst.handle(), dst.offset() + offset, bytes, value);
   mark_command(s);
 }
@@ -245,7 +245,7 @@ Recorder::Recorder(Context& ctx) : state_(std::make_unique<State>()) {
   s.dev = detail::device_of(ctx);
   auto& d = *s.dev;
   d.free_retired(false);
-  if (d.compile_only) return;  // records nothing
+  if (d.tuning.compile_only) return;  // records nothing
   VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
   pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
   pci.queueFamilyIndex = d.queue_family;
@@ -282,7 +282,7 @@ void Recorder::submit_and_wait() {
   auto& s = *state_;
   if (s.external) throw InvalidArgument("Recorder::submit_and_wait: this recorder records into the application's command buffer; the application submits it");
   auto& d = *s.dev;
-  if (d.compile_only) {
+  if (d.tuning.compile_only) {
     detail::begin_own(s);
     return;
   }

@@ -73,7 +73,7 @@ DescriptorSource& StepSets::begin_step() {
 
 void StepSets::end_step(Recorder& r) {
   auto& s = state_of(r);
-  if (s.dev->compile_only) {  // nothing was recorded: the slot is free again
+  if (s.dev->tuning.compile_only) {  // nothing was recorded: the slot is free again
     current_ = nullptr;
     return;
   }

@@ -50,7 +50,7 @@ Context& gpu_few_workgroups() {
 Context& gpu_expansion(DistanceExpansion path) {
   auto make = [](DistanceExpansion e) {
     ContextOptions o = validated_options();
-    o.distance_expansion = e;
+    o.tuning.distance_expansion = e;
     return Context(o);
   };
   if (path == DistanceExpansion::Auto) return gpu();
@@ -72,7 +72,7 @@ Context& gpu_without_shuffles() {
 Context& gpu_kernels(Kernels kernels) {
   auto make = [](Kernels k) {
     ContextOptions o = validated_options();
-    o.kernels = k;
+    o.tuning.kernels = k;
     return Context(o);
   };
   static Context cpu = make(Kernels::Cpu);
@@ -84,7 +84,7 @@ Context& gpu_kernels(Kernels kernels) {
 
 Context gpu_kernels_tiles(std::uint32_t shared_bytes, std::uint32_t lanes, std::uint32_t workgroups, bool subgroup_shuffles) {
   ContextOptions o = validated_options();
-  o.kernels = Kernels::Gpu;
+  o.tuning.kernels = Kernels::Gpu;
   detail::TestingOptions t;
   t.max_shared_memory_bytes = shared_bytes;
   t.gpu_attention_lanes = lanes;

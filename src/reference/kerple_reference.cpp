@@ -2,34 +2,10 @@
 #include <cmath>
 #include <string>
 
-#include "reference/distance_bias.hpp"
+#include "reference/distance_bias_reference.hpp"
 #include "relpos/kerple.hpp"
 
 namespace relpos {
-namespace {
-
-void require_per_head(const std::vector<float>& v, const char* name, std::uint32_t heads, float max) {
-  using detail::require;
-  require(v.size() == heads, name, std::to_string(v.size()) + " values", "must hold one per head (" + std::to_string(heads) + ")");
-  for (float x : v)
-    require(std::isfinite(x) && x > 0.0f && x <= max, name, std::to_string(x),
-            max == INFINITY ? std::string("must be finite and > 0") : "must be in (0, " + std::to_string(max) + "] for the power variant");
-}
-}  // namespace
-
-void KerpleParams::validate_kernel() const {
-  using detail::require;
-  require(heads >= 1, "heads", std::to_string(heads), "must be >= 1");
-  require(variant == KerpleVariant::Log || variant == KerpleVariant::Power, "variant",
-          std::to_string(static_cast<std::uint32_t>(variant)), "must be log or power");
-  require_per_head(r1, "r1", heads, INFINITY);
-  require_per_head(r2, "r2", heads, variant == KerpleVariant::Power ? 2.0f : INFINITY);
-}
-
-void KerpleParams::validate() const {
-  validate_kernel();
-  detail::distance_window(*this).validate();
-}
 
 float kerple_bias_value(float r1, float r2, KerpleVariant variant, std::int64_t rp) {
   const double n = static_cast<double>(rp < 0 ? -rp : rp);

@@ -1,9 +1,10 @@
-// CPU reference for ALiBi slopes and bias, straight from docs/alibi_rope.md, ALiBi.
+// AlibiParams: the checks, and the slopes of a head count (ALiBi's geometric rule, or meliad's
+// interleaved one for head counts that are not powers of two).
 #include <cmath>
-#include <limits>
 #include <string>
+#include <vector>
 
-#include "reference/distance_bias.hpp"
+#include "params/distance_window.hpp"
 #include "relpos/alibi.hpp"
 
 namespace relpos {
@@ -45,23 +46,6 @@ std::vector<float> alibi_slopes(const AlibiParams& p) {
   if (!p.slopes.empty()) return p.slopes;
   const std::vector<double> s = p.rule == AlibiSlopeRule::Interleaved ? interleaved(p.heads, p.max_bias) : geometric(p.heads, p.max_bias);
   return std::vector<float>(s.begin(), s.end());
-}
-
-float alibi_bias_value(float slope, std::int64_t rp, bool causal) {
-  if (causal && rp > 0) return -std::numeric_limits<float>::infinity();
-  const std::int64_t n = rp < 0 ? -rp : rp;
-  return -(slope * static_cast<float>(n));
-}
-
-std::vector<float> alibi_bias_reference(const AlibiParams& p) {
-  p.validate();
-  const std::vector<float> m = alibi_slopes(p);
-  return detail::distance_bias_reference(detail::distance_window(p),
-                                         [&](std::uint32_t h, std::int64_t rp) { return alibi_bias_value(m[h], rp, false); });
-}
-
-void alibi_bias_add_reference(const AlibiParams& p, std::span<float> logits) {
-  detail::distance_bias_add_reference(detail::distance_window(p), alibi_bias_reference(p), logits);
 }
 
 }  // namespace relpos

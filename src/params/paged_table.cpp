@@ -1,9 +1,9 @@
 // The block-table check of paged caches (paged_table.hpp).
-#include "reference/paged_table.hpp"
+#include "params/paged_table.hpp"
 
 #include <string>
 
-#include "reference/checks.hpp"
+#include "params/checks.hpp"
 
 namespace relpos::detail {
 namespace {

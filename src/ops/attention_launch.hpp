@@ -1,6 +1,6 @@
 #pragma once
-// What the fused attention op and its plan (ops/attention_plan.cpp) share: the device's tiles, the
-// key splits, how one step launches attention_fused, and the merge of split results.
+// Fused attention's launch: the device's tiles, the key splits, how one recording launches
+// attention_fused or attention_tiled over the rows and splits, and the merge of split results.
 #include <cstdint>
 #include <vector>
 
@@ -27,6 +27,7 @@ struct AttentionTiles {
   // tiled: the subgroup size where subgroups can shuffle in compute shaders and tile the workgroup,
   // 0 where not
   std::uint32_t shuffle_subgroup;
+  std::uint32_t subgroup;  // the device's subgroup size
 };
 AttentionTiles attention_tiles(const Context& ctx);
 
@@ -41,28 +42,9 @@ struct AttentionTiledShape {
 // decoding (`one_query`); a paged cache (`paged`) takes a few words per key more. Throws where not
 // even 4 keys fit.
 AttentionTiledShape attention_tiled_shape(const AttentionTiles& tiles, std::uint32_t head_dim, bool one_query, bool paged);
-// A paged call takes block_table and cache_lengths and no key_lengths; a contiguous one neither of
-// the two (InvalidArgument naming the buffer). attention() and plans both check it.
-void require_kv_kind(const AttentionParams& p, const AttentionBuffers& b);
-// The buffer the kernels read at binding 7: cache_lengths (paged), key_lengths, or null.
-inline const Buffer* attention_lengths(const AttentionParams& p, const AttentionBuffers& b) {
-  return p.paged.enabled() ? b.cache_lengths : b.key_lengths;
-}
-// What the bias buffer of a mode holds, for the messages about its size.
-const char* attention_bias_layout(AttentionBias bias);
-
-// The per-distance biases whose rows [heads, Q + K - 1] the op computes from the caller's
-// parameters before the kernel reads them (RELPOS_ATTN_ROW): the per-distance bias kit's hook
-// into fused attention (T5, KERPLE).
-bool attention_computes_rows(AttentionBias bias);
-// Records those rows: into a fresh scratch buffer, or into `rows` (plans, with their `sets`).
-// KERPLE only takes `rows`; a plan records T5's through t5_distance_row_into (host thresholds).
-const Buffer& attention_distance_rows(Recorder& r, const AttentionParams& p, const Buffer& params, const Buffer* rows = nullptr,
-                                      DescriptorSource* sets = nullptr);
-
 // Keys one split of attention_tiled may hold: its loops run attention_tiled_loop_iterations per
 // tile, and a split's tiles stay within RELPOS_MAX_LOOP_ITERATIONS (at most kMaxKeysPerSplit).
-std::uint32_t attention_tiled_loop_iterations(const AttentionTiledShape& t, std::uint32_t head_dim, AttentionBias bias);
+std::uint32_t attention_tiled_loop_iterations(const AttentionTiledShape& t, std::uint32_t head_dim, std::uint32_t kernel_mode);
 std::uint32_t attention_tiled_max_split_keys(const AttentionTiles& tiles, const AttentionParams& p);
 
 // Key splits per row for this shape (p.key_splits when given; the GPU kernels refuse one that
@@ -77,11 +59,10 @@ struct AttentionLaunch {
   std::vector<std::uint32_t> spec;
   ShaderId shader;
 };
-// fixed_lanes (plans): with one query the lanes of attention_fused always take splits and a
-// workgroup is always tiles.lanes wide, so the specialisation does not change with the key count;
-// otherwise as many lanes as splits (one when there is one split). attention_tiled's
-// specialisation depends on the head size, the dtypes and whether there is one query only.
-AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles& tiles, std::uint32_t splits, bool fixed_lanes);
+// attention_fused with one query: the lanes take splits, as many as there are splits rounded up to
+// whole subgroups (one lane for one split); attention_tiled's specialisation depends on the head
+// size, the dtypes and whether there is one query only.
+AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles& tiles, std::uint32_t splits);
 
 // The push constants of a launch (shifts, bh_first and first_group 0). kv_stride: keys between two
 // (batch, kv head) slabs of k and v.

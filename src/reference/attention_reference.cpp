@@ -5,8 +5,8 @@
 #include <limits>
 #include <string>
 
-#include "reference/checks.hpp"
-#include "reference/paged_table.hpp"
+#include "bias/bias_family.hpp"
+#include "params/checks.hpp"
 #include "relpos/attention.hpp"
 #include "relpos/error.hpp"
 
@@ -18,11 +18,6 @@ constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 std::string str(std::uint64_t v) { return std::to_string(v); }
 
-void require_head_dim(std::uint32_t d) {
-  require(d >= 4 && d <= AttentionParams::kMaxHeadDim && d % 4 == 0, "head_dim", str(d),
-          "must be a multiple of 4 in [4, " + str(AttentionParams::kMaxHeadDim) + "] (the kernel keeps a row in registers)");
-}
-
 void require_size(std::span<const float> s, std::uint64_t want, const std::string& name) {
   require(s.size() == want, name, str(s.size()) + " values", "must hold " + str(want));
 }
@@ -33,25 +28,10 @@ std::optional<std::int64_t> relative_position(const AttentionParams& p, std::uin
   return static_cast<std::int64_t>(j - p.memory_prefix) - (static_cast<std::int64_t>(i) + p.query_offset);
 }
 
-std::uint32_t shaw_index(const AttentionParams& p, std::int64_t rp) {
-  const std::int64_t k = p.max_relative_position;
-  return static_cast<std::uint32_t>(std::clamp(rp, -k, k) + k);
-}
-
 bool key_visible(const AttentionParams& p, const AttentionHostInputs& in, std::uint32_t b, std::uint32_t i, std::uint32_t j) {
   if (!in.key_lengths.empty() && j >= in.key_lengths[b]) return false;
   const auto rp = relative_position(p, i, j);
   return !(p.causal && rp && *rp > 0);
-}
-
-// The KERPLE parameters of a [2, heads] bias input (r1 then r2), for their checks.
-KerpleParams kerple_params(const AttentionParams& p, std::span<const float> bias) {
-  KerpleParams k;
-  k.heads = p.heads;
-  k.variant = p.kerple_variant;
-  k.r1.assign(bias.begin(), bias.begin() + p.heads);
-  k.r2.assign(bias.begin() + p.heads, bias.end());
-  return k;
 }
 
 void check_inputs(const AttentionParams& p, const AttentionHostInputs& in) {
@@ -62,11 +42,9 @@ void check_inputs(const AttentionParams& p, const AttentionHostInputs& in) {
   require_size(in.k, kv, "k");
   require_size(in.v, kv, "v");
   require_size(in.bias, p.bias_elements(), "bias");
-  // A slope is a parameter, not data: inf or NaN has no meaning (inf * 0 at rp = 0 is NaN).
-  if (p.bias == AttentionBias::Alibi)
-    for (float m : in.bias) require(std::isfinite(m), "slopes", std::to_string(m), "must be finite");
-  if (p.bias == AttentionBias::Kerple) kerple_params(p, in.bias).validate_kernel();
-  const std::uint64_t rel = p.bias == AttentionBias::Shaw ? (2ull * p.max_relative_position + 1) * D : 0;
+  const detail::BiasFamily& family = detail::bias_family(p.bias);
+  if (family.check_input) family.check_input(p, in.bias);
+  const std::uint64_t rel = family.info.rel_tables ? (2ull * p.max_relative_position + 1) * D : 0;
   require_size(in.rel_keys, rel, "rel_keys");
   require_size(in.rel_values, rel, "rel_values");
   require(in.key_lengths.empty() || in.key_lengths.size() == p.batch, "key_lengths", str(in.key_lengths.size()) + " values",
@@ -81,14 +59,14 @@ void check_inputs(const AttentionParams& p, const AttentionHostInputs& in) {
 }
 
 // Sequence b of a paged cache as a contiguous call: its keys gathered into [Hkv, L, D], queries at
-// L - Q + i, the distance rows and dense bias cut to its L keys.
+// L - Q + i, the bias input cut to its L keys where it depends on the window.
 struct SequenceCall {
   AttentionParams p;
   std::vector<float> q, k, v, bias;
 };
 
 SequenceCall paged_sequence(const AttentionParams& p, const AttentionHostInputs& in, std::uint32_t b) {
-  const std::uint32_t L = static_cast<std::uint32_t>(in.cache_lengths[b]), Q = p.queries, K = p.keys, D = p.head_dim;
+  const std::uint32_t L = static_cast<std::uint32_t>(in.cache_lengths[b]), Q = p.queries, D = p.head_dim;
   const std::uint32_t bs = p.paged.block_size, Hkv = p.kv_heads;
   SequenceCall c;
   c.p = p;
@@ -108,17 +86,9 @@ SequenceCall paged_sequence(const AttentionParams& p, const AttentionHostInputs&
       std::copy_n(in.k.begin() + from, D, c.k.begin() + to);
       std::copy_n(in.v.begin() + from, D, c.v.begin() + to);
     }
-  if (p.bias == AttentionBias::Distance) {  // rows for offset K - Q; this sequence's start K - L further in
-    for (std::uint32_t h = 0; h < p.heads; ++h) {
-      const auto row = in.bias.begin() + std::size_t{h} * (Q + K - 1) + (K - L);
-      c.bias.insert(c.bias.end(), row, row + (Q + L - 1));
-    }
-  } else if (p.bias == AttentionBias::Dense) {
-    for (std::size_t hi = 0; hi < std::size_t{p.heads} * Q; ++hi)
-      c.bias.insert(c.bias.end(), in.bias.begin() + hi * K, in.bias.begin() + hi * K + L);
-  } else {
-    c.bias.assign(in.bias.begin(), in.bias.end());
-  }
+  const auto sub_input = detail::bias_family(p.bias).sub_input;
+  if (sub_input) c.bias = sub_input(p, in.bias, c.p, 0, 0);
+  else c.bias.assign(in.bias.begin(), in.bias.end());
   return c;
 }
 
@@ -144,90 +114,6 @@ double dot(const float* a, const float* b, std::uint32_t d) {
 
 }  // namespace
 
-float AttentionParams::effective_scale() const {
-  return scale ? *scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
-}
-
-std::uint64_t AttentionParams::bias_elements() const {
-  switch (bias) {
-    case AttentionBias::T5: return std::uint64_t{t5.num_buckets} * heads;
-    case AttentionBias::Distance: return std::uint64_t{heads} * (std::uint64_t{queries} + keys - 1);
-    case AttentionBias::Alibi: return heads;
-    case AttentionBias::Kerple: return 2ull * heads;
-    case AttentionBias::Dense: return std::uint64_t{heads} * queries * keys;
-    case AttentionBias::None:
-    case AttentionBias::Shaw: return 0;
-  }
-  return 0;
-}
-
-T5Params AttentionParams::t5_row_params() const {
-  T5Params r = t5;
-  r.queries = queries;
-  r.keys = keys;
-  r.heads = heads;
-  r.batch = 1;
-  r.query_offset = row_query_offset();
-  return r;
-}
-
-void check_block_table(const AttentionParams& p, std::span<const std::int32_t> block_table, std::span<const std::int32_t> cache_lengths) {
-  require(p.paged.enabled(), "paged.block_size", "0", "must be set for a block table");
-  detail::check_paged_table(p.paged, p.batch, block_table, cache_lengths, 0);
-}
-
-void AttentionParams::validate() const {
-  require(batch >= 1, "batch", str(batch), "must be >= 1");
-  require(heads >= 1, "heads", str(heads), "must be >= 1");
-  require(kv_heads >= 1 && heads % kv_heads == 0, "kv_heads", str(kv_heads),
-          "must divide heads = " + str(heads) + " (grouped-query attention)");
-  require(queries >= 1, "queries", str(queries), "must be >= 1");
-  require(keys >= 1, "keys", str(keys), "must be >= 1");
-  require_head_dim(head_dim);
-  require(dtype == DType::F32 || dtype == DType::F16, "dtype", std::string(dtype_name(dtype)), "must be f32 or f16");
-  require(std::isfinite(effective_scale()), "scale", std::to_string(effective_scale()), "must be finite");
-  require(memory_prefix <= keys, "memory_prefix", str(memory_prefix), "must be <= keys = " + str(keys));
-  if (paged.enabled()) {
-    require(paged.block_size % 16 == 0, "paged.block_size", str(paged.block_size), "must be a multiple of 16");
-    require(paged.num_blocks >= 1, "paged.num_blocks", str(paged.num_blocks), "must be >= 1");
-    require(paged.max_blocks >= 1, "paged.max_blocks", str(paged.max_blocks), "must be >= 1");
-    require(std::uint64_t{paged.max_blocks} * paged.block_size == keys, "keys", str(keys),
-            "must be max_blocks * block_size = " + str(std::uint64_t{paged.max_blocks} * paged.block_size) + " with a paged cache");
-    require(query_offset == 0, "query_offset", std::to_string(query_offset), "must be 0 with a paged cache (cache_lengths place the queries)");
-    require(memory_prefix == 0, "memory_prefix", str(memory_prefix), "must be 0 with a paged cache");
-    require(std::uint64_t{batch} * paged.max_blocks <= 0xffffffffull, "batch * max_blocks", str(std::uint64_t{batch} * paged.max_blocks),
-            "must be < 2^32");
-  }
-  constexpr std::int64_t kMax = std::numeric_limits<std::int32_t>::max();
-  const std::int64_t off = row_query_offset();
-  const std::int64_t first = -(static_cast<std::int64_t>(queries) - 1) - off;
-  const std::int64_t last = static_cast<std::int64_t>(keys) - 1 - off;
-  require(off > -kMax && off < kMax && first > -kMax && last < kMax, "query_offset", std::to_string(off),
-          "puts positions or relative positions outside +-(2^31 - 1)");
-  // The GPU indexes 4-element words and bias values with 32-bit integers.
-  constexpr std::uint64_t k32 = 0xffffffffull;
-  require(rows() * head_dim / 4 <= k32, "batch * heads * queries * head_dim / 4", str(rows() * head_dim / 4), "must be < 2^32");
-  if (paged.enabled())
-    require(paged.cache_elements(kv_heads, head_dim) / 4 <= k32, "num_blocks * block_size * kv_heads * head_dim / 4",
-            str(paged.cache_elements(kv_heads, head_dim) / 4), "must be < 2^32");
-  else
-    require(std::uint64_t{batch} * kv_heads * keys * head_dim / 4 <= k32, "batch * kv_heads * keys * head_dim / 4",
-            str(std::uint64_t{batch} * kv_heads * keys * head_dim / 4), "must be < 2^32");
-  require(bias_elements() <= k32, "bias elements", str(bias_elements()), "must be < 2^32");
-  require(key_splits <= keys, "key_splits", str(key_splits), "must be <= keys = " + str(keys));
-  require(key_splits <= AttentionMergeParams::kMaxParts, "key_splits", str(key_splits),
-          "must be <= " + str(AttentionMergeParams::kMaxParts) + " (the splits' merge)");
-  if (key_splits != 0) {
-    const std::uint64_t min_splits = (std::uint64_t{keys} + kMaxKeysPerSplit - 1) / kMaxKeysPerSplit;
-    require(key_splits >= min_splits, "key_splits", str(key_splits),
-            "must be >= " + str(min_splits) + " for keys = " + str(keys) + " (at most " + str(kMaxKeysPerSplit) + " keys per split)");
-  }
-  if (bias == AttentionBias::T5) t5_row_params().validate();
-  if (bias == AttentionBias::Shaw)
-    require(max_relative_position >= 1 && max_relative_position <= 1'000'000, "max_relative_position", str(max_relative_position),
-            "must be in [1, 10^6] for the Shaw bias");
-}
-
 std::vector<float> attention_bias_reference(const AttentionParams& p, const AttentionHostInputs& in) {
   p.validate();
   // A paged call's bias differs per sequence: attention_reference takes it sequence by sequence.
@@ -235,29 +121,31 @@ std::vector<float> attention_bias_reference(const AttentionParams& p, const Atte
   require_size(in.bias, p.bias_elements(), "bias");
   const std::uint64_t Q = p.queries, K = p.keys;
   std::vector<float> out(p.heads * Q * K, 0.0f);
-  const T5Params t5 = p.t5_row_params();
-  for (std::uint32_t h = 0; h < p.heads; ++h)
+  const detail::BiasFamily& family = detail::bias_family(p.bias);
+  const auto bias_at = family.bias_at;
+  if (!bias_at) return out;
+  if (!family.info.relative) {
+    for (std::uint32_t h = 0; h < p.heads; ++h)
+      for (std::uint32_t i = 0; i < Q; ++i)
+        for (std::uint32_t j = 0; j < K; ++j)
+          if (const auto rp = relative_position(p, i, j)) out[(h * Q + i) * K + j] = bias_at(p, in.bias, h, i, j, *rp);
+    return out;
+  }
+  // A function of (h, rp) only: each relative position's value once per head, then looked up.
+  const std::int64_t rp_first = -(static_cast<std::int64_t>(Q) - 1) - p.query_offset;
+  std::vector<float> row(Q + K - 1);
+  for (std::uint32_t h = 0; h < p.heads; ++h) {
+    for (std::size_t x = 0; x + p.memory_prefix < row.size(); ++x) row[x] = bias_at(p, in.bias, h, 0, 0, rp_first + static_cast<std::int64_t>(x));
     for (std::uint32_t i = 0; i < Q; ++i)
-      for (std::uint32_t j = 0; j < K; ++j) {
-        const auto rp = relative_position(p, i, j);
-        if (!rp) continue;
-        float& o = out[(h * Q + i) * K + j];
-        switch (p.bias) {
-          case AttentionBias::T5: o = t5.scale * in.bias[static_cast<std::size_t>(t5_bucket(*rp, t5)) * p.heads + h]; break;
-          case AttentionBias::Distance: o = in.bias[h * (Q + K - 1) + (j - p.memory_prefix) + (Q - 1 - i)]; break;
-          case AttentionBias::Alibi: o = -(in.bias[h] * static_cast<float>(std::abs(*rp))); break;
-          case AttentionBias::Kerple: o = kerple_bias_value(in.bias[h], in.bias[p.heads + h], p.kerple_variant, *rp); break;
-          case AttentionBias::Dense: o = in.bias[(h * Q + i) * K + j]; break;
-          case AttentionBias::None:
-          case AttentionBias::Shaw: break;
-        }
-      }
+      for (std::uint32_t j = p.memory_prefix; j < K; ++j) out[(h * Q + i) * K + j] = row[static_cast<std::size_t>(*relative_position(p, i, j) - rp_first)];
+  }
   return out;
 }
 
 std::vector<double> attention_logits_reference(const AttentionParams& p, const AttentionHostInputs& in) {
   check_inputs(p, in);
   const std::vector<float> bias = attention_bias_reference(p, in);
+  const auto rel_row = detail::bias_family(p.bias).rel_row;
   const std::uint32_t D = p.head_dim, Q = p.queries, K = p.keys, group = p.heads / p.kv_heads;
   const double s = p.effective_scale();
   std::vector<double> logits(p.rows() * K);
@@ -274,7 +162,7 @@ std::vector<double> attention_logits_reference(const AttentionParams& p, const A
           }
           double qk = dot(q, &in.k[(kv + j) * D], D);
           const auto rp = relative_position(p, i, j);
-          if (p.bias == AttentionBias::Shaw && rp) qk += dot(q, &in.rel_keys[std::size_t{shaw_index(p, *rp)} * D], D);
+          if (rel_row && rp) qk += dot(q, &in.rel_keys[std::size_t{rel_row(p, *rp)} * D], D);
           row[j] = s * qk + bias[(std::size_t{h} * Q + i) * K + j];
         }
       }
@@ -288,6 +176,7 @@ AttentionResult attention_reference(const AttentionParams& p, const AttentionHos
     return paged_reference(p, in);
   }
   const std::vector<double> logits = attention_logits_reference(p, in);
+  const auto rel_row = detail::bias_family(p.bias).rel_row;
   const std::uint32_t D = p.head_dim, Q = p.queries, K = p.keys, group = p.heads / p.kv_heads;
   AttentionResult res{std::vector<float>(p.rows() * D, 0.0f), std::vector<float>(p.rows())};
   std::vector<double> acc(D);
@@ -309,22 +198,13 @@ AttentionResult attention_reference(const AttentionParams& p, const AttentionHos
           sum += w;
           const float* v = &in.v[((std::size_t{b} * p.kv_heads + h / group) * K + j) * D];
           const auto rp = relative_position(p, i, j);
-          const float* rv = p.bias == AttentionBias::Shaw && rp ? &in.rel_values[std::size_t{shaw_index(p, *rp)} * D] : nullptr;
+          const float* rv = rel_row && rp ? &in.rel_values[std::size_t{rel_row(p, *rp)} * D] : nullptr;
           for (std::uint32_t d = 0; d < D; ++d) acc[d] += w * (static_cast<double>(v[d]) + (rv ? rv[d] : 0.0));
         }
         for (std::uint32_t d = 0; d < D; ++d) res.out[row * D + d] = static_cast<float>(acc[d] / sum);
         res.lse[row] = static_cast<float>(m + std::log(sum));
       }
   return res;
-}
-
-void AttentionMergeParams::validate() const {
-  require(parts >= 1, "parts", str(parts), "must be >= 1");
-  require(rows >= 1, "rows", str(rows), "must be >= 1");
-  require_head_dim(head_dim);
-  require(dtype == DType::F32 || dtype == DType::F16, "dtype", std::string(dtype_name(dtype)), "must be f32 or f16");
-  require(std::uint64_t{parts} * rows * head_dim / 4 <= 0xffffffffull, "parts * rows * head_dim / 4",
-          str(std::uint64_t{parts} * rows * head_dim / 4), "must be < 2^32");
 }
 
 AttentionResult attention_merge_reference(const AttentionMergeParams& p, std::span<const float> out, std::span<const float> lse) {

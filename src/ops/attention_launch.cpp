@@ -1,0 +1,231 @@
+// Fused attention's launch (attention_launch.hpp): the device's tiles, the key splits, how one
+// recording covers rows and splits, its push constants, and the merge of split results.
+#include "ops/attention_launch.hpp"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <string>
+
+#include "bias/bias_family.hpp"
+#include "ops/planner.hpp"
+#include "params/checks.hpp"
+#include "relpos/buffer.hpp"
+#include "relpos_push/attention_merge.h"
+#include "relpos_push/loop_bound.h"
+#include "vk/access.hpp"
+#include "vk/dispatch.hpp"
+
+namespace relpos::detail {
+namespace {
+
+// What to do when one row of the merge needs a larger binding than the device has.
+constexpr const char* kSplitHint = "split the keys and merge the parts with attention_merge";
+
+// At least this many keys per split, so that the merge stays small beside the attention itself.
+constexpr std::uint32_t kMinSplitKeys = 128;
+
+// Per key the CPU kernel runs one iteration of each of its two key loops, plus one of the block
+// loop per key block: at most 3 per key, with room left for its fixed-size loops.
+static_assert(3 * AttentionParams::kMaxKeysPerSplit <= RELPOS_MAX_LOOP_ITERATIONS, "a split's keys must fit the loop bound");
+
+}  // namespace
+
+// attention_fused (the CPU class): a few subgroups per workgroup. A CPU device (lavapipe) gathers
+// every key and value load lane by lane and has no register file to run out of, so each lane takes
+// 4 rows to share those loads. attention_tiled (the GPU class): 64 lanes, tiles from the head size.
+AttentionTiles attention_tiles(const Context& ctx) {
+  const DeviceLimits& lim = ctx.limits();
+  const std::uint32_t sub = std::max<std::uint32_t>(lim.subgroup_size, 1);
+  const std::uint32_t cap = std::min<std::uint32_t>(lim.max_workgroup_invocations, lim.max_workgroup_size[0]);
+  if (ctx.tuning().kernels == Kernels::Gpu) {
+    AttentionTiles t{};
+    t.tiled = true;
+    const std::uint32_t forced = detail::device_of(ctx)->gpu_attention_lanes;
+    t.lanes = forced ? forced : std::min<std::uint32_t>(cap, 64);
+    t.rows = 1;
+    t.target_items = 1024;
+    t.shared_budget = std::min<std::uint32_t>(lim.max_shared_memory_bytes, 32 * 1024);
+    t.shuffle_subgroup = lim.subgroup_shuffle && std::has_single_bit(sub) && t.lanes % sub == 0 ? sub : 0;
+    t.subgroup = sub;
+    return t;
+  }
+  const bool cpu = ctx.device_info().type == DeviceType::Cpu;
+  const std::uint32_t lanes = std::clamp<std::uint32_t>(sub * 4, 1, std::min<std::uint32_t>(cap, 64));
+  // A CPU device runs each storage load as a loop over its SIMD lanes (the subgroup): there the
+  // lanes of a subgroup load one key each and shuffle them, so a key block is one subgroup. Not with
+  // 64-lane subgroups (the CPU kernels forced onto an AMD GPU): a key block of 64 crashes RADV's
+  // compiler (Mesa 22.3 and 25.0) and would take 64 unrolled shuffles of a whole key anyway.
+  const bool share = detail::load_sharing_subgroup(ctx, lanes) != 0 && sub <= 32;
+  return {false, lanes, cpu ? 4u : 1u, share ? sub : 8u, cpu ? 64u : 1024u, share, 0, 0, sub};
+}
+
+AttentionTiledShape attention_tiled_shape(const AttentionTiles& tiles, std::uint32_t head_dim, bool one_query, bool paged) {
+  const std::uint32_t D4 = head_dim / 4;
+  // Query rows per workgroup: 16 share each staged key, or 1 when decoding; lanes a multiple of it.
+  const std::uint32_t rows = one_query ? 1 : std::min<std::uint32_t>(16, tiles.lanes);
+  const std::uint32_t lanes = tiles.lanes / rows * rows, lanes_per_row = lanes / rows;
+  // Decoding, the row maxima of the largest power of two of lanes dividing the row and the subgroup
+  // meet by shuffles (tiles.lanes is a whole number of subgroups where shuffle_subgroup is set):
+  // through shared memory every lane would read all 64. With 16 rows of 4 lanes, 4 shared reads
+  // cost what 2 shuffles do, and the lane numbering by subgroups that shuffles need costs the
+  // compiler more (ACO estimates, navi21 and navi31: docs/fused_attention.md).
+  std::uint32_t shuffle = 1;
+  if (tiles.shuffle_subgroup && one_query && lanes == tiles.lanes)
+    while (shuffle * 2 <= tiles.shuffle_subgroup && lanes_per_row % (shuffle * 2) == 0) shuffle *= 2;
+  // attention_tiled.glsl's shared arrays: q_tile, kv_tile (rows padded by a word), p_tile, row_max, row_tile, key_words.
+  auto bytes = [&](std::uint32_t bc) {
+    return 16 * (rows + bc) * (D4 + 1) + 4 * (rows * (bc + 1) + rows * (lanes_per_row / shuffle) + rows + bc - 1 + (paged ? 2 * bc : 1));
+  };
+  for (std::uint32_t bc : {64u, 32u, 16u, 8u, 4u})
+    if (bytes(bc) <= tiles.shared_budget) return {lanes, rows, bc, bytes(bc), shuffle};
+  detail::require(false, "head_dim", std::to_string(head_dim),
+                  "needs " + std::to_string(bytes(4)) + " bytes of shared memory for the GPU attention kernel; the device allows " +
+                      std::to_string(tiles.shared_budget) + " (use the CPU kernels: Kernels::Cpu)");
+  return {};
+}
+
+std::uint32_t attention_tiled_loop_iterations(const AttentionTiledShape& t, std::uint32_t head_dim, std::uint32_t kernel_mode) {
+  const std::uint32_t lanes_per_row = t.lanes / t.rows, scores = div_up(t.key_tile, lanes_per_row);
+  const std::uint32_t dot = div_up(head_dim / 4, 4);
+  if (kernel_mode == RELPOS_ATTN_SHAW) return 1 + dot + 2 * scores + scores * dot + t.key_tile;
+  return 1 + dot + 2 * scores + t.key_tile / 4;
+}
+
+std::uint32_t attention_tiled_max_split_keys(const AttentionTiles& tiles, const AttentionParams& p) {
+  const AttentionTiledShape t = attention_tiled_shape(tiles, p.head_dim, p.queries == 1, p.paged.enabled());
+  const std::uint32_t tiles_per_split =
+      RELPOS_MAX_LOOP_ITERATIONS / attention_tiled_loop_iterations(t, p.head_dim, bias_family(p.bias).kernel_mode);
+  return std::min(AttentionParams::kMaxKeysPerSplit, tiles_per_split * t.key_tile);
+}
+
+std::uint32_t attention_splits(const AttentionParams& p, const AttentionTiles& tiles) {
+  const std::uint32_t max_keys = tiles.tiled ? attention_tiled_max_split_keys(tiles, p) : AttentionParams::kMaxKeysPerSplit;
+  if (p.key_splits) {  // validate() checked it against kMaxKeysPerSplit
+    require(div_up(p.keys, p.key_splits) <= max_keys, "key_splits", std::to_string(p.key_splits),
+            "leaves " + std::to_string(div_up(p.keys, p.key_splits)) + " keys in a split; the GPU attention kernel takes at most " +
+                std::to_string(max_keys) + " at head_dim " + std::to_string(p.head_dim) + " (its loops stay within RELPOS_MAX_LOOP_ITERATIONS)");
+    return p.key_splits;
+  }
+  const std::uint64_t needed = div_up(p.keys, max_keys);
+  std::uint64_t by_items = 1;
+  if (p.rows() < tiles.target_items)
+    by_items = std::min<std::uint64_t>((tiles.target_items + p.rows() - 1) / p.rows(), p.keys / kMinSplitKeys);
+  return static_cast<std::uint32_t>(std::max<std::uint64_t>({1, needed, by_items}));
+}
+
+AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles& tiles, std::uint32_t S) {
+  AttentionLaunch l{};
+  l.splits = S;
+  l.split_len = detail::div_up(p.keys, S);
+  const bool one_query = p.queries == 1;
+  const std::uint32_t mode = bias_family(p.bias).kernel_mode;
+  const std::uint32_t in_half = p.dtype == DType::F16 ? 1u : 0u, out_half = S == 1 && p.dtype == DType::F16 ? 1u : 0u;
+  // attention_bindings.glsl's PAGED: log2 of a power-of-two block size (shifts), else 1 (divisions).
+  const std::uint32_t bs = p.paged.block_size;
+  const std::uint32_t paged = bs == 0 ? 0u : std::has_single_bit(bs) ? static_cast<std::uint32_t>(std::countr_zero(bs)) : 1u;
+  if (tiles.tiled) {
+    const AttentionTiledShape t = attention_tiled_shape(tiles, p.head_dim, one_query, p.paged.enabled());
+    l.lane_splits = false;
+    l.lanes = t.lanes;
+    l.rows_per_group = t.rows;
+    l.split_groups = S;
+    l.groups_per_bh = S * detail::div_up(p.queries, t.rows);
+    l.spec = {t.lanes, p.head_dim / 4, t.key_tile, in_half, out_half, t.rows, mode, t.shuffle_lanes, paged};
+    // Only the variant that shuffles declares the subgroup-shuffle capability.
+    l.shader = t.shuffle_lanes > 1 ? (paged ? ShaderId::attention_tiled_shuffle_paged : ShaderId::attention_tiled_shuffle)
+                                   : (paged ? ShaderId::attention_tiled_paged : ShaderId::attention_tiled);
+    return l;
+  }
+  // One query: the lanes of a workgroup take consecutive splits of its row, as many lanes as splits
+  // rounded up to whole subgroups (idle lanes of a subgroup cost nothing more), so that a plan's
+  // steps, whose splits follow their keys, need few workgroup sizes.
+  l.lane_splits = one_query && S > 1;
+  const std::uint32_t sub = std::max<std::uint32_t>(tiles.subgroup, 1);
+  l.lanes = l.lane_splits ? std::min(tiles.lanes, div_up(S, sub) * sub) : one_query ? 1 : tiles.lanes;
+  const std::uint32_t rows_per_lane = one_query ? 1 : tiles.rows;
+  l.rows_per_group = l.lanes * rows_per_lane;
+  l.split_groups = l.lane_splits ? detail::div_up(S, l.lanes) : S;
+  l.groups_per_bh = l.split_groups * detail::div_up(p.queries, l.rows_per_group);
+  l.spec = {l.lanes, p.head_dim / 4, tiles.key_block, in_half, out_half, rows_per_lane,
+            // every lane of a subgroup must walk the same keys
+            tiles.share_loads && !l.lane_splits && l.lanes % tiles.key_block == 0 ? 1u : 0u, mode, paged};
+  // Only the variant that shares loads declares the subgroup-shuffle capability.
+  l.shader = l.spec[6] ? ShaderId::attention_fused_shuffle : ShaderId::attention_fused;
+  return l;
+}
+
+push::AttentionPush attention_push(const AttentionParams& p, const AttentionLaunch& l, bool has_lengths, std::uint32_t kv_stride) {
+  push::AttentionPush pc{};
+  pc.groups_per_bh = l.groups_per_bh;
+  pc.split_groups = l.split_groups;
+  pc.lane_splits = l.lane_splits ? 1 : 0;
+  pc.splits = l.splits;
+  pc.split_len = l.split_len;
+  pc.heads = p.heads;
+  pc.kv_group = p.heads / p.kv_heads;
+  pc.kv_heads = p.kv_heads;
+  pc.queries = p.queries;
+  pc.keys = p.keys;
+  pc.memory_prefix = p.memory_prefix;
+  pc.query_offset = static_cast<std::int32_t>(p.row_query_offset());
+  pc.causal = p.causal ? 1 : 0;
+  pc.scale = p.effective_scale();
+  pc.shaw_k = p.max_relative_position;
+  pc.has_lengths = has_lengths ? 1 : 0;  // (a paged kernel reads cache_lengths regardless)
+  pc.kv_stride = kv_stride;
+  pc.block_size = p.paged.block_size;
+  pc.num_blocks = p.paged.num_blocks;
+  pc.max_blocks = p.paged.max_blocks;
+  return pc;
+}
+
+std::vector<std::uint32_t> attention_merge_spec(std::uint32_t head_dim, DType in_dtype, DType out_dtype) {
+  return {64, head_dim / 4, in_dtype == DType::F16 ? 1u : 0u, out_dtype == DType::F16 ? 1u : 0u};
+}
+
+void record_attention_merge(Recorder& r, const AttentionMergeLayout& m, std::uint64_t rows, std::uint32_t head_dim, const Buffer& out,
+                            DType out_dtype, const Buffer& lse, DescriptorSource* sets) {
+  const DeviceLimits& lim = r.context().limits();
+  const std::uint32_t D4 = head_dim / 4, group = 64;
+  const std::uint32_t in_word = dtype_size(m.in_dtype) * 4, out_word = dtype_size(out_dtype) * 4;
+  auto bounds = [&](std::uint64_t r0, std::uint64_t r1) {
+    const std::uint64_t in_end = (r1 - 1) * m.row_stride + std::uint64_t{m.parts - 1} * m.part_stride + D4;
+    const std::uint64_t lse_end = (r1 - 1) * m.lse_row_stride + std::uint64_t{m.parts - 1} * m.lse_part_stride + 1;
+    if (sets) return std::array<detail::Bound, 4>{detail::Bound{{m.in}}, detail::Bound{{m.in_lse}}, detail::Bound{{&out}}, detail::Bound{{&lse}}};
+    return std::array<detail::Bound, 4>{detail::bind_range(lim, *m.in, r0 * m.row_stride * in_word, in_end * in_word, in_word),
+                                detail::bind_range(lim, *m.in_lse, r0 * m.lse_row_stride * 4, lse_end * 4, 4),
+                                detail::bind_range(lim, out, r0 * D4 * out_word, r1 * D4 * out_word, out_word),
+                                detail::bind_range(lim, lse, r0 * 4, r1 * 4, 4)};
+  };
+  static const char* names[] = {"partial out", "partial lse", "out", "lse"};
+  auto misfit = [&](std::uint64_t r0, std::uint64_t r1) -> std::string {
+    const auto b = bounds(r0, r1);
+    for (int k = 0; k < 4; ++k)
+      if (!b[k].fits) return names[k];
+    return "";
+  };
+  for (std::uint64_t r0 = 0; r0 < rows;) {
+    const std::uint64_t r1 = detail::largest_fitting_chunk(lim, r0, rows, "one row of the merge", kSplitHint, misfit);
+    const auto b = bounds(r0, r1);
+    push::AttentionMergePush pc{};
+    pc.end = static_cast<std::uint32_t>(r1 * D4);
+    pc.parts = m.parts;
+    pc.part_stride = m.part_stride;
+    pc.row_stride = m.row_stride;
+    pc.in_shift = b[0].shift;
+    pc.lse_part_stride = m.lse_part_stride;
+    pc.lse_row_stride = m.lse_row_stride;
+    pc.lse_shift = b[1].shift;
+    pc.out_shift = b[2].shift;
+    pc.lse_out_shift = b[3].shift;
+    const std::vector<std::uint32_t> spec = attention_merge_spec(head_dim, m.in_dtype, out_dtype);
+    detail::for_each_group_range(lim, detail::div_up((r1 - r0) * D4, group), [&](std::uint64_t first, std::uint32_t groups) {
+      pc.first = static_cast<std::uint32_t>(r0 * D4 + first * group);
+      detail::dispatch(r, sets, ShaderId::attention_merge, spec, {b[0].span, b[1].span, b[2].span, b[3].span}, pc, groups);
+    });
+    r0 = r1;
+  }
+}
+
+}  // namespace relpos::detail

@@ -1,0 +1,221 @@
+// The one recording path of fused attention (attention_record.hpp): checks, scratch, schedule and
+// the dispatches, one per chunk of (batch, head) slabs whose buffer ranges the device can bind.
+#include "ops/attention_record.hpp"
+
+#include <array>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ops/op_storage.hpp"
+#include "ops/planner.hpp"
+#include "params/checks.hpp"
+#include "relpos/buffer.hpp"
+#include "vk/dispatch.hpp"
+
+namespace relpos::detail {
+namespace {
+
+std::string str(std::uint64_t v) { return std::to_string(v); }
+
+// What to do when one unit of a chunked dispatch needs a larger binding than the device has.
+constexpr const char* kSplitHint = "split the keys and merge the parts with attention_merge";
+
+// The buffers of one check: each exists and holds `want` bytes (or more, where `larger`); a step's
+// (`whole`) also fits one binding. Messages are built only on failure.
+struct Checker {
+  const DeviceLimits& lim;
+  bool whole;
+  template <class What>
+  void operator()(const Buffer* b, std::uint64_t want, bool larger, const char* name, What&& what) const {
+    if (whole) return require_bound_whole(lim, b, want, larger, name, what);
+    if (!b) require(false, name, "null", "is required (" + what() + ")");
+    if (larger ? b->size() < want : b->size() != want)
+      require(false, name, str(b->size()) + " bytes", (larger ? "must hold at least " : "must be ") + what() + " = " + str(want) + " bytes");
+  }
+};
+
+// The byte ranges [first, end) one chunk of (batch, head) slabs [bh0, bh1) binds, and their units:
+// q, k (and v), out, lse, bias. A paged cache is bound whole (empty range here); so is a missing bias.
+struct ChunkRanges {
+  std::array<std::pair<std::uint64_t, std::uint64_t>, 5> bytes;
+  std::array<std::uint32_t, 5> unit;
+};
+
+ChunkRanges chunk_ranges(const AttentionParams& p, std::uint32_t S, std::uint32_t kv_keys, std::uint64_t bh0, std::uint64_t bh1) {
+  const std::uint64_t Q = p.queries, K = p.keys, D = p.head_dim, H = p.heads, KV = kv_keys;
+  const std::uint32_t es = dtype_size(p.dtype), word = es * 4, out_word = S > 1 ? 16 : word;  // partial results are float32
+  const std::uint32_t group = p.heads / p.kv_heads, mode = bias_family(p.bias).kernel_mode;
+  auto kv_slab = [&](std::uint64_t bh) { return (bh / H) * p.kv_heads + (bh % H) / group; };
+  // Floats of the bias a chunk reads: per head for distance and dense biases.
+  const std::uint64_t per_head = mode == RELPOS_ATTN_ROW ? Q + K - 1 : mode == RELPOS_ATTN_DENSE ? Q * K : 1;
+  const bool one_batch = bh0 / H == (bh1 - 1) / H;
+  const std::uint64_t h0 = one_batch ? bh0 % H : 0, h1 = one_batch ? (bh1 - 1) % H + 1 : H;
+  ChunkRanges c;
+  c.bytes = {std::pair{bh0 * Q * D * es, bh1 * Q * D * es},
+             p.paged.enabled() ? std::pair<std::uint64_t, std::uint64_t>{0, 0} : std::pair{kv_slab(bh0) * KV * D * es, (kv_slab(bh1 - 1) + 1) * KV * D * es},
+             std::pair{bh0 * Q * S * D * out_word / 4, bh1 * Q * S * D * out_word / 4}, std::pair{bh0 * Q * S * 4, bh1 * Q * S * 4},
+             std::pair{h0 * per_head * 4, h1 * per_head * 4}};
+  c.unit = {word, word, out_word, 4, 4};
+  return c;
+}
+
+}  // namespace
+
+DistanceWindow attention_row_window(const AttentionParams& p) { return {p.heads, p.queries, p.keys, p.row_query_offset(), 1, false}; }
+
+AttentionScratch make_attention_scratch(Context& ctx, const AttentionParams& env, std::uint64_t partial_rows, OpStorage& storage) {
+  AttentionScratch s;
+  s.dummy = &storage.make(16, "dummy");
+  s.lse = &storage.make(env.rows() * 4, "lse");
+  if (partial_rows) {
+    s.partial_out = &storage.make(partial_rows * env.head_dim * 4, "partial results");
+    s.partial_lse = &storage.make(partial_rows * 4, "partial lse");
+  }
+  const BiasFamily& family = bias_family(env.bias);
+  if (family.rows) {
+    s.rows = &storage.make((std::uint64_t{env.queries} + env.keys - 1) * env.heads * 4, "heads * (queries + keys - 1) per-distance rows");
+    s.bias_rows = family.rows(ctx, env, storage);
+  }
+  return s;
+}
+
+void check_attention_buffers(const DeviceLimits& lim, const AttentionParams& p, const AttentionParams& env, const AttentionBuffers& b,
+                             BufferFit fit) {
+  const bool step = fit == BufferFit::Step;
+  const Checker check{lim, step};
+  const std::uint64_t es = dtype_size(p.dtype), D = p.head_dim, rows = p.rows();
+  auto dt = [&] { return std::string(dtype_name(p.dtype)); };
+  auto rows_layout = [&] { return dt() + " [batch, heads, queries, head_dim]"; };
+  check(b.q, rows * D * es, step, "q buffer", rows_layout);
+  const bool paged = p.paged.enabled();
+  if (paged) {
+    const std::uint64_t cache = p.paged.cache_elements(p.kv_heads, p.head_dim) * es;
+    auto layout = [&] { return dt() + " [num_blocks, block_size, kv_heads, head_dim] (a paged cache)"; };
+    check(b.k, cache, false, "k buffer", layout);
+    check(b.v, cache, false, "v buffer", layout);
+    check(b.block_table, std::uint64_t{p.batch} * p.paged.max_blocks * 4, false, "block_table buffer",
+          [] { return std::string("int32 [batch, max_blocks]"); });
+    check(b.cache_lengths, std::uint64_t{p.batch} * 4, false, "cache_lengths buffer", [] { return std::string("int32 [batch]"); });
+    require(b.key_lengths == nullptr, "key_lengths buffer", "given", "must be null with a paged cache (cache_lengths replace it)");
+  } else {
+    const std::uint64_t kv = std::uint64_t{p.batch} * p.kv_heads * env.keys * D * es;
+    auto layout = [&] {
+      return step ? dt() + " [batch, kv_heads, envelope keys = " + str(env.keys) + ", head_dim]" : dt() + " [batch, kv_heads, keys, head_dim]";
+    };
+    check(b.k, kv, step, "k buffer", layout);
+    check(b.v, kv, step, "v buffer", layout);
+    require(b.block_table == nullptr && b.cache_lengths == nullptr, "block_table buffer", "given", "needs a paged cache (paged.block_size)");
+  }
+  check(b.out, rows * D * es, step, "out buffer", rows_layout);
+  if (b.lse) check(b.lse, rows * 4, step, "lse buffer", [] { return std::string("float32 [batch, heads, queries]"); });
+  const BiasFamily& family = bias_family(p.bias);
+  if (family.info.rel_tables) {
+    const std::uint64_t rel = (2ull * p.max_relative_position + 1) * D * 4;
+    auto layout = [] { return std::string("float32 [2 * max_relative_position + 1, head_dim]"); };
+    check(b.rel_keys, rel, false, "rel_keys buffer", layout);
+    check(b.rel_values, rel, false, "rel_values buffer", layout);
+  } else if (!family.info.input.empty()) {
+    // A step's inputs that follow its shape may be larger; one the family reads whole may not.
+    check(b.bias, p.bias_elements() * 4, step && !family.rows, "bias buffer", [&] { return std::string(family.info.input); });
+  }
+  if (b.key_lengths) check(b.key_lengths, std::uint64_t{p.batch} * 4, false, "key_lengths buffer", [] { return std::string("uint32 [batch]"); });
+}
+
+void check_attention_device(const DeviceLimits& lim, const AttentionParams& env) {
+  const BiasFamily& family = bias_family(env.bias);
+  if (family.check_device) family.check_device(lim, env);
+  // Rows the family computes are written for every head through one binding.
+  if (family.rows) require_binding(lim, (std::uint64_t{env.queries} + env.keys - 1) * env.heads, "heads * (queries + keys - 1)", "the per-distance bias rows");
+  // A paged cache is bound whole: any block may hold any sequence's keys.
+  if (env.paged.enabled()) {
+    require_binding(lim, env.paged.cache_elements(env.kv_heads, env.head_dim) * dtype_size(env.dtype) / 4,
+                    "num_blocks * block_size * kv_heads * head_dim", "the paged k and v caches (" + std::string(dtype_name(env.dtype)) + ", in 4-byte words)");
+    require_binding(lim, std::uint64_t{env.batch} * env.paged.max_blocks, "batch * max_blocks", "the block table");
+  }
+}
+
+AttentionSchedule attention_schedule(const DeviceLimits& lim, const AttentionParams& p, const AttentionTiles& tiles, std::uint32_t kv_keys) {
+  AttentionSchedule s;
+  s.splits = attention_splits(p, tiles);
+  require(s.splits <= AttentionMergeParams::kMaxParts, "keys", str(p.keys),
+          "need " + str(s.splits) + " key splits; at most " + str(AttentionMergeParams::kMaxParts) + " are merged");
+  require(p.rows() * s.splits * (p.head_dim / 4) <= 0xffffffffull, "key_splits", str(s.splits),
+          "makes batch * heads * queries * splits * head_dim / 4 partial words exceed 2^32");
+  s.launch = attention_launch(p, tiles, s.splits);
+  s.chunks = attention_chunks(lim, p, s.splits, kv_keys);
+  return s;
+}
+
+std::vector<std::uint64_t> attention_chunks(const DeviceLimits& lim, const AttentionParams& p, std::uint32_t splits, std::uint32_t kv_keys) {
+  static const char* names[] = {"q", "k and v", "out", "lse", "bias"};
+  auto misfit = [&](std::uint64_t bh0, std::uint64_t bh1) -> std::string {
+    const ChunkRanges c = chunk_ranges(p, splits, kv_keys, bh0, bh1);
+    for (int k = 0; k < 5; ++k)
+      if (c.bytes[k].second > c.bytes[k].first && !bind_range_fits(lim, c.bytes[k].first, c.bytes[k].second)) return names[k];
+    return "";
+  };
+  const std::uint64_t bh_total = std::uint64_t{p.batch} * p.heads;
+  std::vector<std::uint64_t> cuts{0};
+  while (cuts.back() < bh_total)
+    cuts.push_back(misfit(cuts.back(), bh_total).empty()
+                       ? bh_total
+                       : largest_fitting_chunk(lim, cuts.back(), bh_total, "one (batch, head) slab", kSplitHint, misfit));
+  return cuts;
+}
+
+void record_attention(Recorder& r, const AttentionParams& p, const AttentionSchedule& schedule, std::uint32_t kv_keys,
+                      const AttentionBuffers& b, const AttentionScratch& s, DescriptorSource* sets) {
+  const DeviceLimits& lim = r.context().limits();
+  const AttentionLaunch& launch = schedule.launch;
+  const std::uint32_t S = schedule.splits;
+  const BiasFamily& family = bias_family(p.bias);
+  const bool paged = p.paged.enabled();
+
+  const Buffer* dummy = s.dummy;
+  if (family.rows) s.bias_rows->record(r, attention_row_window(p), *b.bias, *s.rows, sets);
+  const Buffer* bias = family.rows ? s.rows : b.bias;
+  const Buffer* out = S > 1 ? s.partial_out : b.out;
+  const Buffer* lse = S > 1 ? s.partial_lse : b.lse ? b.lse : s.lse;
+
+  auto bounds = [&](std::uint64_t bh0, std::uint64_t bh1) {
+    const ChunkRanges c = chunk_ranges(p, S, kv_keys, bh0, bh1);
+    auto bind = [&](const Buffer& buf, int k) { return bind_range(lim, buf, c.bytes[k].first, c.bytes[k].second, c.unit[k]); };
+    return std::array<Bound, 5>{bind(*b.q, 0), paged ? Bound{{b.k}, 0, true} : bind(*b.k, 1), bind(*out, 2), bind(*lse, 3),
+                                bias ? bind(*bias, 4) : Bound{{dummy, 0, 16}, 0, true}};
+  };
+
+  const bool shaw = family.info.rel_tables;
+  const BufferSpan block_table = paged ? BufferSpan{b.block_table} : BufferSpan{dummy};
+  const BufferSpan rel_keys = shaw ? BufferSpan{b.rel_keys} : BufferSpan{dummy};
+  const Buffer* lengths_buffer = paged ? b.cache_lengths : b.key_lengths;
+  const BufferSpan lengths = lengths_buffer ? BufferSpan{lengths_buffer} : BufferSpan{dummy};
+  push::AttentionPush pc = attention_push(p, launch, b.key_lengths != nullptr, kv_keys);
+  for (std::size_t c = 0; c + 1 < schedule.chunks.size(); ++c) {
+    const std::uint64_t bh0 = schedule.chunks[c], bh1 = schedule.chunks[c + 1];
+    const auto bound = bounds(bh0, bh1);
+    pc.bh_first = static_cast<std::uint32_t>(bh0);
+    pc.q_shift = bound[0].shift;
+    pc.kv_shift = bound[1].shift;
+    pc.out_shift = bound[2].shift;
+    pc.lse_shift = bound[3].shift;
+    pc.bias_shift = bound[4].shift;
+    BufferSpan v_span = bound[1].span;
+    v_span.buffer = b.v;  // v has k's layout: the same range
+    // Shaw has no other bias input: its rel_values take the bias binding.
+    const BufferSpan bias_span = shaw ? BufferSpan{b.rel_values} : bound[4].span;
+    for_each_group_range(lim, (bh1 - bh0) * launch.groups_per_bh, [&](std::uint64_t first, std::uint32_t groups) {
+      pc.first_group = static_cast<std::uint32_t>(first);
+      dispatch(r, sets, launch.shader, launch.spec, {bound[0].span, bound[1].span, v_span, bound[2].span, bound[3].span, bias_span, rel_keys, lengths, block_table},
+               pc, groups);
+    });
+  }
+  if (S > 1) {
+    barrier(r);
+    const std::uint32_t D4 = p.head_dim / 4;
+    record_attention_merge(r, {s.partial_out, s.partial_lse, S, D4, S * D4, 1, S, DType::F32}, p.rows(), p.head_dim, *b.out, p.dtype,
+                           b.lse ? *b.lse : *s.lse, sets);
+  }
+}
+
+}  // namespace relpos::detail

@@ -1,0 +1,61 @@
+#pragma once
+// The one path of fused attention: attention() and AttentionPlan::record check a call's buffers,
+// schedule it and record it through these, the plan with its own scratch and descriptor sets
+// (made once for its envelope), attention() with the recording's.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "bias/bias_family.hpp"
+#include "ops/distance_bias.hpp"
+#include "ops/attention_launch.hpp"
+#include "relpos/attention.hpp"
+
+namespace relpos::detail {
+
+class DescriptorSource;
+class OpStorage;
+
+// The buffers fused attention needs besides the caller's, made for the largest call it records.
+struct AttentionScratch {
+  const Buffer* dummy = nullptr;        // bound where a mode reads nothing
+  const Buffer* partial_out = nullptr;  // float32 [rows, splits, D]: the key splits' results (null: no splits)
+  const Buffer* partial_lse = nullptr;  // float32 [rows, splits]
+  const Buffer* lse = nullptr;          // float32 [rows]: the log-sum-exp when the caller takes none
+  const Buffer* rows = nullptr;         // the per-distance rows the family computes (null: none)
+  std::unique_ptr<DistanceRows> bias_rows;
+};
+// For calls up to `envelope`; partial_rows: the most rows * splits of a call with splits (0: none).
+AttentionScratch make_attention_scratch(Context& ctx, const AttentionParams& envelope, std::uint64_t partial_rows, OpStorage& storage);
+
+// How the caller's buffers must fit: attention() takes each exactly for its call; a plan's step
+// takes k and v (and a paged cache) of its envelope and the rest at least the step's, every buffer
+// bound whole.
+enum class BufferFit { Exact, Step };
+void check_attention_buffers(const DeviceLimits& lim, const AttentionParams& p, const AttentionParams& envelope, const AttentionBuffers& b,
+                             BufferFit fit);
+// What the device must allow for calls up to `envelope` beyond the buffers' own bindings.
+void check_attention_device(const DeviceLimits& lim, const AttentionParams& envelope);
+
+// The window whose per-distance rows fused attention reads: [heads, queries + keys - 1] laid out
+// for row_query_offset(), unmasked (the kernels mask).
+DistanceWindow attention_row_window(const AttentionParams& p);
+
+// The key splits of a call, how it launches, and the chunks of (batch, head) slabs its dispatches
+// take (cuts: chunk c is [chunks[c], chunks[c + 1])); InvalidArgument where its splits go past the
+// merge's limits or one slab's ranges past a binding.
+struct AttentionSchedule {
+  std::uint32_t splits = 1;
+  AttentionLaunch launch;
+  std::vector<std::uint64_t> chunks;
+};
+AttentionSchedule attention_schedule(const DeviceLimits& lim, const AttentionParams& p, const AttentionTiles& tiles, std::uint32_t kv_keys);
+// The chunks whose bindings fit the device, k and v holding kv_keys keys per (batch, kv head).
+std::vector<std::uint64_t> attention_chunks(const DeviceLimits& lim, const AttentionParams& p, std::uint32_t splits, std::uint32_t kv_keys);
+
+// Records one call (after every check), k and v holding `kv_keys` keys per (batch, kv head).
+// Descriptor sets from `sets` (a plan's: every buffer bound whole) or from the recording.
+void record_attention(Recorder& r, const AttentionParams& p, const AttentionSchedule& schedule, std::uint32_t kv_keys,
+                      const AttentionBuffers& b, const AttentionScratch& s, DescriptorSource* sets);
+
+}  // namespace relpos::detail

@@ -1,0 +1,92 @@
+// Sandwich on the GPU, on the per-distance bias kit: sandwich_distance_row.comp computes the rows
+// from the scales and the host's phase steps of the d'/2 frequencies; the kit expands or adds
+// them; BiasPlan's steps and fused attention (the family's registry entry, below) record the same
+// rows.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "bias/bias_family.hpp"
+#include "ops/bias_plan_state.hpp"
+#include "ops/distance_bias.hpp"
+#include "params/checks.hpp"
+#include "relpos/sandwich.hpp"
+#include "relpos_push/attention.h"
+#include "relpos_push/sandwich.h"
+
+namespace relpos {
+namespace detail {
+namespace {
+
+// Each frequency's phase step, ω_k / 2π turns per position as a 64-bit fixed-point fraction (low
+// word first): rp·step mod 2^64 is the phase of any rp within 2^-33 turns (fourier_phase.glsl).
+std::vector<std::uint32_t> phase_steps(std::uint32_t dim) {
+  constexpr long double kTwoPi = 6.283185307179586476925286766559005768L;
+  std::vector<std::uint32_t> words;
+  for (std::uint32_t k = 0; k < dim / 2; ++k) {
+    const long double turns = std::pow(10000.0L, -2.0L * k / dim) / kTwoPi;  // < 1
+    const auto step = static_cast<std::uint64_t>(std::round(std::ldexp(turns, 64)));
+    words.push_back(static_cast<std::uint32_t>(step));
+    words.push_back(static_cast<std::uint32_t>(step >> 32));
+  }
+  return words;
+}
+
+// The rows of any window, the scales [heads] as their parameters.
+std::unique_ptr<DistanceRows> sandwich_rows(Context& ctx, std::uint32_t dim, OpStorage& storage) {
+  const Buffer& steps = storage.upload<std::uint32_t>(phase_steps(dim), "phase steps");
+  auto push = [dim](const DistanceWindow&) {
+    push::SandwichRowPush pc{};
+    pc.terms = dim / 2;
+    return pc;
+  };
+  return std::make_unique<ShaderRows<push::SandwichRowPush>>(ctx, ShaderId::sandwich_distance_row, push, &steps);
+}
+
+}  // namespace
+
+// Fused attention's bias input is the scales; the rows are computed from them before the kernels.
+extern const BiasFamily kSandwichBias{
+    .info = {.bias = AttentionBias::Sandwich, .name = "sandwich", .input = "float32 [heads] scales"},
+    .kernel_mode = RELPOS_ATTN_ROW,
+    .input_elements = [](const AttentionParams& p) { return std::uint64_t{p.heads}; },
+    .validate =
+        [](const AttentionParams& p) {
+          require(p.sandwich_dim >= 2 && p.sandwich_dim % 2 == 0 && p.sandwich_dim <= SandwichParams::kMaxDim, "sandwich_dim",
+                  std::to_string(p.sandwich_dim), "must be even, in [2, " + std::to_string(SandwichParams::kMaxDim) + "] for the Sandwich bias");
+        },
+    .check_input =
+        [](const AttentionParams&, std::span<const float> in) {
+          for (float s : in) require(std::isfinite(s), "scale", std::to_string(s), "must be finite");
+        },
+    .bias_at = [](const AttentionParams& p, std::span<const float> in, std::uint32_t h, std::uint32_t, std::uint32_t, std::int64_t rp) {
+      return sandwich_bias_value(in[h], p.sandwich_dim, rp);
+    },
+    .rows = [](Context& ctx, const AttentionParams& p, OpStorage& storage) { return sandwich_rows(ctx, p.sandwich_dim, storage); },
+};
+
+}  // namespace detail
+
+detail::DistanceSource distance_source(Context& ctx, const SandwichParams& p, detail::OpStorage& storage) {
+  return {detail::sandwich_rows(ctx, p.dim, storage), &storage.upload<float>(p.scale, "scale")};
+}
+
+namespace {
+detail::RowsRecorder sandwich_rows(Recorder& r, const SandwichParams& p) {
+  return detail::source_rows(detail::distance_window(p), [&](detail::OpStorage& s) { return distance_source(r.context(), p, s); });
+}
+}  // namespace
+
+void sandwich_bias(Recorder& r, const SandwichParams& p, const Buffer& out, DType out_dtype) {
+  p.validate();
+  detail::distance_bias(r, detail::distance_window(p), out, out_dtype, sandwich_rows(r, p));
+}
+
+void sandwich_bias_add(Recorder& r, const SandwichParams& p, const Buffer& logits, DType logits_dtype) {
+  p.validate();
+  detail::distance_bias_add(r, detail::distance_window(p), logits, logits_dtype, sandwich_rows(r, p));
+}
+
+template BiasPlan::BiasPlan(Context& ctx, const SandwichParams& envelope, DType dtype, bool add);
+
+}  // namespace relpos

@@ -1,0 +1,108 @@
+// AttentionParams and AttentionMergeParams: the checks, the bias input's size and the layout of
+// the per-distance rows; the host check of a paged cache's block table.
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "bias/bias_family.hpp"
+#include "params/checks.hpp"
+#include "params/paged_table.hpp"
+#include "relpos/attention.hpp"
+
+namespace relpos {
+namespace {
+
+using detail::require;
+
+std::string str(std::uint64_t v) { return std::to_string(v); }
+
+void require_head_dim(std::uint32_t d) {
+  require(d >= 4 && d <= AttentionParams::kMaxHeadDim && d % 4 == 0, "head_dim", str(d),
+          "must be a multiple of 4 in [4, " + str(AttentionParams::kMaxHeadDim) + "] (the kernel keeps a row in registers)");
+}
+
+}  // namespace
+
+float AttentionParams::effective_scale() const {
+  return scale ? *scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
+}
+
+std::uint64_t AttentionParams::bias_elements() const {
+  const auto elements = detail::bias_family(bias).input_elements;
+  return elements ? elements(*this) : 0;
+}
+
+T5Params AttentionParams::t5_row_params() const {
+  T5Params r = t5;
+  r.queries = queries;
+  r.keys = keys;
+  r.heads = heads;
+  r.batch = 1;
+  r.query_offset = row_query_offset();
+  return r;
+}
+
+void check_block_table(const AttentionParams& p, std::span<const std::int32_t> block_table, std::span<const std::int32_t> cache_lengths) {
+  require(p.paged.enabled(), "paged.block_size", "0", "must be set for a block table");
+  detail::check_paged_table(p.paged, p.batch, block_table, cache_lengths, 0);
+}
+
+void AttentionParams::validate() const {
+  require(batch >= 1, "batch", str(batch), "must be >= 1");
+  require(heads >= 1, "heads", str(heads), "must be >= 1");
+  require(kv_heads >= 1 && heads % kv_heads == 0, "kv_heads", str(kv_heads),
+          "must divide heads = " + str(heads) + " (grouped-query attention)");
+  require(queries >= 1, "queries", str(queries), "must be >= 1");
+  require(keys >= 1, "keys", str(keys), "must be >= 1");
+  require_head_dim(head_dim);
+  require(dtype == DType::F32 || dtype == DType::F16, "dtype", std::string(dtype_name(dtype)), "must be f32 or f16");
+  require(std::isfinite(effective_scale()), "scale", std::to_string(effective_scale()), "must be finite");
+  require(memory_prefix <= keys, "memory_prefix", str(memory_prefix), "must be <= keys = " + str(keys));
+  if (paged.enabled()) {
+    require(paged.block_size % 16 == 0, "paged.block_size", str(paged.block_size), "must be a multiple of 16");
+    require(paged.num_blocks >= 1, "paged.num_blocks", str(paged.num_blocks), "must be >= 1");
+    require(paged.max_blocks >= 1, "paged.max_blocks", str(paged.max_blocks), "must be >= 1");
+    require(std::uint64_t{paged.max_blocks} * paged.block_size == keys, "keys", str(keys),
+            "must be max_blocks * block_size = " + str(std::uint64_t{paged.max_blocks} * paged.block_size) + " with a paged cache");
+    require(query_offset == 0, "query_offset", std::to_string(query_offset), "must be 0 with a paged cache (cache_lengths place the queries)");
+    require(memory_prefix == 0, "memory_prefix", str(memory_prefix), "must be 0 with a paged cache");
+    require(std::uint64_t{batch} * paged.max_blocks <= 0xffffffffull, "batch * max_blocks", str(std::uint64_t{batch} * paged.max_blocks),
+            "must be < 2^32");
+  }
+  constexpr std::int64_t kMax = std::numeric_limits<std::int32_t>::max();
+  const std::int64_t off = row_query_offset();
+  const std::int64_t first = -(static_cast<std::int64_t>(queries) - 1) - off;
+  const std::int64_t last = static_cast<std::int64_t>(keys) - 1 - off;
+  require(off > -kMax && off < kMax && first > -kMax && last < kMax, "query_offset", std::to_string(off),
+          "puts positions or relative positions outside +-(2^31 - 1)");
+  // The GPU indexes 4-element words and bias values with 32-bit integers.
+  constexpr std::uint64_t k32 = 0xffffffffull;
+  require(rows() * head_dim / 4 <= k32, "batch * heads * queries * head_dim / 4", str(rows() * head_dim / 4), "must be < 2^32");
+  if (paged.enabled())
+    require(paged.cache_elements(kv_heads, head_dim) / 4 <= k32, "num_blocks * block_size * kv_heads * head_dim / 4",
+            str(paged.cache_elements(kv_heads, head_dim) / 4), "must be < 2^32");
+  else
+    require(std::uint64_t{batch} * kv_heads * keys * head_dim / 4 <= k32, "batch * kv_heads * keys * head_dim / 4",
+            str(std::uint64_t{batch} * kv_heads * keys * head_dim / 4), "must be < 2^32");
+  require(bias_elements() <= k32, "bias elements", str(bias_elements()), "must be < 2^32");
+  require(key_splits <= keys, "key_splits", str(key_splits), "must be <= keys = " + str(keys));
+  require(key_splits <= AttentionMergeParams::kMaxParts, "key_splits", str(key_splits),
+          "must be <= " + str(AttentionMergeParams::kMaxParts) + " (the splits' merge)");
+  if (key_splits != 0) {
+    const std::uint64_t min_splits = (std::uint64_t{keys} + kMaxKeysPerSplit - 1) / kMaxKeysPerSplit;
+    require(key_splits >= min_splits, "key_splits", str(key_splits),
+            "must be >= " + str(min_splits) + " for keys = " + str(keys) + " (at most " + str(kMaxKeysPerSplit) + " keys per split)");
+  }
+  if (const auto family_checks = detail::bias_family(bias).validate) family_checks(*this);
+}
+
+void AttentionMergeParams::validate() const {
+  require(parts >= 1, "parts", str(parts), "must be >= 1");
+  require(rows >= 1, "rows", str(rows), "must be >= 1");
+  require_head_dim(head_dim);
+  require(dtype == DType::F32 || dtype == DType::F16, "dtype", std::string(dtype_name(dtype)), "must be f32 or f16");
+  require(std::uint64_t{parts} * rows * head_dim / 4 <= 0xffffffffull, "parts * rows * head_dim / 4",
+          str(std::uint64_t{parts} * rows * head_dim / 4), "must be < 2^32");
+}
+
+}  // namespace relpos

@@ -1,0 +1,23 @@
+// SandwichParams: the checks of the kernel's parameters and of the window.
+#include <cmath>
+#include <string>
+
+#include "params/distance_window.hpp"
+#include "relpos/sandwich.hpp"
+
+namespace relpos {
+
+void SandwichParams::validate_kernel() const {
+  using detail::require;
+  require(heads >= 1, "heads", std::to_string(heads), "must be >= 1");
+  require(dim >= 2 && dim % 2 == 0 && dim <= kMaxDim, "dim", std::to_string(dim), "must be even, in [2, " + std::to_string(kMaxDim) + "]");
+  require(scale.size() == heads, "scale", std::to_string(scale.size()) + " values", "must hold one per head (" + std::to_string(heads) + ")");
+  for (float s : scale) require(std::isfinite(s), "scale", std::to_string(s), "must be finite");
+}
+
+void SandwichParams::validate() const {
+  validate_kernel();
+  detail::distance_window(*this).validate();
+}
+
+}  // namespace relpos
