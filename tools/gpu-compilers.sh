@@ -3,7 +3,7 @@
 #   tools/gpu-compilers.sh prepare       fetch Debian's Mesa 25 (AMD's RADV, Intel's ANV) and build
 #                                        Mesa's no-op Intel DRM shim into the cache; a second call
 #                                        finds everything in place and does nothing
-#   tools/gpu-compilers.sh prepare --nvidia   also build NVK and the nouveau shim (~20 min)
+#   tools/gpu-compilers.sh prepare --nvidia   also build NVK and the nouveau shim (~30 min)
 #   tools/gpu-compilers.sh env TARGET    print the `export` lines that make the Vulkan loader show
 #                                        TARGET (exit 1, saying why, where it is not ready here)
 #   tools/gpu-compilers.sh targets       every target and whether it is ready here
@@ -155,7 +155,7 @@ prepare() {
 # 12 has Rust 1.85 (rustc-web) but not what Mesa 25's Rust needs (bindgen >= 0.65, cbindgen >= 0.25,
 # syn >= 2): those come from Debian 13's librust-*-dev packages (crate sources), unpacked and built
 # offline with Debian 12's cargo-web. Nothing from Debian 13 is installed or run as a binary (its
-# binaries need glibc 2.39). About 20 minutes on 2 cores, so only on request (prepare --nvidia).
+# binaries need glibc 2.39). About 30 minutes on 2 cores, so only on request (prepare --nvidia).
 nvidia_ready() {
   [ -f "$nvk/READY" ] && [ "$(cat "$nvk/READY")" = "$recipe" ] && [ -f "$nvk/lib/libvulkan_nouveau.so" ] &&
     [ -f "$nvk/lib/libnouveau_noop_drm_shim.so" ] && [ -f "$nvk/nouveau_icd.json" ]
@@ -276,7 +276,7 @@ env_of() {
     { say "unknown target '$target': one of ${amd_system[*]} ${amd_mesa25[*]} ${intel[*]} ${nvidia[*]}"; exit 2; }
   ready || die "$target needs Mesa 25, not prepared in $cache: run tools/gpu-compilers.sh prepare"
   [ $is_nvidia -eq 0 ] || nvidia_ready ||
-    die "$target needs NVK, not prepared in $cache: run tools/gpu-compilers.sh prepare --nvidia (about 20 minutes on 2 cores)"
+    die "$target needs NVK, not prepared in $cache: run tools/gpu-compilers.sh prepare --nvidia (about 30 minutes on 2 cores)"
   echo "export LD_LIBRARY_PATH=$(quote "$mesa25/lib")\${LD_LIBRARY_PATH:+\":\$LD_LIBRARY_PATH\"}"
   if [ $is_nvidia -eq 1 ]; then
     # TU102 (Turing, RTX 2080 Ti) and GA102 (Ampere, RTX 3090) by the shim's NOUVEAU_CHIPSET.
