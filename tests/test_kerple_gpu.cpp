@@ -8,6 +8,7 @@
 #include <random>
 #include <string>
 
+#include "support/distance_bias_checks.hpp"
 #include "support/expect.hpp"
 #include "support/gpu_fixture.hpp"
 #include "support/test_data.hpp"
@@ -55,41 +56,13 @@ std::string describe(const KerpleParams& p) {
          " B=" + std::to_string(p.batch);
 }
 
-// Every value of `got` ([batch, heads, Q, K]) within the bound of its distance, after `base` (the
-// logits before an add; empty for the bias itself).
-void expect_within_bound(const KerpleParams& p, const std::vector<float>& got, const std::vector<float>& base) {
-  const std::size_t Q = p.queries, K = p.keys, per_batch = p.heads * Q * K;
-  ASSERT_EQ(got.size(), base.empty() ? per_batch : per_batch * p.batch);
-  for (std::size_t e = 0; e < got.size(); ++e) {
-    const std::size_t h = e / (Q * K) % p.heads, i = e / K % Q, j = e % K;
-    const std::int64_t rp = static_cast<std::int64_t>(j) - static_cast<std::int64_t>(i) - p.query_offset;
-    const float before = base.empty() ? 0.0f : base[e];
-    if (p.causal && rp > 0) {
-      ASSERT_EQ(got[e], -std::numeric_limits<float>::infinity()) << e;
-      continue;
-    }
-    const double want = static_cast<double>(before) + kerple_bias_value(p.r1[h], p.r2[h], p.variant, rp);
-    // The reference rounds once; an add rounds the sum once more.
-    const double bound = kerple_error_bound(p.r1[h], p.r2[h], p.variant, rp) + std::ldexp(std::fabs(want), -23);
-    ASSERT_LE(std::fabs(got[e] - want), bound) << "h=" << h << " rp=" << rp << " got " << got[e] << " want " << want;
-  }
-}
-
 void expect_matches(Context& ctx, const KerpleParams& p, std::mt19937& rng) {
   SCOPED_TRACE(describe(p));
-  const std::size_t n = std::size_t{p.heads} * p.queries * p.keys;
-  Buffer out(ctx, n * 4);
-  run(ctx, [&](Recorder& r) { kerple_bias(r, p, out); });
-  const std::vector<float> f32 = download_floats(out, n, DType::F32);
-  expect_within_bound(p, f32, {});
-  // f16: the GPU's float32 value rounded to half once (give or take one half ulp).
-  Buffer half(ctx, n * 2);
-  run(ctx, [&](Recorder& r) { kerple_bias(r, p, half, DType::F16); });
-  relpos::test::expect_half_close(download_floats(half, n, DType::F16), f32, "f16 bias");
-  const std::vector<float> logits = random_floats(rng, n * p.batch, -10.0f, 10.0f);
-  Buffer l = make_float_buffer(ctx, logits, DType::F32);
-  run(ctx, [&](Recorder& r) { kerple_bias_add(r, p, l); });
-  expect_within_bound(p, download_floats(l, logits.size(), DType::F32), logits);
+  relpos::test::expect_distance_bias_ops(
+      ctx, p, rng, [&](std::uint32_t h, std::int64_t rp) { return static_cast<double>(kerple_bias_value(p.r1[h], p.r2[h], p.variant, rp)); },
+      [&](std::uint32_t h, std::int64_t rp) { return kerple_error_bound(p.r1[h], p.r2[h], p.variant, rp); },
+      [](Recorder& r, const KerpleParams& q, const Buffer& out, DType dtype) { kerple_bias(r, q, out, dtype); },
+      [](Recorder& r, const KerpleParams& q, const Buffer& logits, DType dtype) { kerple_bias_add(r, q, logits, dtype); });
 }
 
 class KerpleGpu : public GpuTest {};
@@ -121,9 +94,8 @@ TEST_F(KerpleGpu, ManyHeadsAreSplitAcrossDispatches) {
   p.queries = 2;
   p.keys = 3;
   p.query_offset = 1;
-  Buffer out(gpu(), std::size_t{p.heads} * 6 * 4);
-  run(gpu(), [&](Recorder& r) { kerple_bias(r, p, out); });
-  expect_within_bound(p, download_floats(out, std::size_t{p.heads} * 6, DType::F32), {});
+  std::mt19937 rng(1304);
+  expect_matches(gpu(), p, rng);
 }
 
 TEST_F(KerpleGpu, BadParametersAndBuffersAreRefusedBeforeRecording) {

@@ -12,6 +12,7 @@
 #include <random>
 #include <string>
 
+#include "support/distance_bias_checks.hpp"
 #include "support/expect.hpp"
 #include "support/gpu_fixture.hpp"
 #include "support/run_tool.hpp"
@@ -143,42 +144,16 @@ std::string describe(const SandwichParams& p) {
          " K=" + std::to_string(p.keys) + " off=" + std::to_string(p.query_offset) + " B=" + std::to_string(p.batch);
 }
 
-// Every value of `got` ([batch, heads, Q, K]) within the head's bound, after `base` (the logits
-// before an add; empty for the bias itself).
-void expect_within_bound(const SandwichParams& p, const std::vector<float>& got, const std::vector<float>& base) {
-  const std::size_t Q = p.queries, K = p.keys, per_batch = p.heads * Q * K;
-  ASSERT_EQ(got.size(), base.empty() ? per_batch : per_batch * p.batch);
-  const std::int64_t rp_first = -(static_cast<std::int64_t>(Q) - 1) - p.query_offset;
-  std::vector<double> sums(Q + K - 1);  // of each relative position, once
-  for (std::size_t x = 0; x < sums.size(); ++x) sums[x] = sandwich_sum(p.dim, rp_first + static_cast<std::int64_t>(x));
-  for (std::size_t e = 0; e < got.size(); ++e) {
-    const std::size_t h = e / (Q * K) % p.heads, i = e / K % Q, j = e % K;
-    const std::int64_t rp = static_cast<std::int64_t>(j) - static_cast<std::int64_t>(i) - p.query_offset;
-    if (p.causal && rp > 0) {
-      ASSERT_EQ(got[e], kNegInf) << e;
-      continue;
-    }
-    const double want = (base.empty() ? 0.0 : base[e]) + static_cast<double>(p.scale[h]) * sums[static_cast<std::size_t>(rp - rp_first)];
-    // The reference rounds once; an add rounds the sum once more.
-    const double bound = sandwich_error_bound(p.scale[h], p.dim) + std::ldexp(std::fabs(want), -23);
-    ASSERT_LE(std::fabs(got[e] - want), bound) << "h=" << h << " rp=" << rp << " got " << got[e] << " want " << want;
-  }
-}
-
 void expect_matches(Context& ctx, const SandwichParams& p, std::mt19937& rng) {
   SCOPED_TRACE(describe(p));
-  const std::size_t n = std::size_t{p.heads} * p.queries * p.keys;
-  Buffer out(ctx, n * 4);
-  run(ctx, [&](Recorder& r) { sandwich_bias(r, p, out); });
-  const std::vector<float> f32 = download_floats(out, n, DType::F32);
-  expect_within_bound(p, f32, {});
-  Buffer half(ctx, n * 2);
-  run(ctx, [&](Recorder& r) { sandwich_bias(r, p, half, DType::F16); });
-  relpos::test::expect_half_close(download_floats(half, n, DType::F16), f32, "f16 bias");
-  const std::vector<float> logits = random_floats(rng, n * p.batch, -10.0f, 10.0f);
-  Buffer l = make_float_buffer(ctx, logits, DType::F32);
-  run(ctx, [&](Recorder& r) { sandwich_bias_add(r, p, l); });
-  expect_within_bound(p, download_floats(l, logits.size(), DType::F32), logits);
+  const std::int64_t rp_first = -(static_cast<std::int64_t>(p.queries) - 1) - p.query_offset;
+  std::vector<double> sums(std::size_t{p.queries} + p.keys - 1);  // of each relative position, once
+  for (std::size_t x = 0; x < sums.size(); ++x) sums[x] = sandwich_sum(p.dim, rp_first + static_cast<std::int64_t>(x));
+  relpos::test::expect_distance_bias_ops(
+      ctx, p, rng, [&](std::uint32_t h, std::int64_t rp) { return p.scale[h] * sums[static_cast<std::size_t>(rp - rp_first)]; },
+      [&](std::uint32_t h, std::int64_t) { return sandwich_error_bound(p.scale[h], p.dim); },
+      [](Recorder& r, const SandwichParams& q, const Buffer& out, DType dtype) { sandwich_bias(r, q, out, dtype); },
+      [](Recorder& r, const SandwichParams& q, const Buffer& logits, DType dtype) { sandwich_bias_add(r, q, logits, dtype); });
 }
 
 class SandwichGpu : public GpuTest {};

@@ -96,6 +96,20 @@ CLI::Option* add_output(CLI::App& cmd, RunOptions& o, const std::string& flag, s
   return cmd.add_option(flag, path, help);
 }
 
+namespace {
+// Filled before main() by the families' RELPOS_TOOL_FAMILY registrations (constructed on first use).
+std::map<std::string, FamilyRegistration>& tool_families() {
+  static std::map<std::string, FamilyRegistration> families;
+  return families;
+}
+}  // namespace
+
+bool add_tool_family(const char* name, FamilyRegistration registration) { return tool_families().emplace(name, registration).second; }
+
+void register_tool_families(CLI::App& run, Registry& reg) {
+  for (const auto& [name, registration] : tool_families()) registration(run, reg);
+}
+
 std::uint32_t dimension32(const std::string& what, std::uint64_t d) {
   if (d > 0xffffffffull) throw InvalidArgument(what + " = " + std::to_string(d) + ": must be < 2^32");
   return static_cast<std::uint32_t>(d);
@@ -140,15 +154,8 @@ int main(int argc, char** argv) {
   auto* devices = app.add_subcommand("devices", "list the Vulkan devices; '*' marks the one relpos would use");
   auto* run = app.add_subcommand("run", "run one operation on .npy inputs and write the result as .npy");
   run->require_subcommand(1);
-  register_t5(*run, reg);
-  register_alibi(*run, reg);
-  register_kerple(*run, reg);
-  register_sandwich(*run, reg);
-  register_rope(*run, reg);
-  register_fourier(*run, reg);
-  register_shaw(*run, reg);
+  register_tool_families(*run, reg);
   register_attention(*run, reg);  // after every family whose bias it takes
-  register_kv_append(*run, reg);
 
   std::string check_filter;
   bool check_quick = false;

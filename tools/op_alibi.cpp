@@ -73,7 +73,7 @@ AttentionBiasTool attention_alibi() {
 
 }  // namespace
 
-void register_alibi(CLI::App& run, Registry& reg) {
+RELPOS_TOOL_FAMILY(alibi) {
   reg.attention_biases.push_back(attention_alibi());
   {
     auto p = std::make_shared<AlibiParams>();

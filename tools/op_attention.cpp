@@ -653,29 +653,25 @@ void register_decode_loop(Registry& reg) {
 
 }  // namespace
 
-// The families whose input is the bias itself: none, distance rows and a dense tensor.
+// A family whose input is the bias itself, read from one file of `dims` dimensions.
+AttentionBiasTool file_bias(AttentionBias bias, const char* flag, const char* help, std::size_t dims) {
+  AttentionBiasTool t = attention_bias_tool(bias);
+  t.add_flags = [=](CLI::App& cmd) {
+    auto path = std::make_shared<std::string>();
+    cmd.add_option(flag, *path, help);
+    return std::function<void(AttentionParams&, BiasInputs&)>([=](AttentionParams&, BiasInputs& in) {
+      std::vector<std::uint64_t> shape;
+      in.bias = read_floats(flag, *path, dims, shape);
+    });
+  };
+  return t;
+}
+
+// The families with no operation of their own: none, distance rows and a dense tensor.
 void register_plain_biases(Registry& reg) {
   reg.attention_biases.push_back(attention_bias_tool(AttentionBias::None));
-  AttentionBiasTool distance = attention_bias_tool(AttentionBias::Distance);
-  distance.add_flags = [](CLI::App& cmd) {
-    auto path = std::make_shared<std::string>();
-    cmd.add_option("--distance-row", *path, "distance: float [H, Q + K - 1] .npy, index rp + query_offset + Q - 1");
-    return std::function<void(AttentionParams&, BiasInputs&)>([path](AttentionParams&, BiasInputs& in) {
-      std::vector<std::uint64_t> shape;
-      in.bias = read_floats("--distance-row", *path, 2, shape);
-    });
-  };
-  reg.attention_biases.push_back(distance);
-  AttentionBiasTool dense = attention_bias_tool(AttentionBias::Dense);
-  dense.add_flags = [](CLI::App& cmd) {
-    auto path = std::make_shared<std::string>();
-    cmd.add_option("--bias-tensor", *path, "dense: float [H, Q, K] .npy");
-    return std::function<void(AttentionParams&, BiasInputs&)>([path](AttentionParams&, BiasInputs& in) {
-      std::vector<std::uint64_t> shape;
-      in.bias = read_floats("--bias-tensor", *path, 3, shape);
-    });
-  };
-  reg.attention_biases.push_back(dense);
+  reg.attention_biases.push_back(file_bias(AttentionBias::Distance, "--distance-row", "distance: float [H, Q + K - 1] .npy, index rp + query_offset + Q - 1", 2));
+  reg.attention_biases.push_back(file_bias(AttentionBias::Dense, "--bias-tensor", "dense: float [H, Q, K] .npy", 3));
 }
 
 void register_attention(CLI::App& run, Registry& reg) {

@@ -230,7 +230,7 @@ std::vector<float> read_rotation(const std::string& path, const FourierParams& p
 
 }  // namespace
 
-void register_fourier(CLI::App& run, Registry& reg) {
+RELPOS_TOOL_FAMILY(fourier) {
   {
     auto p = std::make_shared<SinusoidalParams>();
     auto o = std::make_shared<RunOptions>();

@@ -80,7 +80,7 @@ AttentionBiasTool attention_kerple() {
 
 }  // namespace
 
-void register_kerple(CLI::App& run, Registry& reg) {
+RELPOS_TOOL_FAMILY(kerple) {
   reg.attention_biases.push_back(attention_kerple());
   DistanceBiasFamily<KerpleParams> f;
   f.name = "kerple";

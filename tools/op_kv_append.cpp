@@ -79,7 +79,8 @@ CheckCase draw_case(FuzzRng& g) {
 
 }  // namespace
 
-void register_kv_append(CLI::App&, Registry& reg) {
+RELPOS_TOOL_FAMILY(kv_append) {
+  (void)run;  // no run command (yet): kv_append has checks, fuzz draws and benchmarks
   reg.fuzz.push_back({"kv-append", draw_case});
   struct Rope { const char* name; bool apply; RopeStyle style; std::uint32_t rotary_dim; RopeScaling scaling; };
   const Rope ropes[] = {{"no rope", false, RopeStyle::NeoX, 0, RopeScaling::None},

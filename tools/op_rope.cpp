@@ -235,7 +235,7 @@ void run_rope(RopeCli& c) {
 
 }  // namespace
 
-void register_rope(CLI::App& run, Registry& reg) {
+RELPOS_TOOL_FAMILY(rope) {
   auto c = std::make_shared<RopeCli>();
   auto* cmd = run.add_subcommand("rope", "rotary position embedding of q or k (f32 or f16 .npy, written in the same dtype)");
   cmd->add_option("--x", c->x_path, "q or k .npy, 4-D in the --layout")->required();

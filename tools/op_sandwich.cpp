@@ -85,7 +85,7 @@ AttentionBiasTool attention_sandwich() {
 
 }  // namespace
 
-void register_sandwich(CLI::App& run, Registry& reg) {
+RELPOS_TOOL_FAMILY(sandwich) {
   reg.attention_biases.push_back(attention_sandwich());
   DistanceBiasFamily<SandwichParams> f;
   f.name = "sandwich";

@@ -245,7 +245,7 @@ AttentionBiasTool attention_shaw() {
 
 }  // namespace
 
-void register_shaw(CLI::App& run, Registry& reg) {
+RELPOS_TOOL_FAMILY(shaw) {
   reg.attention_biases.push_back(attention_shaw());
   register_runs(run, reg);
   register_shaw_checks(reg);

@@ -220,7 +220,7 @@ AttentionBiasTool attention_t5() {
 
 }  // namespace
 
-void register_t5(CLI::App& run, Registry& reg) {
+RELPOS_TOOL_FAMILY(t5) {
   reg.attention_biases.push_back(attention_t5());
   {
     auto p = std::make_shared<T5Params>();

@@ -121,14 +121,18 @@ std::string shape_text(const std::vector<std::uint64_t>& shape);
 // Writes [dims...] of float values as f32 or f16.
 void write_floats(const std::string& path, const std::vector<float>& values, std::vector<std::uint64_t> shape, DType dtype);
 
-void register_t5(CLI::App& run, Registry& reg);
-void register_alibi(CLI::App& run, Registry& reg);
-void register_kerple(CLI::App& run, Registry& reg);
-void register_sandwich(CLI::App& run, Registry& reg);
-void register_rope(CLI::App& run, Registry& reg);
-void register_fourier(CLI::App& run, Registry& reg);
+// An operation family's registration (its run commands, check, fuzz and bench cases, and its bias
+// description if fused attention takes it), which its tools/op_<family>.cpp defines with
+// RELPOS_TOOL_FAMILY(name) { ... }: main() runs every family's, in the order of their names, then
+// fused attention's (register_attention), which takes the biases they described.
+using FamilyRegistration = void (*)(CLI::App& run, Registry& reg);
+bool add_tool_family(const char* name, FamilyRegistration registration);
+void register_tool_families(CLI::App& run, Registry& reg);
+#define RELPOS_TOOL_FAMILY(name)                                                                              \
+  void register_##name(CLI::App& run, Registry& reg);                                                        \
+  [[maybe_unused]] static const bool registered_##name = add_tool_family(#name, register_##name); \
+  void register_##name(CLI::App& run, Registry& reg)
+
 void register_attention(CLI::App& run, Registry& reg);
-void register_shaw(CLI::App& run, Registry& reg);
-void register_kv_append(CLI::App& run, Registry& reg);
 
 }  // namespace relpos::tool

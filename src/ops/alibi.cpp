@@ -39,20 +39,10 @@ detail::DistanceSource distance_source(Context& ctx, const AlibiParams& p, detai
           &storage.upload<float>(alibi_slopes(p), "slopes")};
 }
 
-namespace {
-detail::RowsRecorder alibi_rows(Recorder& r, const AlibiParams& p) {
-  return detail::source_rows(detail::distance_window(p), [&](detail::OpStorage& s) { return distance_source(r.context(), p, s); });
-}
-}  // namespace
-
-void alibi_bias(Recorder& r, const AlibiParams& p, const Buffer& out, DType out_dtype) {
-  p.validate();
-  detail::distance_bias(r, detail::distance_window(p), out, out_dtype, alibi_rows(r, p));
-}
+void alibi_bias(Recorder& r, const AlibiParams& p, const Buffer& out, DType out_dtype) { detail::family_bias(r, p, out, out_dtype, false); }
 
 void alibi_bias_add(Recorder& r, const AlibiParams& p, const Buffer& logits, DType logits_dtype) {
-  p.validate();
-  detail::distance_bias_add(r, detail::distance_window(p), logits, logits_dtype, alibi_rows(r, p));
+  detail::family_bias(r, p, logits, logits_dtype, true);
 }
 
 template BiasPlan::BiasPlan(Context& ctx, const AlibiParams& envelope, DType dtype, bool add);

@@ -1,6 +1,7 @@
 #pragma once
-// BiasPlan's state and its constructor for the families with host parameters, which each family's
-// source instantiates for its Params (ops/alibi.cpp, ...) next to the function that makes its rows:
+// BiasPlan's state, its constructor for the families with host parameters and their free
+// functions' body, which each family's source instantiates for its Params (ops/alibi.cpp, ...) next
+// to the function that makes its rows:
 //   relpos::detail::DistanceSource distance_source(Context&, const Params&, detail::OpStorage&);
 #include "ops/distance_bias.hpp"
 #include "ops/plan_storage.hpp"
@@ -20,6 +21,20 @@ struct BiasPlan::State {
 
   State(Context& c, const detail::DistanceWindow& envelope, DType dtype, bool add, const detail::SourceMaker& make);
 };
+
+namespace detail {
+
+// The free functions of a family with host parameters: its rows (its distance_source) into the
+// recording's scratch, written as [heads, Q, K] or added into [batch, heads, Q, K].
+template <class Params>
+void family_bias(Recorder& r, const Params& p, const Buffer& out, DType dtype, bool add) {
+  p.validate();
+  const DistanceWindow w = distance_window(p);
+  const RowsRecorder rows = source_rows(w, [&](OpStorage& s) { return distance_source(r.context(), p, s); });
+  add ? distance_bias_add(r, w, out, dtype, rows) : distance_bias(r, w, out, dtype, rows);
+}
+
+}  // namespace detail
 
 template <class Params>
 BiasPlan::BiasPlan(Context& ctx, const Params& envelope, DType dtype, bool add) {

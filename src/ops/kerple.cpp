@@ -52,20 +52,10 @@ detail::DistanceSource distance_source(Context& ctx, const KerpleParams& p, deta
   return {detail::kerple_rows(ctx, p.variant), &storage.upload<float>(params, "r1, r2")};
 }
 
-namespace {
-detail::RowsRecorder kerple_rows(Recorder& r, const KerpleParams& p) {
-  return detail::source_rows(detail::distance_window(p), [&](detail::OpStorage& s) { return distance_source(r.context(), p, s); });
-}
-}  // namespace
-
-void kerple_bias(Recorder& r, const KerpleParams& p, const Buffer& out, DType out_dtype) {
-  p.validate();
-  detail::distance_bias(r, detail::distance_window(p), out, out_dtype, kerple_rows(r, p));
-}
+void kerple_bias(Recorder& r, const KerpleParams& p, const Buffer& out, DType out_dtype) { detail::family_bias(r, p, out, out_dtype, false); }
 
 void kerple_bias_add(Recorder& r, const KerpleParams& p, const Buffer& logits, DType logits_dtype) {
-  p.validate();
-  detail::distance_bias_add(r, detail::distance_window(p), logits, logits_dtype, kerple_rows(r, p));
+  detail::family_bias(r, p, logits, logits_dtype, true);
 }
 
 template BiasPlan::BiasPlan(Context& ctx, const KerpleParams& envelope, DType dtype, bool add);

@@ -71,20 +71,10 @@ detail::DistanceSource distance_source(Context& ctx, const SandwichParams& p, de
   return {detail::sandwich_rows(ctx, p.dim, storage), &storage.upload<float>(p.scale, "scale")};
 }
 
-namespace {
-detail::RowsRecorder sandwich_rows(Recorder& r, const SandwichParams& p) {
-  return detail::source_rows(detail::distance_window(p), [&](detail::OpStorage& s) { return distance_source(r.context(), p, s); });
-}
-}  // namespace
-
-void sandwich_bias(Recorder& r, const SandwichParams& p, const Buffer& out, DType out_dtype) {
-  p.validate();
-  detail::distance_bias(r, detail::distance_window(p), out, out_dtype, sandwich_rows(r, p));
-}
+void sandwich_bias(Recorder& r, const SandwichParams& p, const Buffer& out, DType out_dtype) { detail::family_bias(r, p, out, out_dtype, false); }
 
 void sandwich_bias_add(Recorder& r, const SandwichParams& p, const Buffer& logits, DType logits_dtype) {
-  p.validate();
-  detail::distance_bias_add(r, detail::distance_window(p), logits, logits_dtype, sandwich_rows(r, p));
+  detail::family_bias(r, p, logits, logits_dtype, true);
 }
 
 template BiasPlan::BiasPlan(Context& ctx, const SandwichParams& envelope, DType dtype, bool add);
