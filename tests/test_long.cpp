@@ -9,6 +9,7 @@
 
 #include "support/gpu_fixture.hpp"
 #include "support/paged_data.hpp"
+#include "support/ring_data.hpp"
 #include "support/test_data.hpp"
 
 using namespace relpos;
@@ -108,6 +109,50 @@ TEST_F(LongGpu, PagedCacheOfAHundredThousandKeys) {
     const AttentionResult got = relpos::test::gpu_paged_attention(gpu_kernels(kernels), p, in);
     EXPECT_LE(normalised_error(got.out, want.out), kTolF32);
     EXPECT_LE(normalised_error(got.lse, want.lse), kTolF32);
+  }
+}
+
+// Ring attention of 100,000 keys over 4 in-process ranks (zigzag: 12,500 keys a chunk, past the
+// 8192 of one split) with the T5 decoder bias, and sharded decoding of one query against them: the
+// chunks' global positions and the merges hold where the loops are long.
+TEST_F(LongGpu, RingAndShardedOverAHundredThousandKeys) {
+  std::mt19937 rng(100000);
+  AttentionParams p{.heads = 4, .kv_heads = 1, .queries = 8, .keys = 100000, .head_dim = 64, .causal = true, .bias = AttentionBias::T5};
+  p.query_offset = std::int64_t{p.keys} - p.queries;
+  p.t5.bidirectional = false;
+  relpos::test::WholeInputs in;
+  in.q = random_floats(rng, p.rows() * p.head_dim, -1.0f, 1.0f);
+  in.k = random_floats(rng, std::size_t{p.keys} * p.head_dim, -1.0f, 1.0f);
+  in.v = ramped(rng, 1, p.keys, p.head_dim);
+  in.bias = random_floats(rng, p.bias_elements(), -1.0f, 1.0f);
+  const RingParams rp{p, 4, RingLayout::Zigzag};
+  const AttentionResult want = attention_reference(p, in.host());
+  AttentionResult got{std::vector<float>(want.out.size()), std::vector<float>(want.lse.size())};
+  const InProcessRingOutcome ring = run_in_process_ring(std::vector<Context*>(4, &gpu()), std::chrono::minutes(10),
+                                                        [&](std::uint32_t, Context& ctx, RingTransport& t) {
+                                                          RingRank rank(ctx, t);
+                                                          relpos::test::ring_rank(rank, rp, in, got);
+                                                        });
+  ASSERT_TRUE(ring.ok()) << ring.describe();
+  EXPECT_LE(normalised_error(got.out, want.out), kTolF32);
+  EXPECT_LE(normalised_error(got.lse, want.lse), kTolF32);
+
+  AttentionParams d = p;
+  d.queries = 1;
+  d.query_offset = std::int64_t{d.keys} - 1;
+  relpos::test::WholeInputs one = in;
+  one.q.resize(d.rows() * d.head_dim);
+  const AttentionResult want_d = attention_reference(d, one.host());
+  std::vector<AttentionResult> got_d(4);
+  const InProcessRingOutcome sharded = run_in_process_ring(std::vector<Context*>(4, &gpu()), std::chrono::minutes(10),
+                                                           [&](std::uint32_t r, Context& ctx, RingTransport& t) {
+                                                             RingRank rank(ctx, t);
+                                                             relpos::test::sharded_rank(rank, {d, 4, RingGather::All, 0}, one, got_d[r]);
+                                                           });
+  ASSERT_TRUE(sharded.ok()) << sharded.describe();
+  for (const AttentionResult& r : got_d) {
+    EXPECT_LE(normalised_error(r.out, want_d.out), kTolF32);
+    EXPECT_LE(normalised_error(r.lse, want_d.lse), kTolF32);
   }
 }
 

@@ -5,6 +5,7 @@
 // refused on the host and clamped into the cache on the device.
 #include <relpos/relpos.hpp>
 
+#include <limits>
 #include <random>
 
 #include "support/expect.hpp"
@@ -36,7 +37,7 @@ std::string describe(const AttentionParams& p, const PagedInputs& in) {
   std::string s = "bias=" + std::to_string(static_cast<int>(p.bias)) + " B=" + std::to_string(p.batch) + " H=" + std::to_string(p.heads) +
                   "/" + std::to_string(p.kv_heads) + " Q=" + std::to_string(p.queries) + " bs=" + std::to_string(p.paged.block_size) +
                   " max_blocks=" + std::to_string(p.paged.max_blocks) + " D=" + std::to_string(p.head_dim) + " " +
-                  std::string(dtype_name(p.dtype)) + (p.causal ? " causal" : "") + " splits=" + std::to_string(p.key_splits) + " lengths=";
+                  std::string(dtype_name(p.dtype)) + (p.causal ? " causal" : "") + " splits=" + std::to_string(p.key_splits) + " off=" + std::to_string(p.query_offset) + " lengths=";
   for (std::int32_t L : in.cache_lengths) s += std::to_string(L) + ",";
   return s;
 }
@@ -71,22 +72,25 @@ AttentionParams random_paged_params(std::mt19937& rng, AttentionBias bias, DType
   p.t5.max_distance = p.t5.max_exact() + pick(1, 30);
   p.max_relative_position = pick(1, 5);
   p.kerple_variant = pick(0, 1) ? KerpleVariant::Power : KerpleVariant::Log;
+  if (pick(0, 3) == 0) p.query_offset = pick(-20, 60);  // every sequence's queries shifted alike
   lengths.clear();
   for (std::uint32_t b = 0; b < p.batch; ++b) lengths.push_back(b == 1 ? 0 : b == 2 ? capacity : pick(1, capacity));
   return p;
 }
 
-// A contiguous call [B, Hkv, L, D] with every sequence at length L, query offset L - Q, as a paged
-// cache of capacity K >= L: the distance rows and the dense bias padded to K.
+// A contiguous call [B, Hkv, L, D] with every sequence at length L, query offset L - Q + O, as a
+// paged cache of capacity K >= L with query_offset O (queries O past the cache's end: a slice of a
+// longer sequence): the distance rows and the dense bias padded to K.
 TEST(PagedAttentionReference, EqualsContiguousWhenLengthsAgree) {
   std::mt19937 rng(31);
   for (AttentionBias bias : kModes)
     for (bool causal : {false, true}) {
+      const std::int64_t shift = causal ? 9 : -2;
       AttentionParams c{.batch = 2, .heads = 4, .kv_heads = 2, .queries = 5, .keys = 37, .head_dim = 8, .causal = causal, .bias = bias,
                         .max_relative_position = 3};
-      c.query_offset = std::int64_t{c.keys} - c.queries;
+      c.query_offset = std::int64_t{c.keys} - c.queries + shift;
       AttentionParams p = c;
-      p.query_offset = 0;
+      p.query_offset = shift;
       p.paged.block_size = 16;
       p.paged.max_blocks = 4;  // capacity 64 > 37
       PagedInputs in = random_paged_inputs(rng, p, {37, 37});
@@ -139,7 +143,7 @@ TEST(PagedAttentionReference, BadTablesNameTheSequenceAndEntry) {
   bad.keys = 60;
   expect_invalid([&] { bad.validate(); }, "keys");
   bad = p;
-  bad.query_offset = 3;
+  bad.query_offset = std::numeric_limits<std::int32_t>::max();  // positions past int32
   expect_invalid([&] { bad.validate(); }, "query_offset");
   bad = p;
   bad.memory_prefix = 2;

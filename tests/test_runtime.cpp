@@ -156,6 +156,35 @@ TEST_F(Runtime, TimestampsMeasureRecordedWork) {
   EXPECT_THROW(r.elapsed_ms(a, 5), InvalidArgument);
 }
 
+// submit() returns while the work runs; the recorder refuses to record until wait(), which gives
+// the results and readies it for the next recording; a recorder destroyed in flight waits.
+TEST_F(Runtime, SubmitThenWaitOverlapsTheHost) {
+  const std::uint64_t bytes = 1 << 20;
+  Buffer out(gpu(), bytes), again(gpu(), bytes);
+  Recorder r(gpu());
+  EXPECT_FALSE(r.in_flight());
+  fill_u32(r, out, bytes, 0x3f800000u);
+  const auto a = r.write_timestamp();
+  r.submit();
+  EXPECT_TRUE(r.in_flight());
+  relpos::test::expect_invalid([&] { fill_u32(r, again, bytes, 0); }, "wait()");
+  EXPECT_THROW(r.write_timestamp(), InvalidArgument);
+  r.wait();
+  EXPECT_FALSE(r.in_flight());
+  EXPECT_EQ(out.download<float>(4), std::vector<float>(4, 1.0f));
+  EXPECT_GE(r.elapsed_ms(a, a), 0.0);
+  r.wait();  // nothing in flight: nothing to do
+  fill_u32(r, again, bytes, 0x40000000u);
+  r.submit_and_wait();
+  EXPECT_EQ(again.download<float>(4), std::vector<float>(4, 2.0f));
+  {
+    Recorder gone(gpu());
+    fill_u32(gone, out, bytes, 0x40400000u);
+    gone.submit();
+  }
+  EXPECT_EQ(out.download<float>(4), std::vector<float>(4, 3.0f));
+}
+
 TEST_F(Runtime, ValidationMessagesAreReported) {
   // A deliberately invalid call must reach the messenger: the hook the whole suite relies on.
   ASSERT_TRUE(gpu().validation_enabled());

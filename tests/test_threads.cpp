@@ -2,7 +2,8 @@
 // Contexts created and used at once; several Contexts adopting one queue under the application's
 // queue lock. Every result is compared with a single-threaded one, and the validation layer
 // (whose thread-safety checks report a command pool or queue used from two threads at once)
-// must stay silent. Also built with ThreadSanitizer (CMakePresets.json, preset tsan).
+// must stay silent; an in-process ring of rank threads. Also built with ThreadSanitizer
+// (CMakePresets.json, preset tsan).
 #include <relpos/relpos.hpp>
 
 #include <atomic>
@@ -16,6 +17,7 @@
 
 #include "support/app_vulkan.hpp"
 #include "support/gpu_fixture.hpp"
+#include "support/ring_data.hpp"
 #include "support/test_data.hpp"
 
 using namespace relpos;
@@ -156,6 +158,29 @@ TEST_F(Threads, FourThreadsShareOneContext) {
 }
 
 // Two contexts, each created by its own thread at the same moment, then used concurrently.
+// An in-process ring: four rank threads on one shared context pass chunks through the hub while
+// each submits and waits on its own recorders; every rank's result equals one device's.
+TEST_F(Threads, InProcessRingOfFourRanks) {
+  std::mt19937 rng(8);
+  AttentionParams p{.heads = 2, .kv_heads = 1, .queries = 24, .keys = 24, .head_dim = 8, .causal = true, .bias = AttentionBias::Alibi};
+  relpos::test::WholeInputs in;
+  in.q = relpos::test::random_floats(rng, p.rows() * p.head_dim);
+  in.k = relpos::test::random_floats(rng, std::size_t{p.keys} * p.head_dim);
+  in.v = relpos::test::random_floats(rng, in.k.size());
+  in.bias = relpos::test::random_floats(rng, p.heads, 0.0f, 1.0f);
+  const AttentionResult one = relpos::test::single_device(gpu(), p, in);
+  const RingParams rp{p, 4, RingLayout::Zigzag};
+  AttentionResult got{std::vector<float>(one.out.size()), std::vector<float>(one.lse.size())};
+  const InProcessRingOutcome outcome = run_in_process_ring(std::vector<Context*>(4, &gpu()), std::chrono::minutes(2),
+                                                           [&](std::uint32_t, Context& ctx, RingTransport& t) {
+                                                             RingRank rank(ctx, t);
+                                                             relpos::test::ring_rank(rank, rp, in, got);
+                                                           });
+  ASSERT_TRUE(outcome.ok()) << outcome.describe();
+  EXPECT_LE(normalised_error(got.out, one.out), 1e-4);
+  EXPECT_LE(normalised_error(got.lse, one.lse), 1e-4);
+}
+
 TEST(ThreadsContexts, TwoContextsCreatedAndUsedAtOnce) {
   std::mutex messages_mutex;
   std::vector<std::string> messages;

@@ -57,8 +57,10 @@ AttentionBiasFlags::AttentionBiasFlags(CLI::App& cmd, const Registry& reg) {
   cmd.add_option("--bias", bias_, "position bias")->check(CLI::IsMember(names));
 }
 
+AttentionBias AttentionBiasFlags::chosen() const { return attention_bias_named(bias_).value(); }  // --bias checked the name
+
 BiasInputs AttentionBiasFlags::read(AttentionParams& p) const {
-  p.bias = attention_bias_named(bias_).value();  // --bias checked the name
+  p.bias = chosen();
   BiasInputs in;
   read_.at(p.bias)(p, in);
   return in;

@@ -65,6 +65,8 @@ class AttentionBiasFlags {
   // Sets p.bias to the chosen family and reads its flags into p and the inputs it returns; p's
   // shape (heads, queries, keys, head_dim) must be set.
   BiasInputs read(AttentionParams& p) const;
+  // The chosen family, without reading anything (a rank that gets its inputs from another).
+  AttentionBias chosen() const;
 
  private:
   std::string bias_ = "none";

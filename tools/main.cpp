@@ -156,6 +156,7 @@ int main(int argc, char** argv) {
   run->require_subcommand(1);
   register_tool_families(*run, reg);
   register_attention(*run, reg);  // after every family whose bias it takes
+  register_ring_attention(*run, reg);  // so does ring attention
 
   std::string check_filter;
   bool check_quick = false;

@@ -134,5 +134,8 @@ void register_tool_families(CLI::App& run, Registry& reg);
   void register_##name(CLI::App& run, Registry& reg)
 
 void register_attention(CLI::App& run, Registry& reg);
+// Ring attention's commands (op_ring_attention.cpp), registered after fused attention's: they take
+// every bias the same way.
+void register_ring_attention(CLI::App& run, Registry& reg);
 
 }  // namespace relpos::tool

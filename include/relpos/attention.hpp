@@ -51,10 +51,12 @@ std::optional<AttentionBias> attention_bias_named(std::string_view name);
 // vLLM's layout, docs/paged_attention.md): k and v are [num_blocks, block_size, kv_heads, head_dim];
 // key j of sequence b is row j % block_size of block block_table[b][j / block_size]; block_table
 // is int32 [batch, max_blocks], cache_lengths int32 [batch] (the keys sequence b holds). Query i of
-// sequence b sits at position cache_lengths[b] - queries + i, so rp and the causal mask are per
-// sequence. AttentionParams::keys must be max_blocks * block_size: the longest sequence the table
-// can hold, which sizes the distance rows ([heads, queries + keys - 1] laid out as for
-// query_offset = keys - queries) and the dense bias ([heads, queries, keys]).
+// sequence b sits at position cache_lengths[b] - queries + i + query_offset (query_offset is
+// usually 0; a slice of a sequence held across several devices is followed by keys it does not
+// hold), so rp and the causal mask are per sequence. AttentionParams::keys must be
+// max_blocks * block_size: the longest sequence the table can hold, which sizes the distance rows
+// ([heads, queries + keys - 1] laid out as for query_offset = keys - queries + query_offset) and
+// the dense bias ([heads, queries, keys]).
 struct PagedKv {
   std::uint32_t block_size = 0;  // keys per block: 0 (contiguous k and v), or a multiple of 16
   std::uint32_t num_blocks = 0;  // blocks in the cache
@@ -89,9 +91,12 @@ struct AttentionParams {
   // at most kMaxKeysPerSplit keys, so long rows always take several; at most
   // AttentionMergeParams::kMaxParts splits are merged.
   std::uint32_t key_splits = 0;
-  // A paged cache (paged.enabled()): query_offset and memory_prefix must be 0 and key lengths
-  // absent (cache_lengths take their place).
+  // A paged cache (paged.enabled()): memory_prefix must be 0 and key lengths absent
+  // (cache_lengths take their place); query_offset shifts every sequence's queries alike.
   PagedKv paged{};
+  // Storage of out: dtype when unset. F32 with f16 inputs keeps the result unrounded, for a
+  // partial result that attention_merge combines later (ring attention's blocks).
+  std::optional<DType> out_dtype{};
 
   static constexpr std::uint32_t kMaxHeadDim = 256;
   // Keys one invocation walks at most: the shader's loops run at most 3 iterations per key, within
@@ -100,11 +105,13 @@ struct AttentionParams {
 
   float effective_scale() const;
   std::uint64_t rows() const { return std::uint64_t{batch} * heads * queries; }
+  DType output_dtype() const { return out_dtype.value_or(dtype); }
   // Number of floats the bias input holds for this mode (0 for None and Shaw).
   std::uint64_t bias_elements() const;
-  // The query offset the per-distance rows are laid out for: query_offset, or keys - queries with
-  // a paged cache (whose sequences' offsets lie at or below it, so that their rp fall in the rows).
-  std::int64_t row_query_offset() const { return paged.enabled() ? std::int64_t{keys} - queries : query_offset; }
+  // The query offset the per-distance rows are laid out for: query_offset, or keys - queries +
+  // query_offset with a paged cache (whose sequences' offsets lie at or below it, so that their rp
+  // fall in the rows).
+  std::int64_t row_query_offset() const { return paged.enabled() ? std::int64_t{keys} - queries + query_offset : query_offset; }
   // T5Params for the bucket row of this shape.
   T5Params t5_row_params() const;
   // Throws InvalidArgument naming the parameter and the limit.

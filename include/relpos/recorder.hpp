@@ -48,6 +48,15 @@ class Recorder {
   // A Recorder on an application's command buffer keeps what its operations used until it is
   // destroyed (see above): make one per command buffer.
   void submit_and_wait();
+  // The two halves of submit_and_wait(), for a host that works while the device runs (a ring
+  // attention rank moves the next key/value chunk meanwhile): submit() ends and submits the
+  // recording and returns at once; wait() waits for it and readies the recorder as
+  // submit_and_wait() does (nothing when nothing is in flight). Until wait(), the recorder records
+  // nothing (InvalidArgument), and Buffer::upload/download of mapped buffers, from any thread,
+  // wait for this work too. A Recorder destroyed in flight waits first.
+  void submit();
+  void wait();
+  bool in_flight() const;
 
   // Makes every write recorded so far available to later commands of the given stages and
   // accesses (for commands the application records after relpos's).

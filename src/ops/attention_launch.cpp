@@ -120,7 +120,7 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
   l.split_len = detail::div_up(p.keys, S);
   const bool one_query = p.queries == 1;
   const std::uint32_t mode = bias_family(p.bias).kernel_mode;
-  const std::uint32_t in_half = p.dtype == DType::F16 ? 1u : 0u, out_half = S == 1 && p.dtype == DType::F16 ? 1u : 0u;
+  const std::uint32_t in_half = p.dtype == DType::F16 ? 1u : 0u, out_half = S == 1 && p.output_dtype() == DType::F16 ? 1u : 0u;
   // attention_bindings.glsl's PAGED: log2 of a power-of-two block size (shifts), else 1 (divisions).
   const std::uint32_t bs = p.paged.block_size;
   const std::uint32_t paged = bs == 0 ? 0u : std::has_single_bit(bs) ? static_cast<std::uint32_t>(std::countr_zero(bs)) : 1u;

@@ -48,6 +48,8 @@ AttentionPlan::AttentionPlan(Context& ctx, const AttentionParams& envelope) : st
   s.env.query_offset = 0;
   const AttentionParams& env = s.env;
   env.validate();
+  detail::require(env.output_dtype() == env.dtype, "out_dtype", std::string(dtype_name(env.output_dtype())),
+                  "must be the envelope's dtype in a plan (a float32 partial result of f16 inputs is attention()'s)");
   detail::check_attention_device(ctx.limits(), env);
   s.tiles = detail::attention_tiles(ctx);
 

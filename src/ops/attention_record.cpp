@@ -44,7 +44,8 @@ struct ChunkRanges {
 
 ChunkRanges chunk_ranges(const AttentionParams& p, std::uint32_t S, std::uint32_t kv_keys, std::uint64_t bh0, std::uint64_t bh1) {
   const std::uint64_t Q = p.queries, K = p.keys, D = p.head_dim, H = p.heads, KV = kv_keys;
-  const std::uint32_t es = dtype_size(p.dtype), word = es * 4, out_word = S > 1 ? 16 : word;  // partial results are float32
+  const std::uint32_t es = dtype_size(p.dtype), word = es * 4;
+  const std::uint32_t out_word = S > 1 ? 16 : dtype_size(p.output_dtype()) * 4;  // partial results are float32
   const std::uint32_t group = p.heads / p.kv_heads, mode = bias_family(p.bias).kernel_mode;
   auto kv_slab = [&](std::uint64_t bh) { return (bh / H) * p.kv_heads + (bh % H) / group; };
   // Floats of the bias a chunk reads: per head for distance and dense biases.
@@ -107,7 +108,8 @@ void check_attention_buffers(const DeviceLimits& lim, const AttentionParams& p, 
     check(b.v, kv, step, "v buffer", layout);
     require(b.block_table == nullptr && b.cache_lengths == nullptr, "block_table buffer", "given", "needs a paged cache (paged.block_size)");
   }
-  check(b.out, rows * D * es, step, "out buffer", rows_layout);
+  check(b.out, rows * D * dtype_size(p.output_dtype()), step, "out buffer",
+        [&] { return std::string(dtype_name(p.output_dtype())) + " [batch, heads, queries, head_dim]"; });
   if (b.lse) check(b.lse, rows * 4, step, "lse buffer", [] { return std::string("float32 [batch, heads, queries]"); });
   const BiasFamily& family = bias_family(p.bias);
   if (family.info.rel_tables) {
@@ -213,7 +215,7 @@ void record_attention(Recorder& r, const AttentionParams& p, const AttentionSche
   if (S > 1) {
     barrier(r);
     const std::uint32_t D4 = p.head_dim / 4;
-    record_attention_merge(r, {s.partial_out, s.partial_lse, S, D4, S * D4, 1, S, DType::F32}, p.rows(), p.head_dim, *b.out, p.dtype,
+    record_attention_merge(r, {s.partial_out, s.partial_lse, S, D4, S * D4, 1, S, DType::F32}, p.rows(), p.head_dim, *b.out, p.output_dtype(),
                            b.lse ? *b.lse : *s.lse, sets);
   }
 }

@@ -56,6 +56,7 @@ void AttentionParams::validate() const {
   require(keys >= 1, "keys", str(keys), "must be >= 1");
   require_head_dim(head_dim);
   require(dtype == DType::F32 || dtype == DType::F16, "dtype", std::string(dtype_name(dtype)), "must be f32 or f16");
+  require(output_dtype() == DType::F32 || output_dtype() == DType::F16, "out_dtype", std::string(dtype_name(output_dtype())), "must be f32 or f16");
   require(std::isfinite(effective_scale()), "scale", std::to_string(effective_scale()), "must be finite");
   require(memory_prefix <= keys, "memory_prefix", str(memory_prefix), "must be <= keys = " + str(keys));
   if (paged.enabled()) {
@@ -64,7 +65,6 @@ void AttentionParams::validate() const {
     require(paged.max_blocks >= 1, "paged.max_blocks", str(paged.max_blocks), "must be >= 1");
     require(std::uint64_t{paged.max_blocks} * paged.block_size == keys, "keys", str(keys),
             "must be max_blocks * block_size = " + str(std::uint64_t{paged.max_blocks} * paged.block_size) + " with a paged cache");
-    require(query_offset == 0, "query_offset", std::to_string(query_offset), "must be 0 with a paged cache (cache_lengths place the queries)");
     require(memory_prefix == 0, "memory_prefix", str(memory_prefix), "must be 0 with a paged cache");
     require(std::uint64_t{batch} * paged.max_blocks <= 0xffffffffull, "batch * max_blocks", str(std::uint64_t{batch} * paged.max_blocks),
             "must be < 2^32");

@@ -73,7 +73,7 @@ SequenceCall paged_sequence(const AttentionParams& p, const AttentionHostInputs&
   c.p.paged = {};
   c.p.batch = 1;
   c.p.keys = L;
-  c.p.query_offset = std::int64_t{L} - Q;
+  c.p.query_offset = std::int64_t{L} - Q + p.query_offset;
   c.p.key_splits = 0;
   const std::size_t rows = std::size_t{p.heads} * Q * D;
   c.q.assign(in.q.begin() + b * rows, in.q.begin() + (b + 1) * rows);

@@ -67,19 +67,31 @@ void Device::run_once(const std::function<void(VkCommandBuffer)>& record) {
 }
 
 void Device::submit_and_wait(VkCommandBuffer cb, VkFence fence) {
+  const std::uint64_t ticket = submit(cb, fence);
+  wait(fence, ticket);
+}
+
+std::uint64_t Device::submit(VkCommandBuffer cb, VkFence fence) {
   const std::uint64_t ticket = submissions.begin();
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &cb;
+  try {
+    auto lock = lock_queue();
+    vk_check(vk.vkQueueSubmit(queue, 1, &si, fence), "vkQueueSubmit");
+  } catch (...) {
+    submissions.end(ticket);
+    throw;
+  }
+  return ticket;
+}
+
+void Device::wait(VkFence fence, std::uint64_t ticket) {
   struct End {
     Submissions& s;
     std::uint64_t ticket;
     ~End() { s.end(ticket); }
   } end{submissions, ticket};
-  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
-  si.commandBufferCount = 1;
-  si.pCommandBuffers = &cb;
-  {
-    auto lock = lock_queue();
-    vk_check(vk.vkQueueSubmit(queue, 1, &si, fence), "vkQueueSubmit");
-  }
   vk_check(vk.vkWaitForFences(device, 1, &fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
 }
 

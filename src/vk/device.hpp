@@ -168,6 +168,11 @@ struct Device {
   void run_once(const std::function<void(VkCommandBuffer)>& record);
   // Submits `cb` (under the queue lock), signalling `fence`, and waits for the fence.
   void submit_and_wait(VkCommandBuffer cb, VkFence fence);
+  // The two halves: submit() returns the ticket under which `submissions` counts the work in
+  // flight, wait() waits for the fence and ends it (host access to mapped memory waits for it
+  // meanwhile).
+  std::uint64_t submit(VkCommandBuffer cb, VkFence fence);
+  void wait(VkFence fence, std::uint64_t ticket);
 
   // Frees `r` now (its commands have executed or were never submitted).
   void free_resources(RecordingResources& r);

@@ -37,6 +37,9 @@ struct RecorderState {
   std::uint32_t next_timestamp = 0;
   std::uint32_t dispatches = 0;
   std::vector<std::uint64_t> timestamp_values;  // of the last finished submission
+  // Recorder::submit() without its wait() yet: the Submissions ticket of the work in flight.
+  bool in_flight = false;
+  std::uint64_t ticket = 0;
   RecorderState() = default;
   RecorderState(const RecorderState&) = delete;
   RecorderState& operator=(const RecorderState&) = delete;

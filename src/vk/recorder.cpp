@@ -100,6 +100,13 @@ VkDescriptorSet Device::allocate_descriptor_set(VkDescriptorPool pool, VkDescrip
 RecorderState::~RecorderState() {
   if (!dev) return;
   auto& d = *dev;
+  // Submitted and never waited for: the command buffer and what it uses must outlive its execution.
+  if (in_flight) {
+    try {
+      d.wait(fence, ticket);
+    } catch (...) {  // a lost device: nothing left to wait for
+    }
+  }
   if (external)
     d.retire(std::move(resources));  // the application's command buffer may not have executed yet
   else
@@ -108,8 +115,13 @@ RecorderState::~RecorderState() {
   if (command_pool) d.vk.vkDestroyCommandPool(d.device, command_pool, nullptr);
 }
 
+void require_recording(const RecorderState& s) {
+  if (s.in_flight) throw InvalidArgument("Recorder: recording after submit() needs wait() first (the command buffer is in flight)");
+}
+
 OpScope::OpScope(Recorder& r) : r_(r) {
   auto& s = state_of(r);
+  require_recording(s);
   memory_barrier(s, kWorkStages, kWriteAccess, kWorkStages, kAllAccess);
 }
 
@@ -279,18 +291,37 @@ std::uint32_t Recorder::dispatch_count() const { return state_->dispatches; }
 VkCommandBuffer Recorder::command_buffer() const { return state_->cb; }
 
 void Recorder::submit_and_wait() {
+  submit();
+  wait();
+}
+
+void Recorder::submit() {
   auto& s = *state_;
-  if (s.external) throw InvalidArgument("Recorder::submit_and_wait: this recorder records into the application's command buffer; the application submits it");
+  if (s.external) throw InvalidArgument("Recorder::submit: this recorder records into the application's command buffer; the application submits it");
+  detail::require_recording(s);
+  auto& d = *s.dev;
+  if (d.tuning.compile_only) return;
+  // Results become visible to the host (downloads of mapped buffers read them directly).
+  detail::memory_barrier(s, detail::kWorkStages, detail::kWriteAccess, VK_PIPELINE_STAGE_HOST_BIT | detail::kWorkStages,
+                         VK_ACCESS_HOST_READ_BIT | detail::kAllAccess);
+  vk_check(d.vk.vkEndCommandBuffer(s.cb), "vkEndCommandBuffer");
+  s.ticket = d.submit(s.cb, s.fence);
+  s.in_flight = true;
+}
+
+bool Recorder::in_flight() const { return state_->in_flight; }
+
+void Recorder::wait() {
+  auto& s = *state_;
+  if (s.external) throw InvalidArgument("Recorder::wait: this recorder records into the application's command buffer; the application submits it");
   auto& d = *s.dev;
   if (d.tuning.compile_only) {
     detail::begin_own(s);
     return;
   }
-  // Results become visible to the host (downloads of mapped buffers read them directly).
-  detail::memory_barrier(s, detail::kWorkStages, detail::kWriteAccess, VK_PIPELINE_STAGE_HOST_BIT | detail::kWorkStages,
-                         VK_ACCESS_HOST_READ_BIT | detail::kAllAccess);
-  vk_check(d.vk.vkEndCommandBuffer(s.cb), "vkEndCommandBuffer");
-  d.submit_and_wait(s.cb, s.fence);
+  if (!s.in_flight) return;
+  s.in_flight = false;
+  d.wait(s.fence, s.ticket);
   vk_check(d.vk.vkResetFences(d.device, 1, &s.fence), "vkResetFences");
   if (s.next_timestamp > 0) {
     s.timestamp_values.assign(s.next_timestamp, 0);
@@ -312,6 +343,7 @@ void Recorder::release(VkPipelineStageFlags dst_stages, VkAccessFlags dst_access
 std::uint32_t Recorder::write_timestamp() {
   auto& s = *state_;
   auto& d = *s.dev;
+  detail::require_recording(s);
   if (!d.limits.timestamps) throw VulkanError("this device's compute queue does not support timestamp queries");
   if (!s.resources.query_pool) {
     VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};

@@ -28,6 +28,17 @@ Context& gpu() {
   return ctx;
 }
 
+ContextOptions validated_context_options() { return validated_options(); }
+
+Context& gpu_staging_only() {
+  static Context ctx = [] {
+    detail::TestingOptions t;
+    t.staging_only = true;
+    return detail::testing_context(validated_options(), t);
+  }();
+  return ctx;
+}
+
 Context& gpu_small_limits() {
   static Context ctx = [] {
     detail::TestingOptions t;

@@ -38,6 +38,14 @@ Context& gpu_kernels(Kernels kernels);
 // crashed the layer, 1.3.239.)
 Context gpu_kernels_tiles(std::uint32_t shared_bytes, std::uint32_t lanes, std::uint32_t workgroups = 0, bool subgroup_shuffles = true);
 
+// The options of every validated context here (validation on, messages collected for GpuTest):
+// for contexts a test makes itself, such as one per rank of an in-process ring.
+ContextOptions validated_context_options();
+
+// A validated context that never maps device memory (uploads, downloads and ring attention's chunks
+// take the staging path of a discrete GPU).
+Context& gpu_staging_only();
+
 // Messages the layer reported since the last call.
 std::vector<std::string> take_validation_messages();
 

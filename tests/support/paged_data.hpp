@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "support/attention_inputs.hpp"
 #include "support/test_data.hpp"
 #include "support/gpu_fixture.hpp"
 
@@ -41,17 +42,13 @@ inline PagedInputs random_paged_inputs(std::mt19937& rng, AttentionParams& p, co
     for (std::uint32_t n = 0; n < p.paged.max_blocks; ++n)
       in.block_table[std::size_t{b} * p.paged.max_blocks + n] =
           n * bs < static_cast<std::uint32_t>(lengths[b]) ? order[next++] : garbage(rng);
-  const std::size_t D = p.head_dim, cache = p.paged.cache_elements(p.kv_heads, p.head_dim);
-  in.q = rounded_to_storage(random_floats(rng, p.rows() * D), p.dtype);
-  in.k = rounded_to_storage(random_floats(rng, cache), p.dtype);
-  in.v = rounded_to_storage(random_floats(rng, cache), p.dtype);
-  if (p.bias == AttentionBias::Alibi) in.bias = random_floats(rng, p.heads, 0.0f, 1.0f);
-  else if (p.bias == AttentionBias::Kerple) in.bias = random_floats(rng, p.bias_elements(), 0.01f, 0.5f);
-  else in.bias = random_floats(rng, p.bias_elements(), -3.0f, 3.0f);
-  if (p.bias == AttentionBias::Shaw) {
-    in.rel_keys = random_floats(rng, (2 * p.max_relative_position + 1) * D);
-    in.rel_values = random_floats(rng, (2 * p.max_relative_position + 1) * D);
-  }
+  AttentionInputs a = random_attention_inputs(rng, p, p.paged.cache_elements(p.kv_heads, p.head_dim));
+  in.q = std::move(a.q);
+  in.k = std::move(a.k);
+  in.v = std::move(a.v);
+  in.bias = std::move(a.bias);
+  in.rel_keys = std::move(a.rel_keys);
+  in.rel_values = std::move(a.rel_values);
   return in;
 }
 

@@ -45,4 +45,6 @@ uint sequence_keys(uint b) {
   if (PAGED != 0u) return uint(clamp(cache_lengths[b], 0, int(pc.keys)));
   return pc.has_lengths != 0u ? min(pc.keys, key_lengths[b]) : pc.keys;
 }
-int sequence_query_offset(uint seq_keys) { return PAGED != 0u ? int(seq_keys) - int(pc.queries) : pc.query_offset; }
+// Paged, pc.query_offset is keys - queries + the call's query_offset (the rows' layout), so a
+// sequence's queries end query_offset past its seq_keys keys.
+int sequence_query_offset(uint seq_keys) { return PAGED != 0u ? int(seq_keys) - int(pc.keys) + pc.query_offset : pc.query_offset; }

@@ -1,0 +1,153 @@
+// A ring rank's kept buffers, the ranks' agreement on a call, the ring all-gather, and timings.
+#include "ring/rank.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+#include "params/checks.hpp"
+#include "relpos/context.hpp"
+#include "vk/dispatch.hpp"
+
+namespace relpos {
+
+Buffer& RingRank::State::keep(const std::string& name, std::uint64_t bytes, MemoryUse use) {
+  bytes = std::max<std::uint64_t>(bytes, 16);
+  auto it = kept.find(name);
+  if (it != kept.end() && it->second.buffer.size() >= bytes && it->second.use == use) return it->second.buffer;
+  if (it != kept.end()) kept.erase(it);  // a call in flight never holds it: calls end waited for
+  return kept.emplace(name, Kept{Buffer(*ctx, bytes, use), use}).first->second.buffer;
+}
+
+const Buffer& RingRank::State::view(const Buffer& b, std::uint64_t offset, std::uint64_t bytes) {
+  constexpr VkBufferUsageFlags usage =
+      VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  views.push_back(Buffer::external(*ctx, b.handle(), bytes, usage, b.offset() + offset));
+  return views.back();
+}
+
+namespace detail {
+
+void ring_require_transport(const RingTransport& t, std::uint32_t ranks) {
+  require(ranks == t.ranks(), "ranks", std::to_string(ranks), "must be the transport's ranks = " + std::to_string(t.ranks()));
+}
+
+void ring_require_size(const Buffer* b, std::uint64_t bytes, const std::string& name, const std::string& layout) {
+  require(b != nullptr, name, "null", "is required (" + layout + ")");
+  require(b->size() == bytes, name, std::to_string(b->size()) + " bytes", "must be " + layout + " = " + std::to_string(bytes) + " bytes");
+}
+
+void copy_in_groups(Recorder& r, const Buffer& src, const Buffer& dst, const std::vector<VkBufferCopy>& regions) {
+  constexpr std::size_t kGroup = 32;
+  for (std::size_t first = 0; first < regions.size(); first += kGroup)
+    copy_regions(r, src, dst, {regions.begin() + first, regions.begin() + std::min(regions.size(), first + kGroup)});
+}
+
+RingFields ring_fields(const AttentionParams& a) {
+  auto bits = [](float f) { return static_cast<std::int64_t>(std::bit_cast<std::uint32_t>(f)); };
+  return {{"batch", a.batch},
+          {"heads", a.heads},
+          {"kv_heads", a.kv_heads},
+          {"queries", a.queries},
+          {"keys", a.keys},
+          {"head_dim", a.head_dim},
+          {"dtype", static_cast<std::int64_t>(a.dtype)},
+          {"out_dtype", static_cast<std::int64_t>(a.output_dtype())},
+          {"scale (bits)", bits(a.effective_scale())},
+          {"causal", a.causal},
+          {"bias", static_cast<std::int64_t>(a.bias)},
+          {"t5.num_buckets", a.t5.num_buckets},
+          {"t5.max_distance", a.t5.max_distance},
+          {"t5.bidirectional", a.t5.bidirectional},
+          {"t5.log", static_cast<std::int64_t>(a.t5.log)},
+          {"t5.scale (bits)", bits(a.t5.scale)},
+          {"max_relative_position", a.max_relative_position},
+          {"kerple_variant", static_cast<std::int64_t>(a.kerple_variant)},
+          {"sandwich_dim", a.sandwich_dim}};
+}
+
+void ring_allgather(RingRank::State& s, Buffer& slots, std::uint64_t slot_bytes, const std::string& what) {
+  RingTransport& t = *s.transport;
+  const std::uint32_t R = t.ranks(), r = t.rank();
+  for (std::uint32_t pass = 0; pass + 1 < R; ++pass) {
+    const std::uint32_t send = (r + R - pass) % R, recv = (r + 2 * R - pass - 1) % R;
+    t.post(slots, send * slot_bytes, slot_bytes, slots, recv * slot_bytes, slot_bytes, what + " (pass " + std::to_string(pass) + ")");
+    t.wait();
+  }
+}
+
+void ring_agree(RingRank::State& s, const RingFields& mine, const std::string& what) {
+  RingTransport& t = *s.transport;
+  const std::uint32_t R = t.ranks(), r = t.rank();
+  if (R == 1) return;
+  const std::uint64_t slot = (mine.size() + 1) * 8;
+  Buffer& slots = s.keep("agree", slot * R, MemoryUse::Host);
+  auto* words = static_cast<std::int64_t*>(slots.host_pointer());
+  words[r * (mine.size() + 1)] = static_cast<std::int64_t>(mine.size());
+  for (std::size_t i = 0; i < mine.size(); ++i) words[r * (mine.size() + 1) + 1 + i] = mine[i].second;
+  ring_allgather(s, slots, slot, what + ": the ranks' agreement on the shape");
+  for (std::uint32_t k = 0; k < R; ++k) {
+    const std::int64_t* theirs = words + k * (mine.size() + 1);
+    for (std::size_t i = 0; i < mine.size(); ++i)
+      require(theirs[1 + i] == mine[i].second, mine[i].first, std::to_string(mine[i].second) + " on rank " + std::to_string(r),
+              "the ranks disagree: rank " + std::to_string(k) + " has " + mine[i].first + " = " + std::to_string(theirs[1 + i]) + " (" + what +
+                  ")");
+  }
+}
+
+}  // namespace detail
+
+RingRank::RingRank(Context& ctx, RingTransport& transport) : state_(std::make_unique<State>(ctx, transport)) {}
+RingRank::~RingRank() = default;
+RingRank::RingRank(RingRank&&) noexcept = default;
+RingRank& RingRank::operator=(RingRank&&) noexcept = default;
+Context& RingRank::context() const { return *state_->ctx; }
+RingTransport& RingRank::transport() const { return *state_->transport; }
+std::uint32_t RingRank::rank() const { return state_->transport->rank(); }
+std::uint32_t RingRank::ranks() const { return state_->transport->ranks(); }
+
+double ring_exchange_ms(RingRank& rank, std::uint64_t bytes, std::uint32_t repeat) {
+  RingRank::State& s = rank.state();
+  return detail::ring_guard(s, [&] {
+    detail::require(repeat >= 1 && repeat <= 1000, "repeat", std::to_string(repeat), "must be in [1, 1000]");
+    detail::ring_agree(s, {{"bytes", static_cast<std::int64_t>(bytes)}, {"repeat", repeat}}, "ring_exchange_ms");
+    Buffer& a = s.keep("staging0", bytes, MemoryUse::Host);
+    Buffer& b = s.keep("staging1", bytes, MemoryUse::Host);
+    std::vector<double> ms;
+    for (std::uint32_t k = 0; k < repeat; ++k) {
+      const auto t0 = std::chrono::steady_clock::now();
+      s.transport->post(k % 2 ? b : a, 0, bytes, k % 2 ? a : b, 0, bytes, "exchange " + std::to_string(k));
+      s.transport->wait();
+      ms.push_back(detail::ms_since(t0));
+    }
+    std::sort(ms.begin(), ms.end());
+    return ms[ms.size() / 2];
+  });
+}
+
+double RingStepTiming::exposed_comm_ms() const { return std::min(comm_ms, std::max(0.0, comm_end_ms - compute_ms)); }
+
+double RingTiming::compute_ms() const {
+  double t = 0;
+  for (const auto& s : steps) t += s.compute_ms;
+  return t;
+}
+
+double RingTiming::comm_ms() const {
+  double t = 0;
+  for (const auto& s : steps) t += s.comm_ms;
+  return t;
+}
+
+double RingTiming::exposed_comm_ms() const {
+  double t = 0;
+  for (const auto& s : steps) t += s.exposed_comm_ms();
+  return t;
+}
+
+double RingTiming::hidden_fraction() const {
+  const double comm = comm_ms();
+  return comm > 0 ? 1.0 - exposed_comm_ms() / comm : 1.0;
+}
+
+}  // namespace relpos

@@ -1,0 +1,107 @@
+#pragma once
+// What a ring rank keeps between calls and what its calls share: buffers kept by name, views into
+// them, copies in groups, the ranks' agreement on a call's shape, an all-gather over the ring, and
+// the guard that tells the other ranks when this one fails.
+#include <chrono>
+#include <cstdint>
+#include <list>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "relpos/buffer.hpp"
+#include "relpos/recorder.hpp"
+#include "relpos/ring.hpp"
+
+namespace relpos {
+
+struct RingRank::State {
+  Context* ctx = nullptr;
+  RingTransport* transport = nullptr;
+  // Each kind of recording has a recorder of its own, so that each keeps the scratch buffers its
+  // next recording of the same shapes asks for (a Recorder frees what a recording leaves unused).
+  Recorder recorder;  // the ring's steps, sharded attention's partial result
+  Recorder setup;     // the ring's first chunk and query pieces, sharded attention's merge
+
+  State(Context& c, RingTransport& t) : ctx(&c), transport(&t), recorder(c), setup(c) {}
+
+  // A buffer of at least `bytes` kept under `name` for later calls (made again only when it is
+  // too small or of another memory use).
+  Buffer& keep(const std::string& name, std::uint64_t bytes, MemoryUse use);
+  // A view of `bytes` at `offset` into `b` (valid until end_call()).
+  const Buffer& view(const Buffer& b, std::uint64_t offset, std::uint64_t bytes);
+  // Forgets the views of the last call.
+  void end_call() { views.clear(); }
+
+ private:
+  struct Kept {
+    Buffer buffer;
+    MemoryUse use;
+  };
+  std::map<std::string, Kept> kept;
+  std::list<Buffer> views;
+};
+
+namespace detail {
+
+// Every offset a ring places a view at is a multiple of this: Vulkan's largest allowed
+// minStorageBufferOffsetAlignment, so that ranks on different devices agree on a chunk's layout.
+inline constexpr std::uint64_t kRingAlign = 256;
+inline std::uint64_t ring_aligned(std::uint64_t bytes) { return (bytes + kRingAlign - 1) / kRingAlign * kRingAlign; }
+
+// The call's rank count is the transport's.
+void ring_require_transport(const RingTransport& t, std::uint32_t ranks);
+
+// A rank's buffer of exactly `bytes` (InvalidArgument naming it and its layout otherwise).
+void ring_require_size(const Buffer* b, std::uint64_t bytes, const std::string& name, const std::string& layout);
+
+// vkCmdCopyBuffer with at most 32 regions a command (the validation layer's checks of one command
+// grow with the square of its regions; docs/ARCHITECTURE.md, "The per-distance expansion").
+void copy_in_groups(Recorder& r, const Buffer& src, const Buffer& dst, const std::vector<VkBufferCopy>& regions);
+
+// The call's settings as named numbers, which every rank compares with every other's before any
+// data moves: InvalidArgument on every rank, naming the first rank and setting that differ.
+using RingFields = std::vector<std::pair<std::string, std::int64_t>>;
+RingFields ring_fields(const AttentionParams& a);
+void ring_agree(RingRank::State& s, const RingFields& mine, const std::string& what);
+
+// All-gather over the ring: `slots` holds R slots of `slot_bytes` (host-visible), this rank's own
+// slot filled; after R - 1 exchanges every slot is filled. `what` names the exchanges in errors.
+void ring_allgather(RingRank::State& s, Buffer& slots, std::uint64_t slot_bytes, const std::string& what);
+
+// Runs `f`; on any exception tells the other ranks (RingTransport::fail), waits for this rank's
+// device work in flight, and rethrows.
+template <class F>
+auto ring_guard(RingRank::State& s, F&& f) {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    s.transport->fail(e.what());
+    try {
+      s.recorder.wait();
+      s.setup.wait();
+    } catch (...) {
+    }
+    s.end_call();
+    throw;
+  }
+}
+
+// A ring call on this rank: checks its parameters (validate(), the transport's rank count), then
+// runs body(transport), under ring_guard.
+template <class Params, class F>
+auto ring_call(RingRank::State& s, const Params& p, F&& body) {
+  return ring_guard(s, [&] {
+    p.validate();
+    ring_require_transport(*s.transport, p.ranks);
+    return body(*s.transport);
+  });
+}
+
+inline double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace detail
+}  // namespace relpos

@@ -1,0 +1,127 @@
+// Sequence-parallel attention on one rank: its queries against its own slice of the keys, the
+// partial results of every rank all-gathered around the ring into one host-visible buffer
+// ([ranks] slots of out then lse, float32), merged by log-sum-exp where they are wanted.
+#include <algorithm>
+
+#include "ops/attention_launch.hpp"
+#include "params/checks.hpp"
+#include "relpos/buffer.hpp"
+#include "relpos/context.hpp"
+#include "ring/block.hpp"
+#include "ring/rank.hpp"
+#include "vk/dispatch.hpp"
+
+namespace relpos {
+namespace {
+using Clock = std::chrono::steady_clock;
+using detail::require;
+using detail::ring_aligned;
+}  // namespace
+
+RingTiming sharded_attention(RingRank& rank, const ShardedParams& p, const AttentionBuffers& b) {
+  RingRank::State& s = rank.state();
+  const auto t_call = Clock::now();
+  return detail::ring_call(s, p, [&](RingTransport& t) {
+    const std::uint32_t R = p.ranks, r = t.rank();
+    const AttentionParams& a = p.attention;
+    const bool paged = a.paged.enabled(), merges = p.gather == RingGather::All || r == p.root;
+    const std::uint64_t B = a.batch, H = a.heads, Hkv = a.kv_heads, Q = a.queries, D = a.head_dim, es = dtype_size(a.dtype);
+    const DType out_dtype = a.output_dtype();
+    const std::string dt(dtype_name(a.dtype));
+    const RingPiece keys = p.key_pieces(r)[0];
+    const RingPiece queries{0, a.queries};
+
+    detail::ring_require_size(b.q, B * H * Q * D * es, "q buffer", dt + " [batch, heads, queries, head_dim]");
+    if (!paged) {
+      detail::ring_require_size(b.k, B * Hkv * keys.count * D * es, "k buffer", dt + " [batch, kv_heads, local keys = " + std::to_string(keys.count) + ", head_dim]");
+      detail::ring_require_size(b.v, B * Hkv * keys.count * D * es, "v buffer", dt + " [batch, kv_heads, local keys = " + std::to_string(keys.count) + ", head_dim]");
+    }
+    if (merges) detail::ring_require_size(b.out, B * H * Q * D * dtype_size(out_dtype), "out buffer", std::string(dtype_name(out_dtype)) + " [batch, heads, queries, head_dim]");
+    if (merges && b.lse) detail::ring_require_size(b.lse, B * H * Q * 4, "lse buffer", "float32 [batch, heads, queries]");
+    const detail::RingBiasInput bias_kind = detail::ring_bias_input(a);
+    if (p.local_bias_elements(r) > 0)
+      detail::ring_require_size(b.bias, p.local_bias_elements(r) * 4, "bias buffer",
+                   bias_kind == detail::RingBiasInput::Dense ? "float32 [heads, queries, local keys]" : "float32, as attention() takes it");
+    require(b.key_lengths == nullptr, "key_lengths buffer", "given", "is not taken by sharded attention (no key padding)");
+
+    detail::RingFields fields = detail::ring_fields(a);
+    fields.insert(fields.begin(), {{"ranks", R},
+                                   {"gather", static_cast<std::int64_t>(p.gather)},
+                                   {"root", p.root},
+                                   {"paged", paged},
+                                   {"query_offset", paged ? 0 : a.query_offset}});
+    if (paged)  // each rank's cache has its own capacity
+      std::erase_if(fields, [](const auto& f) { return f.first == "keys"; });
+    detail::ring_agree(s, fields, "sharded attention");
+
+    // This rank's partial result goes into its slot of the gathered buffer.
+    const std::uint64_t rows = B * H * Q, out_part = ring_aligned(rows * D * 4), slot = out_part + ring_aligned(rows * 4);
+    Buffer& gathered = s.keep("gathered", R * slot, MemoryUse::Host);
+    Recorder& rec = s.recorder;
+    const bool timestamps = s.ctx->limits().timestamps;
+    RingTiming timing;
+    timing.setup_ms = detail::ms_since(t_call);
+    RingStepTiming st;
+    const auto t0 = Clock::now();
+    detail::barrier(rec);
+    std::uint32_t ts[4] = {};
+    if (timestamps) ts[0] = rec.write_timestamp();
+    const Buffer& part_out = s.view(gathered, r * slot, rows * D * 4);
+    const Buffer& part_lse = s.view(gathered, r * slot + out_part, rows * 4);
+    if (!paged && detail::ring_block_masked(a, queries, keys)) {
+      ++timing.blocks_skipped;
+      detail::fill_words(rec, part_out, 0, rows * D * 4, 0);
+      detail::fill_words(rec, part_lse, 0, rows * 4, 0xff800000u);
+    } else {
+      ++timing.blocks_computed;
+      AttentionParams bp = paged ? a : detail::ring_block_params(a, queries, keys, DType::F32);
+      bp.out_dtype = DType::F32;
+      AttentionBuffers ab = b;
+      ab.out = &part_out;
+      ab.lse = &part_lse;
+      if (bias_kind == detail::RingBiasInput::DistanceRow) {
+        Buffer& window = s.keep("bias", bp.bias_elements() * 4, MemoryUse::Device);
+        detail::copy_in_groups(rec, *b.bias, window, detail::ring_bias_regions(a, bias_kind, queries, keys, {}));
+        ab.bias = &s.view(window, 0, bp.bias_elements() * 4);
+      }
+      attention(rec, bp, ab);  // a dense input is the block's already: [heads, queries, local keys]
+    }
+    if (timestamps) ts[1] = rec.write_timestamp();
+    rec.submit();
+    timing.record_ms += detail::ms_since(t0);
+    rec.wait();
+    if (timestamps) st.compute_ms = rec.elapsed_ms(ts[0], ts[1]);
+
+    const auto c0 = Clock::now();
+    detail::ring_allgather(s, gathered, slot, "sharded attention's gather");
+    st.comm_ms = detail::ms_since(c0);
+    st.comm_end_ms = detail::ms_since(t0);
+
+    if (merges) {
+      const Buffer& lse_out = b.lse ? *b.lse : s.keep("lse", rows * 4, MemoryUse::Device);
+      const Buffer& in = s.view(gathered, 0, R * slot);
+      const Buffer& in_lse = s.view(gathered, out_part, R * slot - out_part);
+      Recorder& merge = s.setup;
+      const auto m0 = Clock::now();
+      if (timestamps) ts[2] = merge.write_timestamp();
+      {
+        const auto op = detail::begin_op(merge);
+        detail::record_attention_merge(merge, {&in, &in_lse, R, static_cast<std::uint32_t>(slot / 16), a.head_dim / 4, static_cast<std::uint32_t>(slot / 4), 1, DType::F32},
+                                       rows, a.head_dim, *b.out, out_dtype, lse_out);
+      }
+      if (timestamps) ts[3] = merge.write_timestamp();
+      merge.submit();
+      timing.record_ms += detail::ms_since(m0);
+      merge.wait();
+      if (timestamps) st.compute_ms += merge.elapsed_ms(ts[2], ts[3]);
+    }
+    st.wall_ms = detail::ms_since(t0);
+    if (!timestamps) st.compute_ms = st.wall_ms - st.comm_ms;
+    timing.steps.push_back(st);
+    s.end_call();
+    timing.total_ms = detail::ms_since(t_call);
+    return timing;
+  });
+}
+
+}  // namespace relpos

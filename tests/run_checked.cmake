@@ -1,0 +1,22 @@
+# Runs COMMAND (its words separated by |) within LIMIT seconds; passes when it exits non-zero if
+# EXPECT_FAIL (zero otherwise) and its output matches every regular expression in MATCH (separated
+# by |, so none holds one). A run past its limit fails: it hung.
+string(REPLACE "|" ";" command "${COMMAND}")
+execute_process(COMMAND ${command} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out TIMEOUT ${LIMIT})
+message("${out}")
+if(rc MATCHES "timeout|Process terminated")
+  message(FATAL_ERROR "did not end within ${LIMIT} s: ${rc}")
+endif()
+if(EXPECT_FAIL AND rc EQUAL 0)
+  message(FATAL_ERROR "exited 0 where a failure was expected")
+elseif(NOT EXPECT_FAIL AND NOT rc EQUAL 0)
+  message(FATAL_ERROR "exited ${rc}")
+endif()
+if(NOT "${MATCH}" STREQUAL "")
+  string(REPLACE "|" ";" patterns "${MATCH}")
+  foreach(pattern IN LISTS patterns)
+    if(NOT out MATCHES "${pattern}")
+      message(FATAL_ERROR "the output does not match: ${pattern}")
+    endif()
+  endforeach()
+endif()

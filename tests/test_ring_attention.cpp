@@ -1,0 +1,498 @@
+// Ring attention and sequence-parallel (sharded) attention over in-process ranks against single-
+// device attention() of the whole sequence (and the float64 reference): every bias mode, both
+// layouts, grouped-query heads, f32 and f16, causal or not, lengths not divisible by the chunks,
+// 1 to 4 ranks, ranks sharing one context or each with its own, chunks through host-visible device
+// memory or through staging; the blocks a causal mask hides skipped; bad input and failing ranks
+// stopping every rank with a message naming the rank and the step, never a hang.
+#include <relpos/relpos.hpp>
+#include <relpos/ring.hpp>
+
+#include <algorithm>
+#include <iterator>
+#include <chrono>
+#include <limits>
+#include <random>
+#include <thread>
+
+#include "support/expect.hpp"
+#include "support/gpu_fixture.hpp"
+#include "support/ring_data.hpp"
+#include "support/test_data.hpp"
+
+using namespace relpos;
+using relpos::test::expect_invalid;
+using relpos::test::gpu;
+using relpos::test::GpuTest;
+using relpos::test::random_whole_inputs;
+using relpos::test::WholeInputs;
+
+namespace {
+
+// As in test_attention_gpu.cpp: the fused kernel's tolerances against the reference (f32: float32
+// accumulation ~1e-5 relative; f16: the output rounded to half once). Ring attention merges float32
+// partial results and rounds once too, so it is held to the same bounds against both the reference
+// and attention() on one device.
+constexpr double kTolF32 = 1e-4;
+constexpr double kTolF16 = 1e-3;
+constexpr auto kTimeout = std::chrono::milliseconds(60000);
+
+std::string describe(const AttentionParams& p) {
+  return std::string(attention_bias_info(p.bias).name) + (p.bias == AttentionBias::T5 && !p.t5.bidirectional ? " (causal buckets)" : "") +
+         " B=" + std::to_string(p.batch) + " H=" + std::to_string(p.heads) + "/" + std::to_string(p.kv_heads) + " Q=" + std::to_string(p.queries) +
+         " K=" + std::to_string(p.keys) + " D=" + std::to_string(p.head_dim) + " " + std::string(dtype_name(p.dtype)) +
+         (p.causal ? " causal" : "") + " off=" + std::to_string(p.query_offset);
+}
+
+std::vector<Context*> shared(Context& ctx, std::uint32_t ranks) { return std::vector<Context*>(ranks, &ctx); }
+
+AttentionResult empty_result(const AttentionParams& p) {
+  return {std::vector<float>(p.rows() * p.head_dim, std::numeric_limits<float>::quiet_NaN()),
+          std::vector<float>(p.rows(), std::numeric_limits<float>::quiet_NaN())};
+}
+
+// The ring over `contexts` against attention() on `single` and the reference.
+std::vector<RingTiming> expect_ring_matches(const std::vector<Context*>& contexts, const RingParams& rp, const WholeInputs& in, Context& single) {
+  SCOPED_TRACE(describe(rp.attention) + " ranks=" + std::to_string(rp.ranks) + " " + std::string(ring_layout_name(rp.layout)));
+  const AttentionParams& p = rp.attention;
+  const AttentionResult want = attention_reference(p, in.host());
+  const AttentionResult one = relpos::test::single_device(single, p, in);
+  AttentionResult got = empty_result(p);
+  std::vector<RingTiming> timings(rp.ranks);
+  const InProcessRingOutcome outcome = run_in_process_ring(contexts, kTimeout, [&](std::uint32_t r, Context& ctx, RingTransport& t) {
+    RingRank rank(ctx, t);
+    timings[r] = relpos::test::ring_rank(rank, rp, in, got);
+  });
+  EXPECT_TRUE(outcome.ok()) << outcome.describe();
+  const double tol = p.output_dtype() == DType::F16 ? kTolF16 : kTolF32;
+  EXPECT_LE(normalised_error(got.out, one.out), tol);
+  EXPECT_LE(normalised_error(got.lse, one.lse), kTolF32);
+  EXPECT_LE(normalised_error(got.out, want.out), tol);
+  EXPECT_LE(normalised_error(got.lse, want.lse), kTolF32);
+  return timings;
+}
+
+// Every family the library has (Sandwich, added after the ring, takes it unchanged).
+constexpr AttentionBias kModes[] = {AttentionBias::None,  AttentionBias::T5,     AttentionBias::Distance, AttentionBias::Alibi,
+                                    AttentionBias::Shaw,  AttentionBias::Dense,  AttentionBias::Kerple,   AttentionBias::Sandwich};
+constexpr int kModeCount = static_cast<int>(std::size(kModes));
+
+class RingAttention : public GpuTest {};
+
+// A transport that breaks at one exchange ("step N"): throws (a transport error), dies silently (the
+// rank vanishes: it tells no one), or sends four bytes short.
+class FaultyTransport final : public RingTransport {
+ public:
+  enum class Fault { Throw, Die, Short };
+  FaultyTransport(RingTransport& inner, std::string at, Fault fault) : inner_(inner), at_(std::move(at)), fault_(fault) {}
+  std::uint32_t rank() const override { return inner_.rank(); }
+  std::uint32_t ranks() const override { return inner_.ranks(); }
+  std::chrono::milliseconds timeout() const override { return inner_.timeout(); }
+  void post(const Buffer& send, std::uint64_t so, std::uint64_t sb, Buffer& recv, std::uint64_t ro, std::uint64_t rb, std::string_view what) override {
+    if (what == at_) {
+      if (fault_ == Fault::Throw) throw RingError("injected transport error");
+      if (fault_ == Fault::Die) {
+        dead_ = true;
+        throw Error("rank died");
+      }
+      sb -= 4;
+    }
+    inner_.post(send, so, sb, recv, ro, rb, what);
+  }
+  void wait() override { inner_.wait(); }
+  void fail(const std::string& why) noexcept override {
+    if (!dead_) inner_.fail(why);
+  }
+
+ private:
+  RingTransport& inner_;
+  std::string at_;
+  Fault fault_;
+  bool dead_ = false;
+};
+
+// Runs a ring of `ranks` threads whose rank `faulty` breaks at `at`; returns each rank's error.
+std::vector<std::string> faulty_ring(std::uint32_t ranks, std::uint32_t faulty, const std::string& at, FaultyTransport::Fault fault,
+                                     std::chrono::milliseconds timeout) {
+  std::mt19937 rng(5);
+  RingParams rp{relpos::test::random_ring_params(rng, AttentionBias::Alibi, DType::F32, ranks), ranks, RingLayout::Contiguous};
+  const WholeInputs in = random_whole_inputs(rng, rp.attention);
+  AttentionResult got = empty_result(rp.attention);
+  auto transports = make_in_process_ring(ranks, timeout);
+  std::vector<std::string> errors(ranks);
+  std::vector<std::thread> threads;
+  for (std::uint32_t r = 0; r < ranks; ++r)
+    threads.emplace_back([&, r] {
+      FaultyTransport t(*transports[r], r == faulty ? at : "", fault);
+      try {
+        RingRank rank(gpu(), t);
+        relpos::test::ring_rank(rank, rp, in, got);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
+}  // namespace
+
+TEST_F(RingAttention, EveryBiasModeBothLayoutsMatchSingleDevice) {
+  std::mt19937 rng(2025);
+  for (int trial = 0; trial < 4 * kModeCount; ++trial) {
+    const RingLayout layout = trial % 2 ? RingLayout::Zigzag : RingLayout::Contiguous;
+    const std::uint32_t ranks = 1 + (trial / 2) % 4;
+    const DType dtype = trial % kModeCount < kModeCount / 2 ? DType::F32 : DType::F16;
+    RingParams rp{relpos::test::random_ring_params(rng, kModes[trial % kModeCount], dtype, layout == RingLayout::Zigzag ? 2 * ranks : ranks),
+                  ranks, layout};
+    if (trial % (2 * kModeCount) == 1) rp.attention.t5.bidirectional = false;
+    expect_ring_matches(shared(gpu(), ranks), rp, random_whole_inputs(rng, rp.attention), gpu());
+  }
+}
+
+// T5 in both directions (bidirectional and causal buckets), at head_dim 20, causal, with each
+// layout: every block's bucket row is computed for its own window.
+TEST_F(RingAttention, T5BothDirections) {
+  std::mt19937 rng(7);
+  for (bool bidirectional : {true, false})
+    for (RingLayout layout : {RingLayout::Contiguous, RingLayout::Zigzag}) {
+      RingParams rp{relpos::test::random_ring_params(rng, AttentionBias::T5, DType::F32, 6), 3, layout};
+      rp.attention.t5.bidirectional = bidirectional;
+      rp.attention.t5.num_buckets = 8;
+      rp.attention.t5.max_distance = 12;
+      rp.attention.causal = !bidirectional;
+      rp.attention.head_dim = 20;
+      rp.attention.queries = rp.attention.keys = 47;
+      rp.attention.query_offset = 0;
+      expect_ring_matches(shared(gpu(), 3), rp, random_whole_inputs(rng, rp.attention), gpu());
+    }
+}
+
+// A causal self-attention skips the blocks the mask hides: contiguous rank r computes r + 1 of
+// its R blocks, every zigzag rank 2R + 1 of its 4R.
+TEST_F(RingAttention, CausalBlocksSkippedAndZigzagBalanced) {
+  std::mt19937 rng(3);
+  const std::uint32_t R = 4;
+  for (RingLayout layout : {RingLayout::Contiguous, RingLayout::Zigzag}) {
+    RingParams rp{relpos::test::random_ring_params(rng, AttentionBias::Alibi, DType::F32, 2 * R), R, layout};
+    rp.attention.causal = true;
+    rp.attention.queries = rp.attention.keys = 64;
+    rp.attention.query_offset = 0;
+    const auto timings = expect_ring_matches(shared(gpu(), R), rp, random_whole_inputs(rng, rp.attention), gpu());
+    for (std::uint32_t r = 0; r < R; ++r) {
+      if (layout == RingLayout::Contiguous) {
+        EXPECT_EQ(timings[r].blocks_computed, r + 1) << "rank " << r;
+        EXPECT_EQ(timings[r].blocks_skipped, R - 1 - r) << "rank " << r;
+      } else {
+        // Query chunks r and 2R-1-r meet key chunks 0..r and 0..2R-1-r: 2R + 1 of the 4R pairs.
+        EXPECT_EQ(timings[r].blocks_computed, 2 * R + 1) << "rank " << r;
+        EXPECT_EQ(timings[r].blocks_skipped, 2 * R - 1) << "rank " << r;
+      }
+      EXPECT_EQ(timings[r].steps.size(), R);
+    }
+  }
+}
+
+// Chunks through staging buffers (a device whose memory the host cannot map), and every rank on a
+// context of its own chosen by device selector, as the tool's --devices does.
+TEST_F(RingAttention, StagingPathAndAContextPerRank) {
+  std::mt19937 rng(11);
+  for (RingLayout layout : {RingLayout::Contiguous, RingLayout::Zigzag}) {
+    RingParams rp{relpos::test::random_ring_params(rng, kModes[2 + static_cast<int>(layout)], DType::F16, 6), 3, layout};
+    expect_ring_matches(shared(relpos::test::gpu_staging_only(), 3), rp, random_whole_inputs(rng, rp.attention), gpu());
+  }
+  RingParams rp{relpos::test::random_ring_params(rng, AttentionBias::Dense, DType::F32, 4), 2, RingLayout::Zigzag};
+  const WholeInputs in = random_whole_inputs(rng, rp.attention);
+  const AttentionResult one = relpos::test::single_device(gpu(), rp.attention, in);
+  AttentionResult got = empty_result(rp.attention);
+  InProcessRingOptions options;
+  options.context = relpos::test::validated_context_options();
+  options.devices = {std::to_string(gpu().device_info().index), gpu().device_info().name};
+  const InProcessRingOutcome outcome = run_in_process_ring(2, options, [&](std::uint32_t r, Context& ctx, RingTransport& t) {
+    EXPECT_EQ(ctx.device_info().index, gpu().device_info().index) << "rank " << r;
+    RingRank rank(ctx, t);
+    relpos::test::ring_rank(rank, rp, in, got);
+  });
+  ASSERT_TRUE(outcome.ok()) << outcome.describe();
+  EXPECT_LE(normalised_error(got.out, one.out), kTolF32);
+  EXPECT_LE(normalised_error(got.lse, one.lse), kTolF32);
+}
+
+// A RingRank keeps its buffers: a second call of the same shape makes no new Vulkan buffer (with
+// every step's blocks of one shape, so that the attention calls' scratch is the same too).
+TEST_F(RingAttention, RepeatedCallsReuseBuffers) {
+  std::mt19937 rng(17);
+  RingParams rp{relpos::test::random_ring_params(rng, AttentionBias::Distance, DType::F32, 4), 2, RingLayout::Zigzag};
+  rp.attention.causal = false;
+  rp.attention.queries = rp.attention.keys = 32;
+  const WholeInputs in = random_whole_inputs(rng, rp.attention);
+  const AttentionResult one = relpos::test::single_device(gpu(), rp.attention, in);
+  auto transports = make_in_process_ring(2, kTimeout);
+  std::vector<std::uint64_t> buffers_after(3);
+  AttentionResult got = empty_result(rp.attention);
+  std::vector<std::thread> threads;
+  for (std::uint32_t r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      RingRank rank(gpu(), *transports[r]);
+      const std::uint32_t Qr = rp.local_queries(r);
+      const auto qp = rp.query_pieces(r), kp = rp.key_pieces(r);
+      const AttentionParams& a = rp.attention;
+      const std::uint64_t BH = std::uint64_t{a.batch} * a.heads, BHkv = std::uint64_t{a.batch} * a.kv_heads, D = a.head_dim;
+      relpos::test::DeviceInputs d = relpos::test::upload(gpu(), a.dtype, take_pieces<float>(in.q, BH, a.queries, D, qp),
+                                                          take_pieces<float>(in.k, BHkv, a.keys, D, kp), take_pieces<float>(in.v, BHkv, a.keys, D, kp),
+                                                          in.bias, in, BH * Qr * D, BH * Qr);
+      for (int call = 0; call < 3; ++call) {
+        ring_attention(rank, rp, d.buffers());
+        if (r == 0) buffers_after[call] = resource_counts(gpu()).buffers;
+      }
+      put_pieces<float>(d.out.download<float>(BH * Qr * D), got.out, BH, a.queries, D, qp);
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_LE(normalised_error(got.out, one.out), kTolF32);
+  EXPECT_EQ(buffers_after[1], buffers_after[2]);
+}
+
+// One RingRank per rank through calls of other shapes (larger, then smaller and uneven, without and
+// with lse, both layouts): what it keeps is cut to each call.
+TEST_F(RingAttention, ShapesChangeBetweenCalls) {
+  std::mt19937 rng(19);
+  std::vector<RingParams> calls;
+  for (std::uint32_t n : {40u, 23u, 31u}) {
+    RingParams rp{relpos::test::random_ring_params(rng, kModes[n % kModeCount], n == 23 ? DType::F16 : DType::F32, 6), 3,
+                  n == 31 ? RingLayout::Zigzag : RingLayout::Contiguous};
+    rp.attention.queries = rp.attention.keys = n;
+    rp.attention.causal = true;  // rank 0 meets one block: its result goes straight to the output
+    rp.attention.query_offset = 0;
+    rp.attention.batch = 1;
+    rp.attention.heads = 2;
+    rp.attention.kv_heads = 1;
+    calls.push_back(rp);
+  }
+  std::vector<WholeInputs> inputs;
+  for (const RingParams& rp : calls) inputs.push_back(random_whole_inputs(rng, rp.attention));
+  std::vector<AttentionResult> got;
+  for (const RingParams& rp : calls) got.push_back(empty_result(rp.attention));
+  const InProcessRingOutcome outcome = run_in_process_ring(shared(gpu(), 3), kTimeout, [&](std::uint32_t r, Context& ctx, RingTransport& t) {
+    RingRank rank(ctx, t);
+    // The first two calls without an lse buffer: the rank keeps one, of the first call's size.
+    for (std::size_t c = 0; c < calls.size(); ++c) relpos::test::ring_rank(rank, calls[c], inputs[c], got[c], c >= 2);
+  });
+  ASSERT_TRUE(outcome.ok()) << outcome.describe();
+  for (std::size_t c = 0; c < calls.size(); ++c) {
+    const AttentionResult one = relpos::test::single_device(gpu(), calls[c].attention, inputs[c]);
+    EXPECT_LE(normalised_error(got[c].out, one.out), calls[c].attention.dtype == DType::F16 ? kTolF16 : kTolF32) << "call " << c;
+    if (c >= 2) EXPECT_LE(normalised_error(got[c].lse, one.lse), kTolF32) << "call " << c;
+  }
+}
+
+TEST_F(RingAttention, ShardedDecodingMatchesSingleDevice) {
+  std::mt19937 rng(31);
+  for (int trial = 0; trial < 2 * kModeCount; ++trial) {
+    const std::uint32_t ranks = 1 + trial % 4;
+    ShardedParams sp{relpos::test::random_ring_params(rng, kModes[trial % kModeCount], trial % 3 ? DType::F32 : DType::F16, ranks), ranks,
+                     trial % 2 ? RingGather::All : RingGather::Root, static_cast<std::uint32_t>(trial) % ranks};
+    AttentionParams& p = sp.attention;
+    p.queries = 1 + trial % 3;
+    p.keys = ranks + 5 + static_cast<std::uint32_t>(rng() % 80);
+    p.query_offset = trial % 5 == 4 ? 3 : std::int64_t{p.keys} - p.queries;  // a decoding step, or queries among the keys
+    SCOPED_TRACE(describe(p) + " ranks=" + std::to_string(ranks));
+    const WholeInputs in = random_whole_inputs(rng, p);
+    const AttentionResult one = relpos::test::single_device(gpu(), p, in);
+    const AttentionResult want = attention_reference(p, in.host());
+    std::vector<AttentionResult> got(ranks);
+    const InProcessRingOutcome outcome = run_in_process_ring(shared(gpu(), ranks), kTimeout, [&](std::uint32_t r, Context& ctx, RingTransport& t) {
+      RingRank rank(ctx, t);
+      relpos::test::sharded_rank(rank, sp, in, got[r]);
+    });
+    ASSERT_TRUE(outcome.ok()) << outcome.describe();
+    const double tol = p.dtype == DType::F16 ? kTolF16 : kTolF32;
+    for (std::uint32_t r = 0; r < ranks; ++r) {
+      if (sp.gather == RingGather::Root && r != sp.root) {
+        EXPECT_TRUE(got[r].out.empty()) << "rank " << r;
+        continue;
+      }
+      EXPECT_LE(normalised_error(got[r].out, one.out), tol) << "rank " << r;
+      EXPECT_LE(normalised_error(got[r].lse, one.lse), kTolF32) << "rank " << r;
+      EXPECT_LE(normalised_error(got[r].out, want.out), tol) << "rank " << r;
+    }
+  }
+}
+
+// Sharded decoding over paged caches: every rank holds, of each of two sequences, a slice of
+// S keys counted from the sequence's end (rank r: keys [L - (r+1)S, L - rS)), in a cache of its own
+// with the blocks in a shuffled order; its calls' query_offset is r·S.
+TEST_F(RingAttention, ShardedPagedDecoding) {
+  std::mt19937 rng(37);
+  for (AttentionBias mode : {AttentionBias::None, AttentionBias::T5, AttentionBias::Alibi, AttentionBias::Kerple, AttentionBias::Shaw,
+                             AttentionBias::Sandwich}) {
+    const std::uint32_t R = 3, S = 48, bs = 16, Q = 2;
+    const std::vector<std::int32_t> lengths = {130, 61};  // the second leaves the last rank empty
+    AttentionParams whole = relpos::test::random_ring_params(rng, mode, DType::F32, R);
+    whole.batch = 2;
+    whole.queries = Q;
+    whole.causal = true;
+    whole.t5.bidirectional = false;
+    SCOPED_TRACE(describe(whole));
+    // The whole sequences, contiguous: [B, Hkv, Lmax, D], and the reference per sequence.
+    const std::uint32_t Lmax = 130, D = whole.head_dim, Hkv = whole.kv_heads;
+    whole.keys = Lmax;
+    const WholeInputs in = random_whole_inputs(rng, whole);
+    std::vector<float> want_out, want_lse;
+    for (std::uint32_t b = 0; b < 2; ++b) {
+      AttentionParams one = whole;
+      one.batch = 1;
+      one.keys = static_cast<std::uint32_t>(lengths[b]);
+      one.query_offset = lengths[b] - std::int64_t{Q};
+      WholeInputs seq = in;
+      seq.q.assign(in.q.begin() + b * whole.heads * Q * D, in.q.begin() + (b + 1) * whole.heads * Q * D);
+      seq.k.clear();
+      seq.v.clear();
+      for (std::uint32_t h = 0; h < Hkv; ++h) {
+        const std::size_t from = (std::size_t{b} * Hkv + h) * Lmax * D;
+        seq.k.insert(seq.k.end(), in.k.begin() + from, in.k.begin() + from + one.keys * D);
+        seq.v.insert(seq.v.end(), in.v.begin() + from, in.v.begin() + from + one.keys * D);
+      }
+      const AttentionResult r = attention_reference(one, seq.host());
+      want_out.insert(want_out.end(), r.out.begin(), r.out.end());
+      want_lse.insert(want_lse.end(), r.lse.begin(), r.lse.end());
+    }
+    AttentionResult got;
+    const InProcessRingOutcome outcome = run_in_process_ring(shared(gpu(), R), kTimeout, [&](std::uint32_t r, Context& ctx, RingTransport& t) {
+      // This rank's cache: each sequence's slice in blocks of its own, handed out in reverse order.
+      const std::uint32_t max_blocks = S / bs;
+      ShardedParams sp{whole, R, RingGather::Root, 1};
+      AttentionParams& a = sp.attention;
+      a.paged = {bs, 2 * max_blocks, max_blocks};
+      a.keys = S;
+      a.query_offset = std::int64_t{r} * S;
+      std::vector<float> k(std::size_t{a.paged.num_blocks} * bs * Hkv * D, 0.0f), v = k;
+      std::vector<std::int32_t> table(2 * max_blocks), held(2);
+      for (std::uint32_t b = 0; b < 2; ++b) {
+        const std::int32_t end = lengths[b] - static_cast<std::int32_t>(r * S), first = std::max(0, end - static_cast<std::int32_t>(S));
+        held[b] = std::max(0, end - first);
+        for (std::uint32_t n = 0; n < max_blocks; ++n) table[b * max_blocks + n] = static_cast<std::int32_t>(a.paged.num_blocks - 1 - (b * max_blocks + n));
+        for (std::int32_t j = 0; j < held[b]; ++j)
+          for (std::uint32_t h = 0; h < Hkv; ++h) {
+            const std::size_t block = static_cast<std::size_t>(table[b * max_blocks + j / bs]);
+            const std::size_t to = ((block * bs + j % bs) * Hkv + h) * D, from = ((std::size_t{b} * Hkv + h) * Lmax + first + j) * D;
+            std::copy_n(in.k.begin() + from, D, k.begin() + to);
+            std::copy_n(in.v.begin() + from, D, v.begin() + to);
+          }
+      }
+      Buffer qb = make_buffer(ctx, in.q), kb = make_buffer(ctx, k), vb = make_buffer(ctx, v), tb = make_buffer(ctx, table), lb = make_buffer(ctx, held);
+      Buffer out(ctx, a.rows() * D * 4), lse(ctx, a.rows() * 4), bias, rk, rv;
+      AttentionBuffers ab{&qb, &kb, &vb, &out, &lse};
+      if (!in.bias.empty()) ab.bias = &(bias = make_buffer(ctx, in.bias));
+      if (!in.rel_keys.empty()) {
+        ab.rel_keys = &(rk = make_buffer(ctx, in.rel_keys));
+        ab.rel_values = &(rv = make_buffer(ctx, in.rel_values));
+      }
+      ab.block_table = &tb;
+      ab.cache_lengths = &lb;
+      RingRank rank(ctx, t);
+      sharded_attention(rank, sp, ab);
+      if (r == sp.root) got = {out.download<float>(a.rows() * D), lse.download<float>(a.rows())};
+    });
+    ASSERT_TRUE(outcome.ok()) << outcome.describe();
+    EXPECT_LE(normalised_error(got.out, want_out), kTolF32);
+    EXPECT_LE(normalised_error(got.lse, want_lse), kTolF32);
+  }
+}
+
+TEST_F(RingAttention, BadParametersAreRefused) {
+  const AttentionParams a{.heads = 2, .kv_heads = 1, .queries = 7, .keys = 9, .head_dim = 8};
+  expect_invalid([&] { RingParams{a, 0}.validate(); }, "ranks = 0");
+  expect_invalid([&] { RingParams{a, 8}.validate(); }, "queries = 7: must be >= 8");
+  expect_invalid([&] { RingParams{a, 4, RingLayout::Zigzag}.validate(); }, "queries = 7: must be >= 8");
+  AttentionParams more_queries = a;
+  more_queries.queries = 20;
+  expect_invalid([&] { RingParams{more_queries, 5, RingLayout::Zigzag}.validate(); }, "keys = 9: must be >= 10");
+  AttentionParams memory = a;
+  memory.memory_prefix = 2;
+  expect_invalid([&] { RingParams{memory, 2}.validate(); }, "memory_prefix");
+  AttentionParams splits = a;
+  splits.key_splits = 2;
+  expect_invalid([&] { RingParams{splits, 2}.validate(); }, "key_splits");
+  expect_invalid([&] { ShardedParams{a, 10}.validate(); }, "keys = 9: must be >= ranks = 10");
+  expect_invalid([&] { ShardedParams{a, 2, RingGather::Root, 2}.validate(); }, "root = 2");
+  AttentionParams paged_row = a;
+  paged_row.bias = AttentionBias::Distance;
+  paged_row.paged = {16, 4, 1};
+  paged_row.keys = 16;
+  expect_invalid([&] { ShardedParams{paged_row, 2}.validate(); }, "paged cache");
+  expect_invalid([&] { make_in_process_ring(0, kTimeout); }, "ranks = 0");
+}
+
+// Ranks that disagree on the shape all stop before any data moves, each naming the difference.
+TEST_F(RingAttention, RanksThatDisagreeAllStop) {
+  std::mt19937 rng(41);
+  RingParams rp{relpos::test::random_ring_params(rng, AttentionBias::None, DType::F32, 3), 3};
+  rp.attention.queries = rp.attention.keys = 30;
+  const WholeInputs in = random_whole_inputs(rng, rp.attention);
+  AttentionResult got = empty_result(rp.attention);
+  const InProcessRingOutcome outcome = run_in_process_ring(shared(gpu(), 3), kTimeout, [&](std::uint32_t r, Context& ctx, RingTransport& t) {
+    RingParams mine = rp;
+    if (r == 1) mine.attention.causal = !rp.attention.causal;
+    RingRank rank(ctx, t);
+    relpos::test::ring_rank(rank, mine, in, got);
+  });
+  for (std::uint32_t r = 0; r < 3; ++r) {
+    EXPECT_NE(outcome.errors[r].find("disagree"), std::string::npos) << "rank " << r << ": " << outcome.errors[r];
+    EXPECT_NE(outcome.errors[r].find("causal"), std::string::npos) << "rank " << r << ": " << outcome.errors[r];
+  }
+}
+
+// A buffer of the wrong size on one rank: InvalidArgument there, a RingError naming it elsewhere.
+TEST_F(RingAttention, BadBufferOnOneRankStopsAll) {
+  std::mt19937 rng(43);
+  RingParams rp{relpos::test::random_ring_params(rng, AttentionBias::Alibi, DType::F32, 3), 3};
+  const WholeInputs in = random_whole_inputs(rng, rp.attention);
+  std::vector<std::string> kinds(3);
+  const InProcessRingOutcome outcome = run_in_process_ring(shared(gpu(), 3), kTimeout, [&](std::uint32_t r, Context& ctx, RingTransport& t) {
+    RingRank rank(ctx, t);
+    relpos::test::DeviceInputs d = relpos::test::upload(ctx, DType::F32, {1, 2, 3, 4}, {1, 2, 3, 4}, {1, 2, 3, 4}, in.bias, in, 4, 1);
+    try {
+      if (r != 2) {
+        AttentionResult got = empty_result(rp.attention);
+        relpos::test::ring_rank(rank, rp, in, got);
+      } else {
+        ring_attention(rank, rp, d.buffers());
+      }
+    } catch (const InvalidArgument&) {
+      kinds[r] = "invalid";
+      throw;
+    } catch (const RingError&) {
+      kinds[r] = "ring";
+      throw;
+    }
+  });
+  EXPECT_EQ(kinds[2], "invalid");
+  EXPECT_NE(outcome.errors[2].find("q buffer"), std::string::npos) << outcome.errors[2];
+  for (std::uint32_t r : {0u, 1u}) {
+    EXPECT_EQ(kinds[r], "ring") << outcome.errors[r];
+    EXPECT_NE(outcome.errors[r].find("rank 2 failed: q buffer"), std::string::npos) << "rank " << r << ": " << outcome.errors[r];
+  }
+}
+
+// A transport error on one rank at step 1: that rank reports it, every other stops naming it.
+TEST_F(RingAttention, TransportErrorStopsEveryRank) {
+  const auto errors = faulty_ring(4, 1, "step 1", FaultyTransport::Fault::Throw, kTimeout);
+  EXPECT_NE(errors[1].find("injected transport error"), std::string::npos) << errors[1];
+  for (std::uint32_t r : {0u, 2u, 3u}) EXPECT_NE(errors[r].find("rank 1 failed: injected transport error"), std::string::npos) << errors[r];
+}
+
+// A rank that vanishes at step 1 tells no one: its successor times out naming it and the step, and
+// reports that to the others, within a few timeouts, not a hang.
+TEST_F(RingAttention, RankThatDiesMidRingTimesOutTheOthers) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto errors = faulty_ring(4, 1, "step 1", FaultyTransport::Fault::Die, std::chrono::milliseconds(800));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
+  for (std::uint32_t r : {0u, 2u, 3u}) EXPECT_NE(errors[r].find("rank 1 posted nothing for step 1"), std::string::npos) << errors[r];
+}
+
+// A message of the wrong size is refused by its receiver, naming the sender.
+TEST_F(RingAttention, ShortMessageIsRefused) {
+  const auto errors = faulty_ring(3, 0, "step 0", FaultyTransport::Fault::Short, kTimeout);
+  EXPECT_NE(errors[1].find("rank 0 sent"), std::string::npos) << errors[1];
+  EXPECT_NE(errors[1].find("were expected"), std::string::npos) << errors[1];
+  for (std::uint32_t r : {0u, 2u}) EXPECT_NE(errors[r].find("rank 1 failed"), std::string::npos) << errors[r];
+}
