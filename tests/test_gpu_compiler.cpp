@@ -1,11 +1,19 @@
-// AMD's real compiler (RADV's ACO, null hardware: no GPU needed) on every pipeline relpos would use
-// on a GPU, for the head sizes models use: no driver failure, no spilled register anywhere, and the
-// GPU attention kernel within 128 VGPRs (4 waves per SIMD on RDNA) with its tiles in shared memory
-// up to head_dim 128. Skipped, saying why, where the radeon ICD is missing.
+// Real GPU compilers without a GPU (tools/gpu-compilers.sh, docs/gpu_compilers.md) on every pipeline
+// relpos would use on a GPU, for the head sizes models use: AMD's (RADV's ACO, null hardware) on
+// navi10, navi21, vega10 (the system's Mesa 22.3) and navi31, navi21-mesa25 (Mesa 25); Intel's (ANV
+// through Mesa's no-op DRM shim, Mesa 25) on dg2, bmg, lnl, tgl; NVIDIA's (NVK and the nouveau shim,
+// built by `prepare --nvidia`) on turing and ampere. No driver failure; no spilled register anywhere
+// on AMD, and on Intel and NVIDIA none outside one known gap each (in_known_gap; Intel's is for the
+// attention kernel's rewrite, issue 27 item 2, to close); the GPU attention kernel within 128 VGPRs
+// up to head_dim 128 on Mesa 22.3, its tiles in shared memory; an occupancy for every pipeline
+// (relpos stats --summary) where the driver reports shared memory; each fused attention record's use.
+// A target that is not prepared here is skipped, saying why; one that is prepared must work.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <bit>
 #include <filesystem>
 #include <set>
 #include <sstream>
@@ -16,6 +24,9 @@
 namespace {
 
 const std::set<std::uint32_t> kHeadDims{64, 80, 96, 128, 256};
+const std::set<std::string> kMesa22Amd{"navi10", "navi21", "vega10"};
+const std::set<std::string> kIntel{"dg2", "bmg", "lnl", "tgl"};
+const std::set<std::string> kNvidia{"turing", "ampere"};
 
 // One JSON line per executable of `relpos stats`, parsed.
 std::vector<nlohmann::json> stats(const std::string& env, const std::string& args) {
@@ -28,39 +39,183 @@ std::vector<nlohmann::json> stats(const std::string& env, const std::string& arg
   return lines;
 }
 
+// The shell prefix that shows `target` to the Vulkan loader (tools/gpu-compilers.sh env), or empty
+// with the script's reason where the target is not ready here.
+std::string target_env(const std::string& target, std::string& why) {
+  const std::string script = RELPOS_GPU_COMPILERS;
+  const auto r = relpos::test::tool_command(script + " env " + target);
+  if (r.status != 0) {
+    why = r.output;
+    return "";
+  }
+  return "eval \"$(" + script + " env " + target + ")\" && RELPOS_DEVICE= ";
+}
+
+bool spills(const nlohmann::json& s) {
+  for (const char* name : {"Spilled VGPRs", "Spilled SGPRs", "Scratch size", "Spill Count", "Fill Count", "Scratch Memory Size", "SLM Size"})
+    if (s.contains(name) && s[name] != 0) return true;
+  return false;
+}
+
+// The known gap (main a70c059's GPU attention kernel, Mesa 25.0.7): on every Intel target, prefill
+// with the 16-row x 64-key tile (head_dim 64 and 80) spills in some bias modes, contiguous and
+// paged: dg2 30 of 40 such pipelines, bmg and lnl 28, tgl 32 (docs/gpu_compilers.md lists them).
+// Item 2 of issue 27 closes it; until then the test pins it to exactly this set.
+bool in_intel_spill_gap(const nlohmann::json& j) {
+  const std::string pipeline = j["pipeline"].get<std::string>();
+  return pipeline.starts_with("attention_tiled") && j.value("use", "") == "prefill" && j["variant"].value("BC", 0u) == 64;
+}
+
+// NVIDIA's known gap (NVK's compiler NAK, Mesa 25.0.7): the `matmul` kernel for products that are
+// not quad-aligned (VEC4 0) keeps its 8 x vec4 accumulator in 128 bytes of local (scratch) memory,
+// because its store loop indexes acc[r][s] by a column bounded by the matrix width (shaders/matmul.comp).
+bool in_nvidia_scratch_gap(const nlohmann::json& j) { return j["pipeline"] == "matmul" && j["variant"].value("VEC4", 1u) == 0; }
+
+// The known gap of `target`'s compiler that `j` falls in, if any.
+bool in_known_gap(const std::string& target, const nlohmann::json& j) {
+  if (kIntel.count(target)) return in_intel_spill_gap(j);
+  if (kNvidia.count(target)) return in_nvidia_scratch_gap(j);
+  return false;
+}
+
+std::string describe(const nlohmann::json& j) {
+  return j["pipeline"].get<std::string>() + " " + j.value("use", "") + " " + j["variant"].dump() + " " + j["stats"].dump();
+}
+
 class GpuCompiler : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GpuCompiler, EveryPipelineWithoutSpillsAndAttentionInShapeForGpus) {
-  const std::string env = relpos::test::radv_null_env(GetParam());
-  if (env.empty()) GTEST_SKIP() << "no RADV null " << GetParam() << " here (needs Mesa's radeon ICD, mesa-vulkan-drivers)";
-  const auto lines = stats(env, "stats --json --head-dims 64,80,96,128,256");
+  const std::string target = GetParam();
+  std::string why;
+  const std::string env = target_env(target, why);
+  if (env.empty()) GTEST_SKIP() << target << " is not ready here: " << why;
+  const auto devices = relpos::test::tool_command(env + RELPOS_TOOL + " devices");
+  ASSERT_EQ(devices.status, 0) << "prepared, but the loader shows no device: " << devices.output;
+  const bool intel = kIntel.count(target) > 0, nvidia = kNvidia.count(target) > 0;
+  const auto lines = stats(env, "stats --json --summary --head-dims 64,80,96,128,256");
   std::set<std::string> ops;
   std::set<std::uint32_t> tiled_head_dims;
-  std::size_t shuffled = 0, paged = 0;
+  std::size_t shuffled = 0, paged = 0, gap = 0, gap_spilling = 0;
   for (const auto& j : lines) {
-    const std::string what = j["pipeline"].get<std::string>() + " " + j["variant"].dump();
-    ops.insert(j["op"].get<std::string>());
+    const std::string what = describe(j);
+    const std::string pipeline = j["pipeline"].get<std::string>(), op = j["op"].get<std::string>();
+    ops.insert(op);
     const auto& s = j["stats"];
-    EXPECT_EQ(s["Spilled VGPRs"], 0) << what;
-    EXPECT_EQ(s["Spilled SGPRs"], 0) << what;
-    EXPECT_EQ(s["Scratch size"], 0) << what;
-    EXPECT_NE(j["pipeline"], "attention_fused") << "a GPU gets the GPU kernel class: " << what;
-    const std::string pipeline = j["pipeline"].get<std::string>();
+    if (in_known_gap(target, j)) {
+      ++gap;
+      if (spills(s)) {
+        ++gap_spilling;
+        std::printf("known gap on %s: %s\n", target.c_str(), what.c_str());
+      }
+    } else {
+      EXPECT_FALSE(spills(s)) << what;
+    }
+    EXPECT_NE(pipeline, "attention_fused") << "a GPU gets the GPU kernel class: " << what;
+    EXPECT_EQ(j.contains("use"), op == "attention") << "fused attention's records, and only they, say which shape they serve: " << what;
+    if (!nvidia) {  // NVK reports no shared memory: no occupancy there
+      ASSERT_TRUE(j["occupancy"].is_object()) << "an occupancy for every pipeline: " << what;
+      EXPECT_GT(j["occupancy"]["value"].get<double>(), 0) << what;
+    }
     if (pipeline.starts_with("attention_tiled")) {  // contiguous and paged, shuffling or not
       shuffled += pipeline.starts_with("attention_tiled_shuffle");
       paged += pipeline.ends_with("_paged");
       const std::uint32_t d = j["head_dim"].get<std::uint32_t>();
       tiled_head_dims.insert(d);
-      EXPECT_GT(s["LDS size"].get<double>(), 0) << what;
-      if (d <= 128) EXPECT_LE(s["VGPRs"].get<double>(), 128) << what;
+      // One query row per workgroup exactly when the kernel serves decoding.
+      EXPECT_EQ(j["use"] == "decode", j["variant"]["BR"] == 1) << what;
+      if (!nvidia) EXPECT_GT(s[intel ? "Workgroup Memory Size" : "LDS size"].get<double>(), 0) << what;
+      if (kMesa22Amd.count(target) && d <= 128) EXPECT_LE(s["VGPRs"].get<double>(), 128) << what;
     }
   }
   EXPECT_EQ(tiled_head_dims, kHeadDims);
-  EXPECT_GT(shuffled, 0u) << "RADV shuffles in compute shaders: the row maxima meet by shuffles";
+  if (!intel) EXPECT_GT(shuffled, 0u) << "RADV shuffles in compute shaders: the row maxima meet by shuffles";
   EXPECT_GT(paged, 0u) << "stats surveys attention over a paged cache";
   // Each op that owns a pipeline no op surveyed before it created (T5's row shader is t5-buckets'; the expansion ALiBi's).
   for (const char* op : {"attention", "unfused-attention", "shaw-attention", "t5-buckets", "alibi-bias", "kerple-bias", "sandwich-bias", "fourier-bias", "rope", "kv-append"})
     EXPECT_TRUE(ops.count(op)) << op;
+  if (intel || nvidia) {
+    EXPECT_GT(gap, 0u);
+    EXPECT_GT(gap_spilling, 0u) << "nothing spills on " << target << " any more: the known gap is closed, remove it from in_known_gap";
+    std::printf("%s: %zu of the %zu pipelines in the known gap spill\n", target.c_str(), gap_spilling, gap);
+  }
+}
+
+// Issue 27's Intel target, which item 2 (the attention kernel's rewrite) is to meet: no spills or
+// fills anywhere on dg2 and bmg at head_dim 64-256, and on dg2 prefill at head_dim <= 128 compiled
+// SIMD16 or wider. It fails at main a70c059 (the known gap above, and prefill at SIMD8 on dg2), so
+// it is disabled; run it with --gtest_also_run_disabled_tests.
+class IntelTargetOfIssue27 : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(IntelTargetOfIssue27, DISABLED_NoSpillsAndPrefillSimd16OnDg2) {
+  const std::string target = GetParam();
+  std::string why;
+  const std::string env = target_env(target, why);
+  if (env.empty()) GTEST_SKIP() << target << " is not ready here: " << why;
+  for (const auto& j : stats(env, "stats --json --head-dims 64,80,96,128,256")) {
+    EXPECT_FALSE(spills(j["stats"])) << describe(j);
+    if (target == "dg2" && j["pipeline"].get<std::string>().starts_with("attention_tiled") && j["use"] == "prefill" &&
+        j["head_dim"].get<std::uint32_t>() <= 128)
+      EXPECT_GE(j["stats"]["Max dispatch width"].get<double>(), 16) << describe(j);
+  }
+}
+
+// `relpos stats --summary`: the occupancy follows from each record's own figures (docs/gpu_compilers.md,
+// "Occupancy"): on navi21 (RDNA2: a WGP of 4 SIMDs, 128 KiB of LDS in 1 KiB granules, 512 wave64
+// VGPRs per SIMD in granules of 8, 16 wave slots) and on dg2 (Xe-HPG: 16 EUs of 8 threads per
+// Xe-core, 128 KiB of SLM allocated in powers of two).
+TEST(GpuCompilerSummary, OccupancyFollowsFromTheDriversFigures) {
+  for (const std::string target : {"navi21", "dg2"}) {
+    std::string why;
+    const std::string env = target_env(target, why);
+    if (env.empty()) {
+      std::printf("%s not ready here, not checked: %s\n", target.c_str(), why.c_str());
+      continue;
+    }
+    const auto lines = stats(env, "stats --json --summary --filter attention --head-dims 64");
+    ASSERT_FALSE(lines.empty());
+    std::set<std::string> limits;
+    for (const auto& j : lines) {
+      const auto& s = j["stats"];
+      const auto& o = j["occupancy"];
+      ASSERT_TRUE(o.is_object()) << describe(j);
+      const std::uint32_t lanes = j["workgroup"][0].get<std::uint32_t>() * j["workgroup"][1].get<std::uint32_t>() * j["workgroup"][2].get<std::uint32_t>();
+      const std::uint32_t width = j["subgroup_size"].get<std::uint32_t>(), per_group = (lanes + width - 1) / width;
+      EXPECT_EQ(o["simd_width"], width) << describe(j);
+      std::uint32_t groups = 0, units = 0, by_shared = 1u << 30;
+      if (target == "navi21") {
+        ASSERT_EQ(width, 64u) << describe(j);
+        units = 4;
+        const auto vgprs = s["VGPRs"].get<std::uint32_t>(), lds = s["LDS size"].get<std::uint32_t>();
+        const std::uint32_t by_regs = 512 / ((std::max(vgprs, 1u) + 7) / 8 * 8) * 4 / per_group;
+        if (lds) by_shared = 131072 / ((lds + 1023) / 1024 * 1024);
+        groups = std::min({by_regs, by_shared, 16u * 4 / per_group, per_group > 1 ? 32u : 1u << 30});
+        EXPECT_DOUBLE_EQ(o["by_registers"].get<double>(), std::min(16.0, double(by_regs) * per_group / 4)) << describe(j);
+        EXPECT_EQ(o["unit"], "waves64 per SIMD");
+      } else {
+        units = 16;
+        const auto slm = s["Workgroup Memory Size"].get<std::uint32_t>();
+        if (slm) by_shared = 131072 / std::max<std::uint32_t>(std::bit_ceil(slm), 1024);
+        groups = std::min(by_shared, 16u * 8 / per_group);
+        EXPECT_EQ(o["unit"], "threads per EU");
+        // SIMD8 with more than 8 lanes: SIMD16 did not fit the registers.
+        EXPECT_EQ(o["limited_by"].get<std::string>().find("registers") != std::string::npos, width < 16 && lanes > width) << describe(j);
+      }
+      EXPECT_DOUBLE_EQ(o["value"].get<double>(), double(groups) * per_group / units) << describe(j);
+      if (by_shared < (1u << 30)) EXPECT_DOUBLE_EQ(o["by_shared_memory"].get<double>(), std::min(o["maximum"].get<double>(), double(by_shared) * per_group / units)) << describe(j);
+      EXPECT_EQ(o["limited_by"].get<std::string>().find("shared memory") != std::string::npos, groups == by_shared) << describe(j);
+      limits.insert(o["limited_by"].get<std::string>());
+    }
+    EXPECT_TRUE(std::any_of(limits.begin(), limits.end(), [](const std::string& l) { return l.find("shared memory") != std::string::npos; }))
+        << "the attention kernel's tiles bound it by shared memory at main a70c059";
+    // The text form: a header naming the architecture and one line per record.
+    const auto text = relpos::test::tool_command(env + RELPOS_TOOL + " stats --summary --filter attention --head-dims 64");
+    ASSERT_EQ(text.status, 0) << text.output;
+    EXPECT_NE(text.output.find(target == "navi21" ? "RDNA2 (navi21), per WGP" : "Xe-HPG (dg2), per Xe-core"), std::string::npos) << text.output;
+    std::size_t described = 0;
+    std::istringstream in(text.output);
+    for (std::string line; std::getline(in, line);) described += line.find(" limited by ") != std::string::npos;
+    EXPECT_EQ(described, lines.size()) << text.output;
+  }
 }
 
 // The CPU kernel class forced onto a GPU compiles too (no driver failure; the CPU class is not
@@ -96,6 +251,14 @@ TEST(GpuCompilerPipelineCache, ASecondStartReadsTheDriversPipelines) {
   std::filesystem::remove_all(dir);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, GpuCompiler, ::testing::Values("navi10", "navi21", "vega10"));
+INSTANTIATE_TEST_SUITE_P(Families, GpuCompiler,
+                         ::testing::Values("navi10", "navi21", "vega10", "navi31", "navi21-mesa25", "dg2", "bmg", "lnl", "tgl", "turing", "ampere"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name = info.param;
+                           for (char& c : name)
+                             if (c == '-') c = '_';
+                           return name;
+                         });
+INSTANTIATE_TEST_SUITE_P(Intel, IntelTargetOfIssue27, ::testing::Values("dg2", "bmg"));
 
 }  // namespace

@@ -19,7 +19,7 @@ int devices_command(const std::string& selector);
 int check_command(Registry& reg, const std::string& filter, bool quick);
 int fuzz_command(Registry& reg, const FuzzOptions& options);
 int bench_command(Registry& reg, const std::string& filter, bool json, bool short_run, int repeat);
-int stats_command(Registry& reg, const std::string& filter, bool json, const std::string& head_dims);
+int stats_command(Registry& reg, const std::string& filter, bool json, const std::string& head_dims, bool summary);
 
 namespace {
 std::string g_device;
@@ -165,9 +165,10 @@ int main(int argc, char** argv) {
   check->add_flag("--quick", check_quick, "only small cases that between them create every kernel (for slow validation such as GPU-assisted)");
 
   std::string stats_filter, stats_head_dims = "64,128";
-  bool stats_json = false;
+  bool stats_json = false, stats_summary = false;
   auto* stats = app.add_subcommand("stats", "the driver's statistics (registers, spills, ...) of every pipeline relpos would use on this device");
-  stats->add_flag("--json", stats_json, "one JSON object per line: op, pipeline, variant, workgroup, subgroup_size, executable, stats");
+  stats->add_flag("--json", stats_json, "one JSON object per line: op, use (fused attention: prefill or decode), pipeline, variant, workgroup, subgroup_size, executable, stats");
+  stats->add_flag("--summary", stats_summary, "one line per pipeline: its occupancy on this device (waves per SIMD, threads per EU) and what limits it; with --json, an occupancy object");
   stats->add_option("--filter", stats_filter, "only ops whose name contains this");
   stats->add_option("--head-dims", stats_head_dims, "fused attention at these head sizes, comma-separated (default 64,128)");
 
@@ -198,7 +199,7 @@ int main(int argc, char** argv) {
     if (*devices) status = devices_command(g_device);
     else if (*check) status = check_command(reg, check_filter, check_quick);
     else if (*fuzz) status = fuzz_command(reg, fuzz_options);
-    else if (*stats) status = stats_command(reg, stats_filter, stats_json, stats_head_dims);
+    else if (*stats) status = stats_command(reg, stats_filter, stats_json, stats_head_dims, stats_summary);
     else if (*plot) status = plot_command(plot_options);
     else if (*bench) status = bench_command(reg, bench_filter, json, short_run, repeat ? repeat : (short_run ? 5 : 10));
     else

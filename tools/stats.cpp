@@ -4,10 +4,12 @@
 // RADV's null hardware is AMD's real compiler without a GPU.
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "registry.hpp"
+#include "stats_summary.hpp"
 
 namespace relpos::tool {
 namespace {
@@ -32,35 +34,34 @@ std::string text_value(const PipelineStatistic& s) {
   return buf;
 }
 
-// Fused attention at one head_dim, every bias mode, f32 and f16, a prefill and a decoding shape,
-// with contiguous k and v and with a paged cache of 256-key blocks, through attention() and through
-// a decode plan (whose kernels keep their lanes fixed).
-void survey_attention(const Registry& reg, Context& ctx, std::uint32_t head_dim) {
+// Fused attention at one head_dim, every bias mode, f32 and f16, a prefill or a decoding shape,
+// with contiguous k and v and with a paged cache of 256-key blocks, through attention() and, when
+// decoding, through a decode plan (whose kernels keep their lanes fixed).
+void survey_attention(const Registry& reg, Context& ctx, std::uint32_t head_dim, bool decode) {
   for (const AttentionBiasInfo& family : attention_biases())
     for (DType dtype : {DType::F32, DType::F16})
-      for (bool decode : {false, true})
-        for (bool paged : {false, true}) {
-          AttentionParams p{.heads = 8, .kv_heads = 8, .queries = decode ? 1u : 512u, .keys = decode ? 4096u : 512u, .head_dim = head_dim,
-                            .dtype = dtype, .query_offset = decode && !paged ? 4095 : 0, .causal = true, .bias = family.bias};
-          bias_tool(reg, family.bias).example(p, 0);
-          if (paged) p.paged = {.block_size = 256, .num_blocks = p.keys / 256, .max_blocks = p.keys / 256};
-          const std::uint64_t es = dtype_size(dtype);
-          Buffer q(ctx, p.rows() * head_dim * es), k(ctx, std::uint64_t{p.kv_heads} * p.keys * head_dim * es),
-              v(ctx, std::uint64_t{p.kv_heads} * p.keys * head_dim * es), out(ctx, p.rows() * head_dim * es);
-          Buffer table(ctx, std::max<std::uint64_t>(p.paged.max_blocks, 1) * 4), lengths(ctx, 4);
-          const std::uint64_t bias_values = std::max<std::uint64_t>(p.bias_elements(), 1);
-          std::vector<float> bias_data(bias_values, 0.5f);
-          Buffer b = make_buffer(ctx, bias_data);
-          const std::uint64_t rel = (2ull * p.max_relative_position + 1) * head_dim * 4;
-          Buffer rk(ctx, rel), rv(ctx, rel);
-          AttentionBuffers bufs{.q = &q, .k = &k, .v = &v, .out = &out};
-          if (family.rel_tables) bufs.rel_keys = &rk, bufs.rel_values = &rv;
-          else if (!family.input.empty()) bufs.bias = &b;
-          if (paged) bufs.block_table = &table, bufs.cache_lengths = &lengths;
-          Recorder r(ctx);
-          attention(r, p, bufs);
-          if (decode) AttentionPlan plan(ctx, p);
-        }
+      for (bool paged : {false, true}) {
+        AttentionParams p{.heads = 8, .kv_heads = 8, .queries = decode ? 1u : 512u, .keys = decode ? 4096u : 512u, .head_dim = head_dim,
+                          .dtype = dtype, .query_offset = decode && !paged ? 4095 : 0, .causal = true, .bias = family.bias};
+        bias_tool(reg, family.bias).example(p, 0);
+        if (paged) p.paged = {.block_size = 256, .num_blocks = p.keys / 256, .max_blocks = p.keys / 256};
+        const std::uint64_t es = dtype_size(dtype);
+        Buffer q(ctx, p.rows() * head_dim * es), k(ctx, std::uint64_t{p.kv_heads} * p.keys * head_dim * es),
+            v(ctx, std::uint64_t{p.kv_heads} * p.keys * head_dim * es), out(ctx, p.rows() * head_dim * es);
+        Buffer table(ctx, std::max<std::uint64_t>(p.paged.max_blocks, 1) * 4), lengths(ctx, 4);
+        const std::uint64_t bias_values = std::max<std::uint64_t>(p.bias_elements(), 1);
+        std::vector<float> bias_data(bias_values, 0.5f);
+        Buffer b = make_buffer(ctx, bias_data);
+        const std::uint64_t rel = (2ull * p.max_relative_position + 1) * head_dim * 4;
+        Buffer rk(ctx, rel), rv(ctx, rel);
+        AttentionBuffers bufs{.q = &q, .k = &k, .v = &v, .out = &out};
+        if (family.rel_tables) bufs.rel_keys = &rk, bufs.rel_values = &rv;
+        else if (!family.input.empty()) bufs.bias = &b;
+        if (paged) bufs.block_table = &table, bufs.cache_lengths = &lengths;
+        Recorder r(ctx);
+        attention(r, p, bufs);
+        if (decode) AttentionPlan plan(ctx, p);
+      }
 }
 
 std::vector<std::uint32_t> parse_head_dims(const std::string& list) {
@@ -83,7 +84,7 @@ std::vector<std::uint32_t> parse_head_dims(const std::string& list) {
 
 }  // namespace
 
-int stats_command(Registry& reg, const std::string& filter, bool json, const std::string& head_dims) {
+int stats_command(Registry& reg, const std::string& filter, bool json, const std::string& head_dims, bool summary) {
   const std::vector<std::uint32_t> dims = parse_head_dims(head_dims);
   ContextOptions o = tool_context_options();
   o.tuning.compile_only = true;
@@ -93,29 +94,43 @@ int stats_command(Registry& reg, const std::string& filter, bool json, const std
   if (!has_pipeline_statistics(ctx))
     throw VulkanError("device " + std::to_string(info.index) + " (" + info.name +
                       ") does not offer VK_KHR_pipeline_executable_properties: relpos stats needs the driver's pipeline statistics");
-  std::map<Key, std::string> op_of;  // the op whose case created each pipeline first
-  auto survey = [&](const std::string& op, const std::function<void()>& run) {
+  // Fused attention's decoding shapes compile on a context of their own, so that each pipeline's
+  // "use" is exactly the shapes that created it (one serving both would be listed under each).
+  const bool attention = filter.empty() || std::string("attention").find(filter) != std::string::npos;
+  std::optional<Context> decode_ctx;
+  if (attention) decode_ctx.emplace(o);
+  std::map<std::pair<const Context*, Key>, std::string> op_of;  // the op whose case created each pipeline first
+  auto survey = [&](Context& c, const std::string& op, const std::function<void()>& run) {
     try {
       run();
     } catch (const std::exception& e) {
       std::fprintf(stderr, "relpos stats: %s: %s\n", op.c_str(), e.what());
     }
-    for (const PipelineReport& r : pipeline_reports(ctx, false)) op_of.emplace(key_of(r), op);
+    for (const PipelineReport& r : pipeline_reports(c, false)) op_of.emplace(std::pair{&c, key_of(r)}, op);
   };
   // Every op's small check cases create every pipeline variant the full check does; fused
   // attention is surveyed at the asked head sizes instead.
   for (const auto& c : reg.checks) {
     if (!c.quick || c.op == "attention" || (!filter.empty() && c.op.find(filter) == std::string::npos)) continue;
-    survey(c.op, [&] { (void)c.run(ctx); });
+    survey(ctx, c.op, [&] { (void)c.run(ctx); });
   }
-  if (filter.empty() || std::string("attention").find(filter) != std::string::npos)
-    for (std::uint32_t d : dims) survey("attention", [&] { survey_attention(reg, ctx, d); });
+  if (attention)
+    for (std::uint32_t d : dims) {
+      survey(ctx, "attention", [&] { survey_attention(reg, ctx, d, false); });
+      survey(*decode_ctx, "attention", [&] { survey_attention(reg, *decode_ctx, d, true); });
+    }
 
-  if (!json) std::printf("relpos stats on %s (%s)\n", info.name.c_str(), info.driver.c_str());
+  const std::optional<GpuArchitecture> arch = gpu_architecture(info);
+  if (!json) std::printf("%s\n", summary ? summary_header(info, arch).c_str() : ("relpos stats on " + info.name + " (" + info.driver + ")").c_str());
   std::size_t lines = 0;
-  for (const PipelineReport& r : pipeline_reports(ctx, true)) {
-    const auto it = op_of.find(key_of(r));
+  std::vector<std::pair<const Context*, PipelineReport>> reports;
+  for (const Context* c : {&ctx, decode_ctx ? &*decode_ctx : nullptr})
+    if (c)
+      for (PipelineReport& r : pipeline_reports(*c, true)) reports.emplace_back(c, std::move(r));
+  for (const auto& [c, r] : reports) {
+    const auto it = op_of.find(std::pair{c, key_of(r)});
     const std::string op = it != op_of.end() ? it->second : "?";
+    const std::string use = op != "attention" ? "" : c == &ctx ? "prefill" : "decode";
     nlohmann::ordered_json variant = nlohmann::ordered_json::object();  // the names of the shader's contract
     for (const auto& [name, value] : r.constants) variant[name] = value;
     const bool attention = r.shader.rfind("attention_", 0) == 0 && variant.contains("D4");
@@ -124,6 +139,7 @@ int stats_command(Registry& reg, const std::string& filter, bool json, const std
       if (json) {
         nlohmann::ordered_json line;
         line["op"] = op;
+        if (!use.empty()) line["use"] = use;
         line["pipeline"] = r.shader;
         line["variant"] = variant;
         if (attention) line["head_dim"] = 4 * variant["D4"].get<std::uint32_t>();
@@ -133,12 +149,15 @@ int stats_command(Registry& reg, const std::string& filter, bool json, const std
         nlohmann::ordered_json stats = nlohmann::ordered_json::object();
         for (const PipelineStatistic& s : e.statistics) stats[s.name] = json_value(s);
         line["stats"] = stats;
+        if (summary) line["occupancy"] = occupancy_json(arch, r, e);
         std::printf("%s\n", line.dump().c_str());
+      } else if (summary) {
+        std::printf("%s\n", summary_line(arch, op, use, r, e, variant).c_str());
       } else {
         std::string stats;
         for (const PipelineStatistic& s : e.statistics) stats += " " + s.name + "=" + text_value(s);
-        std::printf("%-18s %-28s %s wg=[%u,%u,%u] %s:%s\n", op.c_str(), r.shader.c_str(), variant.dump().c_str(), r.workgroup[0], r.workgroup[1],
-                    r.workgroup[2], e.name.c_str(), stats.c_str());
+        std::printf("%-18s %-28s %s%s wg=[%u,%u,%u] %s:%s\n", op.c_str(), r.shader.c_str(), use.empty() ? "" : (use + " ").c_str(),
+                    variant.dump().c_str(), r.workgroup[0], r.workgroup[1], r.workgroup[2], e.name.c_str(), stats.c_str());
       }
     }
   }
