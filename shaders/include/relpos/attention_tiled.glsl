@@ -45,22 +45,42 @@ const uint OUT_STEP = RELPOS_ATTN_TILED_OUT_STEP(BIAS_MODE == RELPOS_ATTN_SHAW);
 #include "relpos/attention_bindings.glsl"
 
 shared vec4 q_tile[RELPOS_ATTN_TILED_Q_TILE(BR, D4)];           // [BR][Q_STRIDE]
-shared vec4 kv_tile[RELPOS_ATTN_TILED_KV_TILE(BC, D4)];         // [BC][KV_STRIDE]
+// The tile's keys, then its values, [BC][KV_STRIDE] words: float32 as vec4, float16 as the four
+// halves loaded (uvec2, half the bytes: unpacked where read). The other array has one word.
+const uint KV_WORDS = RELPOS_ATTN_TILED_KV_TILE(BC, D4);
+shared vec4 kv_tile[IN_HALF != 0u ? 1u : KV_WORDS];
+shared uvec2 kv_tile_half[IN_HALF != 0u ? KV_WORDS : 1u];
 shared float p_tile[RELPOS_ATTN_TILED_P_TILE(BR, BC)];          // [BR][P_STRIDE]
 shared float row_max[RELPOS_ATTN_TILED_ROW_MAX(BR, MAX_PARTS)];  // one per shuffle group of a row
 shared float row_tile[WINDOW];  // RELPOS_ATTN_ROW: row r reads row_tile[BR - 1 - r + c]
 #if PAGED_KV
-// The first word of each key of a tile, found once per key (one block table load) rather than once
-// per staged word. Two buffers: tile n stages from buffer n % 2 while the lanes fill the other for
-// tile n + 1 in step 4 (its last readers were before barrier C; barrier D publishes it). A
-// preprocessor switch, not PAGED alone: RADV (Mesa 22.3) kept the shared reads in the contiguous
-// variant even under a constant-false PAGED (ACO: +2% cycles).
-shared uint key_words[RELPOS_ATTN_TILED_KEY_WORDS(BC)];
+// Blocks of 2^PAGED >= BC keys (BLOCK_BASES): a tile's keys lie in at most two blocks, whose first
+// words every lane finds by two uniform table loads per tile (scalar loads on AMD), so a staged
+// word costs no table or shared read. Other blocks: the first word of each key of a tile, found
+// once per key (one block table load) rather than once per staged word, in key_words. Two
+// buffers: tile n stages from buffer n % 2 while the lanes fill the other for tile n + 1 in step 4
+// (its last readers were before barrier C; barrier D publishes it). A preprocessor switch, not
+// PAGED alone: RADV (Mesa 22.3) kept the shared reads in the contiguous variant even under a
+// constant-false PAGED (ACO: +2% cycles).
+const bool BLOCK_BASES = RELPOS_ATTN_TILED_BLOCK_BASES(PAGED, BC);
+shared uint key_words[BLOCK_BASES ? 1u : RELPOS_ATTN_TILED_KEY_WORDS(BC)];
+#else
+const bool BLOCK_BASES = false;
 #endif
+
+// BLOCK_BASES: the first word of block n of sequence b (kv head hk), clamped as key_word does.
+uint block_base(uint b, uint hk, uint n) {
+#if PAGED_KV
+  const uint block = uint(clamp(block_table[b * pc.max_blocks + n], 0, int(pc.num_blocks) - 1));
+  return ((block << PAGED) * pc.kv_heads + hk) * D4;
+#else
+  return 0u;
+#endif
+}
 
 void find_key_words(uint buf, uint b, uint hk, uint j0, uint j_end) {
 #if PAGED_KV
-  if (j0 >= j_end) return;
+  if (BLOCK_BASES || j0 >= j_end) return;
   [[unroll]] for (uint t = 0u; t < (BC + WG_X - 1u) / WG_X; ++t) {
     const uint c = gl_LocalInvocationID.x + t * WG_X;
     if (c < BC) key_words[buf * BC + c] = key_word(0u, b, hk, min(j0 + c, j_end - 1u));
@@ -68,23 +88,37 @@ void find_key_words(uint buf, uint b, uint hk, uint j0, uint j_end) {
 #endif
 }
 
-// Word 0 of key j0 + c (past the end: of the last key).
-uint tile_key_word(uint kv_word, uint buf, uint j0, uint c, uint j_end) {
+// Word 0 of key j0 + c (past the end: of the last key). BLOCK_BASES: base0 and base1 are the first
+// words of the blocks of keys j0 and j0 + BC - 1 (the same block or the next).
+uint tile_key_word(uint kv_word, uint buf, uint j0, uint c, uint j_end, uint base0, uint base1) {
 #if PAGED_KV
+  if (BLOCK_BASES) {
+    const uint j = min(j0 + c, j_end - 1u), mask = (1u << PAGED) - 1u;
+    return ((j >> PAGED) == (j0 >> PAGED) ? base0 : base1) + (j & mask) * pc.kv_heads * D4;
+  }
   return key_words[buf * BC + c];
 #else
   return kv_word + min(j0 + c, j_end - 1u) * D4;
 #endif
 }
 
+// The K/V load interface: word `at` of k (or v) in the form kv_tile keeps (a cache format that
+// decodes on load would decode here), and a staged word back as four floats.
+void stage_word(uint slot, uint at, bool values) {
+  if (IN_HALF != 0u) kv_tile_half[slot] = values ? v16[at] : k16[at];
+  else kv_tile[slot] = values ? v32[at] : k32[at];
+}
+vec4 staged_word(uint slot) { return IN_HALF != 0u ? unpack4(kv_tile_half[slot]) : kv_tile[slot]; }
+
 // Steps 1 and 3: the keys (or values) j0 .. j0 + BC - 1 into kv_tile, all lanes, consecutive lanes
 // consecutive words. A key past the end reloads the last one: finite, and its score is masked.
-void stage_tile(uint kv_word, uint buf, uint j0, uint j_end, bool values) {
+// The bound on w is compiled only where WG_X does not divide the tile's words.
+void stage_tile(uint kv_word, uint buf, uint j0, uint j_end, bool values, uint base0, uint base1) {
   [[unroll]] for (uint t = 0u; t < (BC * D4 + WG_X - 1u) / WG_X; ++t) {
     const uint w = gl_LocalInvocationID.x + t * WG_X;
-    if (w < BC * D4) {
-      const uint c = w / D4, d = w % D4, at = tile_key_word(kv_word, buf, j0, c, j_end) + d;
-      kv_tile[c * KV_STRIDE + d] = values ? load_v(at) : load_k(at);
+    if ((BC * D4) % WG_X == 0u || w < BC * D4) {
+      const uint c = w / D4, d = w % D4, at = tile_key_word(kv_word, buf, j0, c, j_end, base0, base1) + d;
+      stage_word(c * KV_STRIDE + d, at, values);
     }
   }
 }
@@ -138,7 +172,7 @@ void main() {
   // Stage the scaled queries (one barrier, before the tile loop).
   [[unroll]] for (uint t = 0u; t < (BR * D4 + WG_X - 1u) / WG_X; ++t) {
     const uint w = lane + t * WG_X;
-    if (w < BR * D4) {
+    if ((BR * D4) % WG_X == 0u || w < BR * D4) {
       const uint row = w / D4, d = w % D4;
       const uint qi = min(i_first + row, pc.queries - 1u);
       q_tile[row * Q_STRIDE + d] = load_q((bh * pc.queries + qi) * D4 + d - pc.q_shift) * pc.scale;
@@ -169,9 +203,15 @@ void main() {
 
   for (uint j0 = j_begin; j0 < j_end; j0 += BC) {
     const uint buf = PAGED != 0u ? ((j0 - j_begin) / BC) & 1u : 0u;  // key_words' buffer of this tile
+    // BLOCK_BASES: the first words of the tile's (at most two) blocks, uniform.
+    uint base0 = 0u, base1 = 0u;
+    if (BLOCK_BASES) {
+      base0 = block_base(b, hk, j0 >> PAGED);
+      base1 = block_base(b, hk, min(j0 + BC - 1u, j_end - 1u) >> PAGED);
+    }
     // 1. The tile's keys and the bias window, clamped into the binding (only masked scores read
     // past it).
-    stage_tile(kv_word, buf, j0, j_end, false);
+    stage_tile(kv_word, buf, j0, j_end, false, base0, base1);
     if (BIAS_MODE == RELPOS_ATTN_ROW) {
       const uint last = uint(bias.length()) - 1u;
       [[unroll]] for (uint t = 0u; t < (WINDOW + WG_X - 1u) / WG_X; ++t) {
@@ -190,12 +230,15 @@ void main() {
         const uint d = d0 + e;
         if (D4 % 4u == 0u || d < D4) {
           const vec4 qd = q_tile[r * Q_STRIDE + d];
-          [[unroll]] for (uint t = 0u; t < SCORES; ++t) sc[t] += dot(qd, kv_tile[min(s + t * LPR, BC - 1u) * KV_STRIDE + d]);
+          [[unroll]] for (uint t = 0u; t < SCORES; ++t) {
+            const uint c = BC % LPR == 0u ? s + t * LPR : min(s + t * LPR, BC - 1u);
+            sc[t] += dot(qd, staged_word(c * KV_STRIDE + d));
+          }
         }
       }
     }
     [[unroll]] for (uint t = 0u; t < SCORES; ++t)
-      if (s + t * LPR < BC) p_tile[r * P_STRIDE + s + t * LPR] = sc[t];
+      if (BC % LPR == 0u || s + t * LPR < BC) p_tile[r * P_STRIDE + s + t * LPR] = sc[t];
     float lane_max = NEG_INF;
     for (uint c = s; c < BC; c += LPR) {
       const uint j = j0 + c;
@@ -244,7 +287,7 @@ void main() {
       const float x = p_tile[r * P_STRIDE + c];
       p_tile[r * P_STRIDE + c] = x == NEG_INF ? 0.0 : exp(x - m_new);
     }
-    stage_tile(kv_word, buf, j0, j_end, true);
+    stage_tile(kv_word, buf, j0, j_end, true, base0, base1);
     barrier();  // C
 
     // 4. The next tile's key words; rescale, then accumulate this lane's dims of the row (the keys
@@ -261,7 +304,7 @@ void main() {
         l += p;
         [[unroll]] for (uint k = 0u; k < OWNED; ++k) {
           const uint d = s + k * LPR;
-          if (d < D4) acc[k] += p * kv_tile[c * KV_STRIDE + d];
+          if (D4 % LPR == 0u || d < D4) acc[k] += p * staged_word(c * KV_STRIDE + d);
         }
         if (BIAS_MODE == RELPOS_ATTN_SHAW && j0 + c >= M && p > 0.0) {
           const uint idx = uint(clamp(int(j0 + c) + rp_base, -kk, kk) + kk);
@@ -269,7 +312,7 @@ void main() {
           else if (idx == last_rel) w_hi += p;
           else [[unroll]] for (uint k = 0u; k < OWNED; ++k) {
             const uint d = s + k * LPR;
-            if (d < D4) acc[k] += p * rel_values[idx * D4 + d];
+            if (D4 % LPR == 0u || d < D4) acc[k] += p * rel_values[idx * D4 + d];
           }
         }
       }
@@ -283,7 +326,7 @@ void main() {
   const uint out_word = out_row * D4 - pc.out_shift;
   [[unroll]] for (uint k = 0u; k < OWNED; ++k) {
     const uint d = s + k * LPR;
-    if (d >= D4) continue;
+    if (D4 % LPR != 0u && d >= D4) continue;
     vec4 x = acc[k];
     if (BIAS_MODE == RELPOS_ATTN_SHAW) x += w_lo * rel_values[d] + w_hi * rel_values[last_rel * D4 + d];
     x *= inv;

@@ -42,6 +42,19 @@
   X(7, SHUFFLE_LANES, uint, 1u)                                              \
   X(8, PAGED, uint, 0u)
 
+// attention_decode: one query row per workgroup of WG_X lanes, in WG_X / KG groups of KG lanes
+// (a power of two dividing the subgroup) that each score KEYS keys per step, every lane holding
+// ceil(D4 / KG) words of the head. PAGED as above, in attention_decode_paged.comp.
+#define RELPOS_SPEC_ATTENTION_DECODE(X)                                        \
+  X(0, WG_X, size_x, 64u)                                                      \
+  X(1, D4, uint, 16u)       /* head_dim / 4 */                                 \
+  X(2, KG, uint, 8u)        /* lanes per key */                                \
+  X(3, IN_HALF, uint, 0u)   /* q, k, v stored as float16 */                    \
+  X(4, OUT_HALF, uint, 0u)  /* out stored as float16 */                        \
+  X(5, KEYS, uint, 4u)      /* keys per group and step (one rescale) */        \
+  X(6, BIAS_MODE, uint, 0u) /* RELPOS_ATTN_*: only its own code is compiled */ \
+  X(7, PAGED, uint, 0u)
+
 // The same nine bindings in both kernel classes, so that one host path binds either. Shaw has no
 // other bias input: its rel_values take BIAS (one binding fewer for every shader: the runtime binds
 // at most kMaxBindings = 9, src/shaders/contracts.hpp). LENGTHS: key_lengths, or a paged cache's
@@ -79,11 +92,17 @@
 #define RELPOS_ATTN_TILED_ROW_MAX(BR, MAX_PARTS) ((BR) * (MAX_PARTS))
 #define RELPOS_ATTN_TILED_WINDOW(BR, BC) ((BR) + (BC) - 1u)    /* float: the per-distance row's values of a tile */
 #define RELPOS_ATTN_TILED_KEY_WORDS(BC) (2u * (BC))            /* uint, paged only: two tiles' key words */
-// All of them, in bytes.
-#define RELPOS_ATTN_TILED_SHARED_BYTES(BR, BC, D4, MAX_PARTS, PAGED_KV)                                              \
-  (16u * (RELPOS_ATTN_TILED_Q_TILE(BR, D4) + RELPOS_ATTN_TILED_KV_TILE(BC, D4)) +                                      \
+// Paged with blocks of 2^PAGED >= BC keys: a tile's keys lie in at most two blocks, whose first
+// words each tile finds by two uniform table loads; key_words is then one word. (No &&: glslang
+// makes a specialisation constant's && a branch, outside any function.)
+#define RELPOS_ATTN_TILED_BLOCK_BASES(PAGED, BC) (((PAGED) > 1u ? 1u : 0u) * ((1u << (PAGED)) >= (BC) ? 1u : 0u) != 0u)
+// All of them, in bytes: the K/V tile in float16 (IN_HALF) as 8-byte words, else 16; the array of
+// the other form, and key_words where unused, keep one word.
+#define RELPOS_ATTN_TILED_SHARED_BYTES(BR, BC, D4, MAX_PARTS, PAGED_KV, IN_HALF, PAGED)                                \
+  (16u * RELPOS_ATTN_TILED_Q_TILE(BR, D4) + ((IN_HALF) ? 8u * RELPOS_ATTN_TILED_KV_TILE(BC, D4) + 16u                   \
+                                                       : 16u * RELPOS_ATTN_TILED_KV_TILE(BC, D4) + 8u) +                 \
    4u * (RELPOS_ATTN_TILED_P_TILE(BR, BC) + RELPOS_ATTN_TILED_ROW_MAX(BR, MAX_PARTS) + RELPOS_ATTN_TILED_WINDOW(BR, BC) + \
-         ((PAGED_KV) ? RELPOS_ATTN_TILED_KEY_WORDS(BC) : 0u)))
+         ((PAGED_KV) ? (RELPOS_ATTN_TILED_BLOCK_BASES(PAGED, BC) ? 1u : RELPOS_ATTN_TILED_KEY_WORDS(BC)) : 0u)))
 
 // attention_tiled's loops that are not unrolled, per tile: the tile loop itself, the scores' loop
 // over the head in steps of 4 words, two of SCORES (the bias, the weights) and the output's BC /
@@ -98,9 +117,17 @@
   (1u + RELPOS_ATTN_TILED_HEAD_STEPS(D4) + 2u * RELPOS_ATTN_TILED_SCORES(BC, LPR) +                           \
    ((SHAW) ? RELPOS_ATTN_TILED_SCORES(BC, LPR) * RELPOS_ATTN_TILED_HEAD_STEPS(D4) : 0u) + (BC) / RELPOS_ATTN_TILED_OUT_STEP(SHAW))
 
+// attention_decode's shared memory (the groups' parts, met once after the key loop) and its loop:
+// one iteration per GROUPS·KEYS keys.
+#define RELPOS_ATTN_DECODE_PART_WORDS(GROUPS, D4) ((GROUPS) * (D4)) /* vec4 */
+#define RELPOS_ATTN_DECODE_PART_STATS(GROUPS) (4u * (GROUPS))       /* float: m, l, Shaw's two edge weights */
+#define RELPOS_ATTN_DECODE_SHARED_BYTES(GROUPS, D4) (16u * RELPOS_ATTN_DECODE_PART_WORDS(GROUPS, D4) + 4u * RELPOS_ATTN_DECODE_PART_STATS(GROUPS))
+#define RELPOS_ATTN_DECODE_STEP_KEYS(GROUPS, KEYS) ((GROUPS) * (KEYS))
+
 #ifdef __cplusplus
 RELPOS_SPEC_STRUCT(AttentionFusedSpec, RELPOS_SPEC_ATTENTION_FUSED)
 RELPOS_SPEC_STRUCT(AttentionTiledSpec, RELPOS_SPEC_ATTENTION_TILED)
+RELPOS_SPEC_STRUCT(AttentionDecodeSpec, RELPOS_SPEC_ATTENTION_DECODE)
 RELPOS_BINDINGS_STRUCT(AttentionBindings, RELPOS_BINDINGS_ATTENTION)
 RELPOS_SPEC_STRUCT(AttentionMergeSpec, RELPOS_SPEC_ATTENTION_MERGE)
 RELPOS_BINDINGS_STRUCT(AttentionMergeBindings, RELPOS_BINDINGS_ATTENTION_MERGE)
