@@ -98,8 +98,12 @@ AttentionTiledShape attention_tiled_shape(const AttentionTiles& tiles, const Att
   auto bytes = [&](std::uint32_t bc) {
     return RELPOS_ATTN_TILED_SHARED_BYTES(rows, bc, D4, lanes_per_row / shuffle, paged, in_half, paged_spec);
   };
+  // Prefill tiles of at most 32 keys: 2 scores per lane of 16, which Intel's compiler keeps at
+  // SIMD16 (dg2: at 64 keys head_dim 64 f16 compiles SIMD8), and at head_dim 64 a workgroup
+  // within 16.5 KiB (navi21: 7-10 waves64 per SIMD, not 4-6), for the same estimate per row and
+  // key (ACO, navi21). Decoding's tiled fallback (one row of 64 lanes) keeps 64: a key per lane.
   for (std::uint32_t bc : {64u, 32u, 16u, 8u, 4u})
-    if (bytes(bc) <= tiles.shared_budget) return {lanes, rows, bc, bytes(bc), shuffle};
+    if ((one_query || bc <= 32) && bytes(bc) <= tiles.shared_budget) return {lanes, rows, bc, bytes(bc), shuffle};
   detail::require(false, "head_dim", std::to_string(head_dim),
                   "needs " + std::to_string(bytes(4)) + " bytes of shared memory for the GPU attention kernel; the device allows " +
                       std::to_string(tiles.shared_budget) + " (use the CPU kernels: Kernels::Cpu)");

@@ -223,20 +223,28 @@ void main() {
 
     // 2. Scores of keys s + LPR·t: the dot products in registers (the loop over the head in steps
     // of 4 words), then the bias and the masks through p_tile, where the keys can be indexed.
+    // Up to 16 words (head_dim 64) the compilers unroll the loop over the head and that pays; past
+    // it an unrolled loop keeps so many loads in flight that Intel's compiler drops to SIMD8 (dg2)
+    // and ACO's estimate rises (navi21, navi31: 16–19% at head_dim 128), so it stays a loop there.
     float sc[SCORES];
     [[unroll]] for (uint t = 0u; t < SCORES; ++t) sc[t] = 0.0;
-    for (uint d0 = 0u; d0 < D4; d0 += 4u) {
-      [[unroll]] for (uint e = 0u; e < 4u; ++e) {
-        const uint d = d0 + e;
-        if (D4 % 4u == 0u || d < D4) {
-          const vec4 qd = q_tile[r * Q_STRIDE + d];
-          [[unroll]] for (uint t = 0u; t < SCORES; ++t) {
-            const uint c = BC % LPR == 0u ? s + t * LPR : min(s + t * LPR, BC - 1u);
-            sc[t] += dot(qd, staged_word(c * KV_STRIDE + d));
-          }
-        }
-      }
+#define RELPOS_ATTN_SCORE_WORDS                                                    \
+  [[unroll]] for (uint e = 0u; e < 4u; ++e) {                                      \
+    const uint d = d0 + e;                                                         \
+    if (D4 % 4u == 0u || d < D4) {                                                 \
+      const vec4 qd = q_tile[r * Q_STRIDE + d];                                    \
+      [[unroll]] for (uint t = 0u; t < SCORES; ++t) {                              \
+        const uint c = BC % LPR == 0u ? s + t * LPR : min(s + t * LPR, BC - 1u);   \
+        sc[t] += dot(qd, staged_word(c * KV_STRIDE + d));                          \
+      }                                                                            \
+    }                                                                              \
+  }
+    if (D4 <= 16u) {
+      for (uint d0 = 0u; d0 < D4; d0 += 4u) { RELPOS_ATTN_SCORE_WORDS }
+    } else {
+      [[dont_unroll]] for (uint d0 = 0u; d0 < D4; d0 += 4u) { RELPOS_ATTN_SCORE_WORDS }
     }
+#undef RELPOS_ATTN_SCORE_WORDS
     [[unroll]] for (uint t = 0u; t < SCORES; ++t)
       if (BC % LPR == 0u || s + t * LPR < BC) p_tile[r * P_STRIDE + s + t * LPR] = sc[t];
     float lane_max = NEG_INF;
@@ -297,7 +305,9 @@ void main() {
     w_lo *= alpha;
     w_hi *= alpha;
     [[unroll]] for (uint k = 0u; k < OWNED; ++k) acc[k] *= alpha;
-    for (uint c0 = 0u; c0 < BC; c0 += OUT_STEP) {
+    // A loop, not unrolled: unrolled (a 32-key tile) it costs ACO's estimate 11% at head_dim 128
+    // (navi21) and keeps dg2 at SIMD8.
+    [[dont_unroll]] for (uint c0 = 0u; c0 < BC; c0 += OUT_STEP) {
       [[unroll]] for (uint e = 0u; e < OUT_STEP; ++e) {
         const uint c = c0 + e;
         const float p = p_tile[r * P_STRIDE + c];
