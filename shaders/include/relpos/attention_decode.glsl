@@ -137,10 +137,17 @@ void main() {
     // The group's KEYS keys (past the end: the last key again, finite and masked), each found once
     // (paged: one table load per key or two per step, not one per word).
     uint at[KEYS];
+    if (BLOCK_BASES && j0 + STEP <= j_end && (j0 >> PAGED) == ((j0 + STEP - 1u) >> PAGED)) {
+      // The whole step in one block (uniform): one address per lane, the others a uniform stride on.
+      const uint stride = pc.kv_heads * D4;
+      const uint first = base0 + ((j0 & ((1u << PAGED) - 1u)) + grp) * stride;
+      [[unroll]] for (uint u = 0u; u < KEYS; ++u) at[u] = first + u * (GROUPS * stride);
+    } else {
+      [[unroll]] for (uint u = 0u; u < KEYS; ++u) at[u] = key_at_word(kv_word, b, hk, min(j0 + grp + u * GROUPS, j_end - 1u), j0, base0, base1);
+    }
     float x[KEYS];
     [[unroll]] for (uint u = 0u; u < KEYS; ++u) {
       const uint j = min(j0 + grp + u * GROUPS, j_end - 1u);
-      at[u] = key_at_word(kv_word, b, hk, j, j0, base0, base1);
       float s = 0.0;
       [[unroll]] for (uint k = 0u; k < QW; ++k) {
         const uint d = e + k * KG;
