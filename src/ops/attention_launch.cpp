@@ -34,7 +34,8 @@ constexpr std::uint32_t kDecodeKeysPerGroup = 4;
 
 // Per key the CPU kernel runs one iteration of each of its two key loops, plus one of the block
 // loop per key block: at most 3 per key, with room left for its fixed-size loops.
-static_assert(3 * AttentionParams::kMaxKeysPerSplit <= RELPOS_MAX_LOOP_ITERATIONS, "a split's keys must fit the loop bound");
+static_assert(3 * AttentionParams::kMaxKeysPerSplit + AttentionParams::kMaxPackedBatch <= RELPOS_MAX_LOOP_ITERATIONS,
+              "a split's keys (and a packed call's loop over its sequences) must fit the loop bound");
 
 }  // namespace
 
@@ -130,13 +131,16 @@ std::uint32_t attention_tiled_max_split_keys(const AttentionTiles& tiles, const 
   if (p.queries == 1) {
     if (const AttentionDecodeShape d = attention_decode_shape(tiles, p.head_dim); d.lanes) {
       const std::uint32_t step = RELPOS_ATTN_DECODE_STEP_KEYS(d.lanes / d.lanes_per_key, d.keys);
-      return static_cast<std::uint32_t>(std::min<std::uint64_t>(AttentionParams::kMaxKeysPerSplit, std::uint64_t{RELPOS_MAX_LOOP_ITERATIONS} * step));
+      // Packed queries: the loop over the earlier sequences' lengths comes first.
+      const std::uint64_t steps = RELPOS_MAX_LOOP_ITERATIONS - (p.packed() ? p.batch : 0u);
+      return static_cast<std::uint32_t>(std::min<std::uint64_t>(AttentionParams::kMaxKeysPerSplit, steps * step));
     }
   }
   const AttentionTiledShape t = attention_tiled_shape(tiles, p);
   const bool shaw = bias_family(p.bias).kernel_mode == RELPOS_ATTN_SHAW;
-  const std::uint32_t tiles_per_split =
-      RELPOS_MAX_LOOP_ITERATIONS / RELPOS_ATTN_TILED_TILE_ITERATIONS(t.key_tile, t.lanes / t.rows, p.head_dim / 4, shaw);
+  // Packed queries: the loop over the earlier sequences' lengths comes first.
+  const std::uint32_t tiles_per_split = (RELPOS_MAX_LOOP_ITERATIONS - (p.packed() ? p.batch : 0u)) /
+                                        RELPOS_ATTN_TILED_TILE_ITERATIONS(t.key_tile, t.lanes / t.rows, p.head_dim / 4, shaw);
   return std::min(AttentionParams::kMaxKeysPerSplit, tiles_per_split * t.key_tile);
 }
 
@@ -251,6 +255,7 @@ push::AttentionPush attention_push(const AttentionParams& p, const AttentionLaun
   pc.block_size = p.paged.block_size;
   pc.num_blocks = p.paged.num_blocks;
   pc.max_blocks = p.paged.max_blocks;
+  pc.total_queries = p.total_queries;
   return pc;
 }
 

@@ -70,13 +70,17 @@ void main() {
   const uint split = rem / q_tiles, i_first = rem % q_tiles;
   const uint b = bh / pc.heads, h = bh % pc.heads;
   const uint M = pc.memory_prefix;
+  // Packed queries: a row below seq.x is no query of this sequence; a workgroup without its own
+  // leaves before the barrier, all lanes together.
+  const uvec2 seq = sequence_rows(b);
+  if (i_first + 1u <= seq.x) return;
 
   // The keys of the workgroup: its split, cut by the batch's length and by the causal bound of its
   // query (memory keys stay visible). Uniform over the workgroup.
   const uint j_begin = min(split * pc.split_len, pc.keys);
   const uint seq_keys = sequence_keys(b);
   const int q_off = sequence_query_offset(seq_keys);
-  const uint i = min(i_first, pc.queries - 1u);
+  const uint i = clamp(i_first, seq.x, pc.queries - 1u);
   const int i_abs = int(i) + q_off;
   uint j_end = min(seq_keys, j_begin + pc.split_len);
   if (pc.causal != 0u) j_end = min(j_end, M + uint(max(i_abs + 1, 0)));
@@ -102,7 +106,7 @@ void main() {
 
   // The lane's words of the scaled query (a word past the head: zero, never stored).
   vec4 q[QW];
-  const uint q_word = (bh * pc.queries + i) * D4 - pc.q_shift;
+  const uint q_word = query_row(bh, h, i, seq) * D4 - pc.q_shift;
   [[unroll]] for (uint k = 0u; k < QW; ++k) {
     const uint d = e + k * KG;
     q[k] = D4 % KG == 0u || d < D4 ? load_q(q_word + d) * pc.scale : vec4(0.0);
@@ -232,7 +236,7 @@ void main() {
     part_stat[grp * 4u + 3u] = w_hi;
   }
   barrier();
-  if (i_first >= pc.queries || split >= pc.splits) return;
+  if (!query_stored(i_first, seq) || split >= pc.splits) return;
 
   // Every lane merges the groups' maxima and sums (the same order, so the same numbers) and stores
   // words lane, lane + WG_X, ...
@@ -248,7 +252,7 @@ void main() {
     wh += scale_of[u] * part_stat[u * 4u + 3u];
   }
   const float inv = lt > 0.0 ? 1.0 / lt : 0.0;  // a fully masked row gives zeros
-  const uint out_row = (bh * pc.queries + i) * pc.splits + split;
+  const uint out_row = query_row(bh, h, i, seq) * pc.splits + split;
   const uint out_word = out_row * D4 - pc.out_shift;
   [[unroll]] for (uint t = 0u; t < (D4 + WG_X - 1u) / WG_X; ++t) {
     const uint d = lane + t * WG_X;
