@@ -5,8 +5,13 @@
 // lane s of row r scores keys c = s + LPR·t of the tile and owns dims d4 = s + LPR·k of the row's
 // output, so no lane holds a whole key or a whole row. One online-softmax rescale per tile.
 //
-// The shared-memory hand-offs of one tile, each behind a barrier() that every lane reaches (the
-// tile loop's bounds depend on the workgroup only, so control flow stays uniform):
+// The workgroup is several subgroups (prefill: 256 lanes, 4 wave64s or 8 wave32s, or 16 SIMD16
+// threads), which run in no fixed order relative to each other: a row's lanes and a tile's
+// writers and readers are in different subgroups, so every hand-off below needs its barrier (a
+// single wave64 of 64 lanes let a compiler drop some; here none may be). The shared-memory
+// hand-offs of one tile, each behind a barrier() that every lane reaches (the tile loop's bounds
+// depend on the workgroup only, so control flow stays uniform; a packed workgroup with no rows of
+// its own leaves before the first barrier, all its lanes together):
 //   1. write kv_tile (keys) and row_tile (the bias window)  -> barrier A
 //   2. read them: scores into this lane's own entries of p_tile (no other lane touches them until
 //      barrier C); combine the row's largest score over SHUFFLE_LANES lanes by subgroup shuffles
@@ -16,7 +21,11 @@
 //   4. read p_tile and kv_tile: rescale and accumulate; PAGED: write the next tile's key_words
 //                                                           -> barrier D
 // Barrier D keeps the next tile's writes of kv_tile, row_tile, row_max and p_tile behind this
-// tile's reads.
+// tile's reads (another subgroup may still be accumulating from kv_tile when a fast one loops).
+// Step 2 writes p_tile only at the lane's own entries and step 3 reads only those back, so that
+// pair needs no barrier of its own; the row maxima of step 2 cross lanes (row_max), hence B.
+// Paged with BLOCK_BASES, a tile's key words come from two uniform loads, not key_words: no
+// hand-off is added.
 // Loops that are not unrolled, per tile: the tile, ceil(D4 / 4) for the scores, two of SCORES for
 // the bias and the weights, BC / OUT_STEP for the output; Shaw adds ceil(D4 / 4) per score
 // (RELPOS_ATTN_TILED_TILE_ITERATIONS, by which the host bounds the keys of a split).
