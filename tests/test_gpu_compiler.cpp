@@ -137,8 +137,8 @@ TEST_P(GpuCompiler, EveryPipelineWithoutSpillsAndAttentionInShapeForGpus) {
 // Issue 27's Intel target: no spills or fills anywhere on dg2 and bmg at head_dim 64-256 (which the
 // test above now asserts on every Intel target), and on dg2 prefill at head_dim <= 128 compiled
 // SIMD16 or wider. The kernels' rewrite meets that at head_dim 64 and for float32 without Shaw at
-// 80-128; float16 and Shaw past head_dim 64 still compile SIMD8 (docs/gpu_compilers.md), so this
-// half stays disabled; run it with --gtest_also_run_disabled_tests.
+// 80-128; 19 of the 80 pipelines, float16 at 96 and 128 and Shaw past 64, still compile SIMD8
+// (docs/gpu_compilers.md), so this half stays disabled; run it with --gtest_also_run_disabled_tests.
 class IntelTargetOfIssue27 : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(IntelTargetOfIssue27, DISABLED_PrefillSimd16OnDg2) {
