@@ -135,7 +135,8 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
                                           .BR = t.rows,
                                           .BIAS_MODE = mode,
                                           .SHUFFLE_LANES = t.shuffle_lanes,
-                                          .PAGED = paged};
+                                          .PAGED = paged,
+                                          .KV_FORMAT = static_cast<std::uint32_t>(p.cache())};
     // Only the variant that shuffles declares the subgroup-shuffle capability.
     l.shader = t.shuffle_lanes > 1 ? (paged ? ShaderId::attention_tiled_shuffle_paged : ShaderId::attention_tiled_shuffle)
                                    : (paged ? ShaderId::attention_tiled_paged : ShaderId::attention_tiled);
@@ -160,7 +161,8 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
                                           // every lane of a subgroup must walk the same keys
                                           .SHARE_LOADS = tiles.share_loads && !l.lane_splits && l.lanes % tiles.key_block == 0 ? 1u : 0u,
                                           .BIAS_MODE = mode,
-                                          .PAGED = paged};
+                                          .PAGED = paged,
+                                          .KV_FORMAT = static_cast<std::uint32_t>(p.cache())};
   l.spec = spec;
   // Only the variant that shares loads declares the subgroup-shuffle capability.
   l.shader = spec.SHARE_LOADS ? ShaderId::attention_fused_shuffle : ShaderId::attention_fused;

@@ -114,6 +114,7 @@ void main() {
     j_end = min(j_end, M + uint(max(last_abs + 1, 0)));
   }
   const uint hk = h / pc.kv_group;
+  set_kv_scales(hk);
   const uint kv_word = (b * pc.kv_heads + hk) * pc.kv_stride * D4 - pc.kv_shift;
 
   // This lane's row: query i (rows past the last query shadow it and store nothing).

@@ -20,12 +20,13 @@
   X(0, WG_X, size_x, 64u)                                                                  \
   X(1, D4, uint, 16u)        /* head_dim / 4 */                                            \
   X(2, KEY_BLOCK, uint, 8u)  /* keys scored before one softmax rescale */                  \
-  X(3, IN_HALF, uint, 0u)    /* q, k, v stored as float16 */                               \
+  X(3, IN_HALF, uint, 0u)    /* q stored as float16 */                                     \
   X(4, OUT_HALF, uint, 0u)   /* out stored as float16 */                                   \
   X(5, ROWS, uint, 1u)       /* query rows per lane, sharing each key and value load */    \
   X(6, SHARE_LOADS, uint, 0u)                                                              \
   X(7, BIAS_MODE, uint, 0u)                                                                \
-  X(8, PAGED, uint, 0u)
+  X(8, PAGED, uint, 0u)                                                                    \
+  X(9, KV_FORMAT, uint, 0u)  /* k and v: a CacheFormat (CACHE_*, relpos/cache_format.glsl) */
 
 // attention_tiled: a workgroup of WG_X = BR * LPR lanes owns BR query rows; keys are staged BC at
 // a time. SHUFFLE_LANES: lanes of a row whose maxima meet by subgroup shuffles, a power of two
@@ -35,17 +36,19 @@
   X(0, WG_X, size_x, 64u)                                                    \
   X(1, D4, uint, 16u)       /* head_dim / 4 */                               \
   X(2, BC, uint, 32u)       /* keys per tile, a multiple of 4 */             \
-  X(3, IN_HALF, uint, 0u)   /* q, k, v stored as float16 */                  \
+  X(3, IN_HALF, uint, 0u)   /* q stored as float16 */                        \
   X(4, OUT_HALF, uint, 0u)  /* out stored as float16 */                      \
   X(5, BR, uint, 16u)       /* query rows per workgroup */                   \
   X(6, BIAS_MODE, uint, 0u) /* RELPOS_ATTN_*: only its own code is compiled */ \
   X(7, SHUFFLE_LANES, uint, 1u)                                              \
-  X(8, PAGED, uint, 0u)
+  X(8, PAGED, uint, 0u)                                                      \
+  X(9, KV_FORMAT, uint, 0u) /* k and v: a CacheFormat (CACHE_*) */
 
-// The same ten bindings in both kernel classes, so that one host path binds either. Shaw has no
+// The same eleven bindings in both kernel classes, so that one host path binds either. Shaw has no
 // other bias input: its rel_values take BIAS (one binding fewer for every shader: the runtime binds
-// at most kMaxBindings = 10, src/shaders/contracts.hpp). LENGTHS: key_lengths, or a paged cache's
+// at most kMaxBindings = 11, src/shaders/contracts.hpp). LENGTHS: key_lengths, or a paged cache's
 // cache_lengths. QUERY_LENGTHS: packed queries' lengths per sequence (AttentionParams::total_queries).
+// KV_SCALES: an fp8 cache's scales, float32 [2, kv_heads] (the keys', then the values').
 #define RELPOS_BINDINGS_ATTENTION(X) \
   X(0, Q)                            \
   X(1, K)                            \
@@ -56,7 +59,8 @@
   X(6, REL_KEYS)                     \
   X(7, LENGTHS)                      \
   X(8, BLOCK_TABLE)                  \
-  X(9, QUERY_LENGTHS)
+  X(9, QUERY_LENGTHS)                \
+  X(10, KV_SCALES)
 
 // attention_merge.comp: one invocation per 4-element word of the merged output.
 #define RELPOS_SPEC_ATTENTION_MERGE(X) \
