@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "relpos/dtype.hpp"
@@ -26,5 +27,8 @@ NpyArray read_npy(const std::string& path);
 
 // Writes data (elements of dtype, count = product of shape) as a .npy file.
 void write_npy(const std::string& path, DType dtype, std::span<const std::uint64_t> shape, const void* data);
+// The same for elements of a numpy type given by its descr: "<f4", "<f2", "<i4", "|u1" (uint8) or
+// "<u2" (uint16); InvalidArgument for any other.
+void write_npy(const std::string& path, std::string_view descr, std::span<const std::uint64_t> shape, const void* data);
 
 }  // namespace relpos

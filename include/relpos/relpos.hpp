@@ -21,6 +21,7 @@
 #include "relpos/float_buffer.hpp"
 #include "relpos/attention.hpp"
 #include "relpos/attention_plan.hpp"
+#include "relpos/cache_format.hpp"
 #include "relpos/kv_cache.hpp"
 #include "relpos/bias_plan.hpp"
 #include "relpos/resource_counts.hpp"

@@ -82,7 +82,8 @@ std::uint32_t attention_paged_spec(const AttentionParams& p) {
 
 AttentionTiledShape attention_tiled_shape(const AttentionTiles& tiles, const AttentionParams& p) {
   const std::uint32_t head_dim = p.head_dim, D4 = head_dim / 4;
-  const bool one_query = p.queries == 1, paged = p.paged.enabled(), in_half = p.dtype == DType::F16;
+  const bool one_query = p.queries == 1, paged = p.paged.enabled();
+  const bool kv_half = p.cache() == CacheFormat::F16 || p.cache() == CacheFormat::BF16;  // staged as stored
   const std::uint32_t paged_spec = attention_paged_spec(p);
   // Query rows per workgroup: 16 share each staged key, or 1 when decoding; lanes a multiple of it.
   const std::uint32_t group = one_query ? tiles.decode_lanes : tiles.lanes;
@@ -97,7 +98,7 @@ AttentionTiledShape attention_tiled_shape(const AttentionTiles& tiles, const Att
   if (tiles.shuffle_subgroup && one_query && lanes == group)
     while (shuffle * 2 <= tiles.shuffle_subgroup && lanes_per_row % (shuffle * 2) == 0) shuffle *= 2;
   auto bytes = [&](std::uint32_t bc) {
-    return RELPOS_ATTN_TILED_SHARED_BYTES(rows, bc, D4, lanes_per_row / shuffle, paged, in_half, paged_spec);
+    return RELPOS_ATTN_TILED_SHARED_BYTES(rows, bc, D4, lanes_per_row / shuffle, paged, kv_half, paged_spec);
   };
   // Prefill tiles of at most 32 keys: 2 scores per lane of 16, which Intel's compiler keeps at
   // SIMD16 (dg2: at 64 keys head_dim 64 f16 compiles SIMD8), and at head_dim 64 a workgroup
@@ -181,7 +182,8 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
                                              .OUT_HALF = out_half,
                                              .KEYS = d.keys,
                                              .BIAS_MODE = mode,
-                                             .PAGED = paged};
+                                             .PAGED = paged,
+                                             .KV_FORMAT = static_cast<std::uint32_t>(p.cache())};
       l.shader = paged ? ShaderId::attention_decode_paged : ShaderId::attention_decode;
       return l;
     }
@@ -201,7 +203,8 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
                                           .BR = t.rows,
                                           .BIAS_MODE = mode,
                                           .SHUFFLE_LANES = t.shuffle_lanes,
-                                          .PAGED = paged};
+                                          .PAGED = paged,
+                                          .KV_FORMAT = static_cast<std::uint32_t>(p.cache())};
     // Only the variant that shuffles declares the subgroup-shuffle capability.
     l.shader = t.shuffle_lanes > 1 ? (paged ? ShaderId::attention_tiled_shuffle_paged : ShaderId::attention_tiled_shuffle)
                                    : (paged ? ShaderId::attention_tiled_paged : ShaderId::attention_tiled);
@@ -226,7 +229,8 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
                                           // every lane of a subgroup must walk the same keys
                                           .SHARE_LOADS = tiles.share_loads && !l.lane_splits && l.lanes % tiles.key_block == 0 ? 1u : 0u,
                                           .BIAS_MODE = mode,
-                                          .PAGED = paged};
+                                          .PAGED = paged,
+                                          .KV_FORMAT = static_cast<std::uint32_t>(p.cache())};
   l.spec = spec;
   // Only the variant that shares loads declares the subgroup-shuffle capability.
   l.shader = spec.SHARE_LOADS ? ShaderId::attention_fused_shuffle : ShaderId::attention_fused;

@@ -26,10 +26,16 @@ RopeParams KvAppendParams::rope_params(std::uint32_t x_heads) const {
   return r;
 }
 
+std::uint64_t KvAppendParams::cache_bytes() const {
+  return std::uint64_t{paged.num_blocks} * paged.block_size * kv_heads * cache_row_bytes(cache(), head_dim);
+}
+
+std::uint64_t KvAppendParams::input_rows() const { return ragged ? std::uint64_t{packed_tokens} : std::uint64_t{batch} * new_tokens; }
+
 void KvAppendParams::validate() const {
   require(batch >= 1, "batch", str(batch), "must be >= 1");
   require(kv_heads >= 1 && heads % kv_heads == 0, "heads", str(heads), "must be a multiple of kv_heads = " + str(kv_heads));
-  require(new_tokens >= 1, "new_tokens", str(new_tokens), "must be >= 1");
+  require(new_tokens >= 1, "new_tokens", str(new_tokens), ragged ? "must be >= 1 (ragged: the most any sequence gains)" : "must be >= 1");
   require(head_dim >= 2 && head_dim % 2 == 0 && head_dim <= AttentionParams::kMaxHeadDim, "head_dim", str(head_dim),
           "must be even, in [2, " + str(AttentionParams::kMaxHeadDim) + "]");
   require(dtype == DType::F32 || dtype == DType::F16, "dtype", std::string(dtype_name(dtype)), "must be f32 or f16");
@@ -39,8 +45,16 @@ void KvAppendParams::validate() const {
   require(std::uint64_t{paged.max_blocks} * paged.block_size <= 0x7fffffffull, "max_blocks * block_size",
           str(std::uint64_t{paged.max_blocks} * paged.block_size), "must be < 2^31");
   require(new_tokens <= capacity(), "new_tokens", str(new_tokens), "must be <= max_blocks * block_size = " + str(capacity()));
+  check_cache_head_dim(cache(), head_dim);
+  check_cache_scales(cache(), k_scales, kv_heads, "k_scales");
+  check_cache_scales(cache(), v_scales, kv_heads, "v_scales");
+  require(cache_bytes() <= 0xffffffffull, "k_cache bytes (num_blocks * block_size * kv_heads * row bytes)", str(cache_bytes()),
+          "must be < 2^32");
   require(paged.cache_elements(kv_heads, head_dim) <= 0xffffffffull, "num_blocks * block_size * kv_heads * head_dim",
           str(paged.cache_elements(kv_heads, head_dim)), "must be < 2^32");
+  if (ragged)
+    require(packed_tokens >= 1 && packed_tokens <= std::uint64_t{batch} * new_tokens, "packed_tokens", str(packed_tokens),
+            "must be in [1, batch * new_tokens = " + str(std::uint64_t{batch} * new_tokens) + "] (the rows of the packed k and v)");
   require(std::uint64_t{batch} * heads * new_tokens * head_dim <= 0xffffffffull, "batch * heads * new_tokens * head_dim",
           str(std::uint64_t{batch} * heads * new_tokens * head_dim), "must be < 2^32");
   require(std::uint64_t{batch} * paged.max_blocks <= 0xffffffffull, "batch * max_blocks", str(std::uint64_t{batch} * paged.max_blocks),
@@ -48,8 +62,38 @@ void KvAppendParams::validate() const {
   if (apply_rope) rope_params(heads).validate();
 }
 
-void check_append_table(const KvAppendParams& p, std::span<const std::int32_t> block_table, std::span<const std::int32_t> cache_lengths) {
-  detail::check_paged_table(p.paged, p.batch, block_table, cache_lengths, p.new_tokens);
+void check_append_table(const KvAppendParams& p, std::span<const std::int32_t> block_table, std::span<const std::int32_t> cache_lengths,
+                        std::span<const std::int32_t> new_tokens) {
+  if (!p.ragged) {
+    require(new_tokens.empty(), "new_tokens", str(new_tokens.size()) + " values", "are only given with ragged");
+    detail::check_paged_table(p.paged, p.batch, block_table, cache_lengths, p.new_tokens);
+    return;
+  }
+  require(new_tokens.size() == p.batch, "new_tokens", str(new_tokens.size()) + " values", "must hold batch = " + str(p.batch));
+  std::uint64_t sum = 0;
+  for (std::uint32_t b = 0; b < p.batch; ++b) {
+    require(new_tokens[b] >= 0 && static_cast<std::uint32_t>(new_tokens[b]) <= p.new_tokens, "new_tokens[" + str(b) + "]",
+            std::to_string(new_tokens[b]), "must be in [0, new_tokens = " + str(p.new_tokens) + "] (the most a sequence gains)");
+    sum += static_cast<std::uint64_t>(new_tokens[b]);
+  }
+  require(sum <= p.packed_tokens, "sum of new_tokens", str(sum), "must be <= packed_tokens = " + str(p.packed_tokens));
+  require(block_table.size() == std::uint64_t{p.batch} * p.paged.max_blocks, "block_table", str(block_table.size()) + " values",
+          "must hold batch * max_blocks = " + str(std::uint64_t{p.batch} * p.paged.max_blocks));
+  require(cache_lengths.size() == p.batch, "cache_lengths", str(cache_lengths.size()) + " values", "must hold batch = " + str(p.batch));
+  // Each sequence's own new keys: its length and the entries they land in.
+  for (std::uint32_t b = 0; b < p.batch; ++b) {
+    if (new_tokens[b] == 0) {
+      require(cache_lengths[b] >= 0 && static_cast<std::uint32_t>(cache_lengths[b]) <= p.capacity(), "cache_lengths[" + str(b) + "]",
+              std::to_string(cache_lengths[b]), "must be in [0, max_blocks * block_size = " + str(p.capacity()) + "]");
+      continue;
+    }
+    const std::span<const std::int32_t> row = block_table.subspan(std::size_t{b} * p.paged.max_blocks, p.paged.max_blocks);
+    try {
+      detail::check_paged_table(p.paged, 1, row, cache_lengths.subspan(b, 1), static_cast<std::uint32_t>(new_tokens[b]));
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument("sequence " + str(b) + " (new_tokens[" + str(b) + "] = " + std::to_string(new_tokens[b]) + "): " + e.what());
+    }
+  }
 }
 
 }  // namespace relpos

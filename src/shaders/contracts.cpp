@@ -12,6 +12,7 @@
 #include "relpos_contract/fill.h"
 #include "relpos_contract/fourier.h"
 #include "relpos_contract/kv_append.h"
+#include "relpos_contract/kv_cache_decode.h"
 #include "relpos_contract/matmul.h"
 #include "relpos_contract/rope.h"
 #include "relpos_contract/shaw.h"
@@ -55,6 +56,7 @@ ShaderContract shader_contract(ShaderId shader) {
     case ShaderId::fourier_distance_row_shuffle: return contract_of<FourierDistanceRowSpec, FourierDistanceRowBindings>();
     case ShaderId::sinusoidal: return contract_of<SinusoidalSpec, SinusoidalBindings>();
     case ShaderId::kv_append: return contract_of<KvAppendSpec, KvAppendBindings>();
+    case ShaderId::kv_cache_decode: return contract_of<KvCacheDecodeSpec, KvCacheDecodeBindings>();
     case ShaderId::masked_softmax: return contract_of<MaskedSoftmaxSpec, MaskedSoftmaxBindings>();
     case ShaderId::matmul: return contract_of<MatmulSpec, MatmulBindings>();
     case ShaderId::matmul_shared: return contract_of<MatmulSharedSpec, MatmulBindings>();

@@ -40,8 +40,8 @@ const bool BLOCK_BASES = RELPOS_ATTN_TILED_BLOCK_BASES(PAGED, STEP);
 shared vec4 part_acc[RELPOS_ATTN_DECODE_PART_WORDS(GROUPS, D4)];  // [GROUPS][D4]
 shared float part_stat[RELPOS_ATTN_DECODE_PART_STATS(GROUPS)];    // [GROUPS][m, l, w_lo, w_hi]
 
-// The K/V load interface: word `at` of k or v as four floats (a cache format that decodes on load
-// would decode here).
+// The K/V load interface: word `at` of k or v as four floats, a cache format decoded
+// (attention_bindings.glsl's load_kv).
 vec4 key_at(uint at) { return load_k(at); }
 vec4 value_at(uint at) { return load_v(at); }
 
@@ -85,6 +85,7 @@ void main() {
   uint j_end = min(seq_keys, j_begin + pc.split_len);
   if (pc.causal != 0u) j_end = min(j_end, M + uint(max(i_abs + 1, 0)));
   const uint hk = h / pc.kv_group;
+  set_kv_scales(hk);
   const uint kv_word = (b * pc.kv_heads + hk) * pc.kv_stride * D4 - pc.kv_shift;
 
   const int rp_base = -int(M) - i_abs;  // rp = j + rp_base

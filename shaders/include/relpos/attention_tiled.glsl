@@ -57,8 +57,11 @@ shared vec4 q_tile[RELPOS_ATTN_TILED_Q_TILE(BR, D4)];           // [BR][Q_STRIDE
 // The tile's keys, then its values, [BC][KV_STRIDE] words: float32 as vec4, float16 as the four
 // halves loaded (uvec2, half the bytes: unpacked where read). The other array has one word.
 const uint KV_WORDS = RELPOS_ATTN_TILED_KV_TILE(BC, D4);
-shared vec4 kv_tile[IN_HALF != 0u ? 1u : KV_WORDS];
-shared uvec2 kv_tile_half[IN_HALF != 0u ? KV_WORDS : 1u];
+// f16 and bf16 caches are staged as they are stored (four halves a word); f32 as it is, q8_0 and
+// fp8 decoded to float32 as they are loaded (their products with the scales need float32).
+const bool KV_HALF = KV_FORMAT - 1u < 2u;  // CACHE_F16 or CACHE_BF16 (one comparison: no branch)
+shared vec4 kv_tile[KV_HALF ? 1u : KV_WORDS];
+shared uvec2 kv_tile_half[KV_HALF ? KV_WORDS : 1u];
 shared float p_tile[RELPOS_ATTN_TILED_P_TILE(BR, BC)];          // [BR][P_STRIDE]
 shared float row_max[RELPOS_ATTN_TILED_ROW_MAX(BR, MAX_PARTS)];  // one per shuffle group of a row
 shared float row_tile[WINDOW];  // RELPOS_ATTN_ROW: row r reads row_tile[BR - 1 - r + c]
@@ -111,13 +114,16 @@ uint tile_key_word(uint kv_word, uint buf, uint j0, uint c, uint j_end, uint bas
 #endif
 }
 
-// The K/V load interface: word `at` of k (or v) in the form kv_tile keeps (a cache format that
-// decodes on load would decode here), and a staged word back as four floats.
+// The K/V load interface: word `at` of k (or v) in the form kv_tile keeps (f16 and bf16 as stored,
+// q8_0 and fp8 decoded by attention_bindings.glsl's load_kv), and a staged word back as four floats.
 void stage_word(uint slot, uint at, bool values) {
-  if (IN_HALF != 0u) kv_tile_half[slot] = values ? v16[at] : k16[at];
-  else kv_tile[slot] = values ? v32[at] : k32[at];
+  if (KV_HALF) kv_tile_half[slot] = values ? v16[at] : k16[at];
+  else kv_tile[slot] = load_kv(at, values);  // f32, or q8_0 and fp8 decoded
 }
-vec4 staged_word(uint slot) { return IN_HALF != 0u ? unpack4(kv_tile_half[slot]) : kv_tile[slot]; }
+vec4 staged_word(uint slot) {
+  if (!KV_HALF) return kv_tile[slot];
+  return KV_FORMAT == CACHE_BF16 ? unpack4_bf16(kv_tile_half[slot]) : unpack4(kv_tile_half[slot]);
+}
 
 // Steps 1 and 3: the keys (or values) j0 .. j0 + BC - 1 into kv_tile, all lanes, consecutive lanes
 // consecutive words. A key past the end reloads the last one: finite, and its score is masked.
@@ -157,6 +163,7 @@ void main() {
     j_end = min(j_end, M + uint(max(last_abs + 1, 0)));
   }
   const uint hk = h / pc.kv_group;
+  set_kv_scales(hk);
   const uint kv_word = (b * pc.kv_heads + hk) * pc.kv_stride * D4 - pc.kv_shift;
 
   // This lane's row: query i (rows past the last query shadow it and store nothing).

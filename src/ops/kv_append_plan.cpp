@@ -1,0 +1,51 @@
+// KvAppendPlan (relpos/kv_cache.hpp): kv_append()'s recording with the plan's constants (uploaded
+// once: they follow from the params alone), its stand-in for q and its descriptor sets.
+#include "ops/kv_append_record.hpp"
+#include "ops/plan_storage.hpp"
+#include "params/checks.hpp"
+#include "relpos/context.hpp"
+#include "relpos/kv_cache.hpp"
+#include "relpos/recorder.hpp"
+#include "vk/access.hpp"
+
+namespace relpos {
+
+struct KvAppendPlan::State {
+  Context* ctx = nullptr;
+  KvAppendParams params;
+  detail::KvAppendConstants constants;
+  std::unique_ptr<detail::PlanStorage> storage;
+  const Buffer* constants_buffer = nullptr;
+  const Buffer* no_q = nullptr;
+};
+
+KvAppendPlan::KvAppendPlan(Context& ctx, const KvAppendParams& params) : state_(std::make_unique<State>()) {
+  State& s = *state_;
+  s.ctx = &ctx;
+  s.params = params;
+  s.params.validate();
+  s.constants = detail::kv_append_constants(s.params);
+  s.storage = std::make_unique<detail::PlanStorage>(ctx);
+  s.constants_buffer = &s.storage->upload(std::span<const float>(s.constants.values), "kv_append constants");
+  s.no_q = &s.storage->make(16, "q stand-in");
+  Recorder r(ctx);
+  detail::record_kv_append(r, s.params, s.constants, {}, {nullptr, nullptr, nullptr, true});
+}
+
+KvAppendPlan::~KvAppendPlan() = default;
+KvAppendPlan::KvAppendPlan(KvAppendPlan&&) noexcept = default;
+KvAppendPlan& KvAppendPlan::operator=(KvAppendPlan&&) noexcept = default;
+
+const KvAppendParams& KvAppendPlan::params() const { return state_->params; }
+
+void KvAppendPlan::record(Recorder& r, const KvAppendBuffers& b) {
+  State& s = *state_;
+  if (&r.context() != s.ctx) detail::require(false, "recorder", "of another Context", "must record on the Context the plan was built on");
+  detail::check_kv_append_buffers(s.ctx->limits(), s.params, b);
+  const auto op = detail::begin_op(r);
+  detail::DescriptorSource& sets = s.storage->sets().begin_step();
+  detail::record_kv_append(r, s.params, s.constants, b, {s.constants_buffer, s.no_q, &sets, false});
+  s.storage->sets().end_step(r);
+}
+
+}  // namespace relpos
