@@ -639,6 +639,36 @@ void register_benches(Registry& reg) {
                              return run;
                            }});
   }
+  // Paged decoding over caches of 8-bit formats (and bf16) beside the same step over an f16 cache,
+  // in one submission: the bytes a step reads are the cache's (q8_0 34/64 of f16's, fp8 half), and
+  // on a memory-bound device the step's time follows them.
+  for (CacheFormat f : {CacheFormat::BF16, CacheFormat::Q8_0, CacheFormat::FP8_E4M3}) {
+    const std::vector<std::uint32_t> lengths = {1024, 2048, 3072, 4096, 6144, 8192, 12288, 16384};
+    AttentionParams p{.batch = 8, .heads = 8, .kv_heads = 2, .queries = 1, .keys = 16384, .head_dim = 128, .dtype = DType::F16};
+    p.paged = {.block_size = 16, .num_blocks = 0, .max_blocks = 16384 / 16};
+    std::uint64_t keys = 0;
+    for (std::uint32_t L : lengths) keys += L;
+    const std::uint64_t bytes = 2 * keys * p.kv_heads * cache_row_bytes(f, p.head_dim) + 2 * p.rows() * p.head_dim * 2;
+    const std::string shape = "[8,8/2,1,1k-16k,128] block 16 " + std::string(cache_format_name(f)) + " cache, f16 q";
+    reg.benches.push_back({"attention-paged", shape, bytes, Ceiling::Copy, false, [family = bias_tool(reg, p.bias), p, lengths, f](Context& ctx) {
+                             auto c = std::make_shared<AttentionData>(random_data(family, p, 1));  // the f16 cache
+                             make_paged(*c, lengths, 1);
+                             auto d = std::make_shared<AttentionData>(random_data(family, p, 1));  // the same values, encoded
+                             make_paged(*d, lengths, 1);
+                             d->p.cache_format = f;
+                             if (cache_format_scaled(f)) d->p.k_scales = d->p.v_scales = std::vector<float>(p.kv_heads, 1.0f / 128);
+                             encode_caches(*d);
+                             c->upload(ctx);
+                             d->upload(ctx);
+                             BenchRun run;
+                             run.record = [d](Recorder& r) { attention(r, d->p, d->buffers()); };
+                             run.cpu = [d] { (void)attention_reference(d->p, d->host()); };
+                             run.baseline = "f16 cache";
+                             run.record_baseline = [c](Recorder& r) { attention(r, c->p, c->buffers()); };
+                             run.keep = std::make_shared<std::pair<std::shared_ptr<AttentionData>, std::shared_ptr<AttentionData>>>(d, c);
+                             return run;
+                           }});
+  }
   // A paged decoding step through a plan beside attention() on the same inputs, in one submission:
   // both record through one path, so their GPU times should agree (T5 decoder bias, the engine's
   // shape: 8 sequences of 1k to 16k keys in 16-key blocks, 8 query and 2 kv heads, head_dim 128).

@@ -46,12 +46,16 @@ uint cache_encode_bf16(float x) {
   if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40u;
   return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
 }
-float cache_decode_fp8(uint b) {
-  const uint e = (b >> 3) & 15u, m = b & 7u;
-  const float s = (b & 0x80u) != 0u ? -1.0 : 1.0;
-  if (e == 15u && m == 7u) return uintBitsToFloat(0x7fc00000u);
-  if (e == 0u) return s * float(m) * (1.0 / 512.0);
-  return s * uintBitsToFloat(((e + 120u) << 23) | (m << 20));  // (1 + m/8) * 2^(e-7)
+// Two e4m3 bytes (b0 in bits 0-7, b1 in bits 8-15) at once: each is a binary16 with 3 fewer exponent
+// bits and 7 fewer mantissa bits, so its bits moved into a binary16's (sign to bit 15, exponent and
+// mantissa to bits 7-13) give the value times 2^-8, subnormals included, exactly; NaN (0x7f/0xff)
+// by a select. A few integer operations instead of a branch per byte (the attention kernels decode
+// every key this way).
+vec2 cache_decode_fp8x2(uint b) {
+  const uint lo = ((b & 0x80u) << 8) | ((b & 0x7fu) << 7), hi = ((b & 0x8000u) << 16) | ((b & 0x7f00u) << 15);
+  const vec2 v = unpackHalf2x16(lo | hi) * 256.0;
+  const float nan = uintBitsToFloat(0x7fc00000u);
+  return vec2((b & 0x7fu) == 0x7fu ? nan : v.x, (b & 0x7f00u) == 0x7f00u ? nan : v.y);
 }
 // Saturating to +-448, round-to-nearest-even, NaN kept.
 uint cache_encode_fp8(float x) {
@@ -109,7 +113,7 @@ float q8_value(uint bytes, uint i) { return float(int(bytes << (24u - 8u * i)) >
       return d * vec2(q8_value(q, 0u), q8_value(q, 1u));                                            \
     }                                                                                               \
     const uint b = NAME##_load2(row_byte + 2u * d2);                                                \
-    return vec2(cache_decode_fp8(b & 0xffu), cache_decode_fp8(b >> 8)) * scale;                     \
+    return cache_decode_fp8x2(b) * scale;                                                            \
   }                                                                                                 \
   vec4 NAME##_decode4(uint fmt, uint row_byte, uint d4, float scale) {                              \
     if (fmt == CACHE_F32) {                                                                         \
@@ -132,8 +136,7 @@ float q8_value(uint bytes, uint i) { return float(int(bytes << (24u - 8u * i)) >
       return d * vec4(q8_value(q, 0u), q8_value(q, 1u), q8_value(q, 2u), q8_value(q, 3u));          \
     }                                                                                               \
     const uint b = NAME##_load4(row_byte + 4u * d4);                                                \
-    return vec4(cache_decode_fp8(b & 0xffu), cache_decode_fp8((b >> 8) & 0xffu),                    \
-                cache_decode_fp8((b >> 16) & 0xffu), cache_decode_fp8(b >> 24)) * scale;            \
+    return vec4(cache_decode_fp8x2(b & 0xffffu), cache_decode_fp8x2(b >> 16)) * scale;              \
   }
 
 #define RELPOS_CACHE_WRITER(NAME, BUF)                                                              \
