@@ -96,6 +96,15 @@ uint query_row(uint bh, uint h, uint i, uvec2 seq) {
   if (pc.total_queries == 0u) return bh * pc.queries + i;
   return min(seq.y + i - seq.x, pc.total_queries - 1u) * pc.heads + h;
 }
+// ALiBi: a row's scores carry the bias relative to that of its nearest key among [j_begin, j_end)
+// (rp = j + rp_base), and its lse gets that back, so a far query (slope·|rp| near 2^31) keeps q·k in
+// float32. slope · the smallest |rp|; 0 where the keys are memories (no bias) or none.
+float alibi_near_bias(float slope, uint j_begin, uint j_end, int rp_base) {
+  const int rp_lo = int(j_begin) + rp_base, rp_hi = int(j_end) - 1 + rp_base;
+  const int near = j_begin < pc.memory_prefix || j_end <= j_begin ? 0 : rp_lo > 0 ? rp_lo : rp_hi < 0 ? -rp_hi : 0;
+  return slope * float(near);
+}
+
 bool query_stored(uint i, uvec2 seq) {
   return i < pc.queries && i >= seq.x && (pc.total_queries == 0u || seq.y + i - seq.x < pc.total_queries);
 }

@@ -92,14 +92,7 @@ void main() {
   const int kk = int(pc.shaw_k);
   const uint last_rel = 2u * pc.shaw_k;
   const float slope = BIAS_MODE == RELPOS_ATTN_ALIBI ? bias[h - pc.bias_shift] : 0.0;
-  // ALiBi: scores carry the bias relative to that of the row's nearest key in the split, and the
-  // lse gets it back, so a far query (slope·|rp| near 2^31) keeps q·k in float32.
-  float near_bias = 0.0;
-  if (BIAS_MODE == RELPOS_ATTN_ALIBI) {
-    const int rp_lo = int(j_begin) + rp_base, rp_hi = int(j_end) - 1 + rp_base;
-    const int near = j_begin < M || j_end <= j_begin ? 0 : rp_lo > 0 ? rp_lo : rp_hi < 0 ? -rp_hi : 0;
-    near_bias = slope * float(near);
-  }
+  const float near_bias = BIAS_MODE == RELPOS_ATTN_ALIBI ? alibi_near_bias(slope, j_begin, j_end, rp_base) : 0.0;
   const uint dense_base = (h * pc.queries + i) * pc.keys - pc.bias_shift;
   // RELPOS_ATTN_ROW: the bias of key j is bias[h·(Q + K − 1) + (Q − 1 − i) + j − M], the rows laid
   // out for pc.query_offset (a paged sequence's values lie further in).

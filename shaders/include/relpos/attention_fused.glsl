@@ -64,20 +64,13 @@ void main() {
   uint lane_end[ROWS], bias_base[ROWS], q_word[ROWS];
   uint share_base[ROWS];  // SHARE_BIAS: bias_base of the subgroup's first lane, unclamped (wraps past Q)
   int rp_base[ROWS];  // rp = j + rp_base
-  // ALiBi: the smallest |rp| of the row's keys in this split. Scores carry the bias relative to that
-  // key's, and the lse gets its bias back, so a far query (slope·|rp| near 2^31) keeps q·k in float32.
-  int near[ROWS];
-  float near_bias[ROWS];  // slope * float(near)
+  float near_bias[ROWS];  // ALiBi: alibi_near_bias of the row's keys in this split
   [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
     const uint i = lane_splits ? 0u : clamp(i_first + r * WG_X + lane, seq.x, pc.queries - 1u);
     const int i_abs = int(i) + q_off;
     lane_end[r] = pc.causal != 0u ? min(j_end, M + uint(max(i_abs + 1, 0))) : j_end;
     rp_base[r] = -int(M) - i_abs;
-    {  // 0 where the split holds memory keys (no bias) or no keys
-      const int rp_lo = int(j_begin) + rp_base[r], rp_hi = int(lane_end[r]) - 1 + rp_base[r];
-      near[r] = j_begin < M || lane_end[r] <= j_begin ? 0 : rp_lo > 0 ? rp_lo : rp_hi < 0 ? -rp_hi : 0;
-      near_bias[r] = slope * float(near[r]);
-    }
+    near_bias[r] = alibi_near_bias(slope, j_begin, lane_end[r], rp_base[r]);
     // Bias index of key j >= M is bias_base + j (wraps harmlessly in between).
     bias_base[r] = BIAS_MODE == RELPOS_ATTN_ROW     ? h * (pc.queries + pc.keys - 1u) + (pc.queries - 1u - i) + row_shift - M - pc.bias_shift
                    : BIAS_MODE == RELPOS_ATTN_DENSE ? (h * pc.queries + i) * pc.keys - pc.bias_shift
