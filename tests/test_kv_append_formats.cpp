@@ -51,7 +51,7 @@ Case random_case(std::mt19937& rng, KvAppendParams p) {
   for (std::uint32_t b = 0; b < p.batch; ++b) {
     const std::int32_t n = p.ragged ? pick(0, static_cast<int>(p.new_tokens)) : static_cast<std::int32_t>(p.new_tokens);
     c.new_tokens.push_back(n);
-    c.lengths.push_back(pick(0, static_cast<int>(p.capacity()) - n));
+    c.lengths.push_back(pick(0, static_cast<int>(p.capacity()) - n) + (p.lengths_include_new ? n : 0));
     total += static_cast<std::uint64_t>(n);
   }
   if (p.ragged) p.packed_tokens = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, total + pick(0, 2)));
@@ -162,6 +162,7 @@ KvAppendParams random_params(std::mt19937& rng, int trial) {
   if (trial % 6 == 1) p.rope.scaling = {.type = RopeScaling::Llama3, .factor = 8.0, .original_max_position = 16};
   p.ragged = trial % 2 == 1;
   p.advance_lengths = trial % 4 >= 2;
+  p.lengths_include_new = !p.advance_lengths && trial % 3 == 1;
   return p;
 }
 
@@ -176,7 +177,7 @@ TEST_F(KvAppendFormats, EveryFormatRaggedOrNotMatchesTheReference) {
     SCOPED_TRACE("trial " + std::to_string(trial) + " " + std::string(cache_format_name(p.cache())) + " " + std::string(dtype_name(p.dtype)) +
                  " B=" + std::to_string(p.batch) + " Hkv=" + std::to_string(p.kv_heads) + " D=" + std::to_string(p.head_dim) +
                  " T=" + std::to_string(p.new_tokens) + (p.ragged ? " ragged" : "") + (p.apply_rope ? " rope" : "") +
-                 (p.advance_lengths ? " advance" : ""));
+                 (p.advance_lengths ? " advance" : "") + (p.lengths_include_new ? " lengths-include-new" : ""));
     const bool with_q = p.apply_rope;
     const Expected want = reference(c, with_q);
     Uploaded u(ctx, c);
@@ -257,6 +258,11 @@ TEST_F(KvAppendFormats, BadInputIsRefusedBeforeRecording) {
   expect_invalid([&] { check_append_table(c.p, c.table, c.lengths, std::vector<std::int32_t>{0, 4}); }, "new_tokens[1]");
   expect_invalid([&] { check_append_table(c.p, c.table, c.lengths, std::vector<std::int32_t>{3, 3, 3}); }, "batch = 2");
   expect_invalid([&] { check_append_table(c.p, c.table, std::vector<std::int32_t>{31, 0}, std::vector<std::int32_t>{2, 0}); }, "cache_lengths[0]");
+  bad = c.p;
+  bad.lengths_include_new = true;
+  expect_invalid([&] { check_append_table(bad, c.table, std::vector<std::int32_t>{1, 0}, std::vector<std::int32_t>{2, 0}); }, "cache_lengths[0]");
+  bad.advance_lengths = true;
+  expect_invalid([&] { bad.validate(); }, "lengths_include_new");
   if (c.p.packed_tokens < 6)
     expect_invalid([&] { check_append_table(c.p, c.table, std::vector<std::int32_t>{0, 0}, std::vector<std::int32_t>{3, 3}); }, "packed_tokens");
   Uploaded u(ctx, c);

@@ -79,6 +79,7 @@ void record_kv_append(Recorder& r, const KvAppendParams& p, const KvAppendConsta
   pc.max_blocks = p.paged.max_blocks;
   pc.scales_at = c.scales_at;
   pc.scale = c.attention_factor;
+  pc.lengths_include_new = p.lengths_include_new ? 1 : 0;
   contract::KvAppendSpec spec{.WG_X = kGroup,
                               .F16 = p.dtype == DType::F16 ? 1u : 0u,
                               .ROPE = p.apply_rope ? 1u : 0u,
