@@ -441,6 +441,49 @@ TEST(Cli, AttentionOverAPagedCache) {
   EXPECT_NE(r.output.find("--k"), std::string::npos) << r.output;
 }
 
+// Packed queries over the paged cache: --query-lengths, q and out [total_q, H, D], lse [total_q, H];
+// a sequence with no queries, and lengths refused on the host with the sequence named.
+TEST(Cli, AttentionWithPackedQueries) {
+  AttentionParams p{.batch = 3, .heads = 2, .kv_heads = 1, .queries = 4, .keys = 32, .head_dim = 8, .causal = true, .bias = AttentionBias::Alibi};
+  p.paged = {.block_size = 16, .num_blocks = 3, .max_blocks = 2};
+  p.total_queries = 5;
+  std::vector<float> q(5 * 2 * 8), cache(3 * 16 * 1 * 8), slopes = {0.5f, 0.25f};
+  for (std::size_t e = 0; e < q.size(); ++e) q[e] = std::sin(0.29f * e);
+  for (std::size_t e = 0; e < cache.size(); ++e) cache[e] = std::cos(0.13f * e);
+  const std::vector<std::int32_t> table = {2, 0, 1, 77, 2, 1}, lengths = {20, 9, 30}, query_lengths = {4, 0, 1};
+  write_f32("qq.npy", q, {5, 2, 8});
+  write_f32("qkcache.npy", cache, {3, 16, 1, 8});
+  write_f32("qslopes.npy", slopes, {2});
+  write_npy(temp("qtable.npy"), DType::I32, std::vector<std::uint64_t>{3, 2}, table.data());
+  write_npy(temp("qlengths.npy"), DType::I32, std::vector<std::uint64_t>{3}, lengths.data());
+  write_npy(temp("qqlengths.npy"), DType::I32, std::vector<std::uint64_t>{3}, query_lengths.data());
+  const auto want = attention_reference(p, {q, cache, cache, slopes, {}, {}, {}, table, lengths, query_lengths});
+  const std::string args = "run attention --q " + temp("qq.npy") + " --k-cache " + temp("qkcache.npy") + " --v-cache " + temp("qkcache.npy") +
+                           " --block-table " + temp("qtable.npy") + " --cache-lengths " + temp("qlengths.npy") + " --bias alibi --slopes " +
+                           temp("qslopes.npy") + " --causal --out " + temp("qatt.npy") + " --lse " + temp("qlse.npy");
+  for (const std::string extra : {"", " --reference", "--kernels cpu "}) {
+    auto r = tool((extra.starts_with("--") ? extra + args : args + extra) + " --query-lengths " + temp("qqlengths.npy"));
+    ASSERT_EQ(r.status, 0) << r.output;
+    auto out = read_npy(temp("qatt.npy"));
+    EXPECT_EQ(out.shape, (std::vector<std::uint64_t>{5, 2, 8}));
+    EXPECT_LE(normalised_error(out.to_f32("out"), want.out), 1e-4) << extra;
+    auto lse = read_npy(temp("qlse.npy"));
+    EXPECT_EQ(lse.shape, (std::vector<std::uint64_t>{5, 2}));
+    EXPECT_LE(normalised_error(lse.to_f32("lse"), want.lse), 1e-4) << extra;
+  }
+  const std::vector<std::int32_t> too_long = {21, 0, 0};  // more queries than sequence 0's 20 keys
+  write_npy(temp("qbad.npy"), DType::I32, std::vector<std::uint64_t>{3}, too_long.data());
+  write_f32("qq21.npy", std::vector<float>(21 * 2 * 8), {21, 2, 8});
+  auto r = tool("run attention --q " + temp("qq21.npy") + " --k-cache " + temp("qkcache.npy") + " --v-cache " + temp("qkcache.npy") +
+                " --block-table " + temp("qtable.npy") + " --cache-lengths " + temp("qlengths.npy") + " --query-lengths " + temp("qbad.npy") +
+                " --out " + temp("qatt.npy"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("query_lengths[0] = 21"), std::string::npos) << r.output;
+  r = tool(args + " --query-lengths " + temp("qlengths.npy"));  // sums to 59, q holds 5 tokens
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("query_lengths"), std::string::npos) << r.output;
+}
+
 TEST(Cli, AttentionMergeOfTwoBlocks) {
   // Two parts of one row with D = 4: lse log 1 and log 3 weigh them 1:3.
   write_f32("parts.npy", {4, 0, 0, 0, 8, 0, 0, 4}, {2, 1, 4});

@@ -26,9 +26,12 @@ struct AttentionData {
   BiasInputs in;
   std::vector<std::uint32_t> lengths;
   std::vector<std::int32_t> block_table, cache_lengths;  // a paged cache (p.paged)
-  Buffer bq, bk, bv, bout, blse, bbias, brk, brv, blen, btable, bclen;
+  std::vector<std::int32_t> query_lengths;               // packed queries (p.total_queries)
+  Buffer bq, bk, bv, bout, blse, bbias, brk, brv, blen, btable, bclen, bqlen;
 
-  AttentionHostInputs host() const { return {q, k, v, in.bias, in.rel_keys, in.rel_values, lengths, block_table, cache_lengths}; }
+  AttentionHostInputs host() const {
+    return {q, k, v, in.bias, in.rel_keys, in.rel_values, lengths, block_table, cache_lengths, query_lengths};
+  }
   void upload(Context& ctx) {
     auto up = [&](const std::vector<float>& x) { return make_float_buffer(ctx, x, p.dtype); };
     bq = up(q);
@@ -46,6 +49,7 @@ struct AttentionData {
       btable = make_buffer(ctx, block_table);
       bclen = make_buffer(ctx, cache_lengths);
     }
+    if (p.packed()) bqlen = make_buffer(ctx, query_lengths);
   }
   AttentionBuffers buffers() const {
     AttentionBuffers b{&bq, &bk, &bv, &bout, &blse};
@@ -59,6 +63,7 @@ struct AttentionData {
       b.block_table = &btable;
       b.cache_lengths = &bclen;
     }
+    if (bqlen) b.query_lengths = &bqlen;
     return b;
   }
   AttentionResult download() const {
@@ -74,7 +79,7 @@ struct RunArgs;
 void read_paged_cache(const RunArgs& a, AttentionData& d, const std::vector<std::uint64_t>& qs);
 
 struct RunArgs {
-  std::string q, k, v, k_cache, v_cache, block_table, cache_lengths, key_lengths, lse, dtype = "f32";
+  std::string q, k, v, k_cache, v_cache, block_table, cache_lengths, query_lengths, key_lengths, lse, dtype = "f32";
   std::optional<float> scale;
   bool causal = false;
   std::unique_ptr<AttentionBiasFlags> bias;
@@ -118,6 +123,10 @@ void add_attention_run(CLI::App& run, Registry& reg) {
   auto* vc = cmd->add_option("--v-cache", a->v_cache, "paged values [num_blocks, block_size, Hkv, D] .npy (instead of --v)");
   auto* bt = cmd->add_option("--block-table", a->block_table, "paged: int32 [B, max_blocks] .npy, the blocks of each sequence");
   auto* cl = cmd->add_option("--cache-lengths", a->cache_lengths, "paged: int32 [B] .npy, the keys each sequence holds; its queries end there");
+  auto* ql = cmd->add_option("--query-lengths", a->query_lengths,
+                             "paged, packed queries: int32 [B] .npy, the queries each sequence has (0 allowed; the last positions of "
+                             "its cache); --q is then [total_q, H, D] and out [total_q, H, D]");
+  ql->needs(kc);
   k->excludes(kc);
   for (auto* o : {kc, vc, bt, cl})
     for (auto* other : {kc, vc, bt, cl})
@@ -141,7 +150,17 @@ void add_attention_run(CLI::App& run, Registry& reg) {
                         p.scale = a->scale;
                         p.dtype = a->dtype == "f16" ? DType::F16 : DType::F32;
                         std::vector<std::uint64_t> qs, ks, vs;
-                        d.q = read_floats("--q", a->q, 4, qs);
+                        if (!a->query_lengths.empty()) {  // packed [total_q, H, D]: B from the lengths, Q their most
+                          d.query_lengths = read_npy(a->query_lengths).to_i32("--query-lengths " + a->query_lengths);
+                          std::vector<std::uint64_t> tokens;
+                          d.q = read_floats("--q", a->q, 3, tokens);
+                          if (d.query_lengths.empty()) throw InvalidArgument("--query-lengths " + a->query_lengths + ": must hold one length per sequence, got none");
+                          const std::int32_t most = *std::max_element(d.query_lengths.begin(), d.query_lengths.end());
+                          qs = {d.query_lengths.size(), tokens[1], static_cast<std::uint64_t>(std::max(most, 1)), tokens[2]};
+                          p.total_queries = dimension32("--q tokens", tokens[0]);
+                        } else {
+                          d.q = read_floats("--q", a->q, 4, qs);
+                        }
                         p.batch = dimension32("--q batch", qs[0]);
                         p.heads = dimension32("--q heads", qs[1]);
                         p.queries = dimension32("--q queries", qs[2]);
@@ -168,6 +187,7 @@ void add_attention_run(CLI::App& run, Registry& reg) {
                         }
                         p.validate();
                         if (p.paged.enabled()) check_block_table(p, d.block_table, d.cache_lengths);
+                        if (p.packed()) check_query_lengths(p, d.query_lengths, d.cache_lengths);
                         if (d.in.bias.size() != p.bias_elements())
                           throw InvalidArgument("bias input holds " + std::to_string(d.in.bias.size()) + " values: --bias " +
                                                 std::string(attention_bias_info(p.bias).name) + " needs " + std::to_string(p.bias_elements()) +
@@ -185,8 +205,13 @@ void add_attention_run(CLI::App& run, Registry& reg) {
                           r.submit_and_wait();
                           res = d.download();
                         }
-                        write_floats(a->o.out, res.out, {p.batch, p.heads, p.queries, p.head_dim}, p.dtype);
-                        if (!a->lse.empty()) write_floats(a->lse, res.lse, {p.batch, p.heads, p.queries}, DType::F32);
+                        if (p.packed()) {
+                          write_floats(a->o.out, res.out, {p.total_queries, p.heads, p.head_dim}, p.dtype);
+                          if (!a->lse.empty()) write_floats(a->lse, res.lse, {p.total_queries, p.heads}, DType::F32);
+                        } else {
+                          write_floats(a->o.out, res.out, {p.batch, p.heads, p.queries, p.head_dim}, p.dtype);
+                          if (!a->lse.empty()) write_floats(a->lse, res.lse, {p.batch, p.heads, p.queries}, DType::F32);
+                        }
                       }});
 }
 
@@ -307,11 +332,13 @@ double max_logit(const AttentionBiasTool& family, const AttentionData& d) {
 }
 
 // lengths: the key lengths of each batch (empty: no padding); with a paged cache, its cache lengths.
+// Packed queries (p.total_queries): query_lengths, summing to it.
 CheckResult check_attention(Context& ctx, const AttentionBiasTool& family, const AttentionParams& p, const std::vector<std::uint32_t>& lengths,
-                            unsigned seed = 5) {
+                            unsigned seed = 5, const std::vector<std::int32_t>& query_lengths = {}) {
   AttentionData d = random_data(family, p, seed);
   if (p.paged.enabled()) make_paged(d, lengths, seed);
   else d.lengths = lengths;
+  d.query_lengths = query_lengths;
   const AttentionResult want = attention_reference(d.p, d.host());
   d.upload(ctx);
   Recorder r(ctx);
@@ -391,6 +418,22 @@ void register_checks(Registry& reg) {
         reg.checks.push_back({"attention", shape_of(reg, p) + lengths,
                               [family, p, lengths = c.lengths](Context& ctx) { return check_attention(ctx, family, p, lengths); }, quick});
       }
+  // Packed queries over a paged cache: a prefill chunk, a decoding sequence, an empty one and a
+  // short chunk in one call (the envelope's 9 queries).
+  const std::vector<std::uint32_t> cache = {40, 9, 1, 64};
+  const std::vector<std::int32_t> queries = {9, 1, 0, 5};
+  for (const AttentionBiasInfo& info : attention_biases())
+    for (DType dtype : {DType::F32, DType::F16}) {
+      const AttentionBiasTool& family = bias_tool(reg, info.bias);
+      AttentionParams p{.batch = 4, .heads = 4, .kv_heads = 2, .queries = 9, .keys = 64, .head_dim = 20, .dtype = dtype, .causal = true,
+                        .bias = info.bias};
+      p.paged = {.block_size = 16, .num_blocks = 0, .max_blocks = 4};
+      p.total_queries = 15;
+      family.example(p, 0);
+      const bool quick = (dtype == DType::F32 && info.bias == AttentionBias::None) || (dtype == DType::F16 && info.bias == f16_family);
+      reg.checks.push_back({"attention", shape_of(reg, p) + ",lengths=40:9:1:64,query_lengths=9:1:0:5",
+                            [family, p, cache, queries](Context& ctx) { return check_attention(ctx, family, p, cache, 5, queries); }, quick});
+    }
 }
 
 // One random fused attention: every bias mode, f32 or f16, any head_dim up to the maximum,
@@ -432,13 +475,29 @@ CheckCase draw_case(const Registry& reg, FuzzRng& g) {
   std::vector<std::uint32_t> lengths;
   if (p.paged.enabled() || g.chance(0.3))
     for (std::uint32_t b = 0; b < p.batch; ++b) lengths.push_back(static_cast<std::uint32_t>(g.offset(0, p.keys)));
+  // Packed queries over the paged cache: each sequence up to its cache length (0 allowed).
+  std::vector<std::int32_t> query_lengths;
+  if (p.paged.enabled() && g.chance(0.5)) {
+    for (std::uint32_t b = 0; b < p.batch; ++b)
+      query_lengths.push_back(static_cast<std::int32_t>(g.offset(0, std::min<std::int64_t>(p.queries, lengths[b]))));
+    for (std::int32_t n : query_lengths) p.total_queries += static_cast<std::uint32_t>(n);
+    if (p.total_queries == 0) {  // a token at least: the buffers hold one
+      lengths[0] = std::max(lengths[0], 1u);
+      query_lengths[0] = p.total_queries = 1;
+    }
+  }
   std::string shape = shape_of(reg, p) + (p.key_splits ? ",splits=" + std::to_string(p.key_splits) : "");
   if (!lengths.empty()) {
     shape += ",lengths=";
     for (std::size_t b = 0; b < lengths.size(); ++b) shape += (b ? ":" : "") + std::to_string(lengths[b]);
   }
+  if (!query_lengths.empty()) {
+    shape += ",query_lengths=";
+    for (std::size_t b = 0; b < query_lengths.size(); ++b) shape += (b ? ":" : "") + std::to_string(query_lengths[b]);
+  }
   const unsigned seed = g.data_seed();
-  return {"attention", shape, [family, p, lengths, seed](Context& ctx) { return check_attention(ctx, family, p, lengths, seed); }};
+  return {"attention", shape,
+          [family, p, lengths, seed, query_lengths](Context& ctx) { return check_attention(ctx, family, p, lengths, seed, query_lengths); }};
 }
 
 // Multiply-adds of q·kᵀ and p·v: 4·B·H·Q·K·D floating-point operations.

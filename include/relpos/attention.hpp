@@ -97,14 +97,30 @@ struct AttentionParams {
   // Storage of out: dtype when unset. F32 with f16 inputs keeps the result unrounded, for a
   // partial result that attention_merge combines later (ring attention's blocks).
   std::optional<DType> out_dtype{};
+  // Packed (ragged) queries with a paged cache, FlashAttention's varlen layout: 0, or the number of
+  // query tokens of the call. q and out are then token-major [total_queries, heads, head_dim] and
+  // lse [total_queries, heads]; query_lengths (int32 [batch], summing to total_queries) says how many
+  // of them each sequence owns, in order: sequence b's are tokens cu[b] ... cu[b+1] - 1 (cu the
+  // prefix sums), a length of 0 allowed. They are its last query_lengths[b] positions: query i of b
+  // sits at cache_lengths[b] - query_lengths[b] + i + query_offset, exactly as row
+  // queries - query_lengths[b] + i of the unpacked paged call, which `queries` (the longest
+  // sequence's count, at most) is the envelope of: the launch covers it, the per-distance rows and
+  // the dense bias are laid out for it. Mixed prefill and decode sequences share one call.
+  std::uint32_t total_queries = 0;
 
   static constexpr std::uint32_t kMaxHeadDim = 256;
   // Keys one invocation walks at most: the shader's loops run at most 3 iterations per key, within
   // the bound on any invocation's loops (docs/ARCHITECTURE.md, "Bounded loops").
   static constexpr std::uint32_t kMaxKeysPerSplit = 8192;
+  // Sequences of a packed call at most: each workgroup sums the lengths of the sequences before its
+  // own, a loop of up to batch iterations that the bound on an invocation's loops makes room for
+  // (docs/ARCHITECTURE.md, "Bounded loops").
+  static constexpr std::uint32_t kMaxPackedBatch = 4096;
 
   float effective_scale() const;
-  std::uint64_t rows() const { return std::uint64_t{batch} * heads * queries; }
+  bool packed() const { return total_queries != 0; }
+  // Rows of q, out and lse: batch * heads * queries, or total_queries * heads when packed.
+  std::uint64_t rows() const { return packed() ? std::uint64_t{total_queries} * heads : std::uint64_t{batch} * heads * queries; }
   DType output_dtype() const { return out_dtype.value_or(dtype); }
   // Number of floats the bias input holds for this mode (0 for None and Shaw).
   std::uint64_t bias_elements() const;
@@ -120,13 +136,15 @@ struct AttentionParams {
 
 // Host inputs of the reference. q [B, H, Q, D], k and v [B, Hkv, K, D] (paged: [num_blocks,
 // block_size, Hkv, D]); bias as bias_elements(); key_lengths [B] (empty: no padding; keys
-// j >= key_lengths[b] are masked). Paged: block_table [B, max_blocks] and cache_lengths [B].
+// j >= key_lengths[b] are masked). Paged: block_table [B, max_blocks] and cache_lengths [B]; packed
+// (p.total_queries): q [total_queries, H, D] and query_lengths [B].
 struct AttentionHostInputs {
   std::span<const float> q, k, v;
   std::span<const float> bias;
   std::span<const float> rel_keys, rel_values;
   std::span<const std::uint32_t> key_lengths;
   std::span<const std::int32_t> block_table, cache_lengths;
+  std::span<const std::int32_t> query_lengths;
 };
 
 // Checks a paged cache's block table and lengths held on the host (the reference and the tool call
@@ -136,10 +154,15 @@ struct AttentionHostInputs {
 // there it clamps each entry into the cache instead, so a bad table gives wrong numbers for that
 // sequence but never reads outside k and v.
 void check_block_table(const AttentionParams& p, std::span<const std::int32_t> block_table, std::span<const std::int32_t> cache_lengths);
+// Packed queries' lengths held on the host (the reference and the tool call it; an application
+// before uploading them): each in [0, min(queries, cache_lengths[b])], their sum total_queries.
+// InvalidArgument names the sequence, its length and the limit. The GPU op clamps each length into
+// [0, queries] and stores no row past total_queries instead.
+void check_query_lengths(const AttentionParams& p, std::span<const std::int32_t> query_lengths, std::span<const std::int32_t> cache_lengths);
 
 struct AttentionResult {
-  std::vector<float> out;  // [B, H, Q, D]
-  std::vector<float> lse;  // [B, H, Q]: log Σ_j exp(logit_ij); -inf for a fully masked row (out = 0)
+  std::vector<float> out;  // [B, H, Q, D] (packed: [total_queries, H, D])
+  std::vector<float> lse;  // [B, H, Q] (packed: [total_queries, H]): log Σ_j exp(logit_ij); -inf for a fully masked row (out = 0)
 };
 
 // ---- CPU reference ------------------------------------------------------------------------
@@ -167,6 +190,8 @@ struct AttentionBuffers {
   // Paged cache (p.paged): k and v are the caches; these are required.
   const Buffer* block_table = nullptr;    // int32 [B, max_blocks]
   const Buffer* cache_lengths = nullptr;  // int32 [B]
+  // Packed queries (p.total_queries): required then, null otherwise.
+  const Buffer* query_lengths = nullptr;  // int32 [B]
 };
 
 // Records the fused op. Everything is checked first (InvalidArgument).

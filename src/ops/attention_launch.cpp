@@ -30,7 +30,8 @@ constexpr std::uint32_t kMinSplitKeys = 128;
 
 // Per key the CPU kernel runs one iteration of each of its two key loops, plus one of the block
 // loop per key block: at most 3 per key, with room left for its fixed-size loops.
-static_assert(3 * AttentionParams::kMaxKeysPerSplit <= RELPOS_MAX_LOOP_ITERATIONS, "a split's keys must fit the loop bound");
+static_assert(3 * AttentionParams::kMaxKeysPerSplit + AttentionParams::kMaxPackedBatch <= RELPOS_MAX_LOOP_ITERATIONS,
+              "a split's keys (and a packed call's loop over its sequences) must fit the loop bound");
 
 }  // namespace
 
@@ -88,8 +89,9 @@ AttentionTiledShape attention_tiled_shape(const AttentionTiles& tiles, std::uint
 std::uint32_t attention_tiled_max_split_keys(const AttentionTiles& tiles, const AttentionParams& p) {
   const AttentionTiledShape t = attention_tiled_shape(tiles, p.head_dim, p.queries == 1, p.paged.enabled());
   const bool shaw = bias_family(p.bias).kernel_mode == RELPOS_ATTN_SHAW;
-  const std::uint32_t tiles_per_split =
-      RELPOS_MAX_LOOP_ITERATIONS / RELPOS_ATTN_TILED_TILE_ITERATIONS(t.key_tile, t.lanes / t.rows, p.head_dim / 4, shaw);
+  // Packed queries: the loop over the earlier sequences' lengths comes first.
+  const std::uint32_t tiles_per_split = (RELPOS_MAX_LOOP_ITERATIONS - (p.packed() ? p.batch : 0u)) /
+                                        RELPOS_ATTN_TILED_TILE_ITERATIONS(t.key_tile, t.lanes / t.rows, p.head_dim / 4, shaw);
   return std::min(AttentionParams::kMaxKeysPerSplit, tiles_per_split * t.key_tile);
 }
 
@@ -187,6 +189,7 @@ push::AttentionPush attention_push(const AttentionParams& p, const AttentionLaun
   pc.block_size = p.paged.block_size;
   pc.num_blocks = p.paged.num_blocks;
   pc.max_blocks = p.paged.max_blocks;
+  pc.total_queries = p.total_queries;
   return pc;
 }
 

@@ -91,6 +91,7 @@ AttentionParams AttentionPlan::step_params(const AttentionStep& step) const {
   p.queries = step.queries;
   p.keys = p.paged.enabled() && step.keys == 0 ? p.keys : step.keys;  // a paged step's keys are the envelope's
   p.query_offset = step.query_offset;
+  p.total_queries = step.total_queries;
   return p;
 }
 
@@ -107,6 +108,12 @@ void AttentionPlan::record(Recorder& r, const AttentionStep& step, const Attenti
                 " with a paged cache (cache_lengths say how many each sequence holds)");
   if (env.paged.enabled() && step.query_offset != 0)
     require(false, "query_offset", std::to_string(step.query_offset), "must be 0 with a paged cache (cache_lengths place the queries)");
+  if (env.packed() ? step.total_queries < 1 || step.total_queries > env.total_queries : step.total_queries != 0)
+    require(false, "total_queries", str(step.total_queries),
+            env.packed() ? "must be in [1, " + str(env.total_queries) + "] (the plan's envelope: total_queries = " + str(env.total_queries) + ")"
+                         : std::string("must be 0: the plan's envelope has no packed queries"));
+  if (env.packed() && step.total_queries > std::uint64_t{env.batch} * step.queries)
+    require(false, "total_queries", str(step.total_queries), "must be <= batch * queries = " + str(std::uint64_t{env.batch} * step.queries));
   const std::uint32_t min_keys = std::max<std::uint32_t>(env.memory_prefix, 1);
   if (!env.paged.enabled() && (step.keys < min_keys || step.keys > env.keys))
     require(false, "keys", str(step.keys),

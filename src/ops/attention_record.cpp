@@ -38,6 +38,8 @@ struct Checker {
 
 // The byte ranges [first, end) one chunk of (batch, head) slabs [bh0, bh1) binds, and their units:
 // q, k (and v), out, lse, bias. A paged cache is bound whole (empty range here); so is a missing bias.
+// Packed queries: a sequence's tokens follow from the lengths on the device, so q, out and lse are
+// bound whole.
 struct ChunkRanges {
   std::array<std::pair<std::uint64_t, std::uint64_t>, 5> bytes;
   std::array<std::uint32_t, 5> unit;
@@ -53,10 +55,12 @@ ChunkRanges chunk_ranges(const AttentionParams& p, std::uint32_t S, std::uint32_
   const std::uint64_t per_head = mode == RELPOS_ATTN_ROW ? Q + K - 1 : mode == RELPOS_ATTN_DENSE ? Q * K : 1;
   const bool one_batch = bh0 / H == (bh1 - 1) / H;
   const std::uint64_t h0 = one_batch ? bh0 % H : 0, h1 = one_batch ? (bh1 - 1) % H + 1 : H;
+  // Rows [r0, r1) of q, out and lse.
+  const std::uint64_t r0 = p.packed() ? 0 : bh0 * Q, r1 = p.packed() ? p.rows() : bh1 * Q;
   ChunkRanges c;
-  c.bytes = {std::pair{bh0 * Q * D * es, bh1 * Q * D * es},
+  c.bytes = {std::pair{r0 * D * es, r1 * D * es},
              p.paged.enabled() ? std::pair<std::uint64_t, std::uint64_t>{0, 0} : std::pair{kv_slab(bh0) * KV * D * es, (kv_slab(bh1 - 1) + 1) * KV * D * es},
-             std::pair{bh0 * Q * S * D * out_word / 4, bh1 * Q * S * D * out_word / 4}, std::pair{bh0 * Q * S * 4, bh1 * Q * S * 4},
+             std::pair{r0 * S * D * out_word / 4, r1 * S * D * out_word / 4}, std::pair{r0 * S * 4, r1 * S * 4},
              std::pair{h0 * per_head * 4, h1 * per_head * 4}};
   c.unit = {word, word, out_word, 4, 4};
   return c;
@@ -88,7 +92,8 @@ void check_attention_buffers(const DeviceLimits& lim, const AttentionParams& p, 
   const Checker check{lim, step};
   const std::uint64_t es = dtype_size(p.dtype), D = p.head_dim, rows = p.rows();
   auto dt = [&] { return std::string(dtype_name(p.dtype)); };
-  auto rows_layout = [&] { return dt() + " [batch, heads, queries, head_dim]"; };
+  const char* rows_shape = p.packed() ? " [total_queries, heads" : " [batch, heads, queries";
+  auto rows_layout = [&] { return dt() + rows_shape + ", head_dim]"; };
   check(b.q, rows * D * es, step, "q buffer", rows_layout);
   const bool paged = p.paged.enabled();
   if (paged) {
@@ -100,6 +105,8 @@ void check_attention_buffers(const DeviceLimits& lim, const AttentionParams& p, 
           [] { return std::string("int32 [batch, max_blocks]"); });
     check(b.cache_lengths, std::uint64_t{p.batch} * 4, false, "cache_lengths buffer", [] { return std::string("int32 [batch]"); });
     require(b.key_lengths == nullptr, "key_lengths buffer", "given", "must be null with a paged cache (cache_lengths replace it)");
+    if (p.packed())
+      check(b.query_lengths, std::uint64_t{p.batch} * 4, false, "query_lengths buffer", [] { return std::string("int32 [batch] (packed queries)"); });
   } else {
     const std::uint64_t kv = std::uint64_t{p.batch} * p.kv_heads * env.keys * D * es;
     auto layout = [&] {
@@ -109,9 +116,10 @@ void check_attention_buffers(const DeviceLimits& lim, const AttentionParams& p, 
     check(b.v, kv, step, "v buffer", layout);
     require(b.block_table == nullptr && b.cache_lengths == nullptr, "block_table buffer", "given", "needs a paged cache (paged.block_size)");
   }
+  require(p.packed() || b.query_lengths == nullptr, "query_lengths buffer", "given", "needs packed queries (total_queries)");
   check(b.out, rows * D * dtype_size(p.output_dtype()), step, "out buffer",
-        [&] { return std::string(dtype_name(p.output_dtype())) + " [batch, heads, queries, head_dim]"; });
-  if (b.lse) check(b.lse, rows * 4, step, "lse buffer", [] { return std::string("float32 [batch, heads, queries]"); });
+        [&] { return std::string(dtype_name(p.output_dtype())) + rows_shape + ", head_dim]"; });
+  if (b.lse) check(b.lse, rows * 4, step, "lse buffer", [&] { return std::string("float32") + rows_shape + "]"; });
   const BiasFamily& family = bias_family(p.bias);
   if (family.info.rel_tables) {
     const std::uint64_t rel = (2ull * p.max_relative_position + 1) * D * 4;
@@ -193,6 +201,7 @@ void record_attention(Recorder& r, const AttentionParams& p, const AttentionSche
   const BufferSpan rel_keys = shaw ? BufferSpan{b.rel_keys} : BufferSpan{dummy};
   const Buffer* lengths_buffer = paged ? b.cache_lengths : b.key_lengths;
   const BufferSpan lengths = lengths_buffer ? BufferSpan{lengths_buffer} : BufferSpan{dummy};
+  const BufferSpan query_lengths = p.packed() ? BufferSpan{b.query_lengths} : BufferSpan{dummy};
   push::AttentionPush pc = attention_push(p, launch, b.key_lengths != nullptr, kv_keys);
   for (std::size_t c = 0; c + 1 < schedule.chunks.size(); ++c) {
     const std::uint64_t bh0 = schedule.chunks[c], bh1 = schedule.chunks[c + 1];
@@ -214,7 +223,8 @@ void record_attention(Recorder& r, const AttentionParams& p, const AttentionSche
                                                .BIAS = shaw ? BufferSpan{b.rel_values} : bound[4].span,
                                                .REL_KEYS = rel_keys,
                                                .LENGTHS = lengths,
-                                               .BLOCK_TABLE = block_table};
+                                               .BLOCK_TABLE = block_table,
+                                               .QUERY_LENGTHS = query_lengths};
     for_each_group_range(lim, (bh1 - bh0) * launch.groups_per_bh, [&](std::uint64_t first, std::uint32_t groups) {
       pc.first_group = static_cast<std::uint32_t>(first);
       dispatch(r, sets, launch.shader, launch.spec, bindings, pc, groups);

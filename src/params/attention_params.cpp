@@ -47,6 +47,21 @@ void check_block_table(const AttentionParams& p, std::span<const std::int32_t> b
   detail::check_paged_table(p.paged, p.batch, block_table, cache_lengths, 0);
 }
 
+void check_query_lengths(const AttentionParams& p, std::span<const std::int32_t> query_lengths, std::span<const std::int32_t> cache_lengths) {
+  require(p.packed(), "total_queries", "0", "must be set for query lengths (packed queries)");
+  require(query_lengths.size() == p.batch, "query_lengths", str(query_lengths.size()) + " values", "must hold batch = " + str(p.batch));
+  require(cache_lengths.size() == p.batch, "cache_lengths", str(cache_lengths.size()) + " values", "must hold batch = " + str(p.batch));
+  std::uint64_t sum = 0;
+  for (std::uint32_t b = 0; b < p.batch; ++b) {
+    const std::int64_t n = query_lengths[b], limit = std::min<std::int64_t>(p.queries, cache_lengths[b]);
+    require(n >= 0 && n <= limit, "query_lengths[" + str(b) + "]", std::to_string(n),
+            "must be in [0, min(queries = " + str(p.queries) + ", cache_lengths[" + str(b) + "] = " + std::to_string(cache_lengths[b]) +
+                ")] (a sequence's queries are the last positions of its cache)");
+    sum += static_cast<std::uint64_t>(n);
+  }
+  require(sum == p.total_queries, "query_lengths", "sum " + str(sum), "must sum to total_queries = " + str(p.total_queries));
+}
+
 void AttentionParams::validate() const {
   require(batch >= 1, "batch", str(batch), "must be >= 1");
   require(heads >= 1, "heads", str(heads), "must be >= 1");
@@ -68,6 +83,14 @@ void AttentionParams::validate() const {
     require(memory_prefix == 0, "memory_prefix", str(memory_prefix), "must be 0 with a paged cache");
     require(std::uint64_t{batch} * paged.max_blocks <= 0xffffffffull, "batch * max_blocks", str(std::uint64_t{batch} * paged.max_blocks),
             "must be < 2^32");
+  }
+  if (packed()) {
+    require(paged.enabled(), "total_queries", str(total_queries), "needs a paged cache (paged.block_size): packed queries are paged attention's");
+    require(total_queries <= std::uint64_t{batch} * queries, "total_queries", str(total_queries),
+            "must be <= batch * queries = " + str(std::uint64_t{batch} * queries) + " (queries: the most any sequence has)");
+    require(total_queries <= 0x7fffffffu, "total_queries", str(total_queries), "must be < 2^31 (int32 prefix sums)");
+    // Each workgroup sums the earlier sequences' lengths: a loop over the batch.
+    require(batch <= kMaxPackedBatch, "batch", str(batch), "must be <= " + str(kMaxPackedBatch) + " with packed queries");
   }
   constexpr std::int64_t kMax = std::numeric_limits<std::int32_t>::max();
   const std::int64_t off = row_query_offset();

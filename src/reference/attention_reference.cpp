@@ -52,20 +52,24 @@ void check_inputs(const AttentionParams& p, const AttentionHostInputs& in) {
   if (p.paged.enabled()) {
     require(in.key_lengths.empty(), "key_lengths", str(in.key_lengths.size()) + " values", "must be empty with a paged cache (cache_lengths replace them)");
     check_block_table(p, in.block_table, in.cache_lengths);
+    if (p.packed()) check_query_lengths(p, in.query_lengths, in.cache_lengths);
   } else {
     require(in.block_table.empty() && in.cache_lengths.empty(), "block_table", str(in.block_table.size()) + " values",
             "needs a paged cache (paged.block_size)");
   }
+  require(p.packed() || in.query_lengths.empty(), "query_lengths", str(in.query_lengths.size()) + " values",
+          "must be empty unless the queries are packed (total_queries)");
 }
 
 // Sequence b of a paged cache as a contiguous call: its keys gathered into [Hkv, L, D], queries at
-// L - Q + i, the bias input cut to its L keys where it depends on the window.
+// L - Q + i, the bias input cut to its L keys where it depends on the window. Packed, its n queries
+// (tokens first ... first + n - 1) are the rows Q - n ... Q - 1 of the call; the others are zeros.
 struct SequenceCall {
   AttentionParams p;
   std::vector<float> q, k, v, bias;
 };
 
-SequenceCall paged_sequence(const AttentionParams& p, const AttentionHostInputs& in, std::uint32_t b) {
+SequenceCall paged_sequence(const AttentionParams& p, const AttentionHostInputs& in, std::uint32_t b, std::size_t first) {
   const std::uint32_t L = static_cast<std::uint32_t>(in.cache_lengths[b]), Q = p.queries, D = p.head_dim;
   const std::uint32_t bs = p.paged.block_size, Hkv = p.kv_heads;
   SequenceCall c;
@@ -75,8 +79,17 @@ SequenceCall paged_sequence(const AttentionParams& p, const AttentionHostInputs&
   c.p.keys = L;
   c.p.query_offset = std::int64_t{L} - Q + p.query_offset;
   c.p.key_splits = 0;
+  c.p.total_queries = 0;
   const std::size_t rows = std::size_t{p.heads} * Q * D;
-  c.q.assign(in.q.begin() + b * rows, in.q.begin() + (b + 1) * rows);
+  if (p.packed()) {
+    const std::uint32_t n = static_cast<std::uint32_t>(in.query_lengths[b]);
+    c.q.assign(rows, 0.0f);
+    for (std::uint32_t h = 0; h < p.heads; ++h)
+      for (std::uint32_t t = 0; t < n; ++t)
+        std::copy_n(in.q.begin() + ((first + t) * p.heads + h) * D, D, c.q.begin() + (std::size_t{h} * Q + Q - n + t) * D);
+  } else {
+    c.q.assign(in.q.begin() + b * rows, in.q.begin() + (b + 1) * rows);
+  }
   c.k.resize(std::size_t{Hkv} * L * D);
   c.v.resize(c.k.size());
   for (std::uint32_t hk = 0; hk < Hkv; ++hk)
@@ -93,15 +106,29 @@ SequenceCall paged_sequence(const AttentionParams& p, const AttentionHostInputs&
 }
 
 // The paged reference: each sequence as its own contiguous call; an empty one gives zeros and -inf.
+// Packed, the rows of each sequence's queries are taken back out of its call.
 AttentionResult paged_reference(const AttentionParams& p, const AttentionHostInputs& in) {
-  const std::size_t rows = std::size_t{p.heads} * p.queries;
-  AttentionResult res{std::vector<float>(p.rows() * p.head_dim, 0.0f), std::vector<float>(p.rows(), -std::numeric_limits<float>::infinity())};
+  const std::size_t rows = std::size_t{p.heads} * p.queries, D = p.head_dim, Q = p.queries;
+  AttentionResult res{std::vector<float>(p.rows() * D, 0.0f), std::vector<float>(p.rows(), -std::numeric_limits<float>::infinity())};
+  std::size_t first = 0;  // packed: the sequence's first token
   for (std::uint32_t b = 0; b < p.batch; ++b) {
-    if (in.cache_lengths[b] == 0) continue;
-    const SequenceCall c = paged_sequence(p, in, b);
-    const AttentionResult r = attention_reference(c.p, {c.q, c.k, c.v, c.bias, in.rel_keys, in.rel_values, {}});
-    std::copy(r.out.begin(), r.out.end(), res.out.begin() + b * rows * p.head_dim);
-    std::copy(r.lse.begin(), r.lse.end(), res.lse.begin() + b * rows);
+    const std::size_t n = p.packed() ? static_cast<std::size_t>(in.query_lengths[b]) : Q;
+    if (in.cache_lengths[b] != 0 && n != 0) {
+      const SequenceCall c = paged_sequence(p, in, b, first);
+      const AttentionResult r = attention_reference(c.p, {c.q, c.k, c.v, c.bias, in.rel_keys, in.rel_values, {}});
+      if (!p.packed()) {
+        std::copy(r.out.begin(), r.out.end(), res.out.begin() + b * rows * D);
+        std::copy(r.lse.begin(), r.lse.end(), res.lse.begin() + b * rows);
+      } else {
+        for (std::uint32_t h = 0; h < p.heads; ++h)
+          for (std::size_t t = 0; t < n; ++t) {
+            const std::size_t from = h * Q + Q - n + t, to = (first + t) * p.heads + h;
+            std::copy_n(r.out.begin() + from * D, D, res.out.begin() + to * D);
+            res.lse[to] = r.lse[from];
+          }
+      }
+    }
+    first += n;
   }
   return res;
 }

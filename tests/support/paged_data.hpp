@@ -18,11 +18,13 @@ namespace relpos::test {
 struct PagedInputs {
   std::vector<float> q, k, v, bias, rel_keys, rel_values;
   std::vector<std::int32_t> block_table, cache_lengths;
-  AttentionHostInputs host() const { return {q, k, v, bias, rel_keys, rel_values, {}, block_table, cache_lengths}; }
+  std::vector<std::int32_t> query_lengths;  // packed queries (p.total_queries): set by the caller
+  AttentionHostInputs host() const { return {q, k, v, bias, rel_keys, rel_values, {}, block_table, cache_lengths, query_lengths}; }
 };
 
 // p.paged.block_size and max_blocks set (p.keys = their product); num_blocks is set here: the
-// blocks the lengths need plus `spare`.
+// blocks the lengths need plus `spare`. Packed queries: p.total_queries set (q holds that many
+// tokens); the caller sets query_lengths.
 inline PagedInputs random_paged_inputs(std::mt19937& rng, AttentionParams& p, const std::vector<std::int32_t>& lengths,
                                        std::uint32_t spare = 3) {
   const std::uint32_t bs = p.paged.block_size;
@@ -54,7 +56,7 @@ inline PagedInputs random_paged_inputs(std::mt19937& rng, AttentionParams& p, co
 
 // The inputs on the device, for attention() or a plan.
 struct PagedBuffers {
-  Buffer q, k, v, out, lse, bias, rel_keys, rel_values, block_table, cache_lengths;
+  Buffer q, k, v, out, lse, bias, rel_keys, rel_values, block_table, cache_lengths, query_lengths;
   PagedBuffers(Context& ctx, const AttentionParams& p, const PagedInputs& in)
       : q(make_float_buffer(ctx, in.q, p.dtype)),
         k(make_float_buffer(ctx, in.k, p.dtype)),
@@ -68,6 +70,7 @@ struct PagedBuffers {
       rel_keys = make_buffer(ctx, in.rel_keys);
       rel_values = make_buffer(ctx, in.rel_values);
     }
+    if (!in.query_lengths.empty()) query_lengths = make_buffer(ctx, in.query_lengths);
   }
   AttentionBuffers buffers() const {
     AttentionBuffers b{&q, &k, &v, &out, &lse};
@@ -78,6 +81,7 @@ struct PagedBuffers {
     }
     b.block_table = &block_table;
     b.cache_lengths = &cache_lengths;
+    if (query_lengths) b.query_lengths = &query_lengths;
     return b;
   }
   AttentionResult download(const AttentionParams& p) const {

@@ -18,6 +18,7 @@ layout(std430, binding = BINDING_REL_KEYS) readonly buffer RelKeys { vec4 rel_ke
 layout(std430, binding = BINDING_LENGTHS) readonly buffer KeyLengths { uint key_lengths[]; };
 layout(std430, binding = BINDING_LENGTHS) readonly buffer CacheLengths { int cache_lengths[]; };  // PAGED
 layout(std430, binding = BINDING_BLOCK_TABLE) readonly buffer BlockTable { int block_table[]; };  // PAGED
+layout(std430, binding = BINDING_QUERY_LENGTHS) readonly buffer QueryLengths { int query_lengths[]; };  // packed
 
 vec4 unpack4(uvec2 u) { return vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y)); }
 vec4 load_q(uint w) { return IN_HALF != 0u ? unpack4(q16[w]) : q32[w]; }
@@ -47,3 +48,26 @@ uint sequence_keys(uint b) {
 // Paged, pc.query_offset is keys - queries + the call's query_offset (the rows' layout), so a
 // sequence's queries end query_offset past its seq_keys keys.
 int sequence_query_offset(uint seq_keys) { return PAGED != 0u ? int(seq_keys) - int(pc.keys) + pc.query_offset : pc.query_offset; }
+
+// Packed queries (pc.total_queries != 0): sequence b's n = query_lengths[b] queries (clamped into
+// [0, queries]) are the last n of the envelope's queries, rows x = queries - n ... queries - 1, so
+// that positions, masks and biases are those of the unpacked call; their tokens start at y, the
+// sum of the earlier sequences' lengths (a loop over the batch, which the host bounds). Unpacked:
+// (0, 0), every row the sequence's.
+uvec2 sequence_rows(uint b) {
+  if (pc.total_queries == 0u) return uvec2(0u);
+  uint first = 0u;
+  for (uint c = 0u; c < b; ++c) first += uint(clamp(query_lengths[c], 0, int(pc.queries)));
+  return uvec2(pc.queries - uint(clamp(query_lengths[b], 0, int(pc.queries))), first);
+}
+// The row of q, out and lse that query i (>= seq.x) of (batch, head) bh takes: [B, H, Q] or, packed,
+// token seq.y + i - seq.x of [total_queries, H], clamped into the buffers (stored() says whether it
+// is the query's own: lengths on the device that add up past total_queries give wrong numbers, never a
+// write past out).
+uint query_row(uint bh, uint h, uint i, uvec2 seq) {
+  if (pc.total_queries == 0u) return bh * pc.queries + i;
+  return min(seq.y + i - seq.x, pc.total_queries - 1u) * pc.heads + h;
+}
+bool query_stored(uint i, uvec2 seq) {
+  return i < pc.queries && i >= seq.x && (pc.total_queries == 0u || seq.y + i - seq.x < pc.total_queries);
+}

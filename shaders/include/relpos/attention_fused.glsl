@@ -30,6 +30,10 @@ void main() {
   const uint i_first = lane_splits ? 0u : (rem % q_tiles) * WG_X * ROWS;
   const uint b = bh / pc.heads, h = bh % pc.heads;
   const uint M = pc.memory_prefix;
+  // Packed queries: rows below seq.x are no query of this sequence (they shadow its first and store
+  // nothing); a workgroup with none of its own leaves at once, all lanes together.
+  const uvec2 seq = sequence_rows(b);
+  if ((lane_splits ? 1u : i_first + WG_X * ROWS) <= seq.x) return;
 
   // Every mask is a bound on the keys: padding for the batch, causality for each query (memory
   // keys stay visible). The workgroup walks up to the bound of its last query.
@@ -64,7 +68,7 @@ void main() {
   int near[ROWS];
   float near_bias[ROWS];  // slope * float(near)
   [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
-    const uint i = lane_splits ? 0u : min(i_first + r * WG_X + lane, pc.queries - 1u);
+    const uint i = lane_splits ? 0u : clamp(i_first + r * WG_X + lane, seq.x, pc.queries - 1u);
     const int i_abs = int(i) + q_off;
     lane_end[r] = pc.causal != 0u ? min(j_end, M + uint(max(i_abs + 1, 0))) : j_end;
     rp_base[r] = -int(M) - i_abs;
@@ -85,7 +89,7 @@ void main() {
     p_hi[r] = 0.0;
     w_lo[r] = 0.0;
     w_hi[r] = 0.0;
-    q_word[r] = (bh * pc.queries + i) * D4 - pc.q_shift;
+    q_word[r] = query_row(bh, h, i, seq) * D4 - pc.q_shift;
     [[unroll]] for (uint d = 0u; d < D4; ++d) {
       q[r * D4 + d] = load_q(q_word[r] + d) * pc.scale;
       acc[r * D4 + d] = vec4(0.0);
@@ -195,9 +199,9 @@ void main() {
 
   [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
     const uint i = lane_splits ? 0u : i_first + r * WG_X + lane;
-    if (i >= pc.queries || split >= pc.splits) continue;
+    if (!query_stored(i, seq) || split >= pc.splits) continue;
     const float inv = l[r] > 0.0 ? 1.0 / l[r] : 0.0;  // a fully masked row gives zeros
-    const uint out_row = (bh * pc.queries + i) * pc.splits + split;
+    const uint out_row = query_row(bh, h, i, seq) * pc.splits + split;
     const uint out_word = out_row * D4 - pc.out_shift;
     [[unroll]] for (uint d = 0u; d < D4; ++d) {
       vec4 x = acc[r * D4 + d];

@@ -98,6 +98,10 @@ void main() {
   const uint split = rem / q_tiles, i_first = (rem % q_tiles) * BR;
   const uint b = bh / pc.heads, h = bh % pc.heads;
   const uint M = pc.memory_prefix;
+  // Packed queries: rows below seq.x are no query of this sequence (they shadow its first and store
+  // nothing); a workgroup with none of its own leaves before any barrier, all lanes together.
+  const uvec2 seq = sequence_rows(b);
+  if (i_first + BR <= seq.x) return;
 
   // The keys of the workgroup: its split, cut by the batch's length and by the causal bound of its
   // last query (memory keys stay visible). Uniform over the workgroup.
@@ -113,7 +117,7 @@ void main() {
   const uint kv_word = (b * pc.kv_heads + hk) * pc.kv_stride * D4 - pc.kv_shift;
 
   // This lane's row: query i (rows past the last query shadow it and store nothing).
-  const uint i = min(i_first + r, pc.queries - 1u);
+  const uint i = clamp(i_first + r, seq.x, pc.queries - 1u);
   const int i_abs = int(i) + q_off;
   const uint row_end = pc.causal != 0u ? min(j_end, M + uint(max(i_abs + 1, 0))) : j_end;
   const int rp_base = -int(M) - i_abs;  // rp = j + rp_base
@@ -140,8 +144,8 @@ void main() {
     const uint w = lane + t * WG_X;
     if (w < BR * D4) {
       const uint row = w / D4, d = w % D4;
-      const uint qi = min(i_first + row, pc.queries - 1u);
-      q_tile[row * Q_STRIDE + d] = load_q((bh * pc.queries + qi) * D4 + d - pc.q_shift) * pc.scale;
+      const uint qi = clamp(i_first + row, seq.x, pc.queries - 1u);
+      q_tile[row * Q_STRIDE + d] = load_q(query_row(bh, h, qi, seq) * D4 + d - pc.q_shift) * pc.scale;
     }
   }
   find_key_words(0u, b, hk, j_begin, j_end);
@@ -277,9 +281,9 @@ void main() {
     barrier();  // D
   }
 
-  if (i_first + r >= pc.queries || split >= pc.splits) return;
+  if (!query_stored(i_first + r, seq) || split >= pc.splits) return;
   const float inv = l > 0.0 ? 1.0 / l : 0.0;  // a fully masked row gives zeros
-  const uint out_row = (bh * pc.queries + i) * pc.splits + split;
+  const uint out_row = query_row(bh, h, i, seq) * pc.splits + split;
   const uint out_word = out_row * D4 - pc.out_shift;
   [[unroll]] for (uint k = 0u; k < OWNED; ++k) {
     const uint d = s + k * LPR;

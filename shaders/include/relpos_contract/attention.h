@@ -42,10 +42,10 @@
   X(7, SHUFFLE_LANES, uint, 1u)                                              \
   X(8, PAGED, uint, 0u)
 
-// The same nine bindings in both kernel classes, so that one host path binds either. Shaw has no
+// The same ten bindings in both kernel classes, so that one host path binds either. Shaw has no
 // other bias input: its rel_values take BIAS (one binding fewer for every shader: the runtime binds
-// at most kMaxBindings = 9, src/shaders/contracts.hpp). LENGTHS: key_lengths, or a paged cache's
-// cache_lengths.
+// at most kMaxBindings = 10, src/shaders/contracts.hpp). LENGTHS: key_lengths, or a paged cache's
+// cache_lengths. QUERY_LENGTHS: packed queries' lengths per sequence (AttentionParams::total_queries).
 #define RELPOS_BINDINGS_ATTENTION(X) \
   X(0, Q)                            \
   X(1, K)                            \
@@ -55,7 +55,8 @@
   X(5, BIAS)                         \
   X(6, REL_KEYS)                     \
   X(7, LENGTHS)                      \
-  X(8, BLOCK_TABLE)
+  X(8, BLOCK_TABLE)                  \
+  X(9, QUERY_LENGTHS)
 
 // attention_merge.comp: one invocation per 4-element word of the merged output.
 #define RELPOS_SPEC_ATTENTION_MERGE(X) \

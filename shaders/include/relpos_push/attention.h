@@ -46,6 +46,9 @@ RELPOS_PUSH_BEGIN(AttentionPush) {
   uint block_size;
   uint num_blocks;
   uint max_blocks;
+  // Packed queries: q, out and lse rows are tokens [total_queries, heads] (0: [batch, heads,
+  // queries]); sequence b's query_lengths[b] queries are the last rows of the envelope's queries.
+  uint total_queries;
 }
 RELPOS_PUSH_END(AttentionPush)
 
