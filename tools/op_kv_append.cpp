@@ -79,9 +79,12 @@ CheckCase draw_case(FuzzRng& g) {
 
 }  // namespace
 
+void register_engine_decode_bench(Registry& reg);  // bench_engine.cpp
+
 RELPOS_TOOL_FAMILY(kv_append) {
   (void)run;  // no run command (yet): kv_append has checks, fuzz draws and benchmarks
   reg.fuzz.push_back({"kv-append", draw_case});
+  register_engine_decode_bench(reg);
   struct Rope { const char* name; bool apply; RopeStyle style; std::uint32_t rotary_dim; RopeScaling scaling; };
   const Rope ropes[] = {{"no rope", false, RopeStyle::NeoX, 0, RopeScaling::None},
                         {"neox llama3", true, RopeStyle::NeoX, 0, RopeScaling::Llama3},
