@@ -28,7 +28,8 @@ std::string dict_value(const std::string& header, const std::string& key) {
 }
 
 std::uint32_t descr_size(const std::string& d) {
-  if (d == "<f2") return 2;
+  if (d == "<u1") return 1;
+  if (d == "<f2" || d == "<u2") return 2;
   if (d == "<f4" || d == "<i4") return 4;
   if (d == "<f8" || d == "<i8") return 8;
   return 0;
@@ -185,9 +186,9 @@ NpyArray read_npy(const std::string& path) {
   a.descr = descr.substr(1, descr.size() - 2);
   if (a.descr.size() >= 1 && a.descr[0] == '|') a.descr[0] = '<';  // single-byte types have no order
   if (order != "False") bad(path, "Fortran-ordered arrays are not supported (use numpy.ascontiguousarray)");
-  static const std::regex known("<(f2|f4|f8|i4|i8)");
+  static const std::regex known("<(f2|f4|f8|i4|i8|u1|u2)");
   if (!std::regex_match(a.descr, known))
-    bad(path, "dtype '" + a.descr + "' is not supported (little-endian float16/32/64 or int32/64 only)");
+    bad(path, "dtype '" + a.descr + "' is not supported (little-endian float16/32/64, int32/64, uint8 or uint16 only)");
   a.shape = parse_shape(path, shape);
   std::uint64_t n = 1;
   for (auto d : a.shape) {
@@ -208,7 +209,11 @@ NpyArray read_npy(const std::string& path) {
 }
 
 void write_npy(const std::string& path, DType dtype, std::span<const std::uint64_t> shape, const void* data) {
-  std::string descr = dtype == DType::F32 ? "<f4" : dtype == DType::F16 ? "<f2" : "<i4";
+  write_npy_raw(path, dtype == DType::F32 ? "<f4" : dtype == DType::F16 ? "<f2" : "<i4", dtype_size(dtype), shape, data);
+}
+
+void write_npy_raw(const std::string& path, const std::string& descr, std::uint32_t element_bytes, std::span<const std::uint64_t> shape,
+                   const void* data) {
   std::string dims;
   std::uint64_t n = 1;
   for (auto d : shape) {
@@ -232,7 +237,7 @@ void write_npy(const std::string& path, DType dtype, std::span<const std::uint64
   if (!f) throw InvalidArgument(path + ": cannot open for writing: " + std::strerror(errno));
   const std::uint16_t len = static_cast<std::uint16_t>(header.size());
   const unsigned char l[2] = {static_cast<unsigned char>(len & 0xff), static_cast<unsigned char>(len >> 8)};
-  const std::uint64_t bytes = n * dtype_size(dtype);
+  const std::uint64_t bytes = n * element_bytes;
   if (std::fwrite("\x93NUMPY\x01\x00", 1, 8, f.get()) != 8 || std::fwrite(l, 1, 2, f.get()) != 2 ||
       std::fwrite(header.data(), 1, header.size(), f.get()) != header.size() ||
       (bytes && std::fwrite(data, 1, bytes, f.get()) != bytes))

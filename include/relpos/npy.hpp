@@ -10,7 +10,7 @@
 namespace relpos {
 
 struct NpyArray {
-  std::string descr;                // numpy dtype string, e.g. "<f4"
+  std::string descr;                // numpy dtype string, e.g. "<f4" (single-byte types too: "<u1")
   std::vector<std::uint64_t> shape;
   std::vector<unsigned char> bytes;  // the raw element data
 
@@ -26,5 +26,8 @@ NpyArray read_npy(const std::string& path);
 
 // Writes data (elements of dtype, count = product of shape) as a .npy file.
 void write_npy(const std::string& path, DType dtype, std::span<const std::uint64_t> shape, const void* data);
+// The same for any numpy dtype string ("|u1", "<u2", ...) of element_bytes bytes an element.
+void write_npy_raw(const std::string& path, const std::string& descr, std::uint32_t element_bytes, std::span<const std::uint64_t> shape,
+                   const void* data);
 
 }  // namespace relpos
