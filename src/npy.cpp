@@ -27,8 +27,8 @@ std::string dict_value(const std::string& header, const std::string& key) {
   return m[1].str();
 }
 
-std::uint32_t descr_size(const std::string& d) {
-  if (d == "<u1") return 1;
+std::uint32_t descr_size(std::string_view d) {
+  if (d == "|u1" || d == "<u1") return 1;  // byte arrays: raw cache rows (relpos run with --kv-dtype)
   if (d == "<f2" || d == "<u2") return 2;
   if (d == "<f4" || d == "<i4") return 4;
   if (d == "<f8" || d == "<i8") return 8;
@@ -209,11 +209,13 @@ NpyArray read_npy(const std::string& path) {
 }
 
 void write_npy(const std::string& path, DType dtype, std::span<const std::uint64_t> shape, const void* data) {
-  write_npy_raw(path, dtype == DType::F32 ? "<f4" : dtype == DType::F16 ? "<f2" : "<i4", dtype_size(dtype), shape, data);
+  write_npy(path, dtype == DType::F32 ? "<f4" : dtype == DType::F16 ? "<f2" : "<i4", shape, data);
 }
 
-void write_npy_raw(const std::string& path, const std::string& descr, std::uint32_t element_bytes, std::span<const std::uint64_t> shape,
-                   const void* data) {
+void write_npy(const std::string& path, std::string_view element, std::span<const std::uint64_t> shape, const void* data) {
+  const std::string descr(element);
+  const std::uint32_t size = descr_size(descr);
+  if (size == 0) throw InvalidArgument(path + ": cannot write elements of numpy type " + descr);
   std::string dims;
   std::uint64_t n = 1;
   for (auto d : shape) {
@@ -237,7 +239,7 @@ void write_npy_raw(const std::string& path, const std::string& descr, std::uint3
   if (!f) throw InvalidArgument(path + ": cannot open for writing: " + std::strerror(errno));
   const std::uint16_t len = static_cast<std::uint16_t>(header.size());
   const unsigned char l[2] = {static_cast<unsigned char>(len & 0xff), static_cast<unsigned char>(len >> 8)};
-  const std::uint64_t bytes = n * element_bytes;
+  const std::uint64_t bytes = n * size;
   if (std::fwrite("\x93NUMPY\x01\x00", 1, 8, f.get()) != 8 || std::fwrite(l, 1, 2, f.get()) != 2 ||
       std::fwrite(header.data(), 1, header.size(), f.get()) != header.size() ||
       (bytes && std::fwrite(data, 1, bytes, f.get()) != bytes))

@@ -4,7 +4,9 @@
 // merge op against attention over the whole key range; the split paths under lowered limits.
 #include <relpos/relpos.hpp>
 
+#include <bit>
 #include <limits>
+#include <map>
 #include <random>
 
 #include "support/expect.hpp"
@@ -188,22 +190,26 @@ TEST_F(AttentionGpu, GpuKernelsAtSeveralTileSizes) {
       if (p.query_offset > 6) p.query_offset = std::int64_t{p.keys} - p.queries;
       expect_matches(ctx, p, random_inputs(rng, p));
     }
-    // Decoding (one query row of every lane) on a device that shuffles, the row maxima meet by
-    // shuffles within each subgroup; otherwise through shared memory only.
+    // Decoding on a device that shuffles (the workgroup a whole number of subgroups): attention_decode,
+    // its lanes in groups of a power of two within the subgroup that share each key; otherwise
+    // attention_tiled with one query row, its row maxima through shared memory only.
     const std::uint32_t sub = ctx.limits().subgroup_size;
     const bool shuffles = t.shuffles && ctx.limits().subgroup_shuffle && t.lanes % sub == 0 && sub > 1;
     bool seen = false;
     for (const PipelineReport& rep : pipeline_reports(ctx, false)) {
-      if (rep.shader.rfind("attention_tiled", 0) != 0) continue;
-      std::uint32_t queries = 0, shuffle_lanes = 0;
-      for (const auto& [name, value] : rep.constants) {
-        if (name == "BR") queries = value;
-        if (name == "SHUFFLE_LANES") shuffle_lanes = value;
+      std::map<std::string, std::uint32_t> c(rep.constants.begin(), rep.constants.end());
+      if (rep.shader == "attention_decode") {
+        seen = true;
+        EXPECT_TRUE(shuffles);
+        EXPECT_EQ(c["WG_X"], t.lanes);
+        EXPECT_TRUE(std::has_single_bit(c["KG"]) && c["KG"] <= std::min(t.lanes, sub)) << c["KG"];
+        continue;
       }
-      const bool shuffled = queries == 1 && shuffles;
-      seen = seen || queries == 1;
-      EXPECT_EQ(rep.shader, shuffled ? "attention_tiled_shuffle" : "attention_tiled") << "rows " << queries;
-      EXPECT_EQ(shuffle_lanes, shuffled ? std::min(t.lanes, sub) : 1u) << "rows " << queries;
+      if (rep.shader.rfind("attention_tiled", 0) != 0) continue;
+      seen = seen || c["BR"] == 1;
+      if (c["BR"] == 1) EXPECT_FALSE(shuffles);
+      EXPECT_EQ(rep.shader, "attention_tiled") << "rows " << c["BR"];
+      EXPECT_EQ(c["SHUFFLE_LANES"], 1u) << "rows " << c["BR"];
     }
     EXPECT_TRUE(seen);
   }

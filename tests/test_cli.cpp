@@ -484,6 +484,56 @@ TEST(Cli, AttentionWithPackedQueries) {
   EXPECT_NE(r.output.find("query_lengths"), std::string::npos) << r.output;
 }
 
+// Caches in a --kv-dtype: q8_0 as ggml's blocks (uint8 [num_blocks, block_size, Hkv, D/32*34]) and
+// fp8_e4m3 bytes with --k-scale and --v-scale, against the reference over the same bytes.
+TEST(Cli, AttentionOverQuantisedCaches) {
+  for (CacheFormat f : {CacheFormat::Q8_0, CacheFormat::FP8_E4M3, CacheFormat::BF16}) {
+    SCOPED_TRACE(std::string(cache_format_name(f)));
+    AttentionParams p{.batch = 2, .heads = 2, .kv_heads = 1, .queries = 1, .keys = 32, .head_dim = 32, .causal = true};
+    p.paged = {.block_size = 16, .num_blocks = 3, .max_blocks = 2};
+    p.cache_format = f;
+    if (cache_format_scaled(f)) p.k_scales = p.v_scales = {0.01f};
+    std::vector<float> q(2 * 2 * 1 * 32), values(3 * 16 * 32);
+    for (std::size_t e = 0; e < q.size(); ++e) q[e] = std::sin(0.37f * e);
+    for (std::size_t e = 0; e < values.size(); ++e) values[e] = std::cos(0.11f * e);
+    const std::size_t row = cache_row_bytes(f, 32);
+    std::vector<std::uint8_t> cache(3 * 16 * row);
+    for (std::size_t r = 0; r < 3 * 16; ++r)
+      encode_cache_row(f, std::span<const float>(values).subspan(r * 32, 32), std::span<std::uint8_t>(cache).subspan(r * row, row),
+                       cache_format_scaled(f) ? 0.01f : 1.0f);
+    const std::vector<std::int32_t> table = {2, 0, 1, 77}, lengths = {20, 9};
+    write_f32("fq.npy", q, {2, 2, 1, 32});
+    const std::vector<std::uint64_t> shape = {3, 16, 1, f == CacheFormat::BF16 ? 32u : row};
+    write_npy(temp("fcache.npy"), f == CacheFormat::BF16 ? "<u2" : "|u1", shape, cache.data());
+    write_npy(temp("ftable.npy"), DType::I32, std::vector<std::uint64_t>{2, 2}, table.data());
+    write_npy(temp("flengths.npy"), DType::I32, std::vector<std::uint64_t>{2}, lengths.data());
+    const std::vector<float> scale = {0.01f};
+    write_f32("fscale.npy", scale, {1});
+    AttentionHostInputs host{q, {}, {}, {}, {}, {}, {}, table, lengths, {}, cache, cache};
+    const auto want = attention_reference(p, host);
+    const std::string scales = cache_format_scaled(f) ? " --k-scale " + temp("fscale.npy") + " --v-scale " + temp("fscale.npy") : "";
+    const std::string args = "run attention --q " + temp("fq.npy") + " --k-cache " + temp("fcache.npy") + " --v-cache " + temp("fcache.npy") +
+                             " --block-table " + temp("ftable.npy") + " --cache-lengths " + temp("flengths.npy") + " --causal --kv-dtype " +
+                             std::string(cache_format_name(f)) + scales + " --out " + temp("fatt.npy");
+    for (const std::string extra : {"", " --reference", "--kernels cpu "}) {
+      auto r = tool(extra.starts_with("--") ? extra + args : args + extra);
+      ASSERT_EQ(r.status, 0) << r.output;
+      EXPECT_LE(normalised_error(read_npy(temp("fatt.npy")).to_f32("out"), want.out), 1e-4) << extra;
+    }
+    if (cache_format_scaled(f)) {  // no scales: refused, naming them
+      auto r = tool("run attention --q " + temp("fq.npy") + " --k-cache " + temp("fcache.npy") + " --v-cache " + temp("fcache.npy") +
+                    " --block-table " + temp("ftable.npy") + " --cache-lengths " + temp("flengths.npy") + " --kv-dtype fp8_e4m3 --out " +
+                    temp("fatt.npy"));
+      EXPECT_EQ(r.status, 1);
+      EXPECT_NE(r.output.find("k_scales"), std::string::npos) << r.output;
+    }
+  }
+  auto r = tool("run attention --q " + temp("fq.npy") + " --k-cache " + temp("fq.npy") + " --v-cache " + temp("fq.npy") + " --block-table " +
+                temp("ftable.npy") + " --cache-lengths " + temp("flengths.npy") + " --kv-dtype q8_0 --out " + temp("fatt.npy"));
+  EXPECT_EQ(r.status, 1);  // a float32 file is no q8_0 cache
+  EXPECT_NE(r.output.find("q8_0 cache is a .npy of uint8"), std::string::npos) << r.output;
+}
+
 TEST(Cli, AttentionMergeOfTwoBlocks) {
   // Two parts of one row with D = 4: lse log 1 and log 3 weigh them 1:3.
   write_f32("parts.npy", {4, 0, 0, 0, 8, 0, 0, 4}, {2, 1, 4});

@@ -67,8 +67,8 @@ Files write_case(CacheFormat f, std::uint32_t D, bool ragged, bool rope, const s
   c.q = random_floats(rng, in_rows * p.heads * D);
   const auto [descr, element] = file_type(f);
   const std::vector<std::uint64_t> cache_shape = {p.paged.num_blocks, 16, p.kv_heads, rb / element};
-  write_npy_raw(temp(tag + "kc.npy"), descr, element, cache_shape, c.kc.data());
-  write_npy_raw(temp(tag + "vc.npy"), descr, element, cache_shape, c.vc.data());
+  write_npy(temp(tag + "kc.npy"), descr, cache_shape, c.kc.data());
+  write_npy(temp(tag + "vc.npy"), descr, cache_shape, c.vc.data());
   const std::vector<std::uint64_t> kv_shape = ragged ? std::vector<std::uint64_t>{in_rows, p.kv_heads, D}
                                                      : std::vector<std::uint64_t>{p.batch, p.kv_heads, p.new_tokens, D};
   std::vector<std::uint64_t> q_shape = kv_shape;

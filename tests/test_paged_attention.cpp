@@ -190,7 +190,9 @@ TEST_F(PagedAttentionGpu, GpuKernelsAtSeveralTileSizes) {
 }
 
 // Blocks of 256 keys, decoding and a few queries, sequences of different lengths (one within its
-// first block), split keys.
+// first block), split keys; in both kernel classes (the GPU class finds a tile's or a decoding
+// step's keys from the first words of their blocks, two table loads per tile or step, where a
+// block holds a whole tile or step).
 TEST_F(PagedAttentionGpu, LargeBlocksAndDecoding) {
   std::mt19937 rng(2028);
   for (std::uint32_t Q : {1u, 7u})
@@ -201,6 +203,7 @@ TEST_F(PagedAttentionGpu, LargeBlocksAndDecoding) {
       p.paged.max_blocks = 6;
       const PagedInputs in = random_paged_inputs(rng, p, {1, 1300, 1536});
       expect_matches(gpu(), p, in);
+      expect_matches(gpu_kernels(Kernels::Gpu), p, in);
     }
 }
 

@@ -114,12 +114,12 @@ TEST(ShaderContracts, TheCheckFindsEveryKindOfMismatch) {
   EXPECT_FALSE(with([](Spec& s, Slots&) { std::swap(s[6].id, s[7].id); }).empty());           // ids swapped
   EXPECT_FALSE(with([](Spec& s, Slots&) { s[3].type = SpecType::Bool; }).empty());            // IN_HALF as a bool
   EXPECT_FALSE(with([](Spec& s, Slots&) { s[2].value = 16; }).empty());                       // BC's default
-  EXPECT_FALSE(with([](Spec& s, Slots&) { s.pop_back(); }).empty());                          // PAGED undeclared
-  EXPECT_FALSE(with([](Spec& s, Slots&) { s.push_back({9, "EXTRA", SpecType::Uint, 0}); }).empty());
+  EXPECT_FALSE(with([](Spec& s, Slots&) { s.pop_back(); }).empty());                          // KV_FORMAT undeclared
+  EXPECT_FALSE(with([](Spec& s, Slots&) { s.push_back({10, "EXTRA", SpecType::Uint, 0}); }).empty());
   EXPECT_FALSE(with([](Spec& s, Slots&) { s[0].type = SpecType::SizeY; }).empty());           // the wrong axis
   EXPECT_FALSE(with([](Spec& s, Slots&) { s[0].type = SpecType::Uint; }).empty());            // a workgroup size not declared
-  EXPECT_FALSE(with([](Spec&, Slots& b) { b.pop_back(); }).empty());                          // QUERY_LENGTHS missing
-  EXPECT_FALSE(with([](Spec&, Slots& b) { b.push_back({10, "EXTRA"}); }).empty());
+  EXPECT_FALSE(with([](Spec&, Slots& b) { b.pop_back(); }).empty());                          // KV_SCALES missing
+  EXPECT_FALSE(with([](Spec&, Slots& b) { b.push_back({11, "EXTRA"}); }).empty());
   // A contract of another kernel.
   EXPECT_FALSE(mismatches(shader_contract(ShaderId::attention_fused), tiled).empty());
   EXPECT_FALSE(mismatches({relpos::contract::WorkgroupSpec::declared, relpos::contract::DistanceRowBindings::declared},

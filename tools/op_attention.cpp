@@ -12,6 +12,7 @@
 #include <relpos/attention_plan.hpp>
 #include <relpos/resource_counts.hpp>
 
+#include "cache_npy.hpp"
 #include "number_flags.hpp"
 #include "fuzz.hpp"
 #include "registry.hpp"
@@ -27,17 +28,23 @@ struct AttentionData {
   std::vector<std::uint32_t> lengths;
   std::vector<std::int32_t> block_table, cache_lengths;  // a paged cache (p.paged)
   std::vector<std::int32_t> query_lengths;               // packed queries (p.total_queries)
+  std::vector<std::uint8_t> k_bytes, v_bytes;            // caches of a cache_format, in place of k and v
   Buffer bq, bk, bv, bout, blse, bbias, brk, brv, blen, btable, bclen, bqlen;
 
   AttentionHostInputs host() const {
-    return {q, k, v, in.bias, in.rel_keys, in.rel_values, lengths, block_table, cache_lengths, query_lengths};
+    return {q, k, v, in.bias, in.rel_keys, in.rel_values, lengths, block_table, cache_lengths, query_lengths, k_bytes, v_bytes};
   }
   void upload(Context& ctx) {
     auto up = [&](const std::vector<float>& x) { return make_float_buffer(ctx, x, p.dtype); };
     bq = up(q);
-    bk = up(k);
-    bv = up(v);
-    bout = Buffer(ctx, p.rows() * p.head_dim * dtype_size(p.dtype));
+    if (p.cache_format) {
+      bk = make_buffer(ctx, std::span<const std::uint8_t>(k_bytes));
+      bv = make_buffer(ctx, std::span<const std::uint8_t>(v_bytes));
+    } else {
+      bk = up(k);
+      bv = up(v);
+    }
+    bout = Buffer(ctx, p.rows() * p.head_dim * dtype_size(p.output_dtype()));
     blse = Buffer(ctx, p.rows() * 4);
     if (!in.bias.empty()) bbias = make_buffer(ctx, in.bias);
     if (!in.rel_keys.empty()) {
@@ -68,7 +75,7 @@ struct AttentionData {
   }
   AttentionResult download() const {
     const std::size_t n = p.rows() * p.head_dim;
-    return {download_floats(bout, n, p.dtype),
+    return {download_floats(bout, n, p.output_dtype()),
             blse.download<float>(p.rows())};
   }
 };
@@ -79,7 +86,7 @@ struct RunArgs;
 void read_paged_cache(const RunArgs& a, AttentionData& d, const std::vector<std::uint64_t>& qs);
 
 struct RunArgs {
-  std::string q, k, v, k_cache, v_cache, block_table, cache_lengths, query_lengths, key_lengths, lse, dtype = "f32";
+  std::string q, k, v, k_cache, v_cache, block_table, cache_lengths, query_lengths, key_lengths, lse, dtype = "f32", kv_dtype, k_scale, v_scale;
   std::optional<float> scale;
   bool causal = false;
   std::unique_ptr<AttentionBiasFlags> bias;
@@ -87,16 +94,31 @@ struct RunArgs {
   RunOptions o;
 };
 
+// k and v (--k and --v, or --k-cache and --v-cache): float values, or with --kv-dtype the caches'
+// bytes; `ks` gets their shape (head_dim last).
+void read_caches(const RunArgs& a, AttentionData& d, const std::string& k_flag, const std::string& k_path, const std::string& v_flag,
+                 const std::string& v_path, std::vector<std::uint64_t>& ks) {
+  std::vector<std::uint64_t> vs;
+  if (d.p.cache_format) {
+    d.k_bytes = read_cache_npy(k_flag, k_path, *d.p.cache_format, ks);
+    d.v_bytes = read_cache_npy(v_flag, v_path, *d.p.cache_format, vs);
+  } else {
+    d.k = read_floats(k_flag, k_path, 4, ks);
+    d.v = read_floats(v_flag, v_path, 4, vs);
+  }
+  if (ks.size() != 4) throw InvalidArgument(k_flag + " " + k_path + ": must be 4-D, got " + std::to_string(ks.size()) + " dimension(s)");
+  if (ks != vs) throw InvalidArgument(v_flag + ": shape must equal " + k_flag + "'s");
+  (void)a;
+}
+
 // --k-cache, --v-cache, --block-table and --cache-lengths: the paged layout.
 void read_paged_cache(const RunArgs& a, AttentionData& d, const std::vector<std::uint64_t>& qs) {
   AttentionParams& p = d.p;
   if (a.p.query_offset != 0) throw InvalidArgument("--query-offset: not allowed with a paged cache (--cache-lengths place the queries)");
   if (!a.key_lengths.empty()) throw InvalidArgument("--key-lengths: not allowed with a paged cache (--cache-lengths replace them)");
   if (a.p.memory_prefix != 0) throw InvalidArgument("--memory-prefix: not allowed with a paged cache");
-  std::vector<std::uint64_t> ks, vs;
-  d.k = read_floats("--k-cache", a.k_cache, 4, ks);
-  d.v = read_floats("--v-cache", a.v_cache, 4, vs);
-  if (ks != vs) throw InvalidArgument("--v-cache: shape must equal --k-cache's [num_blocks, block_size, Hkv, D]");
+  std::vector<std::uint64_t> ks;
+  read_caches(a, d, "--k-cache", a.k_cache, "--v-cache", a.v_cache, ks);
   if (ks[3] != qs[3]) throw InvalidArgument("--k-cache: head_dim must equal --q's (" + std::to_string(qs[3]) + "), got " + std::to_string(ks[3]));
   const NpyArray table = read_npy(a.block_table), lengths = read_npy(a.cache_lengths);
   if (table.shape.size() != 2 || table.shape[0] != qs[0])
@@ -140,7 +162,12 @@ void add_attention_run(CLI::App& run, Registry& reg) {
   add_number(*cmd, "--memory-prefix", a->p.memory_prefix, "the first M keys are memories: no position bias, never masked causally");
   add_number(*cmd, "--scale", a->scale, "multiplies q.k (default 1/sqrt(D); T5 models pass 1)");
   add_number(*cmd, "--key-splits", a->p.key_splits, "split the keys of each row across workgroups (default: from the shape)");
-  cmd->add_option("--dtype", a->dtype, "storage of q, k, v and out")->check(CLI::IsMember({"f32", "f16"}));
+  cmd->add_option("--dtype", a->dtype, "storage of q and out (and of k and v without --kv-dtype)")->check(CLI::IsMember({"f32", "f16"}));
+  cmd->add_option("--kv-dtype", a->kv_dtype,
+                  "format of k and v: f32, f16 (float arrays), bf16 (uint16 bit patterns), q8_0 (uint8 [..., D/32*34], ggml's blocks) or "
+                  "fp8_e4m3 (uint8 [..., D], with --k-scale and --v-scale)");
+  cmd->add_option("--k-scale", a->k_scale, "fp8_e4m3: float32 [Hkv] .npy, the keys' scale per kv head");
+  cmd->add_option("--v-scale", a->v_scale, "fp8_e4m3: float32 [Hkv] .npy, the values' scale per kv head");
   add_run_options(*cmd, a->o);
   add_output(*cmd, a->o, "--lse", a->lse, "also write the float32 log-sum-exp [B, H, Q] .npy");
   reg.runs.push_back({cmd, [a] {
@@ -165,11 +192,10 @@ void add_attention_run(CLI::App& run, Registry& reg) {
                         p.heads = dimension32("--q heads", qs[1]);
                         p.queries = dimension32("--q queries", qs[2]);
                         p.head_dim = dimension32("--q head_dim", qs[3]);
+                        if (!a->kv_dtype.empty()) p.cache_format = cache_format_flag(a->kv_dtype);
                         if (a->k_cache.empty()) {
                           if (a->k.empty()) throw InvalidArgument("--k and --v (or --k-cache, --v-cache, --block-table and --cache-lengths) are required");
-                          d.k = read_floats("--k", a->k, 4, ks);
-                          d.v = read_floats("--v", a->v, 4, vs);
-                          if (ks != vs) throw InvalidArgument("--v: shape must equal --k's [B, Hkv, K, D]");
+                          read_caches(*a, d, "--k", a->k, "--v", a->v, ks);
                           if (qs[0] != ks[0] || qs[3] != ks[3])
                             throw InvalidArgument("--k: batch and head_dim must equal --q's (" + std::to_string(qs[0]) + ", " +
                                                   std::to_string(qs[3]) + ")");
@@ -178,6 +204,8 @@ void add_attention_run(CLI::App& run, Registry& reg) {
                         } else {
                           read_paged_cache(*a, d, qs);
                         }
+                        if (!a->k_scale.empty()) p.k_scales = read_floats("--k-scale", a->k_scale, 1, vs);
+                        if (!a->v_scale.empty()) p.v_scales = read_floats("--v-scale", a->v_scale, 1, vs);
                         d.in = a->bias->read(p);
                         if (!a->key_lengths.empty()) {
                           for (std::int32_t x : read_npy(a->key_lengths).to_i32("--key-lengths " + a->key_lengths)) {
@@ -194,6 +222,9 @@ void add_attention_run(CLI::App& run, Registry& reg) {
                                                 " for this shape");
                         if (p.dtype == DType::F16)  // what the f16 buffers hold
                           for (auto* x : {&d.q, &d.k, &d.v}) *x = from_half(to_half(*x));
+                        if (p.cache_format && p.kv_bytes() != d.k_bytes.size())
+                          throw InvalidArgument("--kv-dtype " + a->kv_dtype + ": the caches hold " + std::to_string(d.k_bytes.size()) + " bytes, " +
+                                                std::to_string(p.kv_bytes()) + " for this shape");
                         AttentionResult res;
                         if (a->o.reference) {
                           res = attention_reference(p, d.host());
@@ -325,10 +356,29 @@ std::int64_t farthest(const AttentionParams& p) {
 }
 
 // The largest |logit| a case can produce: |s|·D·max|q|·max|k| plus the largest bias.
-double max_logit(const AttentionBiasTool& family, const AttentionData& d) {
+double max_logit(const AttentionBiasTool& family, const AttentionData& d, double max_k) {
   const AttentionParams& p = d.p;
   const double qk = std::abs(static_cast<double>(p.effective_scale())) * p.head_dim * max_abs(d.q);
-  return qk * max_abs(d.k) + family.max_bias(p, d.in, qk, farthest(p));
+  return qk * max_k + family.max_bias(p, d.in, qk, farthest(p));
+}
+
+// d's k and v values into the bytes of its cache_format, each row with its kv head's scale.
+void encode_caches(AttentionData& d) {
+  const AttentionParams& p = d.p;
+  const CacheFormat f = p.cache();
+  const std::size_t D = p.head_dim, row_bytes = cache_row_bytes(f, p.head_dim), rows = d.k.size() / D;
+  d.k_bytes.resize(rows * row_bytes);
+  d.v_bytes.resize(rows * row_bytes);
+  for (std::size_t row = 0; row < rows; ++row) {
+    const std::size_t hk = p.paged.enabled() ? row % p.kv_heads : (row / p.keys) % p.kv_heads;
+    const bool scaled = cache_format_scaled(f);
+    encode_cache_row(f, std::span<const float>(d.k).subspan(row * D, D), std::span<std::uint8_t>(d.k_bytes).subspan(row * row_bytes, row_bytes),
+                     scaled ? p.k_scales[hk] : 1.0f);
+    encode_cache_row(f, std::span<const float>(d.v).subspan(row * D, D), std::span<std::uint8_t>(d.v_bytes).subspan(row * row_bytes, row_bytes),
+                     scaled ? p.v_scales[hk] : 1.0f);
+  }
+  d.k.clear();
+  d.v.clear();
 }
 
 // lengths: the key lengths of each batch (empty: no padding); with a paged cache, its cache lengths.
@@ -339,6 +389,8 @@ CheckResult check_attention(Context& ctx, const AttentionBiasTool& family, const
   if (p.paged.enabled()) make_paged(d, lengths, seed);
   else d.lengths = lengths;
   d.query_lengths = query_lengths;
+  const double max_k = max_abs(d.k), max_v = max_abs(d.v);  // (before a cache format's encoding clears them)
+  if (p.cache_format) encode_caches(d);
   const AttentionResult want = attention_reference(d.p, d.host());
   d.upload(ctx);
   Recorder r(ctx);
@@ -350,8 +402,8 @@ CheckResult check_attention(Context& ctx, const AttentionBiasTool& family, const
   // double), an error δ <= 2^-24·max|logit| that moves the softmax weights by Σ|δw| <= 2δ, so the
   // output by 2δ·max|v| and the log-sum-exp by δ (tests/support/tolerance.hpp's reasoning). A bias
   // the GPU computes with float32 transcendentals (KERPLE, Sandwich) adds its own error to δ.
-  const double delta = 0x1p-24 * max_logit(family, d) + family.bias_error(p, d.in, farthest(p));
-  const double max_value = max_abs(d.v) + max_abs(d.in.rel_values);
+  const double delta = 0x1p-24 * max_logit(family, d, max_k) + family.bias_error(p, d.in, farthest(p));
+  const double max_value = max_v + max_abs(d.in.rel_values);
   const double tol_out = (p.dtype == DType::F16 ? 1e-3 : 1e-4) + 2 * delta * max_value / std::max(1.0, max_abs(want.out));
   const double tol_lse = 1e-4 + 2 * delta / std::max(1.0, max_abs(want.lse));
   // Reported against the bound it is nearer to breaking.
@@ -433,6 +485,25 @@ void register_checks(Registry& reg) {
       const bool quick = (dtype == DType::F32 && info.bias == AttentionBias::None) || (dtype == DType::F16 && info.bias == f16_family);
       reg.checks.push_back({"attention", shape_of(reg, p) + ",lengths=40:9:1:64,query_lengths=9:1:0:5",
                             [family, p, cache, queries](Context& ctx) { return check_attention(ctx, family, p, cache, 5, queries); }, quick});
+    }
+  // Caches in each format (q and out f32 or f16 beside them): paged decoding over split keys with
+  // grouped-query heads, and a contiguous prefill.
+  for (CacheFormat f : {CacheFormat::F16, CacheFormat::BF16, CacheFormat::Q8_0, CacheFormat::FP8_E4M3})
+    for (bool paged : {true, false}) {
+      const AttentionBias bias = paged ? AttentionBias::T5 : AttentionBias::Alibi;
+      const AttentionBiasTool& family = bias_tool(reg, bias);
+      AttentionParams p{.batch = 2, .heads = 8, .kv_heads = 2, .queries = paged ? 1u : 33u, .keys = paged ? 1024u : 75u, .head_dim = 64,
+                        .dtype = f == CacheFormat::F16 ? DType::F32 : DType::F16, .causal = true, .bias = bias};
+      p.cache_format = f;
+      if (cache_format_scaled(f)) {  // values up to 2 into e4m3's range (448)
+        p.k_scales = {0.01f, 0.02f};
+        p.v_scales = {0.005f, 0.01f};
+      }
+      if (paged) p.paged = {.block_size = 16, .num_blocks = 0, .max_blocks = 64};
+      family.example(p, 0);
+      const std::vector<std::uint32_t> lengths = paged ? std::vector<std::uint32_t>{1000, 77} : std::vector<std::uint32_t>{};
+      reg.checks.push_back({"attention", shape_of(reg, p) + ",kv=" + std::string(cache_format_name(f)) + (paged ? ",lengths=1000:77" : ""),
+                            [family, p, lengths](Context& ctx) { return check_attention(ctx, family, p, lengths); }, f == CacheFormat::Q8_0});
     }
 }
 

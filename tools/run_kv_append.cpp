@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <cstring>
 
+#include "cache_npy.hpp"
 #include "registry.hpp"
 #include "relpos/relpos.hpp"
 
@@ -21,16 +22,6 @@ struct KvAppendCli {
   bool advance = false;
 };
 
-// The numpy dtype string and element bytes a cache file of the format holds.
-std::pair<std::string, std::uint32_t> cache_descr(CacheFormat f) {
-  switch (f) {
-    case CacheFormat::F32: return {"<f4", 4};
-    case CacheFormat::F16: return {"<f2", 2};
-    case CacheFormat::BF16: return {"<u2", 2};
-    default: return {"<u1", 1};
-  }
-}
-
 std::vector<float> read_scales(const std::string& flag, const std::string& path) {
   if (path.empty()) return {};
   const NpyArray a = read_npy(path);
@@ -40,7 +31,7 @@ std::vector<float> read_scales(const std::string& flag, const std::string& path)
 }
 
 void run_kv_append(KvAppendCli& c) {
-  const NpyArray k = read_npy(c.k), v = read_npy(c.v), kc = read_npy(c.k_cache), vc = read_npy(c.v_cache);
+  const NpyArray k = read_npy(c.k), v = read_npy(c.v);
   const NpyArray table = read_npy(c.table), lengths = read_npy(c.lengths);
   KvAppendParams p;
   p.ragged = !c.new_tokens.empty();
@@ -69,20 +60,16 @@ void run_kv_append(KvAppendCli& c) {
     p.new_tokens = dimension32("--k new_tokens", k.shape[2]);
   }
   // The cache's format: --kv-dtype, or the file's float dtype.
-  if (!c.kv_dtype.empty()) p.cache_format = parse_cache_format(c.kv_dtype);
-  else p.cache_format = kc.descr == "<f2" ? CacheFormat::F16 : CacheFormat::F32;
+  p.cache_format = !c.kv_dtype.empty() ? cache_format_flag(c.kv_dtype) : read_npy(c.k_cache).descr == "<f2" ? CacheFormat::F16 : CacheFormat::F32;
   check_cache_head_dim(*p.cache_format, p.head_dim, "--k head_dim");  // before the rows' shape follows from it
-  const auto [descr, element] = cache_descr(*p.cache_format);
-  const std::uint64_t row_values = cache_row_bytes(*p.cache_format, p.head_dim) / element;
-  for (const auto& [flag, path, a] : {std::tuple{"--k-cache", &c.k_cache, &kc}, std::tuple{"--v-cache", &c.v_cache, &vc}}) {
-    if (a->descr != descr)
-      throw InvalidArgument(std::string(flag) + " " + *path + ": dtype " + a->descr + " must be " + descr + " for a " + c.kv_dtype + " cache");
-    if (a->shape.size() != 4 || a->shape[2] != p.kv_heads || a->shape[3] != row_values || a->shape != kc.shape)
-      throw InvalidArgument(std::string(flag) + " " + *path + ": must be [num_blocks, block_size, kv_heads = " + std::to_string(p.kv_heads) +
-                            ", " + std::to_string(row_values) + "] (both caches alike)");
-  }
-  p.paged.num_blocks = dimension32("--k-cache num_blocks", kc.shape[0]);
-  p.paged.block_size = dimension32("--k-cache block_size", kc.shape[1]);
+  std::vector<std::uint64_t> k_shape, v_shape;
+  std::vector<std::uint8_t> k_bytes = read_cache_npy("--k-cache", c.k_cache, *p.cache_format, k_shape);
+  std::vector<std::uint8_t> v_bytes = read_cache_npy("--v-cache", c.v_cache, *p.cache_format, v_shape);
+  if (k_shape.size() != 4 || k_shape[2] != p.kv_heads || k_shape[3] != p.head_dim || v_shape != k_shape)
+    throw InvalidArgument("--k-cache " + c.k_cache + ": the caches must be [num_blocks, block_size, kv_heads = " + std::to_string(p.kv_heads) +
+                          ", row of head_dim = " + std::to_string(p.head_dim) + "] (both alike)");
+  p.paged.num_blocks = dimension32("--k-cache num_blocks", k_shape[0]);
+  p.paged.block_size = dimension32("--k-cache block_size", k_shape[1]);
   p.k_scales = read_scales("--k-scale", c.k_scale);
   p.v_scales = read_scales("--v-scale", c.v_scale);
   p.advance_lengths = c.advance;
@@ -102,7 +89,6 @@ void run_kv_append(KvAppendCli& c) {
   p.validate();
   check_append_table(p, table_v, lengths_v, p.ragged ? std::span<const std::int32_t>(counts) : std::span<const std::int32_t>());
 
-  std::vector<std::uint8_t> k_bytes(kc.bytes.begin(), kc.bytes.end()), v_bytes(vc.bytes.begin(), vc.bytes.end());
   std::vector<std::int32_t> lengths_after(p.advance_lengths ? p.batch : 0);
   const std::vector<float> kf = k.to_f32("--k " + c.k), vf = v.to_f32("--v " + c.v);
   if (c.o.reference) {
@@ -127,8 +113,8 @@ void run_kv_append(KvAppendCli& c) {
     if (!q_values.empty()) q_values = download_floats(bq, q_values.size(), p.dtype);
     if (p.advance_lengths) lengths_after = bl.download<std::int32_t>(p.batch);
   }
-  write_npy_raw(c.o.out, descr, element, kc.shape, k_bytes.data());
-  write_npy_raw(c.v_out, descr, element, vc.shape, v_bytes.data());
+  write_cache_npy(c.o.out, *p.cache_format, k_shape, k_bytes);
+  write_cache_npy(c.v_out, *p.cache_format, v_shape, v_bytes);
   if (!c.q_out.empty()) write_floats(c.q_out, q_values, q.shape, p.dtype);
   if (!c.lengths_out.empty()) {
     const std::vector<std::uint64_t> shape = {p.batch};

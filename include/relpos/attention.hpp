@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "relpos/cache_format.hpp"
 #include "relpos/dtype.hpp"
 #include "relpos/kerple.hpp"
 #include "relpos/t5.hpp"
@@ -74,7 +75,7 @@ struct AttentionParams {
   std::uint32_t queries = 0;
   std::uint32_t keys = 0;
   std::uint32_t head_dim = 0;  // D: a multiple of 4, at most kMaxHeadDim
-  DType dtype = DType::F32;    // storage of q, k, v and out (F32 or F16); accumulation is float32
+  DType dtype = DType::F32;    // storage of q and out (F32 or F16), and of k and v unless cache_format; accumulation is float32
   std::optional<float> scale{};  // multiplies q·kᵀ; default 1/sqrt(head_dim) (T5 models pass 1)
   // Query i sits at absolute position i + query_offset among the local (non-memory) keys.
   std::int64_t query_offset = 0;
@@ -107,6 +108,13 @@ struct AttentionParams {
   // sequence's count, at most) is the envelope of: the launch covers it, the per-distance rows and
   // the dense bias are laid out for it. Mixed prefill and decode sequences share one call.
   std::uint32_t total_queries = 0;
+  // The k and v caches' format (relpos/cache_format.hpp, docs/fused_attention.md "Cache formats"),
+  // contiguous or paged: unset, dtype's own; otherwise any CacheFormat (bf16, ggml's q8_0 blocks,
+  // fp8 e4m3 with scales), each row decoded to float32 as it is read, q and out staying dtype.
+  std::optional<CacheFormat> cache_format{};
+  // fp8_e4m3: float32 [kv_heads], the keys' and the values' scale per kv head (finite, > 0);
+  // empty for every other format.
+  std::vector<float> k_scales{}, v_scales{};
 
   static constexpr std::uint32_t kMaxHeadDim = 256;
   // Keys one invocation walks at most: the shader's loops run at most 3 iterations per key, within
@@ -119,6 +127,10 @@ struct AttentionParams {
 
   float effective_scale() const;
   bool packed() const { return total_queries != 0; }
+  CacheFormat cache() const { return cache_format ? *cache_format : dtype == DType::F16 ? CacheFormat::F16 : CacheFormat::F32; }
+  // Bytes of k (and of v): its rows (batch * kv_heads * keys, or a paged cache's num_blocks *
+  // block_size * kv_heads) of cache_row_bytes(cache(), head_dim) each.
+  std::uint64_t kv_bytes() const;
   // Rows of q, out and lse: batch * heads * queries, or total_queries * heads when packed.
   std::uint64_t rows() const { return packed() ? std::uint64_t{total_queries} * heads : std::uint64_t{batch} * heads * queries; }
   DType output_dtype() const { return out_dtype.value_or(dtype); }
@@ -137,7 +149,8 @@ struct AttentionParams {
 // Host inputs of the reference. q [B, H, Q, D], k and v [B, Hkv, K, D] (paged: [num_blocks,
 // block_size, Hkv, D]); bias as bias_elements(); key_lengths [B] (empty: no padding; keys
 // j >= key_lengths[b] are masked). Paged: block_table [B, max_blocks] and cache_lengths [B]; packed
-// (p.total_queries): q [total_queries, H, D] and query_lengths [B].
+// (p.total_queries): q [total_queries, H, D] and query_lengths [B]. A cache_format: k_bytes and
+// v_bytes hold the caches' bytes (kv_bytes() each) in place of k and v.
 struct AttentionHostInputs {
   std::span<const float> q, k, v;
   std::span<const float> bias;
@@ -145,6 +158,7 @@ struct AttentionHostInputs {
   std::span<const std::uint32_t> key_lengths;
   std::span<const std::int32_t> block_table, cache_lengths;
   std::span<const std::int32_t> query_lengths;
+  std::span<const std::uint8_t> k_bytes, v_bytes;
 };
 
 // Checks a paged cache's block table and lengths held on the host (the reference and the tool call

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "relpos/dtype.hpp"
@@ -10,7 +11,7 @@
 namespace relpos {
 
 struct NpyArray {
-  std::string descr;                // numpy dtype string, e.g. "<f4" (single-byte types too: "<u1")
+  std::string descr;                // numpy dtype string, e.g. "<f4"
   std::vector<std::uint64_t> shape;
   std::vector<unsigned char> bytes;  // the raw element data
 
@@ -26,8 +27,8 @@ NpyArray read_npy(const std::string& path);
 
 // Writes data (elements of dtype, count = product of shape) as a .npy file.
 void write_npy(const std::string& path, DType dtype, std::span<const std::uint64_t> shape, const void* data);
-// The same for any numpy dtype string ("|u1", "<u2", ...) of element_bytes bytes an element.
-void write_npy_raw(const std::string& path, const std::string& descr, std::uint32_t element_bytes, std::span<const std::uint64_t> shape,
-                   const void* data);
+// The same for elements of a numpy type given by its descr: "<f4", "<f2", "<i4", "|u1" (uint8) or
+// "<u2" (uint16); InvalidArgument for any other.
+void write_npy(const std::string& path, std::string_view descr, std::span<const std::uint64_t> shape, const void* data);
 
 }  // namespace relpos

@@ -28,6 +28,10 @@ constexpr std::uint32_t kMergeGroup = 64;
 // At least this many keys per split, so that the merge stays small beside the attention itself.
 constexpr std::uint32_t kMinSplitKeys = 128;
 
+// attention_decode: keys each group of lanes scores per step, between two rescales (4: the loads of
+// 4 keys in flight per lane, 2 words each, 32 registers at most).
+constexpr std::uint32_t kDecodeKeysPerGroup = 4;
+
 // Per key the CPU kernel runs one iteration of each of its two key loops, plus one of the block
 // loop per key block: at most 3 per key, with room left for its fixed-size loops.
 static_assert(3 * AttentionParams::kMaxKeysPerSplit + AttentionParams::kMaxPackedBatch <= RELPOS_MAX_LOOP_ITERATIONS,
@@ -46,11 +50,18 @@ AttentionTiles attention_tiles(const Context& ctx) {
     AttentionTiles t{};
     t.tiled = true;
     const std::uint32_t forced = detail::device_of(ctx)->gpu_attention_lanes;
-    t.lanes = forced ? forced : std::min<std::uint32_t>(cap, 64);
+    // Prefill: 256 lanes where the device allows (4 wave64s, 8 wave32s, 16 SIMD16 threads), so that
+    // 16 rows of 16 lanes share each staged tile: a workgroup's shared memory then serves 4 times
+    // the lanes it served at 64, and each lane holds a quarter of the scores and output words.
+    // Decoding: 64 lanes.
+    std::uint32_t prefill = 64;
+    while (prefill * 2 <= std::min<std::uint32_t>(cap, 256) && prefill * 2 % sub == 0) prefill *= 2;
+    t.lanes = forced ? forced : std::min<std::uint32_t>(cap, prefill);
+    t.decode_lanes = forced ? forced : std::min<std::uint32_t>(cap, 64);
     t.rows = 1;
     t.target_items = 1024;
     t.shared_budget = std::min<std::uint32_t>(lim.max_shared_memory_bytes, 32 * 1024);
-    t.shuffle_subgroup = lim.subgroup_shuffle && std::has_single_bit(sub) && t.lanes % sub == 0 ? sub : 0;
+    t.shuffle_subgroup = lim.subgroup_shuffle && std::has_single_bit(sub) && t.lanes % sub == 0 && t.decode_lanes % sub == 0 ? sub : 0;
     t.subgroup = sub;
     return t;
   }
@@ -61,33 +72,72 @@ AttentionTiles attention_tiles(const Context& ctx) {
   // 64-lane subgroups (the CPU kernels forced onto an AMD GPU): a key block of 64 crashes RADV's
   // compiler (Mesa 22.3 and 25.0) and would take 64 unrolled shuffles of a whole key anyway.
   const bool share = detail::load_sharing_subgroup(ctx, lanes) != 0 && sub <= 32;
-  return {false, lanes, cpu ? 4u : 1u, share ? sub : 8u, cpu ? 64u : 1024u, share, 0, 0, sub};
+  return {false, lanes, cpu ? 4u : 1u, share ? sub : 8u, cpu ? 64u : 1024u, share, 0, 0, sub, lanes};
 }
 
-AttentionTiledShape attention_tiled_shape(const AttentionTiles& tiles, std::uint32_t head_dim, bool one_query, bool paged) {
-  const std::uint32_t D4 = head_dim / 4;
+std::uint32_t attention_paged_spec(const AttentionParams& p) {
+  const std::uint32_t bs = p.paged.block_size;
+  return bs == 0 ? 0u : std::has_single_bit(bs) ? static_cast<std::uint32_t>(std::countr_zero(bs)) : 1u;
+}
+
+AttentionTiledShape attention_tiled_shape(const AttentionTiles& tiles, const AttentionParams& p) {
+  const std::uint32_t head_dim = p.head_dim, D4 = head_dim / 4;
+  const bool one_query = p.queries == 1, paged = p.paged.enabled();
+  const bool kv_half = p.cache() == CacheFormat::F16 || p.cache() == CacheFormat::BF16;  // staged as stored
+  const std::uint32_t paged_spec = attention_paged_spec(p);
   // Query rows per workgroup: 16 share each staged key, or 1 when decoding; lanes a multiple of it.
-  const std::uint32_t rows = one_query ? 1 : std::min<std::uint32_t>(16, tiles.lanes);
-  const std::uint32_t lanes = tiles.lanes / rows * rows, lanes_per_row = lanes / rows;
+  const std::uint32_t group = one_query ? tiles.decode_lanes : tiles.lanes;
+  const std::uint32_t rows = one_query ? 1 : std::min<std::uint32_t>(16, group);
+  const std::uint32_t lanes = group / rows * rows, lanes_per_row = lanes / rows;
   // Decoding, the row maxima of the largest power of two of lanes dividing the row and the subgroup
   // meet by shuffles (tiles.lanes is a whole number of subgroups where shuffle_subgroup is set):
   // through shared memory every lane would read all 64. With 16 rows of 4 lanes, 4 shared reads
   // cost what 2 shuffles do, and the lane numbering by subgroups that shuffles need costs the
   // compiler more (ACO estimates, navi21 and navi31: docs/fused_attention.md).
   std::uint32_t shuffle = 1;
-  if (tiles.shuffle_subgroup && one_query && lanes == tiles.lanes)
+  if (tiles.shuffle_subgroup && one_query && lanes == group)
     while (shuffle * 2 <= tiles.shuffle_subgroup && lanes_per_row % (shuffle * 2) == 0) shuffle *= 2;
-  auto bytes = [&](std::uint32_t bc) { return RELPOS_ATTN_TILED_SHARED_BYTES(rows, bc, D4, lanes_per_row / shuffle, paged); };
+  auto bytes = [&](std::uint32_t bc) {
+    return RELPOS_ATTN_TILED_SHARED_BYTES(rows, bc, D4, lanes_per_row / shuffle, paged, kv_half, paged_spec);
+  };
+  // Prefill tiles of at most 32 keys: 2 scores per lane of 16, which Intel's compiler keeps at
+  // SIMD16 (dg2: at 64 keys head_dim 64 f16 compiles SIMD8), and at head_dim 64 a workgroup
+  // within 16.5 KiB (navi21: 7-10 waves64 per SIMD, not 4-6), for the same estimate per row and
+  // key (ACO, navi21). Decoding's tiled fallback (one row of 64 lanes) keeps 64: a key per lane.
   for (std::uint32_t bc : {64u, 32u, 16u, 8u, 4u})
-    if (bytes(bc) <= tiles.shared_budget) return {lanes, rows, bc, bytes(bc), shuffle};
+    if ((one_query || bc <= 32) && bytes(bc) <= tiles.shared_budget) return {lanes, rows, bc, bytes(bc), shuffle};
   detail::require(false, "head_dim", std::to_string(head_dim),
                   "needs " + std::to_string(bytes(4)) + " bytes of shared memory for the GPU attention kernel; the device allows " +
                       std::to_string(tiles.shared_budget) + " (use the CPU kernels: Kernels::Cpu)");
   return {};
 }
 
+AttentionDecodeShape attention_decode_shape(const AttentionTiles& tiles, std::uint32_t head_dim) {
+  const std::uint32_t lanes = tiles.decode_lanes, D4 = head_dim / 4;
+  // Only where subgroups shuffle in compute shaders and the workgroup is a whole number of them.
+  if (!tiles.tiled || !tiles.shuffle_subgroup || lanes % tiles.shuffle_subgroup != 0) return {};
+  // Lanes per key: the fewest (a power of two within the subgroup and the workgroup) that leave
+  // each lane at most 2 words of the head, so that a lane's query, output and one key's loads stay
+  // a few registers and every lane works (head_dim 128: 16 lanes per key, 4 keys at once in 64).
+  std::uint32_t kg = 1;
+  const std::uint32_t most = std::min(tiles.shuffle_subgroup, lanes);
+  while (kg * 2 <= most && div_up(D4, kg) > 2) kg *= 2;
+  // Fewer groups where their parts would not fit the shared memory (attention_tiled where none do).
+  while (kg * 2 <= most && RELPOS_ATTN_DECODE_SHARED_BYTES(lanes / kg, D4) > tiles.shared_budget) kg *= 2;
+  if (RELPOS_ATTN_DECODE_SHARED_BYTES(lanes / kg, D4) > tiles.shared_budget) return {};
+  return {lanes, kg, kDecodeKeysPerGroup, RELPOS_ATTN_DECODE_SHARED_BYTES(lanes / kg, D4)};
+}
+
 std::uint32_t attention_tiled_max_split_keys(const AttentionTiles& tiles, const AttentionParams& p) {
-  const AttentionTiledShape t = attention_tiled_shape(tiles, p.head_dim, p.queries == 1, p.paged.enabled());
+  if (p.queries == 1) {
+    if (const AttentionDecodeShape d = attention_decode_shape(tiles, p.head_dim); d.lanes) {
+      const std::uint32_t step = RELPOS_ATTN_DECODE_STEP_KEYS(d.lanes / d.lanes_per_key, d.keys);
+      // Packed queries: the loop over the earlier sequences' lengths comes first.
+      const std::uint64_t steps = RELPOS_MAX_LOOP_ITERATIONS - (p.packed() ? p.batch : 0u);
+      return static_cast<std::uint32_t>(std::min<std::uint64_t>(AttentionParams::kMaxKeysPerSplit, steps * step));
+    }
+  }
+  const AttentionTiledShape t = attention_tiled_shape(tiles, p);
   const bool shaw = bias_family(p.bias).kernel_mode == RELPOS_ATTN_SHAW;
   // Packed queries: the loop over the earlier sequences' lengths comes first.
   const std::uint32_t tiles_per_split = (RELPOS_MAX_LOOP_ITERATIONS - (p.packed() ? p.batch : 0u)) /
@@ -117,11 +167,29 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
   const bool one_query = p.queries == 1;
   const std::uint32_t mode = bias_family(p.bias).kernel_mode;
   const std::uint32_t in_half = p.dtype == DType::F16 ? 1u : 0u, out_half = S == 1 && p.output_dtype() == DType::F16 ? 1u : 0u;
-  // attention_bindings.glsl's PAGED: log2 of a power-of-two block size (shifts), else 1 (divisions).
-  const std::uint32_t bs = p.paged.block_size;
-  const std::uint32_t paged = bs == 0 ? 0u : std::has_single_bit(bs) ? static_cast<std::uint32_t>(std::countr_zero(bs)) : 1u;
+  const std::uint32_t paged = attention_paged_spec(p);
+  if (tiles.tiled && one_query) {
+    if (const AttentionDecodeShape d = attention_decode_shape(tiles, p.head_dim); d.lanes) {
+      l.lane_splits = false;
+      l.lanes = d.lanes;
+      l.rows_per_group = 1;
+      l.split_groups = S;
+      l.groups_per_bh = S * p.queries;
+      l.spec = contract::AttentionDecodeSpec{.WG_X = d.lanes,
+                                             .D4 = p.head_dim / 4,
+                                             .KG = d.lanes_per_key,
+                                             .IN_HALF = in_half,
+                                             .OUT_HALF = out_half,
+                                             .KEYS = d.keys,
+                                             .BIAS_MODE = mode,
+                                             .PAGED = paged,
+                                             .KV_FORMAT = static_cast<std::uint32_t>(p.cache())};
+      l.shader = paged ? ShaderId::attention_decode_paged : ShaderId::attention_decode;
+      return l;
+    }
+  }
   if (tiles.tiled) {
-    const AttentionTiledShape t = attention_tiled_shape(tiles, p.head_dim, one_query, p.paged.enabled());
+    const AttentionTiledShape t = attention_tiled_shape(tiles, p);
     l.lane_splits = false;
     l.lanes = t.lanes;
     l.rows_per_group = t.rows;
@@ -135,7 +203,8 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
                                           .BR = t.rows,
                                           .BIAS_MODE = mode,
                                           .SHUFFLE_LANES = t.shuffle_lanes,
-                                          .PAGED = paged};
+                                          .PAGED = paged,
+                                          .KV_FORMAT = static_cast<std::uint32_t>(p.cache())};
     // Only the variant that shuffles declares the subgroup-shuffle capability.
     l.shader = t.shuffle_lanes > 1 ? (paged ? ShaderId::attention_tiled_shuffle_paged : ShaderId::attention_tiled_shuffle)
                                    : (paged ? ShaderId::attention_tiled_paged : ShaderId::attention_tiled);
@@ -160,7 +229,8 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
                                           // every lane of a subgroup must walk the same keys
                                           .SHARE_LOADS = tiles.share_loads && !l.lane_splits && l.lanes % tiles.key_block == 0 ? 1u : 0u,
                                           .BIAS_MODE = mode,
-                                          .PAGED = paged};
+                                          .PAGED = paged,
+                                          .KV_FORMAT = static_cast<std::uint32_t>(p.cache())};
   l.spec = spec;
   // Only the variant that shares loads declares the subgroup-shuffle capability.
   l.shader = spec.SHARE_LOADS ? ShaderId::attention_fused_shuffle : ShaderId::attention_fused;

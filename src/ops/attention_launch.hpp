@@ -29,6 +29,7 @@ struct AttentionTiles {
   // 0 where not
   std::uint32_t shuffle_subgroup;
   std::uint32_t subgroup;  // the device's subgroup size
+  std::uint32_t decode_lanes;  // tiled: lanes of a workgroup that decodes (one query row)
 };
 AttentionTiles attention_tiles(const Context& ctx);
 
@@ -39,10 +40,21 @@ struct AttentionTiledShape {
   std::uint32_t lanes, rows, key_tile, shared_bytes, shuffle_lanes;
 };
 // The largest key tile that fits the device's shared memory (at most 32 KiB, so that two
-// workgroups share a 64 KiB compute unit), for this head size; one query row per workgroup when
-// decoding (`one_query`); a paged cache (`paged`) takes a few words per key more. Throws where not
-// even 4 keys fit.
-AttentionTiledShape attention_tiled_shape(const AttentionTiles& tiles, std::uint32_t head_dim, bool one_query, bool paged);
+// workgroups share a 64 KiB compute unit), for this head size and dtype (float16 tiles stay
+// float16); one query row per workgroup when decoding (one query); a paged cache may take a few
+// words per key more. Throws where not even 4 keys fit.
+AttentionTiledShape attention_tiled_shape(const AttentionTiles& tiles, const AttentionParams& p);
+// attention_bindings.glsl's PAGED: 0 contiguous, log2 of a power-of-two block size (shifts), else 1
+// (divisions).
+std::uint32_t attention_paged_spec(const AttentionParams& p);
+// attention_decode's workgroup (one query row): `lanes` lanes in groups of `lanes_per_key` that
+// each score `keys` keys per step; `shared_bytes` of shared memory (the groups' parts, merged once).
+// lanes 0 where the device cannot run it (no subgroup shuffles in compute shaders, or a workgroup
+// that is not a whole number of subgroups): attention_tiled decodes there.
+struct AttentionDecodeShape {
+  std::uint32_t lanes, lanes_per_key, keys, shared_bytes;
+};
+AttentionDecodeShape attention_decode_shape(const AttentionTiles& tiles, std::uint32_t head_dim);
 // Keys one split of attention_tiled may hold: its loops run RELPOS_ATTN_TILED_TILE_ITERATIONS
 // (relpos_contract/attention.h) per tile, and a split's tiles stay within
 // RELPOS_MAX_LOOP_ITERATIONS (at most kMaxKeysPerSplit).

@@ -3,6 +3,7 @@
 #include "ops/attention_record.hpp"
 
 #include <array>
+#include <bit>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,9 +46,13 @@ struct ChunkRanges {
   std::array<std::uint32_t, 5> unit;
 };
 
+// The caches' bytes per value where their rows are whole 4-value words (f32, f16, bf16); 0 where not
+// (q8_0, fp8: bound whole).
+std::uint32_t kv_value_bytes(CacheFormat f) { return f == CacheFormat::F32 ? 4 : f == CacheFormat::F16 || f == CacheFormat::BF16 ? 2 : 0; }
+
 ChunkRanges chunk_ranges(const AttentionParams& p, std::uint32_t S, std::uint32_t kv_keys, std::uint64_t bh0, std::uint64_t bh1) {
   const std::uint64_t Q = p.queries, K = p.keys, D = p.head_dim, H = p.heads, KV = kv_keys;
-  const std::uint32_t es = dtype_size(p.dtype), word = es * 4;
+  const std::uint32_t es = dtype_size(p.dtype), word = es * 4, kv_es = kv_value_bytes(p.cache());
   const std::uint32_t out_word = S > 1 ? 16 : dtype_size(p.output_dtype()) * 4;  // partial results are float32
   const std::uint32_t group = p.heads / p.kv_heads, mode = bias_family(p.bias).kernel_mode;
   auto kv_slab = [&](std::uint64_t bh) { return (bh / H) * p.kv_heads + (bh % H) / group; };
@@ -59,10 +64,11 @@ ChunkRanges chunk_ranges(const AttentionParams& p, std::uint32_t S, std::uint32_
   const std::uint64_t r0 = p.packed() ? 0 : bh0 * Q, r1 = p.packed() ? p.rows() : bh1 * Q;
   ChunkRanges c;
   c.bytes = {std::pair{r0 * D * es, r1 * D * es},
-             p.paged.enabled() ? std::pair<std::uint64_t, std::uint64_t>{0, 0} : std::pair{kv_slab(bh0) * KV * D * es, (kv_slab(bh1 - 1) + 1) * KV * D * es},
+             p.paged.enabled() || kv_es == 0 ? std::pair<std::uint64_t, std::uint64_t>{0, 0}
+                                             : std::pair{kv_slab(bh0) * KV * D * kv_es, (kv_slab(bh1 - 1) + 1) * KV * D * kv_es},
              std::pair{r0 * S * D * out_word / 4, r1 * S * D * out_word / 4}, std::pair{r0 * S * 4, r1 * S * 4},
              std::pair{h0 * per_head * 4, h1 * per_head * 4}};
-  c.unit = {word, word, out_word, 4, 4};
+  c.unit = {word, kv_es * 4, out_word, 4, 4};
   return c;
 }
 
@@ -74,6 +80,7 @@ AttentionScratch make_attention_scratch(Context& ctx, const AttentionParams& env
   AttentionScratch s;
   s.dummy = &storage.make(16, "dummy");
   s.lse = &storage.make(env.rows() * 4, "lse");
+  if (cache_format_scaled(env.cache())) s.kv_scales = &storage.make(std::uint64_t{env.kv_heads} * 8, "kv scales");
   if (partial_rows) {
     s.partial_out = &storage.make(partial_rows * env.head_dim * 4, "partial results");
     s.partial_lse = &storage.make(partial_rows * 4, "partial lse");
@@ -96,9 +103,12 @@ void check_attention_buffers(const DeviceLimits& lim, const AttentionParams& p, 
   auto rows_layout = [&] { return dt() + rows_shape + ", head_dim]"; };
   check(b.q, rows * D * es, step, "q buffer", rows_layout);
   const bool paged = p.paged.enabled();
+  // A cache's rows: head_dim values of dtype, or cache_row_bytes of its cache_format.
+  const std::string row = p.cache_format ? std::string(cache_format_name(p.cache())) + " rows of " + str(cache_row_bytes(p.cache(), p.head_dim)) + " bytes"
+                                         : dt() + " head_dim";
   if (paged) {
-    const std::uint64_t cache = p.paged.cache_elements(p.kv_heads, p.head_dim) * es;
-    auto layout = [&] { return dt() + " [num_blocks, block_size, kv_heads, head_dim] (a paged cache)"; };
+    const std::uint64_t cache = p.kv_bytes();
+    auto layout = [&] { return "[num_blocks, block_size, kv_heads] " + row + " (a paged cache)"; };
     check(b.k, cache, false, "k buffer", layout);
     check(b.v, cache, false, "v buffer", layout);
     check(b.block_table, std::uint64_t{p.batch} * p.paged.max_blocks * 4, false, "block_table buffer",
@@ -108,9 +118,9 @@ void check_attention_buffers(const DeviceLimits& lim, const AttentionParams& p, 
     if (p.packed())
       check(b.query_lengths, std::uint64_t{p.batch} * 4, false, "query_lengths buffer", [] { return std::string("int32 [batch] (packed queries)"); });
   } else {
-    const std::uint64_t kv = std::uint64_t{p.batch} * p.kv_heads * env.keys * D * es;
+    const std::uint64_t kv = std::uint64_t{p.batch} * p.kv_heads * env.keys * cache_row_bytes(p.cache(), p.head_dim);
     auto layout = [&] {
-      return step ? dt() + " [batch, kv_heads, envelope keys = " + str(env.keys) + ", head_dim]" : dt() + " [batch, kv_heads, keys, head_dim]";
+      return step ? "[batch, kv_heads, envelope keys = " + str(env.keys) + "] " + row : "[batch, kv_heads, keys] " + row;
     };
     check(b.k, kv, step, "k buffer", layout);
     check(b.v, kv, step, "v buffer", layout);
@@ -139,9 +149,10 @@ void check_attention_device(const DeviceLimits& lim, const AttentionParams& env)
   // Rows the family computes are written for every head through one binding.
   if (family.rows) require_binding(lim, (std::uint64_t{env.queries} + env.keys - 1) * env.heads, "heads * (queries + keys - 1)", "the per-distance bias rows");
   // A paged cache is bound whole: any block may hold any sequence's keys.
+  // So is one of a q8_0 or fp8 format (its rows are not 4-value words).
+  if (env.paged.enabled() || kv_value_bytes(env.cache()) == 0)
+    require_binding(lim, env.kv_bytes() / 4, "k and v bytes / 4", "the k and v caches (" + std::string(cache_format_name(env.cache())) + ", in 4-byte words)");
   if (env.paged.enabled()) {
-    require_binding(lim, env.paged.cache_elements(env.kv_heads, env.head_dim) * dtype_size(env.dtype) / 4,
-                    "num_blocks * block_size * kv_heads * head_dim", "the paged k and v caches (" + std::string(dtype_name(env.dtype)) + ", in 4-byte words)");
     require_binding(lim, std::uint64_t{env.batch} * env.paged.max_blocks, "batch * max_blocks", "the block table");
   }
 }
@@ -192,7 +203,8 @@ void record_attention(Recorder& r, const AttentionParams& p, const AttentionSche
   auto bounds = [&](std::uint64_t bh0, std::uint64_t bh1) {
     const ChunkRanges c = chunk_ranges(p, S, kv_keys, bh0, bh1);
     auto bind = [&](const Buffer& buf, int k) { return bind_range(lim, buf, c.bytes[k].first, c.bytes[k].second, c.unit[k]); };
-    return std::array<Bound, 5>{bind(*b.q, 0), paged ? Bound{{b.k}, 0, true} : bind(*b.k, 1), bind(*out, 2), bind(*lse, 3),
+    const bool kv_whole = paged || c.bytes[1].second == 0;
+    return std::array<Bound, 5>{bind(*b.q, 0), kv_whole ? Bound{{b.k}, 0, true} : bind(*b.k, 1), bind(*out, 2), bind(*lse, 3),
                                 bias ? bind(*bias, 4) : Bound{{dummy, 0, 16}, 0, true}};
   };
 
@@ -202,6 +214,14 @@ void record_attention(Recorder& r, const AttentionParams& p, const AttentionSche
   const Buffer* lengths_buffer = paged ? b.cache_lengths : b.key_lengths;
   const BufferSpan lengths = lengths_buffer ? BufferSpan{lengths_buffer} : BufferSpan{dummy};
   const BufferSpan query_lengths = p.packed() ? BufferSpan{b.query_lengths} : BufferSpan{dummy};
+  const BufferSpan kv_scales = s.kv_scales ? BufferSpan{s.kv_scales} : BufferSpan{dummy};
+  if (s.kv_scales) {  // the scales travel in the command buffer, as the plan's other per-step data
+    std::vector<std::uint32_t> words;
+    for (const auto* scales : {&p.k_scales, &p.v_scales})
+      for (float x : *scales) words.push_back(std::bit_cast<std::uint32_t>(x));
+    update_words(r, *s.kv_scales, 0, words);
+    barrier(r);
+  }
   push::AttentionPush pc = attention_push(p, launch, b.key_lengths != nullptr, kv_keys);
   for (std::size_t c = 0; c + 1 < schedule.chunks.size(); ++c) {
     const std::uint64_t bh0 = schedule.chunks[c], bh1 = schedule.chunks[c + 1];
@@ -224,7 +244,8 @@ void record_attention(Recorder& r, const AttentionParams& p, const AttentionSche
                                                .REL_KEYS = rel_keys,
                                                .LENGTHS = lengths,
                                                .BLOCK_TABLE = block_table,
-                                               .QUERY_LENGTHS = query_lengths};
+                                               .QUERY_LENGTHS = query_lengths,
+                                               .KV_SCALES = kv_scales};
     for_each_group_range(lim, (bh1 - bh0) * launch.groups_per_bh, [&](std::uint64_t first, std::uint32_t groups) {
       pc.first_group = static_cast<std::uint32_t>(first);
       dispatch(r, sets, launch.shader, launch.spec, bindings, pc, groups);

@@ -23,6 +23,7 @@ struct AttentionScratch {
   const Buffer* partial_lse = nullptr;  // float32 [rows, splits]
   const Buffer* lse = nullptr;          // float32 [rows]: the log-sum-exp when the caller takes none
   const Buffer* rows = nullptr;         // the per-distance rows the family computes (null: none)
+  const Buffer* kv_scales = nullptr;    // an fp8 cache's scales, float32 [2, kv_heads] (null: none)
   std::unique_ptr<DistanceRows> bias_rows;
 };
 // For calls up to `envelope`; partial_rows: the most rows * splits of a call with splits (0: none).

@@ -27,6 +27,11 @@ float AttentionParams::effective_scale() const {
   return scale ? *scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
 }
 
+std::uint64_t AttentionParams::kv_bytes() const {
+  const std::uint64_t rows = paged.enabled() ? std::uint64_t{paged.num_blocks} * paged.block_size * kv_heads : std::uint64_t{batch} * kv_heads * keys;
+  return rows * cache_row_bytes(cache(), head_dim);
+}
+
 std::uint64_t AttentionParams::bias_elements() const {
   const auto elements = detail::bias_family(bias).input_elements;
   return elements ? elements(*this) : 0;
@@ -73,6 +78,9 @@ void AttentionParams::validate() const {
   require(dtype == DType::F32 || dtype == DType::F16, "dtype", std::string(dtype_name(dtype)), "must be f32 or f16");
   require(output_dtype() == DType::F32 || output_dtype() == DType::F16, "out_dtype", std::string(dtype_name(output_dtype())), "must be f32 or f16");
   require(std::isfinite(effective_scale()), "scale", std::to_string(effective_scale()), "must be finite");
+  check_cache_head_dim(cache(), head_dim, "head_dim");
+  check_cache_scales(cache(), k_scales, kv_heads, "k_scales");
+  check_cache_scales(cache(), v_scales, kv_heads, "v_scales");
   require(memory_prefix <= keys, "memory_prefix", str(memory_prefix), "must be <= keys = " + str(keys));
   if (paged.enabled()) {
     require(paged.block_size % 16 == 0, "paged.block_size", str(paged.block_size), "must be a multiple of 16");
@@ -101,6 +109,7 @@ void AttentionParams::validate() const {
   // The GPU indexes 4-element words and bias values with 32-bit integers.
   constexpr std::uint64_t k32 = 0xffffffffull;
   require(rows() * head_dim / 4 <= k32, "batch * heads * queries * head_dim / 4", str(rows() * head_dim / 4), "must be < 2^32");
+  require(kv_bytes() / 4 <= k32, "k and v bytes / 4", str(kv_bytes() / 4), "must be < 2^32 (the kernels index them in 32-bit words)");
   if (paged.enabled())
     require(paged.cache_elements(kv_heads, head_dim) / 4 <= k32, "num_blocks * block_size * kv_heads * head_dim / 4",
             str(paged.cache_elements(kv_heads, head_dim) / 4), "must be < 2^32");

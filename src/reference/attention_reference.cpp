@@ -34,6 +34,45 @@ bool key_visible(const AttentionParams& p, const AttentionHostInputs& in, std::u
   return !(p.causal && rp && *rp > 0);
 }
 
+// A call over caches of a cache_format as the same call over their float32 values: each row
+// decoded with its kv head's scale (relpos/cache_format.hpp's decode_cache_row, which the shaders
+// match bit for bit).
+struct DecodedCaches {
+  AttentionParams p;
+  std::vector<float> k, v;
+  AttentionHostInputs in;
+};
+
+DecodedCaches decoded_caches(const AttentionParams& p, const AttentionHostInputs& in) {
+  p.validate();
+  const CacheFormat f = p.cache();
+  require(in.k.empty() && in.v.empty(), "k", str(in.k.size()) + " values",
+          "must be empty with a cache_format (k_bytes and v_bytes hold the caches)");
+  require(in.k_bytes.size() == p.kv_bytes(), "k_bytes", str(in.k_bytes.size()) + " bytes", "must hold the k cache: " + str(p.kv_bytes()) + " bytes");
+  require(in.v_bytes.size() == p.kv_bytes(), "v_bytes", str(in.v_bytes.size()) + " bytes", "must hold the v cache: " + str(p.kv_bytes()) + " bytes");
+  DecodedCaches d{p, {}, {}, in};
+  d.p.cache_format.reset();
+  d.p.dtype = DType::F32;
+  d.p.out_dtype.reset();
+  d.p.k_scales.clear();
+  d.p.v_scales.clear();
+  const std::size_t D = p.head_dim, row_bytes = cache_row_bytes(f, p.head_dim), rows = p.kv_bytes() / row_bytes;
+  d.k.resize(rows * D);
+  d.v.resize(rows * D);
+  for (std::size_t row = 0; row < rows; ++row) {
+    // The row's kv head: rows are [num_blocks, block_size, Hkv] paged, [B, Hkv, K] contiguous.
+    const std::size_t hk = p.paged.enabled() ? row % p.kv_heads : (row / p.keys) % p.kv_heads;
+    const float ks = cache_format_scaled(f) ? p.k_scales[hk] : 1.0f, vs = cache_format_scaled(f) ? p.v_scales[hk] : 1.0f;
+    decode_cache_row(f, in.k_bytes.subspan(row * row_bytes, row_bytes), std::span<float>(d.k).subspan(row * D, D), ks);
+    decode_cache_row(f, in.v_bytes.subspan(row * row_bytes, row_bytes), std::span<float>(d.v).subspan(row * D, D), vs);
+  }
+  d.in.k = d.k;
+  d.in.v = d.v;
+  d.in.k_bytes = {};
+  d.in.v_bytes = {};
+  return d;
+}
+
 void check_inputs(const AttentionParams& p, const AttentionHostInputs& in) {
   p.validate();
   const std::uint64_t D = p.head_dim;
@@ -59,6 +98,7 @@ void check_inputs(const AttentionParams& p, const AttentionHostInputs& in) {
   }
   require(p.packed() || in.query_lengths.empty(), "query_lengths", str(in.query_lengths.size()) + " values",
           "must be empty unless the queries are packed (total_queries)");
+  require(in.k_bytes.empty() && in.v_bytes.empty(), "k_bytes", str(in.k_bytes.size()) + " bytes", "must be empty without a cache_format");
 }
 
 // Sequence b of a paged cache as a contiguous call: its keys gathered into [Hkv, L, D], queries at
@@ -170,6 +210,10 @@ std::vector<float> attention_bias_reference(const AttentionParams& p, const Atte
 }
 
 std::vector<double> attention_logits_reference(const AttentionParams& p, const AttentionHostInputs& in) {
+  if (p.cache_format) {
+    const DecodedCaches d = decoded_caches(p, in);
+    return attention_logits_reference(d.p, d.in);
+  }
   check_inputs(p, in);
   const std::vector<float> bias = attention_bias_reference(p, in);
   const auto rel_row = detail::bias_family(p.bias).rel_row;
@@ -198,6 +242,10 @@ std::vector<double> attention_logits_reference(const AttentionParams& p, const A
 }
 
 AttentionResult attention_reference(const AttentionParams& p, const AttentionHostInputs& in) {
+  if (p.cache_format) {
+    const DecodedCaches d = decoded_caches(p, in);
+    return attention_reference(d.p, d.in);
+  }
   if (p.paged.enabled()) {
     check_inputs(p, in);
     return paged_reference(p, in);

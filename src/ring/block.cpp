@@ -111,6 +111,9 @@ void require_ring_attention(const AttentionParams& a) {
   require(a.memory_prefix == 0, "memory_prefix", std::to_string(a.memory_prefix), "must be 0 in ring and sharded attention");
   require(a.key_splits == 0, "key_splits", std::to_string(a.key_splits),
           "must be 0 in ring and sharded attention (each block chooses its own splits)");
+  require(!a.cache_format, "cache_format", a.cache_format ? std::string(cache_format_name(*a.cache_format)) : "",
+          "must be unset in ring and sharded attention (the chunks travel as dtype values)");
+  require(!a.packed(), "total_queries", std::to_string(a.total_queries), "must be 0 in ring and sharded attention");
 }
 
 void require_ranks(std::uint32_t ranks) {

@@ -42,6 +42,8 @@ ShaderContract shader_contract(ShaderId shader) {
     case ShaderId::attention_tiled_paged:
     case ShaderId::attention_tiled_shuffle:
     case ShaderId::attention_tiled_shuffle_paged: return contract_of<AttentionTiledSpec, AttentionBindings>();
+    case ShaderId::attention_decode:
+    case ShaderId::attention_decode_paged: return contract_of<AttentionDecodeSpec, AttentionBindings>();
     case ShaderId::attention_merge: return contract_of<AttentionMergeSpec, AttentionMergeBindings>();
     case ShaderId::cast_f16: return contract_of<CastF16Spec, CastF16Bindings>();
     case ShaderId::copy: return contract_of<FillSpec, CopyBindings>();

@@ -1,7 +1,9 @@
-// The bindings of fused attention (attention_fused.glsl, attention_tiled.glsl; the same nine in both
-// kernel classes, relpos_contract/attention.h). Needs D4, IN_HALF and PAGED declared before, and
-// the push constants.
-// float32 storage is read as vec4 words, float16 as uvec2 words (four halves); both views alias.
+// The bindings of fused attention (attention_fused.glsl, attention_tiled.glsl; the same eleven in both
+// kernel classes, relpos_contract/attention.h). Needs D4, IN_HALF, KV_FORMAT and PAGED declared
+// before, and the push constants.
+// float32 storage is read as vec4 words, float16 and bfloat16 as uvec2 words (four halves); the
+// views alias. q8_0 and fp8 caches are read as uint words by cache_format.glsl's decoders.
+#include "relpos/cache_format.glsl"
 RELPOS_DECLARE_BINDINGS(RELPOS_BINDINGS_ATTENTION)
 layout(std430, binding = BINDING_Q) readonly buffer Q32 { vec4 q32[]; };
 layout(std430, binding = BINDING_Q) readonly buffer Q16 { uvec2 q16[]; };
@@ -19,11 +21,37 @@ layout(std430, binding = BINDING_LENGTHS) readonly buffer KeyLengths { uint key_
 layout(std430, binding = BINDING_LENGTHS) readonly buffer CacheLengths { int cache_lengths[]; };  // PAGED
 layout(std430, binding = BINDING_BLOCK_TABLE) readonly buffer BlockTable { int block_table[]; };  // PAGED
 layout(std430, binding = BINDING_QUERY_LENGTHS) readonly buffer QueryLengths { int query_lengths[]; };  // packed
+layout(std430, binding = BINDING_K) readonly buffer KWords { uint k_words[]; };
+layout(std430, binding = BINDING_V) readonly buffer VWords { uint v_words[]; };
+layout(std430, binding = BINDING_KV_SCALES) readonly buffer KvScales { float kv_scales[]; };  // fp8: [2, kv_heads]
+RELPOS_CACHE_READER(k_cache, k_words)
+RELPOS_CACHE_READER(v_cache, v_words)
 
 vec4 unpack4(uvec2 u) { return vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y)); }
+vec4 unpack4_bf16(uvec2 u) { return uintBitsToFloat(uvec4(u.x << 16, u.x & 0xffff0000u, u.y << 16, u.y & 0xffff0000u)); }
 vec4 load_q(uint w) { return IN_HALF != 0u ? unpack4(q16[w]) : q32[w]; }
-vec4 load_k(uint w) { return IN_HALF != 0u ? unpack4(k16[w]) : k32[w]; }
-vec4 load_v(uint w) { return IN_HALF != 0u ? unpack4(v16[w]) : v32[w]; }
+
+// The caches are addressed in words of 4 values whatever their format: w = row * D4 + d4, row the
+// cache row (key slot and kv head). f32, f16 and bf16 rows are whole words; a q8_0 or fp8 row is
+// KV_ROW_BYTES bytes (their caches are bound whole, so w is never shifted), decoded with the kv
+// head's scale (fp8), which set_kv_scales() reads once per invocation.
+const uint KV_ROW_BYTES = KV_FORMAT == CACHE_Q8_0 ? D4 / 8u * 34u : 4u * D4;  // (quantised formats)
+float k_row_scale = 1.0, v_row_scale = 1.0;
+void set_kv_scales(uint hk) {
+  if (KV_FORMAT == CACHE_FP8_E4M3) {
+    k_row_scale = kv_scales[hk];
+    v_row_scale = kv_scales[pc.kv_heads + hk];
+  }
+}
+vec4 load_kv(uint w, bool values) {
+  if (KV_FORMAT == CACHE_F32) return values ? v32[w] : k32[w];
+  if (KV_FORMAT == CACHE_F16) return unpack4(values ? v16[w] : k16[w]);
+  if (KV_FORMAT == CACHE_BF16) return unpack4_bf16(values ? v16[w] : k16[w]);
+  const uint row_byte = (w / D4) * KV_ROW_BYTES, d4 = w % D4;
+  return values ? v_cache_decode4(KV_FORMAT, row_byte, d4, v_row_scale) : k_cache_decode4(KV_FORMAT, row_byte, d4, k_row_scale);
+}
+vec4 load_k(uint w) { return load_kv(w, false); }
+vec4 load_v(uint w) { return load_kv(w, true); }
 
 // Word of dims 0..3 of key j of batch b, kv head hk: in the slab that starts at slab_word
 // ([keys, D4] words), or, PAGED, in the block the table names. An entry outside the cache is

@@ -52,6 +52,7 @@ void main() {
   const uint last_rel = 2u * pc.shaw_k;
   const float slope = BIAS_MODE == RELPOS_ATTN_ALIBI ? bias[h - pc.bias_shift] : 0.0;
   const uint hk = h / pc.kv_group;
+  set_kv_scales(hk);
   const uint kv_word = (b * pc.kv_heads + hk) * pc.kv_stride * D4 - pc.kv_shift;
 
   // Per row r (query i_first + r * WG_X + lane; idle lanes shadow the last query): the scaled query,

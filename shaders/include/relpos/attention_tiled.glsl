@@ -5,8 +5,13 @@
 // lane s of row r scores keys c = s + LPR·t of the tile and owns dims d4 = s + LPR·k of the row's
 // output, so no lane holds a whole key or a whole row. One online-softmax rescale per tile.
 //
-// The shared-memory hand-offs of one tile, each behind a barrier() that every lane reaches (the
-// tile loop's bounds depend on the workgroup only, so control flow stays uniform):
+// The workgroup is several subgroups (prefill: 256 lanes, 4 wave64s or 8 wave32s, or 16 SIMD16
+// threads), which run in no fixed order relative to each other: a row's lanes and a tile's
+// writers and readers are in different subgroups, so every hand-off below needs its barrier (a
+// single wave64 of 64 lanes let a compiler drop some; here none may be). The shared-memory
+// hand-offs of one tile, each behind a barrier() that every lane reaches (the tile loop's bounds
+// depend on the workgroup only, so control flow stays uniform; a packed workgroup with no rows of
+// its own leaves before the first barrier, all its lanes together):
 //   1. write kv_tile (keys) and row_tile (the bias window)  -> barrier A
 //   2. read them: scores into this lane's own entries of p_tile (no other lane touches them until
 //      barrier C); combine the row's largest score over SHUFFLE_LANES lanes by subgroup shuffles
@@ -16,7 +21,11 @@
 //   4. read p_tile and kv_tile: rescale and accumulate; PAGED: write the next tile's key_words
 //                                                           -> barrier D
 // Barrier D keeps the next tile's writes of kv_tile, row_tile, row_max and p_tile behind this
-// tile's reads.
+// tile's reads (another subgroup may still be accumulating from kv_tile when a fast one loops).
+// Step 2 writes p_tile only at the lane's own entries and step 3 reads only those back, so that
+// pair needs no barrier of its own; the row maxima of step 2 cross lanes (row_max), hence B.
+// Paged with BLOCK_BASES, a tile's key words come from two uniform loads, not key_words: no
+// hand-off is added.
 // Loops that are not unrolled, per tile: the tile, ceil(D4 / 4) for the scores, two of SCORES for
 // the bias and the weights, BC / OUT_STEP for the output; Shaw adds ceil(D4 / 4) per score
 // (RELPOS_ATTN_TILED_TILE_ITERATIONS, by which the host bounds the keys of a split).
@@ -45,22 +54,45 @@ const uint OUT_STEP = RELPOS_ATTN_TILED_OUT_STEP(BIAS_MODE == RELPOS_ATTN_SHAW);
 #include "relpos/attention_bindings.glsl"
 
 shared vec4 q_tile[RELPOS_ATTN_TILED_Q_TILE(BR, D4)];           // [BR][Q_STRIDE]
-shared vec4 kv_tile[RELPOS_ATTN_TILED_KV_TILE(BC, D4)];         // [BC][KV_STRIDE]
+// The tile's keys, then its values, [BC][KV_STRIDE] words: float32 as vec4, float16 as the four
+// halves loaded (uvec2, half the bytes: unpacked where read). The other array has one word.
+const uint KV_WORDS = RELPOS_ATTN_TILED_KV_TILE(BC, D4);
+// f16 and bf16 caches are staged as they are stored (four halves a word); f32 as it is, q8_0 and
+// fp8 decoded to float32 as they are loaded (their products with the scales need float32).
+const bool KV_HALF = KV_FORMAT - 1u < 2u;  // CACHE_F16 or CACHE_BF16 (one comparison: no branch)
+shared vec4 kv_tile[KV_HALF ? 1u : KV_WORDS];
+shared uvec2 kv_tile_half[KV_HALF ? KV_WORDS : 1u];
 shared float p_tile[RELPOS_ATTN_TILED_P_TILE(BR, BC)];          // [BR][P_STRIDE]
 shared float row_max[RELPOS_ATTN_TILED_ROW_MAX(BR, MAX_PARTS)];  // one per shuffle group of a row
 shared float row_tile[WINDOW];  // RELPOS_ATTN_ROW: row r reads row_tile[BR - 1 - r + c]
 #if PAGED_KV
-// The first word of each key of a tile, found once per key (one block table load) rather than once
-// per staged word. Two buffers: tile n stages from buffer n % 2 while the lanes fill the other for
-// tile n + 1 in step 4 (its last readers were before barrier C; barrier D publishes it). A
-// preprocessor switch, not PAGED alone: RADV (Mesa 22.3) kept the shared reads in the contiguous
-// variant even under a constant-false PAGED (ACO: +2% cycles).
-shared uint key_words[RELPOS_ATTN_TILED_KEY_WORDS(BC)];
+// Blocks of 2^PAGED >= BC keys (BLOCK_BASES): a tile's keys lie in at most two blocks, whose first
+// words every lane finds by two uniform table loads per tile (scalar loads on AMD), so a staged
+// word costs no table or shared read. Other blocks: the first word of each key of a tile, found
+// once per key (one block table load) rather than once per staged word, in key_words. Two
+// buffers: tile n stages from buffer n % 2 while the lanes fill the other for tile n + 1 in step 4
+// (its last readers were before barrier C; barrier D publishes it). A preprocessor switch, not
+// PAGED alone: RADV (Mesa 22.3) kept the shared reads in the contiguous variant even under a
+// constant-false PAGED (ACO: +2% cycles).
+const bool BLOCK_BASES = RELPOS_ATTN_TILED_BLOCK_BASES(PAGED, BC);
+shared uint key_words[BLOCK_BASES ? 1u : RELPOS_ATTN_TILED_KEY_WORDS(BC)];
+#else
+const bool BLOCK_BASES = false;
 #endif
+
+// BLOCK_BASES: the first word of block n of sequence b (kv head hk), clamped as key_word does.
+uint block_base(uint b, uint hk, uint n) {
+#if PAGED_KV
+  const uint block = uint(clamp(block_table[b * pc.max_blocks + n], 0, int(pc.num_blocks) - 1));
+  return ((block << PAGED) * pc.kv_heads + hk) * D4;
+#else
+  return 0u;
+#endif
+}
 
 void find_key_words(uint buf, uint b, uint hk, uint j0, uint j_end) {
 #if PAGED_KV
-  if (j0 >= j_end) return;
+  if (BLOCK_BASES || j0 >= j_end) return;
   [[unroll]] for (uint t = 0u; t < (BC + WG_X - 1u) / WG_X; ++t) {
     const uint c = gl_LocalInvocationID.x + t * WG_X;
     if (c < BC) key_words[buf * BC + c] = key_word(0u, b, hk, min(j0 + c, j_end - 1u));
@@ -68,23 +100,40 @@ void find_key_words(uint buf, uint b, uint hk, uint j0, uint j_end) {
 #endif
 }
 
-// Word 0 of key j0 + c (past the end: of the last key).
-uint tile_key_word(uint kv_word, uint buf, uint j0, uint c, uint j_end) {
+// Word 0 of key j0 + c (past the end: of the last key). BLOCK_BASES: base0 and base1 are the first
+// words of the blocks of keys j0 and j0 + BC - 1 (the same block or the next).
+uint tile_key_word(uint kv_word, uint buf, uint j0, uint c, uint j_end, uint base0, uint base1) {
 #if PAGED_KV
+  if (BLOCK_BASES) {
+    const uint j = min(j0 + c, j_end - 1u), mask = (1u << PAGED) - 1u;
+    return ((j >> PAGED) == (j0 >> PAGED) ? base0 : base1) + (j & mask) * pc.kv_heads * D4;
+  }
   return key_words[buf * BC + c];
 #else
   return kv_word + min(j0 + c, j_end - 1u) * D4;
 #endif
 }
 
+// The K/V load interface: word `at` of k (or v) in the form kv_tile keeps (f16 and bf16 as stored,
+// q8_0 and fp8 decoded by attention_bindings.glsl's load_kv), and a staged word back as four floats.
+void stage_word(uint slot, uint at, bool values) {
+  if (KV_HALF) kv_tile_half[slot] = values ? v16[at] : k16[at];
+  else kv_tile[slot] = load_kv(at, values);  // f32, or q8_0 and fp8 decoded
+}
+vec4 staged_word(uint slot) {
+  if (!KV_HALF) return kv_tile[slot];
+  return KV_FORMAT == CACHE_BF16 ? unpack4_bf16(kv_tile_half[slot]) : unpack4(kv_tile_half[slot]);
+}
+
 // Steps 1 and 3: the keys (or values) j0 .. j0 + BC - 1 into kv_tile, all lanes, consecutive lanes
 // consecutive words. A key past the end reloads the last one: finite, and its score is masked.
-void stage_tile(uint kv_word, uint buf, uint j0, uint j_end, bool values) {
+// The bound on w is compiled only where WG_X does not divide the tile's words.
+void stage_tile(uint kv_word, uint buf, uint j0, uint j_end, bool values, uint base0, uint base1) {
   [[unroll]] for (uint t = 0u; t < (BC * D4 + WG_X - 1u) / WG_X; ++t) {
     const uint w = gl_LocalInvocationID.x + t * WG_X;
-    if (w < BC * D4) {
-      const uint c = w / D4, d = w % D4, at = tile_key_word(kv_word, buf, j0, c, j_end) + d;
-      kv_tile[c * KV_STRIDE + d] = values ? load_v(at) : load_k(at);
+    if ((BC * D4) % WG_X == 0u || w < BC * D4) {
+      const uint c = w / D4, d = w % D4, at = tile_key_word(kv_word, buf, j0, c, j_end, base0, base1) + d;
+      stage_word(c * KV_STRIDE + d, at, values);
     }
   }
 }
@@ -114,6 +163,7 @@ void main() {
     j_end = min(j_end, M + uint(max(last_abs + 1, 0)));
   }
   const uint hk = h / pc.kv_group;
+  set_kv_scales(hk);
   const uint kv_word = (b * pc.kv_heads + hk) * pc.kv_stride * D4 - pc.kv_shift;
 
   // This lane's row: query i (rows past the last query shadow it and store nothing).
@@ -142,7 +192,7 @@ void main() {
   // Stage the scaled queries (one barrier, before the tile loop).
   [[unroll]] for (uint t = 0u; t < (BR * D4 + WG_X - 1u) / WG_X; ++t) {
     const uint w = lane + t * WG_X;
-    if (w < BR * D4) {
+    if ((BR * D4) % WG_X == 0u || w < BR * D4) {
       const uint row = w / D4, d = w % D4;
       const uint qi = clamp(i_first + row, seq.x, pc.queries - 1u);
       q_tile[row * Q_STRIDE + d] = load_q(query_row(bh, h, qi, seq) * D4 + d - pc.q_shift) * pc.scale;
@@ -173,9 +223,15 @@ void main() {
 
   for (uint j0 = j_begin; j0 < j_end; j0 += BC) {
     const uint buf = PAGED != 0u ? ((j0 - j_begin) / BC) & 1u : 0u;  // key_words' buffer of this tile
+    // BLOCK_BASES: the first words of the tile's (at most two) blocks, uniform.
+    uint base0 = 0u, base1 = 0u;
+    if (BLOCK_BASES) {
+      base0 = block_base(b, hk, j0 >> PAGED);
+      base1 = block_base(b, hk, min(j0 + BC - 1u, j_end - 1u) >> PAGED);
+    }
     // 1. The tile's keys and the bias window, clamped into the binding (only masked scores read
     // past it).
-    stage_tile(kv_word, buf, j0, j_end, false);
+    stage_tile(kv_word, buf, j0, j_end, false, base0, base1);
     if (BIAS_MODE == RELPOS_ATTN_ROW) {
       const uint last = uint(bias.length()) - 1u;
       [[unroll]] for (uint t = 0u; t < (WINDOW + WG_X - 1u) / WG_X; ++t) {
@@ -187,19 +243,30 @@ void main() {
 
     // 2. Scores of keys s + LPR·t: the dot products in registers (the loop over the head in steps
     // of 4 words), then the bias and the masks through p_tile, where the keys can be indexed.
+    // Up to 16 words (head_dim 64) the compilers unroll the loop over the head and that pays; past
+    // it an unrolled loop keeps so many loads in flight that Intel's compiler drops to SIMD8 (dg2)
+    // and ACO's estimate rises (navi21, navi31: 16–19% at head_dim 128), so it stays a loop there.
     float sc[SCORES];
     [[unroll]] for (uint t = 0u; t < SCORES; ++t) sc[t] = 0.0;
-    for (uint d0 = 0u; d0 < D4; d0 += 4u) {
-      [[unroll]] for (uint e = 0u; e < 4u; ++e) {
-        const uint d = d0 + e;
-        if (D4 % 4u == 0u || d < D4) {
-          const vec4 qd = q_tile[r * Q_STRIDE + d];
-          [[unroll]] for (uint t = 0u; t < SCORES; ++t) sc[t] += dot(qd, kv_tile[min(s + t * LPR, BC - 1u) * KV_STRIDE + d]);
-        }
-      }
+#define RELPOS_ATTN_SCORE_WORDS                                                    \
+  [[unroll]] for (uint e = 0u; e < 4u; ++e) {                                      \
+    const uint d = d0 + e;                                                         \
+    if (D4 % 4u == 0u || d < D4) {                                                 \
+      const vec4 qd = q_tile[r * Q_STRIDE + d];                                    \
+      [[unroll]] for (uint t = 0u; t < SCORES; ++t) {                              \
+        const uint c = BC % LPR == 0u ? s + t * LPR : min(s + t * LPR, BC - 1u);   \
+        sc[t] += dot(qd, staged_word(c * KV_STRIDE + d));                          \
+      }                                                                            \
+    }                                                                              \
+  }
+    if (D4 <= 16u) {
+      for (uint d0 = 0u; d0 < D4; d0 += 4u) { RELPOS_ATTN_SCORE_WORDS }
+    } else {
+      [[dont_unroll]] for (uint d0 = 0u; d0 < D4; d0 += 4u) { RELPOS_ATTN_SCORE_WORDS }
     }
+#undef RELPOS_ATTN_SCORE_WORDS
     [[unroll]] for (uint t = 0u; t < SCORES; ++t)
-      if (s + t * LPR < BC) p_tile[r * P_STRIDE + s + t * LPR] = sc[t];
+      if (BC % LPR == 0u || s + t * LPR < BC) p_tile[r * P_STRIDE + s + t * LPR] = sc[t];
     float lane_max = NEG_INF;
     for (uint c = s; c < BC; c += LPR) {
       const uint j = j0 + c;
@@ -248,7 +315,7 @@ void main() {
       const float x = p_tile[r * P_STRIDE + c];
       p_tile[r * P_STRIDE + c] = x == NEG_INF ? 0.0 : exp(x - m_new);
     }
-    stage_tile(kv_word, buf, j0, j_end, true);
+    stage_tile(kv_word, buf, j0, j_end, true, base0, base1);
     barrier();  // C
 
     // 4. The next tile's key words; rescale, then accumulate this lane's dims of the row (the keys
@@ -258,14 +325,16 @@ void main() {
     w_lo *= alpha;
     w_hi *= alpha;
     [[unroll]] for (uint k = 0u; k < OWNED; ++k) acc[k] *= alpha;
-    for (uint c0 = 0u; c0 < BC; c0 += OUT_STEP) {
+    // A loop, not unrolled: unrolled (a 32-key tile) it costs ACO's estimate 11% at head_dim 128
+    // (navi21) and keeps dg2 at SIMD8.
+    [[dont_unroll]] for (uint c0 = 0u; c0 < BC; c0 += OUT_STEP) {
       [[unroll]] for (uint e = 0u; e < OUT_STEP; ++e) {
         const uint c = c0 + e;
         const float p = p_tile[r * P_STRIDE + c];
         l += p;
         [[unroll]] for (uint k = 0u; k < OWNED; ++k) {
           const uint d = s + k * LPR;
-          if (d < D4) acc[k] += p * kv_tile[c * KV_STRIDE + d];
+          if (D4 % LPR == 0u || d < D4) acc[k] += p * staged_word(c * KV_STRIDE + d);
         }
         if (BIAS_MODE == RELPOS_ATTN_SHAW && j0 + c >= M && p > 0.0) {
           const uint idx = uint(clamp(int(j0 + c) + rp_base, -kk, kk) + kk);
@@ -273,7 +342,7 @@ void main() {
           else if (idx == last_rel) w_hi += p;
           else [[unroll]] for (uint k = 0u; k < OWNED; ++k) {
             const uint d = s + k * LPR;
-            if (d < D4) acc[k] += p * rel_values[idx * D4 + d];
+            if (D4 % LPR == 0u || d < D4) acc[k] += p * rel_values[idx * D4 + d];
           }
         }
       }
@@ -287,7 +356,7 @@ void main() {
   const uint out_word = out_row * D4 - pc.out_shift;
   [[unroll]] for (uint k = 0u; k < OWNED; ++k) {
     const uint d = s + k * LPR;
-    if (d >= D4) continue;
+    if (D4 % LPR != 0u && d >= D4) continue;
     vec4 x = acc[k];
     if (BIAS_MODE == RELPOS_ATTN_SHAW) x += w_lo * rel_values[d] + w_hi * rel_values[last_rel * D4 + d];
     x *= inv;

@@ -20,12 +20,13 @@
   X(0, WG_X, size_x, 64u)                                                                  \
   X(1, D4, uint, 16u)        /* head_dim / 4 */                                            \
   X(2, KEY_BLOCK, uint, 8u)  /* keys scored before one softmax rescale */                  \
-  X(3, IN_HALF, uint, 0u)    /* q, k, v stored as float16 */                               \
+  X(3, IN_HALF, uint, 0u)    /* q stored as float16 */                                     \
   X(4, OUT_HALF, uint, 0u)   /* out stored as float16 */                                   \
   X(5, ROWS, uint, 1u)       /* query rows per lane, sharing each key and value load */    \
   X(6, SHARE_LOADS, uint, 0u)                                                              \
   X(7, BIAS_MODE, uint, 0u)                                                                \
-  X(8, PAGED, uint, 0u)
+  X(8, PAGED, uint, 0u)                                                                    \
+  X(9, KV_FORMAT, uint, 0u)  /* k and v: a CacheFormat (CACHE_*, relpos/cache_format.glsl) */
 
 // attention_tiled: a workgroup of WG_X = BR * LPR lanes owns BR query rows; keys are staged BC at
 // a time. SHUFFLE_LANES: lanes of a row whose maxima meet by subgroup shuffles, a power of two
@@ -35,17 +36,33 @@
   X(0, WG_X, size_x, 64u)                                                    \
   X(1, D4, uint, 16u)       /* head_dim / 4 */                               \
   X(2, BC, uint, 32u)       /* keys per tile, a multiple of 4 */             \
-  X(3, IN_HALF, uint, 0u)   /* q, k, v stored as float16 */                  \
+  X(3, IN_HALF, uint, 0u)   /* q stored as float16 */                        \
   X(4, OUT_HALF, uint, 0u)  /* out stored as float16 */                      \
   X(5, BR, uint, 16u)       /* query rows per workgroup */                   \
   X(6, BIAS_MODE, uint, 0u) /* RELPOS_ATTN_*: only its own code is compiled */ \
   X(7, SHUFFLE_LANES, uint, 1u)                                              \
-  X(8, PAGED, uint, 0u)
+  X(8, PAGED, uint, 0u)                                                      \
+  X(9, KV_FORMAT, uint, 0u) /* k and v: a CacheFormat (CACHE_*) */
 
-// The same ten bindings in both kernel classes, so that one host path binds either. Shaw has no
+// attention_decode: one query row per workgroup of WG_X lanes, in WG_X / KG groups of KG lanes
+// (a power of two dividing the subgroup) that each score KEYS keys per step, every lane holding
+// ceil(D4 / KG) words of the head. PAGED as above, in attention_decode_paged.comp.
+#define RELPOS_SPEC_ATTENTION_DECODE(X)                                        \
+  X(0, WG_X, size_x, 64u)                                                      \
+  X(1, D4, uint, 16u)       /* head_dim / 4 */                                 \
+  X(2, KG, uint, 8u)        /* lanes per key */                                \
+  X(3, IN_HALF, uint, 0u)   /* q stored as float16 */                          \
+  X(4, OUT_HALF, uint, 0u)  /* out stored as float16 */                        \
+  X(5, KEYS, uint, 4u)      /* keys per group and step (one rescale) */        \
+  X(6, BIAS_MODE, uint, 0u) /* RELPOS_ATTN_*: only its own code is compiled */ \
+  X(7, PAGED, uint, 0u)                                                        \
+  X(8, KV_FORMAT, uint, 0u) /* k and v: a CacheFormat (CACHE_*) */
+
+// The same eleven bindings in both kernel classes, so that one host path binds either. Shaw has no
 // other bias input: its rel_values take BIAS (one binding fewer for every shader: the runtime binds
-// at most kMaxBindings = 10, src/shaders/contracts.hpp). LENGTHS: key_lengths, or a paged cache's
+// at most kMaxBindings = 11, src/shaders/contracts.hpp). LENGTHS: key_lengths, or a paged cache's
 // cache_lengths. QUERY_LENGTHS: packed queries' lengths per sequence (AttentionParams::total_queries).
+// KV_SCALES: an fp8 cache's scales, float32 [2, kv_heads] (the keys', then the values').
 #define RELPOS_BINDINGS_ATTENTION(X) \
   X(0, Q)                            \
   X(1, K)                            \
@@ -56,7 +73,8 @@
   X(6, REL_KEYS)                     \
   X(7, LENGTHS)                      \
   X(8, BLOCK_TABLE)                  \
-  X(9, QUERY_LENGTHS)
+  X(9, QUERY_LENGTHS)                \
+  X(10, KV_SCALES)
 
 // attention_merge.comp: one invocation per 4-element word of the merged output.
 #define RELPOS_SPEC_ATTENTION_MERGE(X) \
@@ -80,11 +98,17 @@
 #define RELPOS_ATTN_TILED_ROW_MAX(BR, MAX_PARTS) ((BR) * (MAX_PARTS))
 #define RELPOS_ATTN_TILED_WINDOW(BR, BC) ((BR) + (BC) - 1u)    /* float: the per-distance row's values of a tile */
 #define RELPOS_ATTN_TILED_KEY_WORDS(BC) (2u * (BC))            /* uint, paged only: two tiles' key words */
-// All of them, in bytes.
-#define RELPOS_ATTN_TILED_SHARED_BYTES(BR, BC, D4, MAX_PARTS, PAGED_KV)                                              \
-  (16u * (RELPOS_ATTN_TILED_Q_TILE(BR, D4) + RELPOS_ATTN_TILED_KV_TILE(BC, D4)) +                                      \
+// Paged with blocks of 2^PAGED >= BC keys: a tile's keys lie in at most two blocks, whose first
+// words each tile finds by two uniform table loads; key_words is then one word. (No &&: glslang
+// makes a specialisation constant's && a branch, outside any function.)
+#define RELPOS_ATTN_TILED_BLOCK_BASES(PAGED, BC) (((PAGED) > 1u ? 1u : 0u) * ((1u << (PAGED)) >= (BC) ? 1u : 0u) != 0u)
+// All of them, in bytes: the K/V tile staged in 16-bit halves (KV_HALF: an f16 or bf16 cache) as
+// 8-byte words, else 16; the array of the other form, and key_words where unused, keep one word.
+#define RELPOS_ATTN_TILED_SHARED_BYTES(BR, BC, D4, MAX_PARTS, PAGED_KV, KV_HALF, PAGED)                                \
+  (16u * RELPOS_ATTN_TILED_Q_TILE(BR, D4) + ((KV_HALF) ? 8u * RELPOS_ATTN_TILED_KV_TILE(BC, D4) + 16u                   \
+                                                       : 16u * RELPOS_ATTN_TILED_KV_TILE(BC, D4) + 8u) +                 \
    4u * (RELPOS_ATTN_TILED_P_TILE(BR, BC) + RELPOS_ATTN_TILED_ROW_MAX(BR, MAX_PARTS) + RELPOS_ATTN_TILED_WINDOW(BR, BC) + \
-         ((PAGED_KV) ? RELPOS_ATTN_TILED_KEY_WORDS(BC) : 0u)))
+         ((PAGED_KV) ? (RELPOS_ATTN_TILED_BLOCK_BASES(PAGED, BC) ? 1u : RELPOS_ATTN_TILED_KEY_WORDS(BC)) : 0u)))
 
 // attention_tiled's loops that are not unrolled, per tile: the tile loop itself, the scores' loop
 // over the head in steps of 4 words, two of SCORES (the bias, the weights) and the output's BC /
@@ -99,9 +123,17 @@
   (1u + RELPOS_ATTN_TILED_HEAD_STEPS(D4) + 2u * RELPOS_ATTN_TILED_SCORES(BC, LPR) +                           \
    ((SHAW) ? RELPOS_ATTN_TILED_SCORES(BC, LPR) * RELPOS_ATTN_TILED_HEAD_STEPS(D4) : 0u) + (BC) / RELPOS_ATTN_TILED_OUT_STEP(SHAW))
 
+// attention_decode's shared memory (the groups' parts, met once after the key loop) and its loop:
+// one iteration per GROUPS·KEYS keys.
+#define RELPOS_ATTN_DECODE_PART_WORDS(GROUPS, D4) ((GROUPS) * (D4)) /* vec4 */
+#define RELPOS_ATTN_DECODE_PART_STATS(GROUPS) (4u * (GROUPS))       /* float: m, l, Shaw's two edge weights */
+#define RELPOS_ATTN_DECODE_SHARED_BYTES(GROUPS, D4) (16u * RELPOS_ATTN_DECODE_PART_WORDS(GROUPS, D4) + 4u * RELPOS_ATTN_DECODE_PART_STATS(GROUPS))
+#define RELPOS_ATTN_DECODE_STEP_KEYS(GROUPS, KEYS) ((GROUPS) * (KEYS))
+
 #ifdef __cplusplus
 RELPOS_SPEC_STRUCT(AttentionFusedSpec, RELPOS_SPEC_ATTENTION_FUSED)
 RELPOS_SPEC_STRUCT(AttentionTiledSpec, RELPOS_SPEC_ATTENTION_TILED)
+RELPOS_SPEC_STRUCT(AttentionDecodeSpec, RELPOS_SPEC_ATTENTION_DECODE)
 RELPOS_BINDINGS_STRUCT(AttentionBindings, RELPOS_BINDINGS_ATTENTION)
 RELPOS_SPEC_STRUCT(AttentionMergeSpec, RELPOS_SPEC_ATTENTION_MERGE)
 RELPOS_BINDINGS_STRUCT(AttentionMergeBindings, RELPOS_BINDINGS_ATTENTION_MERGE)

@@ -1,0 +1,270 @@
+// Fused attention for GPUs when decoding: one query row of one (batch, head) and one key split per
+// workgroup, in flash-decoding form inside the workgroup. With one row there is nothing to share a
+// staged key with, so keys and values go from memory to registers and no tile is staged: the
+// lanes form GROUPS = WG_X / KG key groups of KG lanes; group g scores keys j0 + g + GROUPS·u
+// (u < KEYS) of each step of STEP = GROUPS·KEYS keys, every lane of it holding QW words
+// d = e + KG·k of the head (e = its place in the group) of the query, of each key, of each value and
+// of the group's output. A key's partial dot products meet by subgroupShuffleXor within the group
+// (KG is a power of two dividing the subgroup, LANE numbers lanes by subgroups, so a group is
+// inside one subgroup), so every lane works at every head size: at head_dim 128 (D4 32) and 64
+// lanes, 4 groups of 16 lanes with 2 words each. Each group keeps its own running maximum, sum
+// and output words, rescaled once per step; the groups meet once, after the loop, through shared
+// memory (the only shared memory: GROUPS·D4 words and 4·GROUPS floats).
+//
+// The one shared-memory hand-off: every lane writes its group's part (its own words; lane e = 0
+// the group's maximum, sum and Shaw's edge weights), barrier(), then lanes read all groups' parts
+// of the words they store. Every lane reaches the barrier: the key loop's bounds depend on the
+// workgroup only, and no lane returns before it. Nothing is written to shared memory after it.
+//
+// Loops that are not unrolled: the key loop, one iteration per STEP keys
+// (RELPOS_ATTN_DECODE_ITERATIONS, by which the host bounds the keys of a split).
+//
+// The including shader defines PAGED_KV (0 or 1: k and v a paged cache) and LANE.
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#include "relpos_contract/attention.h"
+#include "relpos_push/attention.h"
+
+RELPOS_DECLARE_SPEC(RELPOS_SPEC_ATTENTION_DECODE)
+const uint GROUPS = WG_X / KG;
+const uint QW = (D4 + KG - 1u) / KG;  // words per lane (the last lanes may own one less)
+const uint STEP = GROUPS * KEYS;
+
+#include "relpos/attention_bindings.glsl"
+
+// Paged with blocks of 2^PAGED >= STEP keys: a step's keys lie in at most two blocks, whose first
+// words every lane finds by two uniform table loads per step (scalar loads on AMD), so a key costs
+// no table load of its own. Other blocks: one table load per key (key_word).
+const bool BLOCK_BASES = RELPOS_ATTN_TILED_BLOCK_BASES(PAGED, STEP);
+
+shared vec4 part_acc[RELPOS_ATTN_DECODE_PART_WORDS(GROUPS, D4)];  // [GROUPS][D4]
+shared float part_stat[RELPOS_ATTN_DECODE_PART_STATS(GROUPS)];    // [GROUPS][m, l, w_lo, w_hi]
+
+// The K/V load interface: word `at` of k or v as four floats, a cache format decoded
+// (attention_bindings.glsl's load_kv).
+vec4 key_at(uint at) { return load_k(at); }
+vec4 value_at(uint at) { return load_v(at); }
+
+// Word 0 of key j (j0 <= j < j_end): BLOCK_BASES, from the first words base0, base1 of the blocks of
+// keys j0 and min(j0 + STEP, j_end) - 1.
+uint key_at_word(uint kv_word, uint b, uint hk, uint j, uint j0, uint base0, uint base1) {
+  if (!BLOCK_BASES) return key_word(kv_word, b, hk, j);
+  return ((j >> PAGED) == (j0 >> PAGED) ? base0 : base1) + (j & ((1u << PAGED) - 1u)) * pc.kv_heads * D4;
+}
+uint block_base(uint b, uint hk, uint n) {
+  const uint block = uint(clamp(block_table[b * pc.max_blocks + n], 0, int(pc.num_blocks) - 1));
+  return ((block << PAGED) * pc.kv_heads + hk) * D4;
+}
+
+float group_sum(float x) {
+  [[unroll]] for (uint bit = 1u; bit < KG; bit <<= 1) x += subgroupShuffleXor(x, bit);
+  return x;
+}
+
+void main() {
+  const float NEG_INF = uintBitsToFloat(0xff800000u);
+  const uint lane = LANE, grp = lane / KG, e = lane % KG;
+  const uint g = pc.first_group + gl_WorkGroupID.x;
+  const uint bh = pc.bh_first + g / pc.groups_per_bh;
+  const uint rem = g % pc.groups_per_bh, q_tiles = pc.groups_per_bh / pc.split_groups;
+  const uint split = rem / q_tiles, i_first = rem % q_tiles;
+  const uint b = bh / pc.heads, h = bh % pc.heads;
+  const uint M = pc.memory_prefix;
+  // Packed queries: a row below seq.x is no query of this sequence; a workgroup without its own
+  // leaves before the barrier, all lanes together.
+  const uvec2 seq = sequence_rows(b);
+  if (i_first + 1u <= seq.x) return;
+
+  // The keys of the workgroup: its split, cut by the batch's length and by the causal bound of its
+  // query (memory keys stay visible). Uniform over the workgroup.
+  const uint j_begin = min(split * pc.split_len, pc.keys);
+  const uint seq_keys = sequence_keys(b);
+  const int q_off = sequence_query_offset(seq_keys);
+  const uint i = clamp(i_first, seq.x, pc.queries - 1u);
+  const int i_abs = int(i) + q_off;
+  uint j_end = min(seq_keys, j_begin + pc.split_len);
+  if (pc.causal != 0u) j_end = min(j_end, M + uint(max(i_abs + 1, 0)));
+  const uint hk = h / pc.kv_group;
+  set_kv_scales(hk);
+  const uint kv_word = (b * pc.kv_heads + hk) * pc.kv_stride * D4 - pc.kv_shift;
+
+  const int rp_base = -int(M) - i_abs;  // rp = j + rp_base
+  const int kk = int(pc.shaw_k);
+  const uint last_rel = 2u * pc.shaw_k;
+  const float slope = BIAS_MODE == RELPOS_ATTN_ALIBI ? bias[h - pc.bias_shift] : 0.0;
+  // ALiBi: scores carry the bias relative to that of the row's nearest key in the split, and the
+  // lse gets it back, so a far query (slope·|rp| near 2^31) keeps q·k in float32.
+  float near_bias = 0.0;
+  if (BIAS_MODE == RELPOS_ATTN_ALIBI) {
+    const int rp_lo = int(j_begin) + rp_base, rp_hi = int(j_end) - 1 + rp_base;
+    const int near = j_begin < M || j_end <= j_begin ? 0 : rp_lo > 0 ? rp_lo : rp_hi < 0 ? -rp_hi : 0;
+    near_bias = slope * float(near);
+  }
+  const uint dense_base = (h * pc.queries + i) * pc.keys - pc.bias_shift;
+  // RELPOS_ATTN_ROW: the bias of key j is bias[h·(Q + K − 1) + (Q − 1 − i) + j − M], the rows laid
+  // out for pc.query_offset (a paged sequence's values lie further in).
+  const uint row_base = h * (pc.queries + pc.keys - 1u) + (pc.queries - 1u) - i + uint(pc.query_offset - q_off) - M - pc.bias_shift;
+
+  // The lane's words of the scaled query (a word past the head: zero, never stored).
+  vec4 q[QW];
+  const uint q_word = query_row(bh, h, i, seq) * D4 - pc.q_shift;
+  [[unroll]] for (uint k = 0u; k < QW; ++k) {
+    const uint d = e + k * KG;
+    q[k] = D4 % KG == 0u || d < D4 ? load_q(q_word + d) * pc.scale : vec4(0.0);
+  }
+
+  // Shaw's edge buckets take every far key: their q·rel_keys are per row, their weights rescale
+  // with the output.
+  float p_lo = 0.0, p_hi = 0.0, w_lo = 0.0, w_hi = 0.0;
+  if (BIAS_MODE == RELPOS_ATTN_SHAW) {
+    [[unroll]] for (uint k = 0u; k < QW; ++k) {
+      const uint d = e + k * KG;
+      if (D4 % KG == 0u || d < D4) {
+        p_lo += dot(q[k], rel_keys[d]);
+        p_hi += dot(q[k], rel_keys[last_rel * D4 + d]);
+      }
+    }
+    p_lo = group_sum(p_lo);
+    p_hi = group_sum(p_hi);
+  }
+
+  float m = NEG_INF, l = 0.0;
+  vec4 acc[QW];
+  [[unroll]] for (uint k = 0u; k < QW; ++k) acc[k] = vec4(0.0);
+
+  // BLOCK_BASES: the first step's blocks; each step then loads the next step's while it works.
+  uint base0 = 0u, base1 = 0u;
+  if (BLOCK_BASES && j_begin < j_end) {
+    base0 = block_base(b, hk, j_begin >> PAGED);
+    base1 = block_base(b, hk, min(j_begin + STEP, j_end) - 1u >> PAGED);
+  }
+  for (uint j0 = j_begin; j0 < j_end; j0 += STEP) {
+    // The group's KEYS keys (past the end: the last key again, finite and masked), each found once
+    // (paged: one table load per key or two per step, not one per word).
+    uint at[KEYS];
+    if (BLOCK_BASES && j0 + STEP <= j_end && (j0 >> PAGED) == ((j0 + STEP - 1u) >> PAGED)) {
+      // The whole step in one block (uniform): one address per lane, the others a uniform stride on.
+      const uint stride = pc.kv_heads * D4;
+      const uint first = base0 + ((j0 & ((1u << PAGED) - 1u)) + grp) * stride;
+      [[unroll]] for (uint u = 0u; u < KEYS; ++u) at[u] = first + u * (GROUPS * stride);
+    } else {
+      [[unroll]] for (uint u = 0u; u < KEYS; ++u) at[u] = key_at_word(kv_word, b, hk, min(j0 + grp + u * GROUPS, j_end - 1u), j0, base0, base1);
+    }
+    float x[KEYS];
+    [[unroll]] for (uint u = 0u; u < KEYS; ++u) {
+      const uint j = min(j0 + grp + u * GROUPS, j_end - 1u);
+      float s = 0.0;
+      [[unroll]] for (uint k = 0u; k < QW; ++k) {
+        const uint d = e + k * KG;
+        if (D4 % KG == 0u || d < D4) s += dot(q[k], key_at(at[u] + d));
+      }
+      if (BIAS_MODE == RELPOS_ATTN_SHAW) {  // near the diagonal: q·rel_keys, summed with q·k
+        const uint idx = uint(clamp(int(j) + rp_base, -kk, kk) + kk);
+        if (j >= M && idx != 0u && idx != last_rel) [[unroll]] for (uint k = 0u; k < QW; ++k) {
+            const uint d = e + k * KG;
+            if (D4 % KG == 0u || d < D4) s += dot(q[k], rel_keys[idx * D4 + d]);
+          }
+      }
+      x[u] = s;
+    }
+    if (BLOCK_BASES && j0 + STEP < j_end) {
+      base0 = block_base(b, hk, (j0 + STEP) >> PAGED);
+      base1 = block_base(b, hk, min(j0 + 2u * STEP, j_end) - 1u >> PAGED);
+    }
+    // Uniform control flow: every lane of the workgroup shuffles.
+    [[unroll]] for (uint u = 0u; u < KEYS; ++u) x[u] = group_sum(x[u]);
+    float step_max = NEG_INF;
+    [[unroll]] for (uint u = 0u; u < KEYS; ++u) {
+      const uint j = j0 + grp + u * GROUPS;
+      float s = x[u];
+      if (j >= M && BIAS_MODE != RELPOS_ATTN_NONE) {
+        const int rp = int(j) + rp_base;
+        if (BIAS_MODE == RELPOS_ATTN_ROW) {
+          s += bias[min(row_base + j, uint(bias.length()) - 1u)];
+        } else if (BIAS_MODE == RELPOS_ATTN_DENSE) {
+          s += bias[dense_base + min(j, j_end - 1u)];
+        } else if (BIAS_MODE == RELPOS_ATTN_ALIBI) {
+          precise const float bj = slope * float(abs(rp));  // the float32 bias, as the reference defines it
+          s -= bj - near_bias;                               // near bj: exact (Sterbenz)
+        } else if (BIAS_MODE == RELPOS_ATTN_SHAW) {
+          const uint idx = uint(clamp(rp, -kk, kk) + kk);
+          if (idx == 0u) s += p_lo;
+          else if (idx == last_rel) s += p_hi;
+        }
+      }
+      x[u] = j < j_end ? s : NEG_INF;
+      step_max = max(step_max, x[u]);
+    }
+    // One rescale per step; a group whose keys are all masked so far keeps m = -inf and zeros.
+    const float m_new = max(m, step_max);
+    const float alpha = m == NEG_INF ? 0.0 : exp(m - m_new);
+    m = m_new;
+    l *= alpha;
+    w_lo *= alpha;
+    w_hi *= alpha;
+    [[unroll]] for (uint k = 0u; k < QW; ++k) acc[k] *= alpha;
+    [[unroll]] for (uint u = 0u; u < KEYS; ++u) {
+      const float p = x[u] == NEG_INF ? 0.0 : exp(x[u] - m_new);
+      l += p;
+      [[unroll]] for (uint k = 0u; k < QW; ++k) {
+        const uint d = e + k * KG;
+        if (D4 % KG == 0u || d < D4) acc[k] += p * value_at(at[u] + d);
+      }
+      if (BIAS_MODE == RELPOS_ATTN_SHAW) {
+        const uint j = j0 + grp + u * GROUPS;
+        const uint idx = uint(clamp(int(j) + rp_base, -kk, kk) + kk);
+        if (j >= M && p > 0.0) {
+          if (idx == 0u) w_lo += p;
+          else if (idx == last_rel) w_hi += p;
+          else [[unroll]] for (uint k = 0u; k < QW; ++k) {
+              const uint d = e + k * KG;
+              if (D4 % KG == 0u || d < D4) acc[k] += p * rel_values[idx * D4 + d];
+            }
+        }
+      }
+    }
+  }
+
+  // The groups' parts into shared memory (each lane its own words), then the one barrier.
+  [[unroll]] for (uint k = 0u; k < QW; ++k) {
+    const uint d = e + k * KG;
+    if (D4 % KG == 0u || d < D4) part_acc[grp * D4 + d] = acc[k];
+  }
+  if (e == 0u) {
+    part_stat[grp * 4u] = m;
+    part_stat[grp * 4u + 1u] = l;
+    part_stat[grp * 4u + 2u] = w_lo;
+    part_stat[grp * 4u + 3u] = w_hi;
+  }
+  barrier();
+  if (!query_stored(i_first, seq) || split >= pc.splits) return;
+
+  // Every lane merges the groups' maxima and sums (the same order, so the same numbers) and stores
+  // words lane, lane + WG_X, ...
+  float mx = NEG_INF;
+  [[unroll]] for (uint u = 0u; u < GROUPS; ++u) mx = max(mx, part_stat[u * 4u]);
+  float scale_of[GROUPS];
+  float lt = 0.0, wl = 0.0, wh = 0.0;
+  [[unroll]] for (uint u = 0u; u < GROUPS; ++u) {
+    const float mu = part_stat[u * 4u];
+    scale_of[u] = mu == NEG_INF ? 0.0 : exp(mu - mx);
+    lt += scale_of[u] * part_stat[u * 4u + 1u];
+    wl += scale_of[u] * part_stat[u * 4u + 2u];
+    wh += scale_of[u] * part_stat[u * 4u + 3u];
+  }
+  const float inv = lt > 0.0 ? 1.0 / lt : 0.0;  // a fully masked row gives zeros
+  const uint out_row = query_row(bh, h, i, seq) * pc.splits + split;
+  const uint out_word = out_row * D4 - pc.out_shift;
+  [[unroll]] for (uint t = 0u; t < (D4 + WG_X - 1u) / WG_X; ++t) {
+    const uint d = lane + t * WG_X;
+    if (D4 % WG_X != 0u && d >= D4) continue;
+    vec4 o = vec4(0.0);
+    [[unroll]] for (uint u = 0u; u < GROUPS; ++u) o += scale_of[u] * part_acc[u * D4 + d];
+    if (BIAS_MODE == RELPOS_ATTN_SHAW) o += wl * rel_values[d] + wh * rel_values[last_rel * D4 + d];
+    o *= inv;
+    if (OUT_HALF != 0u) o16[out_word + d] = uvec2(packHalf2x16(o.xy), packHalf2x16(o.zw));
+    else o32[out_word + d] = o;
+  }
+  const float shift = BIAS_MODE == RELPOS_ATTN_ALIBI ? near_bias : 0.0;
+  if (lane == 0u) lse[out_row - pc.lse_shift] = lt > 0.0 ? (mx + log(lt)) - shift : NEG_INF;
+}

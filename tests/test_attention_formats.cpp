@@ -1,0 +1,229 @@
+// Fused attention over caches in every CacheFormat (bf16, q8_0, fp8 e4m3 with per-kv-head scales,
+// and f16 or f32 caches under q and out of the other dtype): both kernel classes, contiguous and
+// paged caches, packed queries, several bias modes, against the reference over the decoded caches;
+// plans against attention(); bad formats, scales and buffers refused before anything is recorded.
+#include <relpos/relpos.hpp>
+
+#include <random>
+
+#include "support/expect.hpp"
+#include "support/gpu_fixture.hpp"
+#include "support/paged_data.hpp"
+#include "support/attention_inputs.hpp"
+#include "support/test_data.hpp"
+
+using namespace relpos;
+using relpos::test::expect_invalid;
+using relpos::test::GpuTest;
+using relpos::test::gpu;
+using relpos::test::gpu_kernels;
+using relpos::test::random_floats;
+using relpos::test::random_paged_inputs;
+using relpos::test::run;
+
+namespace {
+
+constexpr double kTolF32 = 1e-4;  // as test_attention_gpu.cpp: the decode is exact, the rest float32
+constexpr double kTolF16 = 1e-3;  // q and out in f16
+
+constexpr CacheFormat kFormats[] = {CacheFormat::F32, CacheFormat::F16, CacheFormat::BF16, CacheFormat::Q8_0, CacheFormat::FP8_E4M3};
+
+// The caches' bytes: each row of `values` encoded with its kv head's scale.
+std::vector<std::uint8_t> encode_rows(const AttentionParams& p, const std::vector<float>& values, const std::vector<float>& scales) {
+  const std::size_t D = p.head_dim, row_bytes = cache_row_bytes(p.cache(), p.head_dim), rows = values.size() / D;
+  std::vector<std::uint8_t> bytes(rows * row_bytes);
+  for (std::size_t row = 0; row < rows; ++row) {
+    const std::size_t hk = p.paged.enabled() ? row % p.kv_heads : (row / p.keys) % p.kv_heads;
+    encode_cache_row(p.cache(), std::span<const float>(values).subspan(row * D, D), std::span<std::uint8_t>(bytes).subspan(row * row_bytes, row_bytes),
+                     scales.empty() ? 1.0f : scales[hk]);
+  }
+  return bytes;
+}
+
+// One call over formatted caches, on the host and on the device.
+struct FormatCase {
+  AttentionParams p;
+  std::vector<float> q, bias, rel_keys, rel_values;
+  std::vector<std::uint8_t> k, v;
+  std::vector<std::int32_t> block_table, cache_lengths, query_lengths;
+  AttentionHostInputs host() const {
+    return {q, {}, {}, bias, rel_keys, rel_values, {}, block_table, cache_lengths, query_lengths, k, v};
+  }
+};
+
+FormatCase make_case(std::mt19937& rng, AttentionParams p, CacheFormat f, bool paged, const std::vector<std::int32_t>& lengths = {},
+                     const std::vector<std::int32_t>& query_lengths = {}) {
+  FormatCase c;
+  p.cache_format = f;
+  if (cache_format_scaled(f)) {  // scales that map the values into e4m3's range unevenly per head
+    for (std::uint32_t h = 0; h < p.kv_heads; ++h) {
+      p.k_scales.push_back(0.004f * static_cast<float>(h + 1));
+      p.v_scales.push_back(0.01f / static_cast<float>(h + 1));
+    }
+  }
+  std::vector<float> k, v;
+  if (paged) {
+    test::PagedInputs in = random_paged_inputs(rng, p, lengths);
+    c.q = in.q;
+    c.bias = in.bias;
+    c.rel_keys = in.rel_keys;
+    c.rel_values = in.rel_values;
+    c.block_table = in.block_table;
+    c.cache_lengths = in.cache_lengths;
+    k = in.k;
+    v = in.v;
+  } else {
+    test::AttentionInputs in = test::random_attention_inputs(rng, p, std::uint64_t{p.batch} * p.kv_heads * p.keys * p.head_dim);
+    c.q = in.q;
+    c.bias = in.bias;
+    c.rel_keys = in.rel_keys;
+    c.rel_values = in.rel_values;
+    k = in.k;
+    v = in.v;
+  }
+  c.query_lengths = query_lengths;
+  c.k = encode_rows(p, k, p.k_scales);
+  c.v = encode_rows(p, v, p.v_scales);
+  c.p = p;
+  return c;
+}
+
+AttentionResult gpu_attention(Context& ctx, const FormatCase& c) {
+  const AttentionParams& p = c.p;
+  Buffer q = make_float_buffer(ctx, c.q, p.dtype), k = make_buffer(ctx, std::span<const std::uint8_t>(c.k)),
+         v = make_buffer(ctx, std::span<const std::uint8_t>(c.v)), out(ctx, p.rows() * p.head_dim * dtype_size(p.output_dtype())),
+         lse(ctx, p.rows() * 4);
+  Buffer bias, rk, rv, table, lengths, qlen;
+  AttentionBuffers b{&q, &k, &v, &out, &lse};
+  if (!c.bias.empty()) b.bias = &(bias = make_buffer(ctx, std::span<const float>(c.bias)));
+  if (!c.rel_keys.empty()) {
+    b.rel_keys = &(rk = make_buffer(ctx, std::span<const float>(c.rel_keys)));
+    b.rel_values = &(rv = make_buffer(ctx, std::span<const float>(c.rel_values)));
+  }
+  if (p.paged.enabled()) {
+    b.block_table = &(table = make_buffer(ctx, std::span<const std::int32_t>(c.block_table)));
+    b.cache_lengths = &(lengths = make_buffer(ctx, std::span<const std::int32_t>(c.cache_lengths)));
+  }
+  if (p.packed()) b.query_lengths = &(qlen = make_buffer(ctx, std::span<const std::int32_t>(c.query_lengths)));
+  run(ctx, [&](Recorder& r) { attention(r, p, b); });
+  return {download_floats(out, p.rows() * p.head_dim, p.output_dtype()), lse.download<float>(p.rows())};
+}
+
+void expect_matches(Context& ctx, const FormatCase& c) {
+  SCOPED_TRACE(std::string(cache_format_name(c.p.cache())) + " bias " + std::string(attention_bias_info(c.p.bias).name) + " q " +
+               std::string(dtype_name(c.p.dtype)) + (c.p.paged.enabled() ? " paged" : "") + " H " + std::to_string(c.p.heads) + "/" +
+               std::to_string(c.p.kv_heads) + " Q " + std::to_string(c.p.queries) + " K " + std::to_string(c.p.keys) + " D " +
+               std::to_string(c.p.head_dim));
+  const AttentionResult want = attention_reference(c.p, c.host());
+  const AttentionResult got = gpu_attention(ctx, c);
+  EXPECT_LE(normalised_error(got.out, want.out), c.p.output_dtype() == DType::F16 ? kTolF16 : kTolF32);
+  EXPECT_LE(normalised_error(got.lse, want.lse), kTolF32);
+}
+
+class AttentionFormatsGpu : public GpuTest {};
+
+TEST_F(AttentionFormatsGpu, EveryFormatContiguousAndPagedInBothKernelClasses) {
+  std::mt19937 rng(2040);
+  const AttentionBias biases[] = {AttentionBias::T5, AttentionBias::Alibi, AttentionBias::Shaw, AttentionBias::None, AttentionBias::Kerple};
+  int n = 0;
+  for (Kernels kernels : {Kernels::Gpu, Kernels::Cpu})
+    for (CacheFormat f : kFormats)
+      for (bool paged : {false, true}) {
+        const AttentionBias bias = biases[n++ % 5];
+        AttentionParams p{.batch = 2, .heads = 4, .kv_heads = 2, .queries = paged ? 3u : 19u, .keys = 70, .head_dim = f == CacheFormat::Q8_0 ? 64u : 20u,
+                          .dtype = n % 3 == 0 ? DType::F16 : DType::F32, .causal = n % 2 == 0, .bias = bias, .max_relative_position = 5};
+        p.t5.bidirectional = false;
+        if (paged) {
+          p.paged.block_size = 16;
+          p.paged.max_blocks = 5;
+        }
+        SCOPED_TRACE(kernels == Kernels::Gpu ? "gpu kernels" : "cpu kernels");
+        expect_matches(gpu_kernels(kernels), paged ? make_case(rng, p, f, true, {70, 33}) : make_case(rng, p, f, false));
+      }
+}
+
+// Decoding (one query: the CPU class's lanes take key splits; split keys merged), head_dim 128
+// with grouped-query heads, and packed queries beside it.
+TEST_F(AttentionFormatsGpu, DecodingAndPackedQueries) {
+  std::mt19937 rng(2041);
+  for (Kernels kernels : {Kernels::Gpu, Kernels::Cpu})
+    for (CacheFormat f : {CacheFormat::Q8_0, CacheFormat::FP8_E4M3}) {
+      AttentionParams p{.batch = 3, .heads = 8, .kv_heads = 2, .queries = 1, .head_dim = 128, .causal = true, .bias = AttentionBias::Alibi};
+      p.paged.block_size = 16;
+      p.paged.max_blocks = 40;
+      SCOPED_TRACE(kernels == Kernels::Gpu ? "gpu kernels" : "cpu kernels");
+      expect_matches(gpu_kernels(kernels), make_case(rng, p, f, true, {640, 1, 300}));
+      AttentionParams packed = p;
+      packed.queries = 7;
+      packed.total_queries = 7 + 1;
+      packed.bias = AttentionBias::T5;
+      packed.t5.bidirectional = false;
+      expect_matches(gpu_kernels(kernels), make_case(rng, packed, f, true, {640, 1, 300}, {7, 0, 1}));
+    }
+}
+
+// A plan over a q8_0 cache gives what attention() gives, bit for bit.
+TEST_F(AttentionFormatsGpu, PlanStepsMatchAttention) {
+  Context& ctx = gpu();
+  std::mt19937 rng(2042);
+  for (CacheFormat f : {CacheFormat::Q8_0, CacheFormat::FP8_E4M3}) {
+    AttentionParams p{.batch = 2, .heads = 4, .kv_heads = 2, .queries = 1, .head_dim = 32, .causal = true, .bias = AttentionBias::T5};
+    p.t5.bidirectional = false;
+    p.paged.block_size = 16;
+    p.paged.max_blocks = 8;
+    const FormatCase c = make_case(rng, p, f, true, {100, 128});
+    AttentionPlan plan(ctx, c.p);
+    Buffer q = make_float_buffer(ctx, c.q, DType::F32), k = make_buffer(ctx, std::span<const std::uint8_t>(c.k)),
+           v = make_buffer(ctx, std::span<const std::uint8_t>(c.v)), out(ctx, c.p.rows() * c.p.head_dim * 4), lse(ctx, c.p.rows() * 4),
+           bias = make_buffer(ctx, std::span<const float>(c.bias)), table = make_buffer(ctx, std::span<const std::int32_t>(c.block_table)),
+           lengths = make_buffer(ctx, std::span<const std::int32_t>(c.cache_lengths));
+    AttentionBuffers b{&q, &k, &v, &out, &lse, &bias};
+    b.block_table = &table;
+    b.cache_lengths = &lengths;
+    run(ctx, [&](Recorder& r) { plan.record(r, {1, c.p.keys, 0}, b); });
+    const AttentionResult direct = gpu_attention(ctx, c);
+    EXPECT_EQ(out.download<float>(c.p.rows() * c.p.head_dim), direct.out);
+    EXPECT_EQ(lse.download<float>(c.p.rows()), direct.lse);
+  }
+}
+
+TEST(AttentionFormats, BadFormatsAndScalesAreRefused) {
+  AttentionParams p{.batch = 1, .heads = 2, .kv_heads = 2, .queries = 1, .keys = 16, .head_dim = 48};
+  p.cache_format = CacheFormat::Q8_0;
+  expect_invalid([&] { p.validate(); }, "head_dim");  // not a multiple of 32
+  p.head_dim = 64;
+  EXPECT_NO_THROW(p.validate());
+  p.k_scales = {1.0f, 1.0f};
+  expect_invalid([&] { p.validate(); }, "k_scales");  // a q8_0 cache has none
+  p.cache_format = CacheFormat::FP8_E4M3;
+  p.v_scales = {1.0f};
+  expect_invalid([&] { p.validate(); }, "v_scales");  // one per kv head
+  p.v_scales = {1.0f, std::numeric_limits<float>::quiet_NaN()};
+  expect_invalid([&] { p.validate(); }, "v_scales[1]");
+  p.v_scales = {1.0f, std::numeric_limits<float>::infinity()};
+  expect_invalid([&] { p.validate(); }, "v_scales[1]");
+  p.v_scales = {1.0f, 0.0f};
+  expect_invalid([&] { p.validate(); }, "v_scales[1]");
+  p.v_scales = {1.0f, 2.0f};
+  EXPECT_NO_THROW(p.validate());
+}
+
+TEST_F(AttentionFormatsGpu, MismatchedCachesAreRefusedBeforeRecording) {
+  Context& ctx = gpu();
+  std::mt19937 rng(7);
+  AttentionParams p{.batch = 1, .heads = 2, .kv_heads = 1, .queries = 2, .keys = 40, .head_dim = 32};
+  const FormatCase c = make_case(rng, p, CacheFormat::Q8_0, false);
+  Buffer q = make_float_buffer(ctx, c.q, DType::F32), k = make_buffer(ctx, std::span<const std::uint8_t>(c.k)),
+         v = make_buffer(ctx, std::span<const std::uint8_t>(c.v)), out(ctx, c.p.rows() * c.p.head_dim * 4), f32_cache(ctx, 40 * 32 * 4);
+  Recorder r(ctx);
+  AttentionBuffers b{&q, &k, &v, &out};
+  EXPECT_NO_THROW(attention(r, c.p, b));
+  AttentionBuffers wrong = b;
+  wrong.k = &f32_cache;  // a float32 cache's size, not q8_0's 40 rows of 34 bytes
+  expect_invalid([&] { attention(r, c.p, wrong); }, "k buffer");
+  AttentionParams f32 = c.p;
+  f32.cache_format.reset();
+  expect_invalid([&] { attention(r, f32, b); }, "k buffer");
+}
+
+}  // namespace
