@@ -166,7 +166,7 @@ void main() {
   const uint heads = is_q ? pc.heads : pc.kv_heads;
   if (RAGGED != 0u && cu + t >= pc.packed_rows) return;
   const uint src = (RAGGED != 0u ? (cu + t) * heads + h : (b * heads + h) * pc.tokens + t) * pc.head_dim;
-  const int pos = cache_lengths[b] + int(t);
+  const int pos = cache_lengths[b] - (pc.lengths_include_new != 0u ? int(n) : 0) + int(t);
   if (is_q) {
     if (ROPE != 0u) rotate_q(src, pos);
     return;

@@ -256,7 +256,8 @@ TEST_F(PagedAttentionGpu, MismatchedBuffersAreRefusedBeforeRecording) {
   expect_invalid([&] { attention_unfused(r, unfused, b.buffers(), small); }, "paged.block_size");
 }
 
-// A plan's paged steps give what attention() gives, bit for bit, while the lengths grow.
+// A plan's paged steps give what attention() gives, bit for bit, while the lengths grow; a step
+// names only its queries (the plan fills in the envelope's keys and offset 0) or repeats them.
 TEST_F(PagedAttentionGpu, PlanStepsMatchAttention) {
   Context& ctx = gpu();
   std::mt19937 rng(2030);
@@ -272,7 +273,8 @@ TEST_F(PagedAttentionGpu, PlanStepsMatchAttention) {
       SCOPED_TRACE("length " + std::to_string(step));
       in.cache_lengths = {step, 128 - step + 1};
       b.cache_lengths = make_buffer(ctx, in.cache_lengths);
-      run(ctx, [&](Recorder& r) { plan.record(r, {p.queries, p.keys, 0}, b.buffers()); });
+      const AttentionStep st = step % 2 ? AttentionStep{.queries = p.queries} : AttentionStep{p.queries, p.keys, 0};
+      run(ctx, [&](Recorder& r) { plan.record(r, st, b.buffers()); });
       const AttentionResult planned = b.download(p);
       const AttentionResult direct = gpu_paged_attention(ctx, p, in);
       EXPECT_EQ(planned.out, direct.out);
@@ -281,6 +283,8 @@ TEST_F(PagedAttentionGpu, PlanStepsMatchAttention) {
       EXPECT_LE(normalised_error(planned.out, want.out), kTolF32);
     }
     expect_invalid([&] { Recorder r(ctx); plan.record(r, {p.queries, p.keys - 1, 0}, b.buffers()); }, "keys");
+    expect_invalid([&] { Recorder r(ctx); plan.record(r, {.queries = p.queries, .query_offset = 3}, b.buffers()); }, "query_offset");
+    EXPECT_EQ(plan.step_params({.queries = 1}).keys, p.keys);
   }
 }
 

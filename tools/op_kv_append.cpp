@@ -1,5 +1,6 @@
 // kv_append in the tool: its check cases (the GPU against the reference: caches, and the queries
-// rotated in place), which also bring its pipelines into `relpos stats`, and its fuzz family.
+// rotated in place), which also bring its pipelines into `relpos stats`, its fuzz family, and the
+// registration of its run command (run_kv_append.cpp) and engine benchmark (bench_engine.cpp).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <numeric>
@@ -79,9 +80,13 @@ CheckCase draw_case(FuzzRng& g) {
 
 }  // namespace
 
+void register_engine_decode_bench(Registry& reg);            // bench_engine.cpp
+void register_kv_append_run(CLI::App& run, Registry& reg);  // run_kv_append.cpp
+
 RELPOS_TOOL_FAMILY(kv_append) {
-  (void)run;  // no run command (yet): kv_append has checks, fuzz draws and benchmarks
+  register_kv_append_run(run, reg);
   reg.fuzz.push_back({"kv-append", draw_case});
+  register_engine_decode_bench(reg);
   struct Rope { const char* name; bool apply; RopeStyle style; std::uint32_t rotary_dim; RopeScaling scaling; };
   const Rope ropes[] = {{"no rope", false, RopeStyle::NeoX, 0, RopeScaling::None},
                         {"neox llama3", true, RopeStyle::NeoX, 0, RopeScaling::Llama3},

@@ -14,8 +14,8 @@ class Context;
 // What changes from one step to the next.
 struct AttentionStep {
   std::uint32_t queries = 1;       // 1 ... envelope.queries
-  std::uint32_t keys = 0;          // envelope.memory_prefix ... envelope.keys (and >= 1)
-  std::int64_t query_offset = 0;   // the step's AttentionParams::query_offset
+  std::uint32_t keys = 0;          // envelope.memory_prefix ... envelope.keys (and >= 1); paged: 0 (or envelope.keys)
+  std::int64_t query_offset = 0;   // the step's AttentionParams::query_offset; paged: 0
   // Packed queries (a packed envelope): the step's tokens, 1 ... envelope.total_queries; the
   // step's queries bound the longest sequence's, as AttentionParams::queries does.
   std::uint32_t total_queries = 0;
@@ -51,9 +51,10 @@ class AttentionPlan {
   // - k, v: a KV cache, [batch, kv_heads, envelope.keys, head_dim] of dtype; the step reads the
   //   first K keys of each (batch, kv head). A paged envelope (envelope.paged): the paged caches,
   //   block_table and cache_lengths as attention() takes them; every step's keys are the
-  //   envelope's (max_blocks * block_size) and its query_offset 0, only the queries vary. A packed
-  //   envelope (envelope.total_queries): q, out [step.total_queries, heads, head_dim] and
-  //   query_lengths as attention() takes them.
+  //   envelope's (max_blocks * block_size) and its query_offset 0, only the queries vary: a step
+  //   is AttentionStep{.queries = Q}, the plan filling in the rest (keys = envelope.keys is
+  //   accepted too). A packed envelope (envelope.total_queries): q, out [step.total_queries,
+  //   heads, head_dim] and query_lengths as attention() takes them.
   // - bias: T5: the [num_buckets, heads] table (the plan computes the per-distance row itself);
   //   distance rows [heads, Q + K - 1], ALiBi slopes [heads], dense [heads, Q, K] as attention()
   //   takes them; rel_keys and rel_values for Shaw; key_lengths as attention() takes them.

@@ -155,7 +155,8 @@ class Context {
   void wait_idle();
   // The application has reset or freed `command_buffer` (so it is pending nowhere), or will never
   // submit it: what Recorders on it left is taken back at once, for later recordings to reuse,
-  // instead of waiting for events the command buffer will never set.
+  // instead of waiting for events the command buffer will never set; the plans' steps recorded
+  // into it free their descriptor sets for the plans' next steps alike.
   void release_recordings(VkCommandBuffer command_buffer);
 
  private:

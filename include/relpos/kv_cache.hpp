@@ -48,6 +48,10 @@ struct KvAppendParams {
   // After the append, cache_lengths[b] += the keys sequence b gained (on the device, in the same
   // recording): an engine keeps one length buffer, and the attention after the append reads it.
   bool advance_lengths = false;
+  // cache_lengths already count this append's keys (they were advanced by an earlier append of
+  // the step, another layer's): sequence b's new keys go to positions cache_lengths[b] - n + t.
+  // Not with advance_lengths.
+  bool lengths_include_new = false;
   // RoPE of new key t of sequence b (and its query t) at position cache_lengths[b] + t: rope's
   // style, base, rotary_dim and scaling (a dynamic NTK scaling needs its seq_len); its batch, seq,
   // heads, head_dim, layout, position_offset and inverse are ignored.
@@ -96,7 +100,8 @@ struct KvAppendBuffers {
   const Buffer* k = nullptr;
   const Buffer* v = nullptr;
   const Buffer* block_table = nullptr;    // int32 [batch, max_blocks]
-  const Buffer* cache_lengths = nullptr;  // int32 [batch]: the lengths before this append (advance_lengths: after it, too)
+  const Buffer* cache_lengths = nullptr;  // int32 [batch]: the lengths before this append (advance_lengths: advanced;
+                                          // lengths_include_new: after it)
   const Buffer* q = nullptr;              // optional, rotated in place (apply_rope only)
   const Buffer* new_tokens = nullptr;     // ragged: int32 [batch]
 };

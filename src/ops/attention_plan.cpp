@@ -89,7 +89,7 @@ const AttentionParams& AttentionPlan::envelope() const { return state_->env; }
 AttentionParams AttentionPlan::step_params(const AttentionStep& step) const {
   AttentionParams p = state_->env;
   p.queries = step.queries;
-  p.keys = step.keys;
+  p.keys = p.paged.enabled() && step.keys == 0 ? p.keys : step.keys;  // a paged step's keys are the envelope's
   p.query_offset = step.query_offset;
   p.total_queries = step.total_queries;
   return p;
@@ -102,9 +102,10 @@ void AttentionPlan::record(Recorder& r, const AttentionStep& step, const Attenti
   if (step.queries < 1 || step.queries > env.queries)
     require(false, "queries", str(step.queries),
             "must be in [1, " + str(env.queries) + "] (the plan's envelope: queries = " + str(env.queries) + ")");
-  if (env.paged.enabled() && step.keys != env.keys)
+  if (env.paged.enabled() && step.keys != 0 && step.keys != env.keys)
     require(false, "keys", str(step.keys),
-            "must be the envelope's keys = max_blocks * block_size = " + str(env.keys) + " with a paged cache (cache_lengths say how many each sequence holds)");
+            "must be 0 or the envelope's keys = max_blocks * block_size = " + str(env.keys) +
+                " with a paged cache (cache_lengths say how many each sequence holds)");
   if (env.paged.enabled() && step.query_offset != 0)
     require(false, "query_offset", std::to_string(step.query_offset), "must be 0 with a paged cache (cache_lengths place the queries)");
   if (env.packed() ? step.total_queries < 1 || step.total_queries > env.total_queries : step.total_queries != 0)
@@ -114,7 +115,7 @@ void AttentionPlan::record(Recorder& r, const AttentionStep& step, const Attenti
   if (env.packed() && step.total_queries > std::uint64_t{env.batch} * step.queries)
     require(false, "total_queries", str(step.total_queries), "must be <= batch * queries = " + str(std::uint64_t{env.batch} * step.queries));
   const std::uint32_t min_keys = std::max<std::uint32_t>(env.memory_prefix, 1);
-  if (step.keys < min_keys || step.keys > env.keys)
+  if (!env.paged.enabled() && (step.keys < min_keys || step.keys > env.keys))
     require(false, "keys", str(step.keys),
             "must be in [" + str(min_keys) + ", " + str(env.keys) + "] (the plan's envelope: keys = " + str(env.keys) +
                 ", memory_prefix = " + str(env.memory_prefix) + ")");

@@ -44,6 +44,8 @@ KvAppendConstants kv_append_constants(const KvAppendParams& p) {
 void check_kv_append_buffers(const DeviceLimits& lim, const KvAppendParams& p, const KvAppendBuffers& b) {
   const std::uint64_t es = dtype_size(p.dtype), D = p.head_dim, rows = p.input_rows();
   const std::string dt(dtype_name(p.dtype)), fmt(cache_format_name(p.cache()));
+  if (p.ragged) require_bytes(lim, b.new_tokens, std::uint64_t{p.batch} * 4, "new_tokens buffer", "int32 [batch] (ragged)");
+  else require(b.new_tokens == nullptr, "new_tokens buffer", "given", "is only read with ragged");
   require_bytes(lim, b.k_cache, p.cache_bytes(), "k_cache buffer", fmt + " [num_blocks, block_size, kv_heads, head_dim]");
   require_bytes(lim, b.v_cache, p.cache_bytes(), "v_cache buffer", fmt + " [num_blocks, block_size, kv_heads, head_dim]");
   const std::string kv_shape = p.ragged ? " [packed_tokens, kv_heads, head_dim]" : " [batch, kv_heads, new_tokens, head_dim]";
@@ -56,8 +58,6 @@ void check_kv_append_buffers(const DeviceLimits& lim, const KvAppendParams& p, c
     require_bytes(lim, b.q, rows * p.heads * D * es, "q buffer",
                   dt + (p.ragged ? " [packed_tokens, heads, head_dim]" : " [batch, heads, new_tokens, head_dim]"));
   }
-  if (p.ragged) require_bytes(lim, b.new_tokens, std::uint64_t{p.batch} * 4, "new_tokens buffer", "int32 [batch] (ragged)");
-  else require(b.new_tokens == nullptr, "new_tokens buffer", "given", "is only read with ragged");
   require(p.batch <= lim.max_workgroup_count[1], "batch", std::to_string(p.batch),
           "must be <= maxComputeWorkGroupCount[1] = " + std::to_string(lim.max_workgroup_count[1]) + " (a row of workgroups per sequence)");
 }
@@ -79,6 +79,7 @@ void record_kv_append(Recorder& r, const KvAppendParams& p, const KvAppendConsta
   pc.max_blocks = p.paged.max_blocks;
   pc.scales_at = c.scales_at;
   pc.scale = c.attention_factor;
+  pc.lengths_include_new = p.lengths_include_new ? 1 : 0;
   contract::KvAppendSpec spec{.WG_X = kGroup,
                               .F16 = p.dtype == DType::F16 ? 1u : 0u,
                               .ROPE = p.apply_rope ? 1u : 0u,

@@ -1,5 +1,7 @@
 // KvAppendParams: the checks, RoPE's parameters of the appended rows and the block table's check.
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "params/checks.hpp"
 #include "params/paged_table.hpp"
@@ -52,6 +54,8 @@ void KvAppendParams::validate() const {
           "must be < 2^32");
   require(paged.cache_elements(kv_heads, head_dim) <= 0xffffffffull, "num_blocks * block_size * kv_heads * head_dim",
           str(paged.cache_elements(kv_heads, head_dim)), "must be < 2^32");
+  require(!(advance_lengths && lengths_include_new), "lengths_include_new", "true",
+          "is not taken with advance_lengths (lengths that already count the new keys are not advanced again)");
   if (ragged)
     require(packed_tokens >= 1 && packed_tokens <= std::uint64_t{batch} * new_tokens, "packed_tokens", str(packed_tokens),
             "must be in [1, batch * new_tokens = " + str(std::uint64_t{batch} * new_tokens) + "] (the rows of the packed k and v)");
@@ -64,6 +68,21 @@ void KvAppendParams::validate() const {
 
 void check_append_table(const KvAppendParams& p, std::span<const std::int32_t> block_table, std::span<const std::int32_t> cache_lengths,
                         std::span<const std::int32_t> new_tokens) {
+  if (p.lengths_include_new) {  // the lengths before the append: checked as such
+    require(cache_lengths.size() == p.batch, "cache_lengths", str(cache_lengths.size()) + " values", "must hold batch = " + str(p.batch));
+    require(!p.ragged || new_tokens.size() == p.batch, "new_tokens", str(new_tokens.size()) + " values", "must hold batch = " + str(p.batch));
+    std::vector<std::int32_t> before(cache_lengths.begin(), cache_lengths.end());
+    for (std::uint32_t b = 0; b < p.batch; ++b) {
+      const std::int64_t n = p.ragged ? std::clamp<std::int64_t>(new_tokens[b], 0, p.new_tokens) : p.new_tokens;
+      require(before[b] >= n, "cache_lengths[" + str(b) + "]", std::to_string(before[b]),
+              "must be >= the " + std::to_string(n) + " new keys it already counts (lengths_include_new)");
+      before[b] -= static_cast<std::int32_t>(n);
+    }
+    KvAppendParams q = p;
+    q.lengths_include_new = false;
+    check_append_table(q, block_table, before, new_tokens);
+    return;
+  }
   if (!p.ragged) {
     require(new_tokens.empty(), "new_tokens", str(new_tokens.size()) + " values", "are only given with ragged");
     detail::check_paged_table(p.paged, p.batch, block_table, cache_lengths, p.new_tokens);

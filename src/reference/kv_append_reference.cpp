@@ -47,7 +47,7 @@ void kv_append_reference(const KvAppendParams& p, const KvAppendHostData& d) {
   std::uint64_t cu = 0;  // ragged: the first packed row of sequence b
   for (std::uint32_t b = 0; b < p.batch; ++b) {
     const std::uint32_t n = p.ragged ? static_cast<std::uint32_t>(d.new_tokens[b]) : p.new_tokens;
-    const std::int32_t L = d.cache_lengths[b];
+    const std::int32_t L = d.cache_lengths[b] - (p.lengths_include_new ? static_cast<std::int32_t>(n) : 0);  // before the append
     // Row (h, t) of sequence b in an input of `heads` heads.
     auto at = [&](std::uint32_t heads, std::uint32_t h, std::uint32_t t) {
       return p.ragged ? ((cu + t) * heads + h) * D : ((std::uint64_t{b} * heads + h) * T + t) * D;

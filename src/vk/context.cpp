@@ -496,7 +496,9 @@ void Context::wait_idle() {
 }
 
 void Context::release_recordings(VkCommandBuffer command_buffer) {
-  if (command_buffer) device_->free_retired(false, command_buffer);
+  if (!command_buffer) return;
+  device_->note_release(command_buffer);  // for plans' steps recorded into it
+  device_->free_retired(false, command_buffer);
 }
 
 }  // namespace relpos

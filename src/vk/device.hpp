@@ -173,6 +173,15 @@ struct Device {
   std::mutex retired_mutex;
   std::list<RetiredResources> retired;
   std::list<RetiredResources> spare;
+  // release_recordings' log for plans, whose step slots wait for an event an abandoned command
+  // buffer never sets: a counter of releases, and the count at each command buffer's last release
+  // (one entry per command buffer ever released). A step recorded into cb when the counter read E
+  // has been released once released_at[cb] > E.
+  std::uint64_t releases = 0;
+  std::map<VkCommandBuffer, std::uint64_t> released_at;
+  void note_release(VkCommandBuffer cb);
+  std::uint64_t release_count();
+  bool released_since(VkCommandBuffer cb, std::uint64_t count);
 
   Device() = default;
   Device(const Device&) = delete;

@@ -103,6 +103,22 @@ void Device::free_retired(bool all, VkCommandBuffer cb) {
   for (auto& r : done) free_handles(*this, r);
 }
 
+void Device::note_release(VkCommandBuffer cb) {
+  std::lock_guard lock(retired_mutex);
+  released_at[cb] = ++releases;
+}
+
+std::uint64_t Device::release_count() {
+  std::lock_guard lock(retired_mutex);
+  return releases;
+}
+
+bool Device::released_since(VkCommandBuffer cb, std::uint64_t count) {
+  std::lock_guard lock(retired_mutex);
+  const auto it = released_at.find(cb);
+  return it != released_at.end() && it->second > count;
+}
+
 std::optional<RetiredResources> Device::take_spare() {
   std::optional<RetiredResources> out;
   {

@@ -27,10 +27,14 @@ void StepSets::release() {
   dev_.reset();
 }
 
-bool StepSets::finished() const {
+bool StepSets::done(const Slot& s) const {
   auto& d = *dev_;
+  return d.vk.vkGetEventStatus(d.device, s.done) == VK_EVENT_SET || d.released_since(s.cb, s.releases);
+}
+
+bool StepSets::finished() const {
   for (const auto& s : slots_)
-    if (s.pending && d.vk.vkGetEventStatus(d.device, s.done) != VK_EVENT_SET) return false;
+    if (s.pending && !done(s)) return false;
   return true;
 }
 
@@ -53,7 +57,7 @@ DescriptorSource& StepSets::begin_step() {
   current_ = nullptr;
   for (auto& s : slots_) {
     if (s.pending) {
-      if (d.vk.vkGetEventStatus(d.device, s.done) != VK_EVENT_SET) continue;
+      if (!done(s)) continue;
       vk_check(d.vk.vkResetEvent(d.device, s.done), "vkResetEvent");
       s.pending = false;
     }
@@ -80,6 +84,8 @@ void StepSets::end_step(Recorder& r) {
   }
   s.dev->vk.vkCmdSetEvent(s.cb, current_->done, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT);
   current_->pending = true;
+  current_->cb = s.cb;
+  current_->releases = s.dev->release_count();
   last_ = current_;
   current_ = nullptr;
 }

@@ -34,11 +34,15 @@ class StepSets {
     StepSets* owner = nullptr;
     VkEvent done = VK_NULL_HANDLE;
     bool pending = false;
+    VkCommandBuffer cb = VK_NULL_HANDLE;  // where the step was recorded, and Device::release_count() then
+    std::uint64_t releases = 0;
     std::map<VkDescriptorSetLayout, std::vector<VkDescriptorSet>> sets;
     std::map<VkDescriptorSetLayout, std::size_t> taken;  // this step's, per layout
     VkDescriptorSet take(const Pipeline& p) override;
   };
   VkDescriptorSet allocate(VkDescriptorSetLayout layout);
+  // The slot's step has executed (its event is set) or its command buffer was released since.
+  bool done(const Slot& s) const;
   void release();
 
   std::shared_ptr<Device> dev_;

@@ -1,6 +1,6 @@
 // kv_append.comp: workgroup row y is sequence b; invocation x (from first_row) one row of that
 // sequence's n new tokens: rows [0, kv_heads * n) the keys and values of kv head r / n, token r % n;
-// then, with queries, heads * n rows of the queries. A row's position is cache_lengths[b] + t; its
+// then, with queries, heads * n rows of the queries. A row's position is cache_lengths[b] + t (or - n + t); its
 // input row (b * heads_of_x + h) * tokens + t, or ragged (cu[b] + t) * heads_of_x + h.
 // The ADVANCE dispatch: invocation x is sequence x.
 #ifndef RELPOS_PUSH_KV_APPEND_H
@@ -22,6 +22,7 @@ RELPOS_PUSH_BEGIN(KvAppendPush) {
   uint max_blocks;
   uint scales_at;   // CONSTANTS[scales_at + h]: 1 / k scale of kv head h, then kv_heads of 1 / v scale
   float scale;      // cos and sin multiplier (YaRN's attention factor; 1 otherwise)
+  uint lengths_include_new;  // 1: a row's position is cache_lengths[b] - n + t
 }
 RELPOS_PUSH_END(KvAppendPush)
 

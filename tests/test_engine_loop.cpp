@@ -1,0 +1,242 @@
+// An engine's decode loop as issue 26 tried it, in the pattern docs/paged_attention.md ("The
+// engine's decode loop") describes: an application that owns its Vulkan device (adopt API), one
+// VkBuffer holding two layers' K and V caches as views at offsets, paged with blocks of 16; three
+// sequences of 37, 100 and 5 prompt tokens, 8 query and 2 kv heads, head_dim 128. Prefill: one
+// ragged kv_append per layer (RoPE NeoX with Llama 3 scaling, the queries rotated in place) and
+// paged attention with the T5 decoder bias. Then 64 decode steps, each recorded into a command
+// buffer of the application's by a new Recorder, with a KvAppendPlan per layer (the first advances
+// the one length buffer, the second reads it as including the step's key) and one AttentionPlan.
+// Every step's outputs against the CPU reference; after the first step nothing is created (no
+// Vulkan object, no allocation); 50 recordings abandoned unsubmitted and handed back with
+// release_recordings leave nothing behind either; the validation layer says nothing.
+#include <relpos/attention_plan.hpp>
+#include <relpos/relpos.hpp>
+#include <relpos/resource_counts.hpp>
+
+#include <algorithm>
+#include <array>
+#include <numeric>
+#include <random>
+
+#include "support/app_vulkan.hpp"
+#include "support/test_data.hpp"
+#include "support/tolerance.hpp"
+
+using namespace relpos;
+using relpos::test::random_floats;
+
+namespace {
+
+constexpr std::uint32_t B = 3, H = 8, Hkv = 2, D = 128, kBlock = 16, kSteps = 64, kLayers = 2;
+const std::vector<std::int32_t> kPrompts = {37, 100, 5};
+
+std::string counts(const ResourceCounts& c) {
+  return "buffers " + std::to_string(c.buffers) + ", memory " + std::to_string(c.memory_allocations) + ", pools " +
+         std::to_string(c.descriptor_pools) + ", sets " + std::to_string(c.descriptor_sets) + ", events " + std::to_string(c.events) +
+         ", command buffers " + std::to_string(c.command_buffers) + ", query pools " + std::to_string(c.query_pools) + ", pipelines " +
+         std::to_string(c.pipelines);
+}
+
+TEST(EngineLoop, DecodeStepsInTheApplicationsCommandBuffersCreateNothing) {
+  relpos::test::AppVulkan app;
+  Context ctx(app.adopted());
+  std::mt19937 rng(26);
+
+  // The cache: every sequence's blocks, in a shuffled order, for its prompt and 64 decoded tokens.
+  const std::uint32_t max_blocks = (100 + kSteps + kBlock - 1) / kBlock;
+  std::uint32_t used = 0;
+  for (std::int32_t L : kPrompts) used += (static_cast<std::uint32_t>(L) + kSteps + kBlock - 1) / kBlock;
+  const PagedKv paged{.block_size = kBlock, .num_blocks = used + 2, .max_blocks = max_blocks};
+  std::vector<std::int32_t> order(paged.num_blocks), table(std::size_t{B} * max_blocks, -1);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
+  for (std::uint32_t b = 0, next = 0; b < B; ++b)
+    for (std::uint32_t n = 0; n * kBlock < static_cast<std::uint32_t>(kPrompts[b]) + kSteps; ++n) table[b * max_blocks + n] = order[next++];
+
+  // One application VkBuffer: layer l's K and V caches at aligned offsets.
+  const std::size_t cache_values = paged.cache_elements(Hkv, D);
+  const std::uint64_t cache_bytes = cache_values * 4;
+  const std::uint64_t align = std::max<std::uint64_t>(ctx.limits().min_storage_buffer_offset_alignment, 16);
+  const std::uint64_t stride = (cache_bytes + align - 1) / align * align;
+  constexpr auto kUsage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  VkBuffer app_cache = app.make_buffer(stride * 2 * kLayers, kUsage);
+  std::vector<Buffer> kc, vc;
+  std::vector<std::vector<float>> kc_ref, vc_ref, t5_tables;
+  for (std::uint32_t l = 0; l < kLayers; ++l) {
+    kc.push_back(Buffer::external(ctx, app_cache, cache_bytes, kUsage, (2 * l) * stride));
+    vc.push_back(Buffer::external(ctx, app_cache, cache_bytes, kUsage, (2 * l + 1) * stride));
+    kc_ref.push_back(std::vector<float>(cache_values, 0.0f));
+    vc_ref.push_back(std::vector<float>(cache_values, 0.0f));
+    kc[l].upload(std::span<const float>(kc_ref[l]));
+    vc[l].upload(std::span<const float>(vc_ref[l]));
+  }
+
+  // The layers' appends: the first advances the lengths on the device, the second reads them as
+  // already counting the step's keys. RoPE NeoX with Llama 3 scaling.
+  KvAppendParams append{.batch = B, .heads = H, .kv_heads = Hkv, .new_tokens = 1, .head_dim = D, .paged = paged, .apply_rope = true};
+  append.rope.style = RopeStyle::NeoX;
+  append.rope.scaling = {.type = RopeScaling::Llama3, .factor = 8.0, .original_max_position = 64};
+  std::array<KvAppendParams, kLayers> decode_append{append, append};
+  decode_append[0].advance_lengths = true;
+  decode_append[1].lengths_include_new = true;
+  std::array<KvAppendParams, kLayers> prefill_append = decode_append;
+  for (auto& p : prefill_append) {
+    p.ragged = true;
+    p.new_tokens = 100;  // the longest prompt
+    p.packed_tokens = 37 + 100 + 5;
+  }
+  AttentionParams att{.batch = B, .heads = H, .kv_heads = Hkv, .queries = 1, .keys = max_blocks * kBlock, .head_dim = D, .scale = 1.0f,
+                      .causal = true, .bias = AttentionBias::T5};
+  att.t5.bidirectional = false;
+  att.paged = paged;
+  AttentionParams prefill_att = att;
+  prefill_att.queries = 100;  // each sequence's queries are its last 100 positions (padding first)
+
+  Buffer table_buf = make_buffer(ctx, table), lengths = make_buffer(ctx, std::vector<std::int32_t>(B, 0));
+  Buffer new_tokens = make_buffer(ctx, kPrompts);
+  std::vector<Buffer> t5;
+  for (std::uint32_t l = 0; l < kLayers; ++l) {
+    t5_tables.push_back(random_floats(rng, std::size_t{att.t5.num_buckets} * H, -1.0f, 1.0f));
+    t5.push_back(make_buffer(ctx, t5_tables[l]));
+  }
+
+  // ---- prefill: the prompts' keys, values and queries at once (ragged), then attention --------
+  std::vector<std::int32_t> host_lengths(B, 0);
+  {
+    const std::uint32_t packed = prefill_append[0].packed_tokens;
+    std::vector<std::vector<float>> q_ref(kLayers);
+    std::vector<Buffer> q, k, v, q_padded, out;
+    for (std::uint32_t l = 0; l < kLayers; ++l) {
+      q_ref[l] = random_floats(rng, std::size_t{packed} * H * D);
+      const std::vector<float> kh = random_floats(rng, std::size_t{packed} * Hkv * D), vh = random_floats(rng, kh.size());
+      q.push_back(make_buffer(ctx, q_ref[l]));
+      k.push_back(make_buffer(ctx, kh));
+      v.push_back(make_buffer(ctx, vh));
+      std::vector<std::int32_t> after(B);
+      // The second layer's lengths count the prompts already (the first advanced them).
+      const std::vector<std::int32_t>& lens = l == 0 ? host_lengths : kPrompts;
+      KvAppendHostData d{kc_ref[l], vc_ref[l], kh, vh, table, lens, q_ref[l]};
+      d.new_tokens = kPrompts;
+      if (l == 0) d.advanced_lengths = after;
+      kv_append_reference(prefill_append[l], d);
+      if (l == 0) EXPECT_EQ(after, kPrompts);
+    }
+    VkCommandBuffer cb = app.begin_command_buffer();
+    {
+      Recorder rec(ctx, cb);
+      for (std::uint32_t l = 0; l < kLayers; ++l)
+        kv_append(rec, prefill_append[l], {&kc[l], &vc[l], &k[l], &v[l], &table_buf, &lengths, &q[l], &new_tokens});
+      rec.release(VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+    }
+    app.submit_and_wait(cb);
+    host_lengths = kPrompts;
+    ASSERT_EQ(lengths.download<std::int32_t>(B), host_lengths);
+    // The rotated packed queries into [B, H, 100, D], each sequence's at its last rows.
+    auto padded = [&](const std::vector<float>& packed_q) {
+      std::vector<float> out(std::size_t{B} * H * 100 * D, 0.0f);
+      for (std::uint32_t b = 0, cu = 0; b < B; cu += static_cast<std::uint32_t>(kPrompts[b]), ++b)
+        for (std::uint32_t t = 0; t < static_cast<std::uint32_t>(kPrompts[b]); ++t)
+          for (std::uint32_t h = 0; h < H; ++h)
+            std::copy_n(packed_q.begin() + (std::size_t{cu + t} * H + h) * D, D,
+                        out.begin() + ((std::size_t{b} * H + h) * 100 + 100 - kPrompts[b] + t) * D);
+      return out;
+    };
+    cb = app.begin_command_buffer();
+    {
+      Recorder rec(ctx, cb);
+      for (std::uint32_t l = 0; l < kLayers; ++l) {
+        q_padded.push_back(make_buffer(ctx, padded(q[l].download<float>(q_ref[l].size()))));
+        out.emplace_back(ctx, std::uint64_t{B} * H * 100 * D * 4);
+        AttentionBuffers ab{&q_padded[l], &kc[l], &vc[l], &out[l], nullptr, &t5[l]};
+        ab.block_table = &table_buf;
+        ab.cache_lengths = &lengths;
+        attention(rec, prefill_att, ab);
+      }
+      rec.release(VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+    }
+    app.submit_and_wait(cb);
+    for (std::uint32_t l = 0; l < kLayers; ++l) {
+      EXPECT_LE(normalised_error(kc[l].download<float>(cache_values), kc_ref[l]), relpos::test::kRopeTolF32);
+      EXPECT_EQ(vc[l].download<float>(cache_values), vc_ref[l]);
+      const std::vector<float> qp = padded(q_ref[l]);
+      const AttentionResult want = attention_reference(prefill_att, {qp, kc_ref[l], vc_ref[l], t5_tables[l], {}, {}, {}, table, host_lengths});
+      EXPECT_LE(normalised_error(out[l].download<float>(want.out.size()), want.out), 1e-4) << "prefill, layer " << l;
+    }
+  }
+
+  // ---- decode: plans, the application's command buffers, a new Recorder each ------------------
+  std::array<std::unique_ptr<KvAppendPlan>, kLayers> append_plans;
+  for (std::uint32_t l = 0; l < kLayers; ++l) append_plans[l] = std::make_unique<KvAppendPlan>(ctx, decode_append[l]);
+  AttentionPlan attention_plan(ctx, att);
+  // Step inputs live in host-visible buffers the application writes before each recording.
+  std::vector<Buffer> q, k, v, out;
+  for (std::uint32_t l = 0; l < kLayers; ++l) {
+    q.emplace_back(ctx, std::uint64_t{B} * H * D * 4, MemoryUse::Host);
+    k.emplace_back(ctx, std::uint64_t{B} * Hkv * D * 4, MemoryUse::Host);
+    v.emplace_back(ctx, std::uint64_t{B} * Hkv * D * 4, MemoryUse::Host);
+    out.emplace_back(ctx, std::uint64_t{B} * H * D * 4, MemoryUse::Host);
+  }
+  auto record_step = [&](VkCommandBuffer cb) {
+    Recorder rec(ctx, cb);
+    for (std::uint32_t l = 0; l < kLayers; ++l) {
+      append_plans[l]->record(rec, {&kc[l], &vc[l], &k[l], &v[l], &table_buf, &lengths, &q[l]});
+      AttentionBuffers ab{&q[l], &kc[l], &vc[l], &out[l], nullptr, &t5[l]};
+      ab.block_table = &table_buf;
+      ab.cache_lengths = &lengths;
+      attention_plan.record(rec, {.queries = 1}, ab);
+    }
+    rec.release(VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+  };
+  ResourceCounts after_first{};
+  double worst = 0.0;
+  auto run_step = [&](int step) {
+    std::vector<std::vector<float>> qh(kLayers), kh(kLayers), vh(kLayers);
+    for (std::uint32_t l = 0; l < kLayers; ++l) {
+      qh[l] = random_floats(rng, std::size_t{B} * H * D);
+      kh[l] = random_floats(rng, std::size_t{B} * Hkv * D);
+      vh[l] = random_floats(rng, std::size_t{B} * Hkv * D);
+      q[l].upload(std::span<const float>(qh[l]));
+      k[l].upload(std::span<const float>(kh[l]));
+      v[l].upload(std::span<const float>(vh[l]));
+    }
+    VkCommandBuffer cb = app.begin_command_buffer();
+    record_step(cb);
+    app.submit_and_wait(cb);
+    if (step == 0) after_first = resource_counts(ctx);
+    std::vector<std::int32_t> next = host_lengths;
+    for (auto& L : next) ++L;
+    for (std::uint32_t l = 0; l < kLayers; ++l) {
+      std::vector<std::int32_t> advanced(B);
+      KvAppendHostData d{kc_ref[l], vc_ref[l], kh[l], vh[l], table, l == 0 ? host_lengths : next, qh[l]};
+      if (l == 0) d.advanced_lengths = advanced;
+      kv_append_reference(decode_append[l], d);
+      const AttentionResult want = attention_reference(att, {qh[l], kc_ref[l], vc_ref[l], t5_tables[l], {}, {}, {}, table, next});
+      const double e = normalised_error(out[l].download<float>(want.out.size()), want.out);
+      worst = std::max(worst, e);
+      ASSERT_LE(e, 1e-4) << "step " << step << ", layer " << l;
+    }
+    host_lengths = next;
+    ASSERT_EQ(lengths.download<std::int32_t>(B), host_lengths) << "step " << step;
+  };
+  for (int step = 0; step + 1 < static_cast<int>(kSteps); ++step) {
+    run_step(step);
+    if (step > 0) ASSERT_EQ(counts(resource_counts(ctx)), counts(after_first)) << "step " << step << " created Vulkan objects";
+  }
+
+  // 50 recordings the application abandons (a preempted batch): never submitted, handed back.
+  for (int i = 0; i < 50; ++i) {
+    VkCommandBuffer cb = app.begin_command_buffer();
+    record_step(cb);
+    ctx.release_recordings(cb);
+    ASSERT_EQ(counts(resource_counts(ctx)), counts(after_first)) << "abandoned recording " << i;
+  }
+  run_step(static_cast<int>(kSteps) - 1);  // the 64th step: still right, still nothing created
+  EXPECT_EQ(counts(resource_counts(ctx)), counts(after_first));
+  EXPECT_LE(normalised_error(kc[1].download<float>(cache_values), kc_ref[1]), relpos::test::kRopeTolF32);
+  EXPECT_EQ(vc[1].download<float>(cache_values), vc_ref[1]);
+  RecordProperty("worst_normalised_error", std::to_string(worst));
+  ctx.wait_idle();
+  EXPECT_EQ(app.take_messages(), std::vector<std::string>{});
+}
+
+}  // namespace

@@ -1,0 +1,283 @@
+// kv_append's opt-ins against the reference over random shapes: every cache format (bytes equal
+// to the host's encoding without RoPE, decoded values within the format's step with it, the rest
+// of the cache untouched), ragged batches (packed token-major rows, counts of 0, packed rows
+// unused at the end), lengths advanced on the device; KvAppendPlan equal to kv_append() bit for
+// bit and creating nothing after its first step; bad input refused before anything is recorded.
+#include <relpos/relpos.hpp>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "support/expect.hpp"
+#include "support/gpu_fixture.hpp"
+#include "support/test_data.hpp"
+#include "support/tolerance.hpp"
+
+using namespace relpos;
+using relpos::test::expect_invalid;
+using relpos::test::GpuTest;
+using relpos::test::gpu;
+using relpos::test::random_floats;
+using relpos::test::run;
+
+namespace {
+
+constexpr CacheFormat kFormats[] = {CacheFormat::F32, CacheFormat::F16, CacheFormat::BF16, CacheFormat::Q8_0, CacheFormat::FP8_E4M3};
+
+// What one step's append takes, on the host.
+struct Case {
+  KvAppendParams p;
+  std::vector<std::uint8_t> k_cache, v_cache;  // encoded
+  std::vector<float> k, v, q;
+  std::vector<std::int32_t> table, lengths, new_tokens;
+};
+
+std::vector<std::uint8_t> random_cache(std::mt19937& rng, const KvAppendParams& p, const std::vector<float>& scales) {
+  const std::uint64_t rb = cache_row_bytes(p.cache(), p.head_dim), rows = p.cache_bytes() / rb;
+  std::vector<std::uint8_t> bytes(p.cache_bytes());
+  for (std::uint64_t i = 0; i < rows; ++i)
+    encode_cache_row(p.cache(), random_floats(rng, p.head_dim), std::span(bytes).subspan(i * rb, rb),
+                     scales.empty() ? 1.0f : scales[i % p.kv_heads]);
+  return bytes;
+}
+
+// Lengths leave room for each sequence's tokens; blocks in a shuffled order.
+Case random_case(std::mt19937& rng, KvAppendParams p) {
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  Case c;
+  p.paged.num_blocks = p.batch * p.paged.max_blocks + 2;
+  std::uint64_t total = 0;
+  for (std::uint32_t b = 0; b < p.batch; ++b) {
+    const std::int32_t n = p.ragged ? pick(0, static_cast<int>(p.new_tokens)) : static_cast<std::int32_t>(p.new_tokens);
+    c.new_tokens.push_back(n);
+    c.lengths.push_back(pick(0, static_cast<int>(p.capacity()) - n) + (p.lengths_include_new ? n : 0));
+    total += static_cast<std::uint64_t>(n);
+  }
+  if (p.ragged) p.packed_tokens = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, total + pick(0, 2)));
+  if (p.ragged && p.packed_tokens > p.batch * p.new_tokens) p.packed_tokens = p.batch * p.new_tokens;
+  if (p.cache() == CacheFormat::FP8_E4M3) {
+    p.k_scales = random_floats(rng, p.kv_heads, 0.002f, 0.05f);
+    p.v_scales = random_floats(rng, p.kv_heads, 0.002f, 0.05f);
+  }
+  c.p = p;
+  std::vector<std::int32_t> order(p.paged.num_blocks);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
+  c.table.assign(order.begin(), order.begin() + std::size_t{p.batch} * p.paged.max_blocks);
+  c.k_cache = random_cache(rng, p, p.k_scales);
+  c.v_cache = random_cache(rng, p, p.v_scales);
+  const std::uint64_t rows = p.input_rows() * p.head_dim;
+  c.k = rounded_to_storage(random_floats(rng, rows * p.kv_heads), p.dtype);
+  c.v = rounded_to_storage(random_floats(rng, rows * p.kv_heads), p.dtype);
+  c.q = rounded_to_storage(random_floats(rng, rows * p.heads), p.dtype);
+  if (!p.ragged) c.new_tokens.clear();
+  return c;
+}
+
+struct Uploaded {
+  Buffer kc, vc, k, v, table, lengths, q, new_tokens;
+  Uploaded(Context& ctx, const Case& c)
+      : kc(make_buffer(ctx, c.k_cache)),
+        vc(make_buffer(ctx, c.v_cache)),
+        k(make_float_buffer(ctx, c.k, c.p.dtype)),
+        v(make_float_buffer(ctx, c.v, c.p.dtype)),
+        table(make_buffer(ctx, c.table)),
+        lengths(make_buffer(ctx, c.lengths)),
+        q(make_float_buffer(ctx, c.q, c.p.dtype)) {
+    if (c.p.ragged) new_tokens = make_buffer(ctx, c.new_tokens);
+  }
+  KvAppendBuffers buffers(bool with_q) const {
+    return {&kc, &vc, &k, &v, &table, &lengths, with_q ? &q : nullptr, new_tokens ? &new_tokens : nullptr};
+  }
+};
+
+// The reference's result of a case.
+struct Expected {
+  std::vector<std::uint8_t> k_cache, v_cache;
+  std::vector<float> q;
+  std::vector<std::int32_t> lengths;
+};
+Expected reference(const Case& c, bool with_q) {
+  Expected e{c.k_cache, c.v_cache, c.q, c.lengths};
+  std::vector<float> none;
+  KvAppendHostData d{none, none, c.k, c.v, c.table, c.lengths, with_q ? std::span<float>(e.q) : std::span<float>()};
+  d.k_cache_bytes = e.k_cache;
+  d.v_cache_bytes = e.v_cache;
+  d.new_tokens = c.new_tokens;
+  if (c.p.advance_lengths) d.advanced_lengths = e.lengths;
+  kv_append_reference(c.p, d);
+  return e;
+}
+
+std::vector<float> decoded(const KvAppendParams& p, const std::vector<std::uint8_t>& bytes, const std::vector<float>& scales) {
+  const std::uint64_t rb = cache_row_bytes(p.cache(), p.head_dim), rows = bytes.size() / rb;
+  std::vector<float> out(rows * p.head_dim);
+  for (std::uint64_t i = 0; i < rows; ++i)
+    decode_cache_row(p.cache(), std::span(bytes).subspan(i * rb, rb), std::span(out).subspan(i * p.head_dim, p.head_dim),
+                     scales.empty() ? 1.0f : scales[i % p.kv_heads]);
+  return out;
+}
+
+// A rotated key differs from the reference's by RoPE's error; after the format's rounding, by up to
+// one step of the format (q8_0: of its block, fp8: of the value's binade), normalised by the largest.
+double format_tolerance(CacheFormat f, DType dtype) {
+  switch (f) {
+    case CacheFormat::F32: return relpos::test::kRopeTolF32;
+    case CacheFormat::F16: return std::max(relpos::test::kRopeTolF16, 1e-3);
+    case CacheFormat::BF16: return 8e-3;
+    case CacheFormat::Q8_0: return 2.0 / 127.0;
+    case CacheFormat::FP8_E4M3: return 0.0625;
+  }
+  return dtype == DType::F16 ? relpos::test::kRopeTolF16 : relpos::test::kRopeTolF32;
+}
+
+void expect_matches(Context& ctx, const Case& c, const Uploaded& u, const Expected& want, bool with_q) {
+  const KvAppendParams& p = c.p;
+  const std::vector<std::uint8_t> kc = u.kc.download<std::uint8_t>(want.k_cache.size()), vc = u.vc.download<std::uint8_t>(want.v_cache.size());
+  EXPECT_EQ(vc, want.v_cache) << "values are converted exactly as the host does";
+  if (!p.apply_rope) EXPECT_EQ(kc, want.k_cache);
+  else EXPECT_LE(normalised_error(decoded(p, kc, p.k_scales), decoded(p, want.k_cache, p.k_scales)), format_tolerance(p.cache(), p.dtype));
+  if (with_q)
+    EXPECT_LE(normalised_error(download_floats(u.q, want.q.size(), p.dtype), want.q),
+              p.dtype == DType::F16 ? relpos::test::kRopeTolF16 : relpos::test::kRopeTolF32);
+  EXPECT_EQ(u.lengths.download<std::int32_t>(p.batch), want.lengths);
+  (void)ctx;
+}
+
+KvAppendParams random_params(std::mt19937& rng, int trial) {
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  KvAppendParams p;
+  p.cache_format = kFormats[trial % 5];
+  p.dtype = (trial / 5) % 2 ? DType::F16 : DType::F32;
+  p.batch = pick(1, 4);
+  p.kv_heads = pick(1, 3);
+  p.heads = p.kv_heads * pick(1, 2);
+  p.new_tokens = pick(1, 5);
+  p.head_dim = *p.cache_format == CacheFormat::Q8_0 ? 32u * pick(1, 4) : 2u * pick(1, 40);
+  p.paged = {.block_size = 16u * pick(1, 2), .num_blocks = 0, .max_blocks = static_cast<std::uint32_t>(pick(1, 3))};
+  p.apply_rope = trial % 3 != 2;
+  p.rope.style = trial % 4 ? RopeStyle::NeoX : RopeStyle::GptJ;
+  if (trial % 7 == 3) p.rope.rotary_dim = 2 * pick(1, static_cast<int>(p.head_dim / 2));
+  if (trial % 6 == 1) p.rope.scaling = {.type = RopeScaling::Llama3, .factor = 8.0, .original_max_position = 16};
+  p.ragged = trial % 2 == 1;
+  p.advance_lengths = trial % 4 >= 2;
+  p.lengths_include_new = !p.advance_lengths && trial % 3 == 1;
+  return p;
+}
+
+class KvAppendFormats : public GpuTest {};
+
+TEST_F(KvAppendFormats, EveryFormatRaggedOrNotMatchesTheReference) {
+  Context& ctx = gpu();
+  std::mt19937 rng(4242);
+  for (int trial = 0; trial < 40; ++trial) {
+    const Case c = random_case(rng, random_params(rng, trial));
+    const KvAppendParams& p = c.p;
+    SCOPED_TRACE("trial " + std::to_string(trial) + " " + std::string(cache_format_name(p.cache())) + " " + std::string(dtype_name(p.dtype)) +
+                 " B=" + std::to_string(p.batch) + " Hkv=" + std::to_string(p.kv_heads) + " D=" + std::to_string(p.head_dim) +
+                 " T=" + std::to_string(p.new_tokens) + (p.ragged ? " ragged" : "") + (p.apply_rope ? " rope" : "") +
+                 (p.advance_lengths ? " advance" : "") + (p.lengths_include_new ? " lengths-include-new" : ""));
+    const bool with_q = p.apply_rope;
+    const Expected want = reference(c, with_q);
+    Uploaded u(ctx, c);
+    run(ctx, [&](Recorder& r) { kv_append(r, p, u.buffers(with_q)); });
+    expect_matches(ctx, c, u, want, with_q);
+  }
+}
+
+// A plan's steps: the free function's bytes, and nothing created after the first step.
+TEST_F(KvAppendFormats, PlanEqualsTheFreeFunctionAndCreatesNothing) {
+  Context& ctx = gpu();
+  std::mt19937 rng(77);
+  for (int trial = 0; trial < 10; ++trial) {
+    KvAppendParams p = random_params(rng, trial);
+    Case c = random_case(rng, p);
+    KvAppendPlan plan(ctx, c.p);
+    Recorder r(ctx);
+    for (int step = 0; step < 4; ++step) {
+      if (step > 0) c = [&] {  // new lengths, tokens and inputs with the plan's params
+        Case n = random_case(rng, p);
+        n.p = c.p;
+        n.k_cache = c.k_cache;
+        n.v_cache = c.v_cache;
+        if (p.ragged) {  // counts whose sum fits the plan's packed rows
+          std::int32_t left = static_cast<std::int32_t>(c.p.packed_tokens);
+          for (auto& t : n.new_tokens) left -= (t = std::min(t, left));
+        }
+        n.k.resize(c.k.size());
+        n.v.resize(c.v.size());
+        n.q.resize(c.q.size());
+        return n;
+      }();
+      Uploaded by_plan(ctx, c), by_free(ctx, c);
+      const ResourceCounts before = resource_counts(ctx);
+      plan.record(r, by_plan.buffers(c.p.apply_rope));
+      r.submit_and_wait();
+      if (step > 0) EXPECT_EQ(resource_counts(ctx).objects(), before.objects()) << "step " << step << " created Vulkan objects";
+      run(ctx, [&](Recorder& fr) { kv_append(fr, c.p, by_free.buffers(c.p.apply_rope)); });
+      ASSERT_EQ(by_plan.kc.download<std::uint8_t>(c.k_cache.size()), by_free.kc.download<std::uint8_t>(c.k_cache.size())) << trial;
+      ASSERT_EQ(by_plan.vc.download<std::uint8_t>(c.v_cache.size()), by_free.vc.download<std::uint8_t>(c.v_cache.size())) << trial;
+      ASSERT_EQ(by_plan.lengths.download<std::int32_t>(p.batch), by_free.lengths.download<std::int32_t>(p.batch));
+      expect_matches(ctx, c, by_plan, reference(c, c.p.apply_rope), c.p.apply_rope);
+    }
+  }
+}
+
+TEST_F(KvAppendFormats, BadInputIsRefusedBeforeRecording) {
+  Context& ctx = gpu();
+  std::mt19937 rng(9);
+  KvAppendParams p{.batch = 2, .heads = 2, .kv_heads = 2, .new_tokens = 3, .head_dim = 64};
+  p.paged = {.block_size = 16, .num_blocks = 0, .max_blocks = 2};
+  p.cache_format = CacheFormat::FP8_E4M3;
+  p.ragged = true;
+  const Case c = random_case(rng, p);
+  auto bad = c.p;
+  bad.k_scales = {1.0f};
+  expect_invalid([&] { bad.validate(); }, "k_scales");
+  bad = c.p;
+  bad.v_scales[1] = std::nanf("");
+  expect_invalid([&] { bad.validate(); }, "v_scales[1]");
+  bad = c.p;
+  bad.k_scales[0] = INFINITY;
+  expect_invalid([&] { bad.validate(); }, "k_scales[0]");
+  bad = c.p;
+  bad.cache_format = CacheFormat::Q8_0;
+  bad.head_dim = 48;
+  bad.k_scales.clear();
+  bad.v_scales.clear();
+  expect_invalid([&] { bad.validate(); }, "multiple of 32");
+  bad = c.p;
+  bad.cache_format = CacheFormat::BF16;  // scales with a format that has none
+  expect_invalid([&] { bad.validate(); }, "only fp8_e4m3");
+  bad = c.p;
+  bad.packed_tokens = 7;
+  expect_invalid([&] { bad.validate(); }, "packed_tokens");
+  // Host-side counts: negative, past new_tokens, summing past packed_tokens; a sequence's length.
+  expect_invalid([&] { check_append_table(c.p, c.table, c.lengths, std::vector<std::int32_t>{-1, 0}); }, "new_tokens[0]");
+  expect_invalid([&] { check_append_table(c.p, c.table, c.lengths, std::vector<std::int32_t>{0, 4}); }, "new_tokens[1]");
+  expect_invalid([&] { check_append_table(c.p, c.table, c.lengths, std::vector<std::int32_t>{3, 3, 3}); }, "batch = 2");
+  expect_invalid([&] { check_append_table(c.p, c.table, std::vector<std::int32_t>{31, 0}, std::vector<std::int32_t>{2, 0}); }, "cache_lengths[0]");
+  bad = c.p;
+  bad.lengths_include_new = true;
+  expect_invalid([&] { check_append_table(bad, c.table, std::vector<std::int32_t>{1, 0}, std::vector<std::int32_t>{2, 0}); }, "cache_lengths[0]");
+  bad.advance_lengths = true;
+  expect_invalid([&] { bad.validate(); }, "lengths_include_new");
+  if (c.p.packed_tokens < 6)
+    expect_invalid([&] { check_append_table(c.p, c.table, std::vector<std::int32_t>{0, 0}, std::vector<std::int32_t>{3, 3}); }, "packed_tokens");
+  Uploaded u(ctx, c);
+  Recorder r(ctx);
+  KvAppendBuffers b = u.buffers(false);
+  b.new_tokens = nullptr;
+  expect_invalid([&] { kv_append(r, c.p, b); }, "new_tokens buffer");
+  Buffer small(ctx, 4);
+  b = u.buffers(false);
+  b.k = &small;
+  expect_invalid([&] { kv_append(r, c.p, b); }, "[packed_tokens, kv_heads, head_dim]");
+  KvAppendParams uniform = c.p;
+  uniform.ragged = false;
+  expect_invalid([&] { kv_append(r, uniform, u.buffers(false)); }, "new_tokens buffer");
+  EXPECT_EQ(r.dispatch_count(), 0u);
+}
+
+}  // namespace
