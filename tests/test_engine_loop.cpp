@@ -187,7 +187,9 @@ TEST(EngineLoop, DecodeStepsInTheApplicationsCommandBuffersCreateNothing) {
     }
     rec.release(VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
   };
-  ResourceCounts after_first{};
+  // Counted around each step's recording and submission only: the test's own uploads of q, k and v
+  // and downloads of its checks go through staging buffers on a discrete GPU (an engine's inputs
+  // come from its own kernels).
   double worst = 0.0;
   auto run_step = [&](int step) {
     std::vector<std::vector<float>> qh(kLayers), kh(kLayers), vh(kLayers);
@@ -199,10 +201,11 @@ TEST(EngineLoop, DecodeStepsInTheApplicationsCommandBuffersCreateNothing) {
       k[l].upload(std::span<const float>(kh[l]));
       v[l].upload(std::span<const float>(vh[l]));
     }
+    const ResourceCounts before = resource_counts(ctx);
     VkCommandBuffer cb = app.begin_command_buffer();
     record_step(cb);
     app.submit_and_wait(cb);
-    if (step == 0) after_first = resource_counts(ctx);
+    if (step > 0) ASSERT_EQ(counts(resource_counts(ctx)), counts(before)) << "step " << step << " created Vulkan objects";
     std::vector<std::int32_t> next = host_lengths;
     for (auto& L : next) ++L;
     for (std::uint32_t l = 0; l < kLayers; ++l) {
@@ -220,18 +223,17 @@ TEST(EngineLoop, DecodeStepsInTheApplicationsCommandBuffersCreateNothing) {
   };
   for (int step = 0; step + 1 < static_cast<int>(kSteps); ++step) {
     run_step(step);
-    if (step > 0) ASSERT_EQ(counts(resource_counts(ctx)), counts(after_first)) << "step " << step << " created Vulkan objects";
   }
 
   // 50 recordings the application abandons (a preempted batch): never submitted, handed back.
+  const ResourceCounts before_abandoned = resource_counts(ctx);
   for (int i = 0; i < 50; ++i) {
     VkCommandBuffer cb = app.begin_command_buffer();
     record_step(cb);
     ctx.release_recordings(cb);
-    ASSERT_EQ(counts(resource_counts(ctx)), counts(after_first)) << "abandoned recording " << i;
+    ASSERT_EQ(counts(resource_counts(ctx)), counts(before_abandoned)) << "abandoned recording " << i;
   }
   run_step(static_cast<int>(kSteps) - 1);  // the 64th step: still right, still nothing created
-  EXPECT_EQ(counts(resource_counts(ctx)), counts(after_first));
   EXPECT_LE(normalised_error(kc[1].download<float>(cache_values), kc_ref[1]), relpos::test::kRopeTolF32);
   EXPECT_EQ(vc[1].download<float>(cache_values), vc_ref[1]);
   RecordProperty("worst_normalised_error", std::to_string(worst));
