@@ -33,7 +33,7 @@ std::vector<std::uint8_t> encode_rows(const AttentionParams& p, const std::vecto
   const std::size_t D = p.head_dim, row_bytes = cache_row_bytes(p.cache(), p.head_dim), rows = values.size() / D;
   std::vector<std::uint8_t> bytes(rows * row_bytes);
   for (std::size_t row = 0; row < rows; ++row) {
-    const std::size_t hk = p.paged.enabled() ? row % p.kv_heads : (row / p.keys) % p.kv_heads;
+    const std::uint32_t hk = p.cache_row_kv_head(row);
     encode_cache_row(p.cache(), std::span<const float>(values).subspan(row * D, D), std::span<std::uint8_t>(bytes).subspan(row * row_bytes, row_bytes),
                      scales.empty() ? 1.0f : scales[hk]);
   }

@@ -62,16 +62,19 @@ struct EngineLoop {
     append_plan = std::make_unique<KvAppendPlan>(ctx, ap);
     append_fixed = std::make_unique<KvAppendPlan>(ctx, fixed);
     attention_plan = std::make_unique<AttentionPlan>(ctx, att);
-    VkCommandPoolCreateInfo pi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+    VkCommandPoolCreateInfo pi{};
+    pi.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
     pi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
     pi.queueFamilyIndex = ctx.queue_family();
     vk_ok(vkCreateCommandPool(ctx.vk_device(), &pi, nullptr, &pool), "vkCreateCommandPool");
-    VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    VkCommandBufferAllocateInfo ai{};
+    ai.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
     ai.commandPool = pool;
     ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
     ai.commandBufferCount = 1;
     vk_ok(vkAllocateCommandBuffers(ctx.vk_device(), &ai, &cb), "vkAllocateCommandBuffers");
-    VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    VkFenceCreateInfo fi{};
+    fi.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
     vk_ok(vkCreateFence(ctx.vk_device(), &fi, nullptr, &fence), "vkCreateFence");
   }
   ~EngineLoop() {
@@ -100,7 +103,8 @@ struct EngineLoop {
     std::vector<double> host_us;
     ResourceCounts first{};
     for (std::uint32_t n = 0; n < kSteps; ++n) {
-      VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+      VkCommandBufferBeginInfo bi{};
+      bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
       bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
       vk_ok(vkBeginCommandBuffer(cb, &bi), "vkBeginCommandBuffer");
       const auto t0 = std::chrono::steady_clock::now();
@@ -111,7 +115,8 @@ struct EngineLoop {
       }
       const auto t1 = std::chrono::steady_clock::now();
       vk_ok(vkEndCommandBuffer(cb), "vkEndCommandBuffer");
-      VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+      VkSubmitInfo si{};
+      si.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
       si.commandBufferCount = 1;
       si.pCommandBuffers = &cb;
       vk_ok(vkQueueSubmit(ctx.vk_queue(), 1, &si, fence), "vkQueueSubmit");  // the tool's context: no other user of its queue

@@ -1,30 +1,28 @@
 // KV caches of any CacheFormat as .npy files (cache_npy.hpp).
 #include "cache_npy.hpp"
 
-#include <cstring>
-
 #include <relpos/error.hpp>
 #include <relpos/npy.hpp>
 
 namespace relpos::tool {
 namespace {
 
-// The numpy type of a format's stored element, and the row's length in those elements.
+// The numpy type of a format's stored element, its size, and what the file holds.
 struct Stored {
   const char* descr;
+  std::uint32_t bytes;
   const char* what;
 };
 Stored stored(CacheFormat f) {
   switch (f) {
-    case CacheFormat::F32: return {"<f4", "float32 values"};
-    case CacheFormat::F16: return {"<f2", "float16 values"};
-    case CacheFormat::BF16: return {"<u2", "uint16 bfloat16 bit patterns"};
-    case CacheFormat::Q8_0: return {"|u1", "uint8 bytes (head_dim / 32 blocks of 34)"};
-    case CacheFormat::FP8_E4M3: return {"|u1", "uint8 e4m3 bytes"};
+    case CacheFormat::F32: return {"<f4", 4, "float32 values"};
+    case CacheFormat::F16: return {"<f2", 2, "float16 values"};
+    case CacheFormat::BF16: return {"<u2", 2, "uint16 bfloat16 bit patterns"};
+    case CacheFormat::Q8_0: return {"|u1", 1, "uint8 bytes (head_dim / 32 blocks of 34)"};
+    case CacheFormat::FP8_E4M3: return {"|u1", 1, "uint8 e4m3 bytes"};
   }
-  return {"?", "?"};
+  return {"?", 1, "?"};
 }
-std::uint64_t row_elements(CacheFormat f, std::uint64_t head_dim) { return f == CacheFormat::Q8_0 ? head_dim / 32 * 34 : head_dim; }
 
 }  // namespace
 
@@ -62,8 +60,9 @@ std::vector<std::uint8_t> read_cache_npy(const std::string& flag, const std::str
 
 void write_cache_npy(const std::string& path, CacheFormat format, const std::vector<std::uint64_t>& shape, const std::vector<std::uint8_t>& bytes) {
   std::vector<std::uint64_t> stored_shape = shape;
-  stored_shape.back() = row_elements(format, shape.back());
-  write_npy(path, stored(format).descr, stored_shape, bytes.data());
+  const Stored s = stored(format);
+  stored_shape.back() = cache_row_bytes(format, static_cast<std::uint32_t>(shape.back())) / s.bytes;
+  write_npy(path, s.descr, stored_shape, bytes.data());
 }
 
 }  // namespace relpos::tool

@@ -96,7 +96,7 @@ struct RunArgs {
 
 // k and v (--k and --v, or --k-cache and --v-cache): float values, or with --kv-dtype the caches'
 // bytes; `ks` gets their shape (head_dim last).
-void read_caches(const RunArgs& a, AttentionData& d, const std::string& k_flag, const std::string& k_path, const std::string& v_flag,
+void read_caches(AttentionData& d, const std::string& k_flag, const std::string& k_path, const std::string& v_flag,
                  const std::string& v_path, std::vector<std::uint64_t>& ks) {
   std::vector<std::uint64_t> vs;
   if (d.p.cache_format) {
@@ -108,7 +108,6 @@ void read_caches(const RunArgs& a, AttentionData& d, const std::string& k_flag, 
   }
   if (ks.size() != 4) throw InvalidArgument(k_flag + " " + k_path + ": must be 4-D, got " + std::to_string(ks.size()) + " dimension(s)");
   if (ks != vs) throw InvalidArgument(v_flag + ": shape must equal " + k_flag + "'s");
-  (void)a;
 }
 
 // --k-cache, --v-cache, --block-table and --cache-lengths: the paged layout.
@@ -118,7 +117,7 @@ void read_paged_cache(const RunArgs& a, AttentionData& d, const std::vector<std:
   if (!a.key_lengths.empty()) throw InvalidArgument("--key-lengths: not allowed with a paged cache (--cache-lengths replace them)");
   if (a.p.memory_prefix != 0) throw InvalidArgument("--memory-prefix: not allowed with a paged cache");
   std::vector<std::uint64_t> ks;
-  read_caches(a, d, "--k-cache", a.k_cache, "--v-cache", a.v_cache, ks);
+  read_caches(d, "--k-cache", a.k_cache, "--v-cache", a.v_cache, ks);
   if (ks[3] != qs[3]) throw InvalidArgument("--k-cache: head_dim must equal --q's (" + std::to_string(qs[3]) + "), got " + std::to_string(ks[3]));
   const NpyArray table = read_npy(a.block_table), lengths = read_npy(a.cache_lengths);
   if (table.shape.size() != 2 || table.shape[0] != qs[0])
@@ -195,7 +194,7 @@ void add_attention_run(CLI::App& run, Registry& reg) {
                         if (!a->kv_dtype.empty()) p.cache_format = cache_format_flag(a->kv_dtype);
                         if (a->k_cache.empty()) {
                           if (a->k.empty()) throw InvalidArgument("--k and --v (or --k-cache, --v-cache, --block-table and --cache-lengths) are required");
-                          read_caches(*a, d, "--k", a->k, "--v", a->v, ks);
+                          read_caches(d, "--k", a->k, "--v", a->v, ks);
                           if (qs[0] != ks[0] || qs[3] != ks[3])
                             throw InvalidArgument("--k: batch and head_dim must equal --q's (" + std::to_string(qs[0]) + ", " +
                                                   std::to_string(qs[3]) + ")");
@@ -370,7 +369,7 @@ void encode_caches(AttentionData& d) {
   d.k_bytes.resize(rows * row_bytes);
   d.v_bytes.resize(rows * row_bytes);
   for (std::size_t row = 0; row < rows; ++row) {
-    const std::size_t hk = p.paged.enabled() ? row % p.kv_heads : (row / p.keys) % p.kv_heads;
+    const std::uint32_t hk = p.cache_row_kv_head(row);
     const bool scaled = cache_format_scaled(f);
     encode_cache_row(f, std::span<const float>(d.k).subspan(row * D, D), std::span<std::uint8_t>(d.k_bytes).subspan(row * row_bytes, row_bytes),
                      scaled ? p.k_scales[hk] : 1.0f);

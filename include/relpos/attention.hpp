@@ -131,6 +131,11 @@ struct AttentionParams {
   // Bytes of k (and of v): its rows (batch * kv_heads * keys, or a paged cache's num_blocks *
   // block_size * kv_heads) of cache_row_bytes(cache(), head_dim) each.
   std::uint64_t kv_bytes() const;
+  // The kv head of cache row `row` (rows are [num_blocks, block_size, kv_heads] paged, [batch,
+  // kv_heads, keys] contiguous): whose scale an fp8 row takes.
+  std::uint32_t cache_row_kv_head(std::uint64_t row) const {
+    return static_cast<std::uint32_t>(paged.enabled() ? row % kv_heads : (row / keys) % kv_heads);
+  }
   // Rows of q, out and lse: batch * heads * queries, or total_queries * heads when packed.
   std::uint64_t rows() const { return packed() ? std::uint64_t{total_queries} * heads : std::uint64_t{batch} * heads * queries; }
   DType output_dtype() const { return out_dtype.value_or(dtype); }
@@ -157,8 +162,8 @@ struct AttentionHostInputs {
   std::span<const float> rel_keys, rel_values;
   std::span<const std::uint32_t> key_lengths;
   std::span<const std::int32_t> block_table, cache_lengths;
-  std::span<const std::int32_t> query_lengths;
-  std::span<const std::uint8_t> k_bytes, v_bytes;
+  std::span<const std::int32_t> query_lengths{};
+  std::span<const std::uint8_t> k_bytes{}, v_bytes{};
 };
 
 // Checks a paged cache's block table and lengths held on the host (the reference and the tool call

@@ -37,7 +37,7 @@ struct KvAppendParams {
   std::optional<CacheFormat> cache_format{};
   // fp8_e4m3: one float32 scale per kv head for the keys and one for the values (finite, > 0);
   // empty for every other format.
-  std::vector<float> k_scales, v_scales;
+  std::vector<float> k_scales{}, v_scales{};
   // Ragged batches: sequence b gains new_tokens[b] keys (a device buffer, int32 [batch], each in
   // [0, new_tokens]), its rows packed token-major: k and v [packed_tokens, kv_heads, head_dim] (q
   // [packed_tokens, heads, head_dim]), sequence b's at rows cu[b] .. cu[b+1]-1, cu the prefix sums
@@ -87,9 +87,9 @@ struct KvAppendHostData {
   std::span<const float> k, v;        // [batch, kv_heads, new_tokens, head_dim]; ragged [packed_tokens, kv_heads, head_dim]
   std::span<const std::int32_t> block_table, cache_lengths;
   std::span<float> q;
-  std::span<std::uint8_t> k_cache_bytes, v_cache_bytes;  // with cache_format: the caches' bytes (cache_bytes() each)
-  std::span<const std::int32_t> new_tokens;              // ragged: [batch]
-  std::span<std::int32_t> advanced_lengths;              // advance_lengths: [batch], written cache_lengths + gained
+  std::span<std::uint8_t> k_cache_bytes{}, v_cache_bytes{};  // with cache_format: the caches' bytes (cache_bytes() each)
+  std::span<const std::int32_t> new_tokens{};             // ragged: [batch]
+  std::span<std::int32_t> advanced_lengths{};             // advance_lengths: [batch], written cache_lengths + gained
 };
 void kv_append_reference(const KvAppendParams& p, const KvAppendHostData& d);
 

@@ -203,7 +203,7 @@ void record_attention(Recorder& r, const AttentionParams& p, const AttentionSche
   auto bounds = [&](std::uint64_t bh0, std::uint64_t bh1) {
     const ChunkRanges c = chunk_ranges(p, S, kv_keys, bh0, bh1);
     auto bind = [&](const Buffer& buf, int k) { return bind_range(lim, buf, c.bytes[k].first, c.bytes[k].second, c.unit[k]); };
-    const bool kv_whole = paged || c.bytes[1].second == 0;
+    const bool kv_whole = c.bytes[1].second == 0;  // a paged, q8_0 or fp8 cache (chunk_ranges)
     return std::array<Bound, 5>{bind(*b.q, 0), kv_whole ? Bound{{b.k}, 0, true} : bind(*b.k, 1), bind(*out, 2), bind(*lse, 3),
                                 bias ? bind(*bias, 4) : Bound{{dummy, 0, 16}, 0, true}};
   };

@@ -60,8 +60,7 @@ DecodedCaches decoded_caches(const AttentionParams& p, const AttentionHostInputs
   d.k.resize(rows * D);
   d.v.resize(rows * D);
   for (std::size_t row = 0; row < rows; ++row) {
-    // The row's kv head: rows are [num_blocks, block_size, Hkv] paged, [B, Hkv, K] contiguous.
-    const std::size_t hk = p.paged.enabled() ? row % p.kv_heads : (row / p.keys) % p.kv_heads;
+    const std::uint32_t hk = p.cache_row_kv_head(row);
     const float ks = cache_format_scaled(f) ? p.k_scales[hk] : 1.0f, vs = cache_format_scaled(f) ? p.v_scales[hk] : 1.0f;
     decode_cache_row(f, in.k_bytes.subspan(row * row_bytes, row_bytes), std::span<float>(d.k).subspan(row * D, D), ks);
     decode_cache_row(f, in.v_bytes.subspan(row * row_bytes, row_bytes), std::span<float>(d.v).subspan(row * D, D), vs);

@@ -89,12 +89,15 @@ uvec2 sequence_rows(uint b) {
   return uvec2(pc.queries - uint(clamp(query_lengths[b], 0, int(pc.queries))), first);
 }
 // The row of q, out and lse that query i (>= seq.x) of (batch, head) bh takes: [B, H, Q] or, packed,
-// token seq.y + i - seq.x of [total_queries, H], clamped into the buffers (stored() says whether it
-// is the query's own: lengths on the device that add up past total_queries give wrong numbers, never a
+// token seq.y + i - seq.x of [total_queries, H], clamped into the buffers (query_stored() says whether
+// it is the query's own: lengths on the device that add up past total_queries give wrong numbers, never a
 // write past out).
 uint query_row(uint bh, uint h, uint i, uvec2 seq) {
   if (pc.total_queries == 0u) return bh * pc.queries + i;
   return min(seq.y + i - seq.x, pc.total_queries - 1u) * pc.heads + h;
+}
+bool query_stored(uint i, uvec2 seq) {
+  return i < pc.queries && i >= seq.x && (pc.total_queries == 0u || seq.y + i - seq.x < pc.total_queries);
 }
 // ALiBi: a row's scores carry the bias relative to that of its nearest key among [j_begin, j_end)
 // (rp = j + rp_base), and its lse gets that back, so a far query (slope·|rp| near 2^31) keeps q·k in
@@ -105,6 +108,3 @@ float alibi_near_bias(float slope, uint j_begin, uint j_end, int rp_base) {
   return slope * float(near);
 }
 
-bool query_stored(uint i, uvec2 seq) {
-  return i < pc.queries && i >= seq.x && (pc.total_queries == 0u || seq.y + i - seq.x < pc.total_queries);
-}
