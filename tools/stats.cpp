@@ -36,12 +36,13 @@ std::string text_value(const PipelineStatistic& s) {
 
 // Fused attention at one head_dim, every bias mode, f32 and f16, a prefill or a decoding shape,
 // with contiguous k and v and with a paged cache of 256-key blocks, through attention() and, when
-// decoding, through a decode plan (whose kernels keep their lanes fixed).
-void survey_attention(const Registry& reg, Context& ctx, std::uint32_t head_dim, bool decode) {
+// decoding, through a decode plan (whose kernels keep their lanes fixed); decoding with 8 kv heads
+// and with 2 (grouped-query heads, whose kernels read a kv head once for its 4 query heads).
+void survey_attention(const Registry& reg, Context& ctx, std::uint32_t head_dim, bool decode, std::uint32_t kv_heads) {
   for (const AttentionBiasInfo& family : attention_biases())
     for (DType dtype : {DType::F32, DType::F16})
       for (bool paged : {false, true}) {
-        AttentionParams p{.heads = 8, .kv_heads = 8, .queries = decode ? 1u : 512u, .keys = decode ? 4096u : 512u, .head_dim = head_dim,
+        AttentionParams p{.heads = 8, .kv_heads = kv_heads, .queries = decode ? 1u : 512u, .keys = decode ? 4096u : 512u, .head_dim = head_dim,
                           .dtype = dtype, .query_offset = decode && !paged ? 4095 : 0, .causal = true, .bias = family.bias};
         bias_tool(reg, family.bias).example(p, 0);
         if (paged) p.paged = {.block_size = 256, .num_blocks = p.keys / 256, .max_blocks = p.keys / 256};
@@ -116,8 +117,8 @@ int stats_command(Registry& reg, const std::string& filter, bool json, const std
   }
   if (attention)
     for (std::uint32_t d : dims) {
-      survey(ctx, "attention", [&] { survey_attention(reg, ctx, d, false); });
-      survey(*decode_ctx, "attention", [&] { survey_attention(reg, *decode_ctx, d, true); });
+      survey(ctx, "attention", [&] { survey_attention(reg, ctx, d, false, 8); });
+      for (std::uint32_t kv_heads : {8u, 2u}) survey(*decode_ctx, "attention", [&] { survey_attention(reg, *decode_ctx, d, true, kv_heads); });
     }
 
   const std::optional<GpuArchitecture> arch = gpu_architecture(info);

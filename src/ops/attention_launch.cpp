@@ -34,6 +34,20 @@ constexpr std::uint32_t kDecodeKeysPerGroup = 4;
 
 // Per key the CPU kernel runs one iteration of each of its two key loops, plus one of the block
 // loop per key block: at most 3 per key, with room left for its fixed-size loops.
+// attention_decode: at most this many query heads per workgroup, holding at most kDecodeWords
+// words of the head per lane in all (each head its query's and its output's: Intel's compiler
+// spilled 4 heads of 2 words at head_dim 128, and AMD's took 120-152 VGPRs).
+constexpr std::uint32_t kDecodeHeads = 4, kDecodeWords = 4;
+
+// Decoding grouped-query heads, the query heads read together each key and value they share: the
+// most (at most `most`) consecutive heads that divide the kv head's group.
+std::uint32_t decode_slab_heads(const AttentionParams& p, std::uint32_t most) {
+  const std::uint32_t group = p.heads / p.kv_heads;
+  std::uint32_t n = std::min(group, std::max<std::uint32_t>(most, 1));
+  while (group % n != 0) --n;
+  return n;
+}
+
 static_assert(3 * AttentionParams::kMaxKeysPerSplit + AttentionParams::kMaxPackedBatch <= RELPOS_MAX_LOOP_ITERATIONS,
               "a split's keys (and a packed call's loop over its sequences) must fit the loop bound");
 
@@ -112,8 +126,8 @@ AttentionTiledShape attention_tiled_shape(const AttentionTiles& tiles, const Att
   return {};
 }
 
-AttentionDecodeShape attention_decode_shape(const AttentionTiles& tiles, std::uint32_t head_dim) {
-  const std::uint32_t lanes = tiles.decode_lanes, D4 = head_dim / 4;
+AttentionDecodeShape attention_decode_shape(const AttentionTiles& tiles, const AttentionParams& p) {
+  const std::uint32_t lanes = tiles.decode_lanes, D4 = p.head_dim / 4;
   // Only where subgroups shuffle in compute shaders and the workgroup is a whole number of them.
   if (!tiles.tiled || !tiles.shuffle_subgroup || lanes % tiles.shuffle_subgroup != 0) return {};
   // Lanes per key: the fewest (a power of two within the subgroup and the workgroup) that leave
@@ -122,15 +136,23 @@ AttentionDecodeShape attention_decode_shape(const AttentionTiles& tiles, std::ui
   std::uint32_t kg = 1;
   const std::uint32_t most = std::min(tiles.shuffle_subgroup, lanes);
   while (kg * 2 <= most && div_up(D4, kg) > 2) kg *= 2;
+  // Grouped-query heads: a lane holds each head's query and output words, so the heads share the
+  // registers that one head's 2 words took: more lanes per key (fewer words each) first, then
+  // fewer heads (at head_dim 128, 4 heads of 1 word in groups of 32 lanes; every lane keeps a word).
+  const std::uint32_t wanted = decode_slab_heads(p, kDecodeHeads);
+  while (kg * 2 <= std::min(most, D4) && wanted * div_up(D4, kg) > kDecodeWords) kg *= 2;
+  const std::uint32_t heads = decode_slab_heads(p, std::max<std::uint32_t>(1, kDecodeWords / div_up(D4, kg)));
   // Fewer groups where their parts would not fit the shared memory (attention_tiled where none do).
   while (kg * 2 <= most && RELPOS_ATTN_DECODE_SHARED_BYTES(lanes / kg, D4) > tiles.shared_budget) kg *= 2;
   if (RELPOS_ATTN_DECODE_SHARED_BYTES(lanes / kg, D4) > tiles.shared_budget) return {};
-  return {lanes, kg, kDecodeKeysPerGroup, RELPOS_ATTN_DECODE_SHARED_BYTES(lanes / kg, D4)};
+  // With several heads, half the keys per step: each key's scores are per head.
+  const std::uint32_t keys = heads > 1 ? kDecodeKeysPerGroup / 2 : kDecodeKeysPerGroup;
+  return {lanes, kg, keys, RELPOS_ATTN_DECODE_SHARED_BYTES(lanes / kg, D4), heads};
 }
 
 std::uint32_t attention_tiled_max_split_keys(const AttentionTiles& tiles, const AttentionParams& p) {
   if (p.queries == 1) {
-    if (const AttentionDecodeShape d = attention_decode_shape(tiles, p.head_dim); d.lanes) {
+    if (const AttentionDecodeShape d = attention_decode_shape(tiles, p); d.lanes) {
       const std::uint32_t step = RELPOS_ATTN_DECODE_STEP_KEYS(d.lanes / d.lanes_per_key, d.keys);
       // Packed queries: the loop over the earlier sequences' lengths comes first.
       const std::uint64_t steps = RELPOS_MAX_LOOP_ITERATIONS - (p.packed() ? p.batch : 0u);
@@ -157,21 +179,28 @@ std::uint32_t attention_splits(const AttentionParams& p, const AttentionTiles& t
   std::uint64_t by_items = 1;
   if (p.rows() < tiles.target_items)
     by_items = std::min<std::uint64_t>((tiles.target_items + p.rows() - 1) / p.rows(), p.keys / kMinSplitKeys);
-  return static_cast<std::uint32_t>(std::max<std::uint64_t>({1, needed, by_items}));
+  // The CPU class decoding: its lanes take a row's splits, so a workgroup's worth of them (where
+  // the keys give each kMinSplitKeys) keeps every SIMD lane scoring keys; with fewer, a CPU device
+  // runs one lane of eight, and pays for each lane's loads all the same (a per-lane loop).
+  const std::uint64_t by_lanes = !tiles.tiled && p.queries == 1 ? std::min<std::uint64_t>(tiles.lanes, p.keys / kMinSplitKeys) : 1;
+  return static_cast<std::uint32_t>(std::max<std::uint64_t>({1, needed, by_items, by_lanes}));
 }
 
-AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles& tiles, std::uint32_t S) {
+
+AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles& tiles, std::uint32_t S, bool share_heads) {
   AttentionLaunch l{};
   l.splits = S;
+  l.slab_heads = 1;
   l.split_len = detail::div_up(p.keys, S);
   const bool one_query = p.queries == 1;
   const std::uint32_t mode = bias_family(p.bias).kernel_mode;
   const std::uint32_t in_half = p.dtype == DType::F16 ? 1u : 0u, out_half = S == 1 && p.output_dtype() == DType::F16 ? 1u : 0u;
   const std::uint32_t paged = attention_paged_spec(p);
   if (tiles.tiled && one_query) {
-    if (const AttentionDecodeShape d = attention_decode_shape(tiles, p.head_dim); d.lanes) {
+    if (const AttentionDecodeShape d = attention_decode_shape(tiles, p); d.lanes) {
       l.lane_splits = false;
       l.lanes = d.lanes;
+      l.slab_heads = share_heads ? d.heads : 1;
       l.rows_per_group = 1;
       l.split_groups = S;
       l.groups_per_bh = S * p.queries;
@@ -183,7 +212,8 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
                                              .KEYS = d.keys,
                                              .BIAS_MODE = mode,
                                              .PAGED = paged,
-                                             .KV_FORMAT = static_cast<std::uint32_t>(p.cache())};
+                                             .KV_FORMAT = static_cast<std::uint32_t>(p.cache()),
+                                             .HEADS = l.slab_heads};
       l.shader = paged ? ShaderId::attention_decode_paged : ShaderId::attention_decode;
       return l;
     }
@@ -216,7 +246,9 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
   l.lane_splits = one_query && S > 1;
   const std::uint32_t sub = std::max<std::uint32_t>(tiles.subgroup, 1);
   l.lanes = l.lane_splits ? std::min(tiles.lanes, div_up(S, sub) * sub) : one_query ? 1 : tiles.lanes;
-  const std::uint32_t rows_per_lane = one_query ? 1 : tiles.rows;
+  // Decoding: a lane's rows are heads of one kv head (as many as a lane takes queries otherwise).
+  l.slab_heads = one_query && share_heads ? decode_slab_heads(p, tiles.rows) : 1;
+  const std::uint32_t rows_per_lane = one_query ? l.slab_heads : tiles.rows;
   l.rows_per_group = l.lanes * rows_per_lane;
   l.split_groups = l.lane_splits ? detail::div_up(S, l.lanes) : S;
   l.groups_per_bh = l.split_groups * detail::div_up(p.queries, l.rows_per_group);
@@ -230,7 +262,8 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
                                           .SHARE_LOADS = tiles.share_loads && !l.lane_splits && l.lanes % tiles.key_block == 0 ? 1u : 0u,
                                           .BIAS_MODE = mode,
                                           .PAGED = paged,
-                                          .KV_FORMAT = static_cast<std::uint32_t>(p.cache())};
+                                          .KV_FORMAT = static_cast<std::uint32_t>(p.cache()),
+                                          .ROWS_ARE_HEADS = l.slab_heads > 1 ? 1u : 0u};
   l.spec = spec;
   // Only the variant that shares loads declares the subgroup-shuffle capability.
   l.shader = spec.SHARE_LOADS ? ShaderId::attention_fused_shuffle : ShaderId::attention_fused;

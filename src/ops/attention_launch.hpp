@@ -47,14 +47,15 @@ AttentionTiledShape attention_tiled_shape(const AttentionTiles& tiles, const Att
 // attention_bindings.glsl's PAGED: 0 contiguous, log2 of a power-of-two block size (shifts), else 1
 // (divisions).
 std::uint32_t attention_paged_spec(const AttentionParams& p);
-// attention_decode's workgroup (one query row): `lanes` lanes in groups of `lanes_per_key` that
-// each score `keys` keys per step; `shared_bytes` of shared memory (the groups' parts, merged once).
+// attention_decode's workgroup (one query row of `heads` heads sharing a kv head): `lanes` lanes in
+// groups of `lanes_per_key` that each score `keys` keys per step; `shared_bytes` of shared memory
+// (the groups' parts of a head, merged a head at a time).
 // lanes 0 where the device cannot run it (no subgroup shuffles in compute shaders, or a workgroup
 // that is not a whole number of subgroups): attention_tiled decodes there.
 struct AttentionDecodeShape {
-  std::uint32_t lanes, lanes_per_key, keys, shared_bytes;
+  std::uint32_t lanes, lanes_per_key, keys, shared_bytes, heads;
 };
-AttentionDecodeShape attention_decode_shape(const AttentionTiles& tiles, std::uint32_t head_dim);
+AttentionDecodeShape attention_decode_shape(const AttentionTiles& tiles, const AttentionParams& p);
 // Keys one split of attention_tiled may hold: its loops run RELPOS_ATTN_TILED_TILE_ITERATIONS
 // (relpos_contract/attention.h) per tile, and a split's tiles stay within
 // RELPOS_MAX_LOOP_ITERATIONS (at most kMaxKeysPerSplit).
@@ -69,13 +70,18 @@ struct AttentionLaunch {
   std::uint32_t splits, split_len;
   bool lane_splits;  // one query: the lanes of a workgroup take consecutive splits of one row
   std::uint32_t lanes, rows_per_group, split_groups, groups_per_bh;
+  // (batch, head) rows per slab: the workgroups count slabs of this many consecutive heads of one kv
+  // head (decoding grouped-query heads, each kv head read once for them; 1 otherwise).
+  std::uint32_t slab_heads;
   SpecValues spec;  // contract::AttentionTiledSpec or contract::AttentionFusedSpec
   ShaderId shader;
 };
 // attention_fused with one query: the lanes take splits, as many as there are splits rounded up to
 // whole subgroups (one lane for one split); attention_tiled's specialisation depends on the head
 // size, the dtypes and whether there is one query only.
-AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles& tiles, std::uint32_t splits);
+// share_heads false: one head per slab (where the recording's chunks of (batch, head) rows cannot
+// keep a kv head's query heads together).
+AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles& tiles, std::uint32_t splits, bool share_heads = true);
 
 // The push constants of a launch (shifts, bh_first and first_group 0). kv_stride: keys between two
 // (batch, kv head) slabs of k and v.

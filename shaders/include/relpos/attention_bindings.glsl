@@ -53,6 +53,53 @@ vec4 load_kv(uint w, bool values) {
 vec4 load_k(uint w) { return load_kv(w, false); }
 vec4 load_v(uint w) { return load_kv(w, true); }
 
+// A whole row (a key or a value) of the cache from word w (a row's first, row * D4), decoded with
+// fewer or wider loads than word by word where the format allows: a CPU device (lavapipe) gathers
+// each 32-bit component of a load lane by lane in a loop, so its loads are most of a decoding
+// step's cost there.
+//   f16, bf16 (D4 even): 16-byte loads, two words each. A row's first word is even: its binding
+//     starts 16-byte aligned (planner.hpp's bound_bytes) and rows are D4 words.
+//   q8_0 with head_dim a multiple of 64: a row is an even number of 34-byte blocks and starts on a
+//     word, so its even blocks start on a word and its odd ones 2 bytes into one; each block is the
+//     9 words it overlaps, 9 loads for 32 values (word by word: a scale and one or two words per 4).
+//   fp8: a row (head_dim bytes) starts on a word, so each 4 values are one load.
+// (No && or ||: glslang makes a specialisation constant's a branch, outside any function.)
+const bool KV_PAIRS = (KV_FORMAT == CACHE_F16 ? 1u : KV_FORMAT == CACHE_BF16 ? 1u : 0u) * (D4 % 2u == 0u ? 1u : 0u) != 0u;
+const bool Q8_BLOCK_PAIRS = (KV_FORMAT == CACHE_Q8_0 ? 1u : 0u) * (D4 % 16u == 0u ? 1u : 0u) != 0u;
+layout(std430, binding = BINDING_K) readonly buffer KPairs { uvec4 k_pairs[]; };
+layout(std430, binding = BINDING_V) readonly buffer VPairs { uvec4 v_pairs[]; };
+void load_kv_row(uint w, bool values, out vec4 row[D4]) {
+  if (KV_PAIRS) {
+    [[unroll]] for (uint d = 0u; d < D4; d += 2u) {
+      const uvec4 u = values ? v_pairs[(w + d) / 2u] : k_pairs[(w + d) / 2u];
+      row[d] = KV_FORMAT == CACHE_BF16 ? unpack4_bf16(u.xy) : unpack4(u.xy);
+      row[d + 1u] = KV_FORMAT == CACHE_BF16 ? unpack4_bf16(u.zw) : unpack4(u.zw);
+    }
+  } else if (Q8_BLOCK_PAIRS) {
+    const uint row_word = (w / D4) * (KV_ROW_BYTES / 4u);
+    [[unroll]] for (uint k = 0u; k < D4 / 8u; ++k) {
+      const uint first = row_word + (k * 34u) / 4u;  // the word holding the block's first byte
+      uint x[9];
+      [[unroll]] for (uint t = 0u; t < 9u; ++t) x[t] = values ? v_words[first + t] : k_words[first + t];
+      const bool odd = (k & 1u) != 0u;  // the block starts 2 bytes into word `first`
+      const float d = cache_decode_f16(odd ? x[0] >> 16 : x[0]);
+      [[unroll]] for (uint t = 0u; t < 8u; ++t) {
+        const uint q = odd ? x[t + 1u] : (x[t] >> 16) | (x[t + 1u] << 16);
+        row[k * 8u + t] = d * vec4(q8_value(q, 0u), q8_value(q, 1u), q8_value(q, 2u), q8_value(q, 3u));
+      }
+    }
+  } else if (KV_FORMAT == CACHE_FP8_E4M3) {
+    const uint row_word = w / D4 * D4;  // head_dim bytes: D4 words
+    const float scale = values ? v_row_scale : k_row_scale;
+    [[unroll]] for (uint d = 0u; d < D4; ++d) {
+      const uint b = values ? v_words[row_word + d] : k_words[row_word + d];
+      row[d] = vec4(cache_decode_fp8x2(b & 0xffffu), cache_decode_fp8x2(b >> 16)) * scale;
+    }
+  } else {
+    [[unroll]] for (uint d = 0u; d < D4; ++d) row[d] = load_kv(w + d, values);
+  }
+}
+
 // Word of dims 0..3 of key j of batch b, kv head hk: in the slab that starts at slab_word
 // ([keys, D4] words), or, PAGED, in the block the table names. An entry outside the cache is
 // clamped into it: a wrong table on the device gives wrong numbers, never a read past k and v.

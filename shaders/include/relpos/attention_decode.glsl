@@ -1,20 +1,23 @@
-// Fused attention for GPUs when decoding: one query row of one (batch, head) and one key split per
-// workgroup, in flash-decoding form inside the workgroup. With one row there is nothing to share a
+// Fused attention for GPUs when decoding: the query rows of HEADS consecutive heads of one kv head
+// (grouped-query heads: the keys and values they share are read once for all of them) of one batch
+// and one key split per workgroup, in flash-decoding form inside the workgroup. With one row there is nothing to share a
 // staged key with, so keys and values go from memory to registers and no tile is staged: the
 // lanes form GROUPS = WG_X / KG key groups of KG lanes; group g scores keys j0 + g + GROUPS·u
 // (u < KEYS) of each step of STEP = GROUPS·KEYS keys, every lane of it holding QW words
 // d = e + KG·k of the head (e = its place in the group) of the query, of each key, of each value and
-// of the group's output. A key's partial dot products meet by subgroupShuffleXor within the group
+// of each head's output. A key's partial dot products meet by subgroupShuffleXor within the group
 // (KG is a power of two dividing the subgroup, LANE numbers lanes by subgroups, so a group is
 // inside one subgroup), so every lane works at every head size: at head_dim 128 (D4 32) and 64
 // lanes, 4 groups of 16 lanes with 2 words each. Each group keeps its own running maximum, sum
-// and output words, rescaled once per step; the groups meet once, after the loop, through shared
-// memory (the only shared memory: GROUPS·D4 words and 4·GROUPS floats).
+// and output words per head, rescaled once per step; the groups meet after the loop, a head at a
+// time, through shared memory (the only shared memory: GROUPS·D4 words and 4·GROUPS floats).
 //
-// The one shared-memory hand-off: every lane writes its group's part (its own words; lane e = 0
-// the group's maximum, sum and Shaw's edge weights), barrier(), then lanes read all groups' parts
-// of the words they store. Every lane reaches the barrier: the key loop's bounds depend on the
-// workgroup only, and no lane returns before it. Nothing is written to shared memory after it.
+// The shared-memory hand-off, once per head: every lane writes its group's part of the head (its
+// own words; lane e = 0 the group's maximum, sum and Shaw's edge weights), barrier(), then lanes
+// read all groups' parts of the words they store; with more heads a second barrier() follows, so
+// that no lane writes the next head's part while another still reads this one. Every lane reaches
+// every barrier: the key loop's bounds depend on the workgroup only, the head loop is unrolled,
+// and no lane returns after the packed-queries check (which is uniform over the workgroup).
 //
 // Loops that are not unrolled: the key loop, one iteration per STEP keys
 // (RELPOS_ATTN_DECODE_ITERATIONS, by which the host bounds the keys of a split).
@@ -65,7 +68,8 @@ void main() {
   const float NEG_INF = uintBitsToFloat(0xff800000u);
   const uint lane = LANE, grp = lane / KG, e = lane % KG;
   const uint g = pc.first_group + gl_WorkGroupID.x;
-  const uint bh = pc.bh_first + g / pc.groups_per_bh;
+  // bh: the first of the workgroup's HEADS (batch, head) rows, all of one kv head.
+  const uint bh = pc.bh_first + g / pc.groups_per_bh * HEADS;
   const uint rem = g % pc.groups_per_bh, q_tiles = pc.groups_per_bh / pc.split_groups;
   const uint split = rem / q_tiles, i_first = rem % q_tiles;
   const uint b = bh / pc.heads, h = bh % pc.heads;
@@ -91,39 +95,53 @@ void main() {
   const int rp_base = -int(M) - i_abs;  // rp = j + rp_base
   const int kk = int(pc.shaw_k);
   const uint last_rel = 2u * pc.shaw_k;
-  const float slope = BIAS_MODE == RELPOS_ATTN_ALIBI ? bias[h - pc.bias_shift] : 0.0;
-  const float near_bias = BIAS_MODE == RELPOS_ATTN_ALIBI ? alibi_near_bias(slope, j_begin, j_end, rp_base) : 0.0;
-  const uint dense_base = (h * pc.queries + i) * pc.keys - pc.bias_shift;
-  // RELPOS_ATTN_ROW: the bias of key j is bias[h·(Q + K − 1) + (Q − 1 − i) + j − M], the rows laid
-  // out for pc.query_offset (a paged sequence's values lie further in).
-  const uint row_base = h * (pc.queries + pc.keys - 1u) + (pc.queries - 1u) - i + uint(pc.query_offset - q_off) - M - pc.bias_shift;
+  // Per head c (head h + c): ALiBi's slope and the bias of its nearest key, the dense bias's and
+  // the per-distance row's first index.
+  float slope[HEADS], near_bias[HEADS];
+  uint dense_base[HEADS], row_base[HEADS];
+  [[unroll]] for (uint c = 0u; c < HEADS; ++c) {
+    slope[c] = BIAS_MODE == RELPOS_ATTN_ALIBI ? bias[h + c - pc.bias_shift] : 0.0;
+    near_bias[c] = BIAS_MODE == RELPOS_ATTN_ALIBI ? alibi_near_bias(slope[c], j_begin, j_end, rp_base) : 0.0;
+    dense_base[c] = ((h + c) * pc.queries + i) * pc.keys - pc.bias_shift;
+    // RELPOS_ATTN_ROW: the bias of key j is bias[h·(Q + K − 1) + (Q − 1 − i) + j − M], the rows laid
+    // out for pc.query_offset (a paged sequence's values lie further in).
+    row_base[c] = (h + c) * (pc.queries + pc.keys - 1u) + (pc.queries - 1u) - i + uint(pc.query_offset - q_off) - M - pc.bias_shift;
+  }
 
-  // The lane's words of the scaled query (a word past the head: zero, never stored).
-  vec4 q[QW];
-  const uint q_word = query_row(bh, h, i, seq) * D4 - pc.q_shift;
-  [[unroll]] for (uint k = 0u; k < QW; ++k) {
-    const uint d = e + k * KG;
-    q[k] = D4 % KG == 0u || d < D4 ? load_q(q_word + d) * pc.scale : vec4(0.0);
+  // The lane's words of each head's scaled query (a word past the head: zero, never stored).
+  vec4 q[HEADS * QW];
+  [[unroll]] for (uint c = 0u; c < HEADS; ++c) {
+    const uint q_word = query_row(bh + c, h + c, i, seq) * D4 - pc.q_shift;
+    [[unroll]] for (uint k = 0u; k < QW; ++k) {
+      const uint d = e + k * KG;
+      q[c * QW + k] = D4 % KG == 0u || d < D4 ? load_q(q_word + d) * pc.scale : vec4(0.0);
+    }
   }
 
   // Shaw's edge buckets take every far key: their q·rel_keys are per row, their weights rescale
   // with the output.
-  float p_lo = 0.0, p_hi = 0.0, w_lo = 0.0, w_hi = 0.0;
-  if (BIAS_MODE == RELPOS_ATTN_SHAW) {
-    [[unroll]] for (uint k = 0u; k < QW; ++k) {
-      const uint d = e + k * KG;
-      if (D4 % KG == 0u || d < D4) {
-        p_lo += dot(q[k], rel_keys[d]);
-        p_hi += dot(q[k], rel_keys[last_rel * D4 + d]);
+  float p_lo[HEADS], p_hi[HEADS], w_lo[HEADS], w_hi[HEADS], m[HEADS], l[HEADS];
+  vec4 acc[HEADS * QW];
+  [[unroll]] for (uint c = 0u; c < HEADS; ++c) {
+    p_lo[c] = 0.0;
+    p_hi[c] = 0.0;
+    w_lo[c] = 0.0;
+    w_hi[c] = 0.0;
+    m[c] = NEG_INF;
+    l[c] = 0.0;
+    [[unroll]] for (uint k = 0u; k < QW; ++k) acc[c * QW + k] = vec4(0.0);
+    if (BIAS_MODE == RELPOS_ATTN_SHAW) {
+      [[unroll]] for (uint k = 0u; k < QW; ++k) {
+        const uint d = e + k * KG;
+        if (D4 % KG == 0u || d < D4) {
+          p_lo[c] += dot(q[c * QW + k], rel_keys[d]);
+          p_hi[c] += dot(q[c * QW + k], rel_keys[last_rel * D4 + d]);
+        }
       }
+      p_lo[c] = group_sum(p_lo[c]);
+      p_hi[c] = group_sum(p_hi[c]);
     }
-    p_lo = group_sum(p_lo);
-    p_hi = group_sum(p_hi);
   }
-
-  float m = NEG_INF, l = 0.0;
-  vec4 acc[QW];
-  [[unroll]] for (uint k = 0u; k < QW; ++k) acc[k] = vec4(0.0);
 
   // BLOCK_BASES: the first step's blocks; each step then loads the next step's while it works.
   uint base0 = 0u, base1 = 0u;
@@ -143,121 +161,143 @@ void main() {
     } else {
       [[unroll]] for (uint u = 0u; u < KEYS; ++u) at[u] = key_at_word(kv_word, b, hk, min(j0 + grp + u * GROUPS, j_end - 1u), j0, base0, base1);
     }
-    float x[KEYS];
+    // Each key's words loaded once, scored against every head's query.
+    float x[HEADS * KEYS];
     [[unroll]] for (uint u = 0u; u < KEYS; ++u) {
       const uint j = min(j0 + grp + u * GROUPS, j_end - 1u);
-      float s = 0.0;
+      [[unroll]] for (uint c = 0u; c < HEADS; ++c) x[c * KEYS + u] = 0.0;
       [[unroll]] for (uint k = 0u; k < QW; ++k) {
         const uint d = e + k * KG;
-        if (D4 % KG == 0u || d < D4) s += dot(q[k], key_at(at[u] + d));
+        if (D4 % KG == 0u || d < D4) {
+          const vec4 key = key_at(at[u] + d);
+          [[unroll]] for (uint c = 0u; c < HEADS; ++c) x[c * KEYS + u] += dot(q[c * QW + k], key);
+        }
       }
       if (BIAS_MODE == RELPOS_ATTN_SHAW) {  // near the diagonal: q·rel_keys, summed with q·k
         const uint idx = uint(clamp(int(j) + rp_base, -kk, kk) + kk);
         if (j >= M && idx != 0u && idx != last_rel) [[unroll]] for (uint k = 0u; k < QW; ++k) {
             const uint d = e + k * KG;
-            if (D4 % KG == 0u || d < D4) s += dot(q[k], rel_keys[idx * D4 + d]);
+            if (D4 % KG == 0u || d < D4) {
+              const vec4 rk = rel_keys[idx * D4 + d];
+              [[unroll]] for (uint c = 0u; c < HEADS; ++c) x[c * KEYS + u] += dot(q[c * QW + k], rk);
+            }
           }
       }
-      x[u] = s;
     }
     if (BLOCK_BASES && j0 + STEP < j_end) {
       base0 = block_base(b, hk, (j0 + STEP) >> PAGED);
       base1 = block_base(b, hk, min(j0 + 2u * STEP, j_end) - 1u >> PAGED);
     }
     // Uniform control flow: every lane of the workgroup shuffles.
-    [[unroll]] for (uint u = 0u; u < KEYS; ++u) x[u] = group_sum(x[u]);
-    float step_max = NEG_INF;
-    [[unroll]] for (uint u = 0u; u < KEYS; ++u) {
-      const uint j = j0 + grp + u * GROUPS;
-      float s = x[u];
-      if (j >= M && BIAS_MODE != RELPOS_ATTN_NONE) {
-        const int rp = int(j) + rp_base;
-        if (BIAS_MODE == RELPOS_ATTN_ROW) {
-          s += bias[min(row_base + j, uint(bias.length()) - 1u)];
-        } else if (BIAS_MODE == RELPOS_ATTN_DENSE) {
-          s += bias[dense_base + min(j, j_end - 1u)];
-        } else if (BIAS_MODE == RELPOS_ATTN_ALIBI) {
-          precise const float bj = slope * float(abs(rp));  // the float32 bias, as the reference defines it
-          s -= bj - near_bias;                               // near bj: exact (Sterbenz)
-        } else if (BIAS_MODE == RELPOS_ATTN_SHAW) {
-          const uint idx = uint(clamp(rp, -kk, kk) + kk);
-          if (idx == 0u) s += p_lo;
-          else if (idx == last_rel) s += p_hi;
+    [[unroll]] for (uint t = 0u; t < HEADS * KEYS; ++t) x[t] = group_sum(x[t]);
+    [[unroll]] for (uint c = 0u; c < HEADS; ++c) {
+      float step_max = NEG_INF;
+      [[unroll]] for (uint u = 0u; u < KEYS; ++u) {
+        const uint j = j0 + grp + u * GROUPS;
+        float s = x[c * KEYS + u];
+        if (j >= M && BIAS_MODE != RELPOS_ATTN_NONE) {
+          const int rp = int(j) + rp_base;
+          if (BIAS_MODE == RELPOS_ATTN_ROW) {
+            s += bias[min(row_base[c] + j, uint(bias.length()) - 1u)];
+          } else if (BIAS_MODE == RELPOS_ATTN_DENSE) {
+            s += bias[dense_base[c] + min(j, j_end - 1u)];
+          } else if (BIAS_MODE == RELPOS_ATTN_ALIBI) {
+            precise const float bj = slope[c] * float(abs(rp));  // the float32 bias, as the reference defines it
+            s -= bj - near_bias[c];                               // near bj: exact (Sterbenz)
+          } else if (BIAS_MODE == RELPOS_ATTN_SHAW) {
+            const uint idx = uint(clamp(rp, -kk, kk) + kk);
+            if (idx == 0u) s += p_lo[c];
+            else if (idx == last_rel) s += p_hi[c];
+          }
         }
+        x[c * KEYS + u] = j < j_end ? s : NEG_INF;
+        step_max = max(step_max, x[c * KEYS + u]);
       }
-      x[u] = j < j_end ? s : NEG_INF;
-      step_max = max(step_max, x[u]);
+      // One rescale per step; a group whose keys are all masked so far keeps m = -inf and zeros.
+      const float m_new = max(m[c], step_max);
+      const float alpha = m[c] == NEG_INF ? 0.0 : exp(m[c] - m_new);
+      m[c] = m_new;
+      l[c] *= alpha;
+      w_lo[c] *= alpha;
+      w_hi[c] *= alpha;
+      [[unroll]] for (uint k = 0u; k < QW; ++k) acc[c * QW + k] *= alpha;
+      [[unroll]] for (uint u = 0u; u < KEYS; ++u) {
+        const float p = x[c * KEYS + u] == NEG_INF ? 0.0 : exp(x[c * KEYS + u] - m_new);
+        x[c * KEYS + u] = p;  // the weight, for the values below
+        l[c] += p;
+      }
     }
-    // One rescale per step; a group whose keys are all masked so far keeps m = -inf and zeros.
-    const float m_new = max(m, step_max);
-    const float alpha = m == NEG_INF ? 0.0 : exp(m - m_new);
-    m = m_new;
-    l *= alpha;
-    w_lo *= alpha;
-    w_hi *= alpha;
-    [[unroll]] for (uint k = 0u; k < QW; ++k) acc[k] *= alpha;
+    // Each value's words loaded once, weighted for every head.
     [[unroll]] for (uint u = 0u; u < KEYS; ++u) {
-      const float p = x[u] == NEG_INF ? 0.0 : exp(x[u] - m_new);
-      l += p;
       [[unroll]] for (uint k = 0u; k < QW; ++k) {
         const uint d = e + k * KG;
-        if (D4 % KG == 0u || d < D4) acc[k] += p * value_at(at[u] + d);
+        if (D4 % KG == 0u || d < D4) {
+          const vec4 value = value_at(at[u] + d);
+          [[unroll]] for (uint c = 0u; c < HEADS; ++c) acc[c * QW + k] += x[c * KEYS + u] * value;
+        }
       }
       if (BIAS_MODE == RELPOS_ATTN_SHAW) {
         const uint j = j0 + grp + u * GROUPS;
         const uint idx = uint(clamp(int(j) + rp_base, -kk, kk) + kk);
-        if (j >= M && p > 0.0) {
-          if (idx == 0u) w_lo += p;
-          else if (idx == last_rel) w_hi += p;
-          else [[unroll]] for (uint k = 0u; k < QW; ++k) {
-              const uint d = e + k * KG;
-              if (D4 % KG == 0u || d < D4) acc[k] += p * rel_values[idx * D4 + d];
-            }
+        [[unroll]] for (uint c = 0u; c < HEADS; ++c) {
+          const float p = x[c * KEYS + u];
+          if (j >= M && p > 0.0) {
+            if (idx == 0u) w_lo[c] += p;
+            else if (idx == last_rel) w_hi[c] += p;
+            else [[unroll]] for (uint k = 0u; k < QW; ++k) {
+                const uint d = e + k * KG;
+                if (D4 % KG == 0u || d < D4) acc[c * QW + k] += p * rel_values[idx * D4 + d];
+              }
+          }
         }
       }
     }
   }
 
-  // The groups' parts into shared memory (each lane its own words), then the one barrier.
-  [[unroll]] for (uint k = 0u; k < QW; ++k) {
-    const uint d = e + k * KG;
-    if (D4 % KG == 0u || d < D4) part_acc[grp * D4 + d] = acc[k];
+  // Per head: the groups' parts into shared memory (each lane its own words), barrier, every lane
+  // merges the groups' maxima and sums (the same order, so the same numbers) and stores words lane,
+  // lane + WG_X, ...; a second barrier before the next head's parts overwrite what lanes read.
+  const bool stored = query_stored(i_first, seq) && split < pc.splits;
+  [[unroll]] for (uint c = 0u; c < HEADS; ++c) {
+    [[unroll]] for (uint k = 0u; k < QW; ++k) {
+      const uint d = e + k * KG;
+      if (D4 % KG == 0u || d < D4) part_acc[grp * D4 + d] = acc[c * QW + k];
+    }
+    if (e == 0u) {
+      part_stat[grp * 4u] = m[c];
+      part_stat[grp * 4u + 1u] = l[c];
+      part_stat[grp * 4u + 2u] = w_lo[c];
+      part_stat[grp * 4u + 3u] = w_hi[c];
+    }
+    barrier();
+    if (stored) {
+      float mx = NEG_INF;
+      [[unroll]] for (uint u = 0u; u < GROUPS; ++u) mx = max(mx, part_stat[u * 4u]);
+      float scale_of[GROUPS];
+      float lt = 0.0, wl = 0.0, wh = 0.0;
+      [[unroll]] for (uint u = 0u; u < GROUPS; ++u) {
+        const float mu = part_stat[u * 4u];
+        scale_of[u] = mu == NEG_INF ? 0.0 : exp(mu - mx);
+        lt += scale_of[u] * part_stat[u * 4u + 1u];
+        wl += scale_of[u] * part_stat[u * 4u + 2u];
+        wh += scale_of[u] * part_stat[u * 4u + 3u];
+      }
+      const float inv = lt > 0.0 ? 1.0 / lt : 0.0;  // a fully masked row gives zeros
+      const uint out_row = query_row(bh + c, h + c, i, seq) * pc.splits + split;
+      const uint out_word = out_row * D4 - pc.out_shift;
+      [[unroll]] for (uint t = 0u; t < (D4 + WG_X - 1u) / WG_X; ++t) {
+        const uint d = lane + t * WG_X;
+        if (D4 % WG_X != 0u && d >= D4) continue;
+        vec4 o = vec4(0.0);
+        [[unroll]] for (uint u = 0u; u < GROUPS; ++u) o += scale_of[u] * part_acc[u * D4 + d];
+        if (BIAS_MODE == RELPOS_ATTN_SHAW) o += wl * rel_values[d] + wh * rel_values[last_rel * D4 + d];
+        o *= inv;
+        if (OUT_HALF != 0u) o16[out_word + d] = uvec2(packHalf2x16(o.xy), packHalf2x16(o.zw));
+        else o32[out_word + d] = o;
+      }
+      const float shift = BIAS_MODE == RELPOS_ATTN_ALIBI ? near_bias[c] : 0.0;
+      if (lane == 0u) lse[out_row - pc.lse_shift] = lt > 0.0 ? (mx + log(lt)) - shift : NEG_INF;
+    }
+    if (HEADS > 1u) barrier();
   }
-  if (e == 0u) {
-    part_stat[grp * 4u] = m;
-    part_stat[grp * 4u + 1u] = l;
-    part_stat[grp * 4u + 2u] = w_lo;
-    part_stat[grp * 4u + 3u] = w_hi;
-  }
-  barrier();
-  if (!query_stored(i_first, seq) || split >= pc.splits) return;
-
-  // Every lane merges the groups' maxima and sums (the same order, so the same numbers) and stores
-  // words lane, lane + WG_X, ...
-  float mx = NEG_INF;
-  [[unroll]] for (uint u = 0u; u < GROUPS; ++u) mx = max(mx, part_stat[u * 4u]);
-  float scale_of[GROUPS];
-  float lt = 0.0, wl = 0.0, wh = 0.0;
-  [[unroll]] for (uint u = 0u; u < GROUPS; ++u) {
-    const float mu = part_stat[u * 4u];
-    scale_of[u] = mu == NEG_INF ? 0.0 : exp(mu - mx);
-    lt += scale_of[u] * part_stat[u * 4u + 1u];
-    wl += scale_of[u] * part_stat[u * 4u + 2u];
-    wh += scale_of[u] * part_stat[u * 4u + 3u];
-  }
-  const float inv = lt > 0.0 ? 1.0 / lt : 0.0;  // a fully masked row gives zeros
-  const uint out_row = query_row(bh, h, i, seq) * pc.splits + split;
-  const uint out_word = out_row * D4 - pc.out_shift;
-  [[unroll]] for (uint t = 0u; t < (D4 + WG_X - 1u) / WG_X; ++t) {
-    const uint d = lane + t * WG_X;
-    if (D4 % WG_X != 0u && d >= D4) continue;
-    vec4 o = vec4(0.0);
-    [[unroll]] for (uint u = 0u; u < GROUPS; ++u) o += scale_of[u] * part_acc[u * D4 + d];
-    if (BIAS_MODE == RELPOS_ATTN_SHAW) o += wl * rel_values[d] + wh * rel_values[last_rel * D4 + d];
-    o *= inv;
-    if (OUT_HALF != 0u) o16[out_word + d] = uvec2(packHalf2x16(o.xy), packHalf2x16(o.zw));
-    else o32[out_word + d] = o;
-  }
-  const float shift = BIAS_MODE == RELPOS_ATTN_ALIBI ? near_bias : 0.0;
-  if (lane == 0u) lse[out_row - pc.lse_shift] = lt > 0.0 ? (mx + log(lt)) - shift : NEG_INF;
 }

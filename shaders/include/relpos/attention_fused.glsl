@@ -1,8 +1,8 @@
 // The body of attention_fused.comp and attention_fused_shuffle.comp, which differ only in
 // SHARED_LOAD: subgroupShuffle where the device has it, nothing where SHARE_LOADS is always 0 (so
 // that SPIR-V for devices without subgroup shuffles declares no shuffle capability).
-// Fused attention with a relative position bias. Each invocation owns ROWS query rows of one key
-// split: the scaled queries and the output accumulators stay in registers, keys are visited in blocks
+// Fused attention with a relative position bias. Each invocation owns ROWS rows of one key split
+// (queries of one head; decoding, ROWS_ARE_HEADS, the heads of one kv head): the scaled queries and the output accumulators stay in registers, keys are visited in blocks
 // of KEY_BLOCK with one online-softmax rescale per block, and the bias of each key is computed
 // from the per-distance row, the slope, Shaw's tables or the dense bias. The [Q, K] scores are
 // never stored.
@@ -12,9 +12,11 @@
 
 RELPOS_DECLARE_SPEC(RELPOS_SPEC_ATTENTION_FUSED)
 const bool SHARE_BIAS = SHARE_LOADS != 0u && BIAS_MODE == RELPOS_ATTN_ROW;
+// Query rows per lane, and heads per workgroup slab: ROWS of each, one or the other.
+const uint QUERY_ROWS = ROWS_ARE_HEADS != 0u ? 1u : ROWS;
+const uint SLAB_HEADS = ROWS_ARE_HEADS != 0u ? ROWS : 1u;
 
 #include "relpos/attention_bindings.glsl"
-
 void main() {
   const float NEG_INF = uintBitsToFloat(0xff800000u);
   const uint lane = gl_LocalInvocationID.x;
@@ -22,8 +24,9 @@ void main() {
   // it walks is the same for all its lanes and their key loads share one address.
   // With one query (decoding), lanes take consecutive splits instead: their loads then fetch
   // different keys rather than the same one.
+  // ROWS_ARE_HEADS: bh is the first of the slab's SLAB_HEADS (batch, head) rows, all of one kv head.
   const uint g = pc.first_group + gl_WorkGroupID.x;
-  const uint bh = pc.bh_first + g / pc.groups_per_bh;
+  const uint bh = pc.bh_first + g / pc.groups_per_bh * SLAB_HEADS;
   const uint rem = g % pc.groups_per_bh, q_tiles = pc.groups_per_bh / pc.split_groups;
   const bool lane_splits = pc.lane_splits != 0u;
   const uint split = lane_splits ? (rem / q_tiles) * WG_X + lane : rem / q_tiles;
@@ -33,7 +36,7 @@ void main() {
   // Packed queries: rows below seq.x are no query of this sequence (they shadow its first and store
   // nothing); a workgroup with none of its own leaves at once, all lanes together.
   const uvec2 seq = sequence_rows(b);
-  if ((lane_splits ? 1u : i_first + WG_X * ROWS) <= seq.x) return;
+  if ((lane_splits ? 1u : i_first + WG_X * QUERY_ROWS) <= seq.x) return;
 
   // Every mask is a bound on the keys: padding for the batch, causality for each query (memory
   // keys stay visible). The workgroup walks up to the bound of its last query.
@@ -44,18 +47,18 @@ void main() {
   const uint row_shift = uint(pc.query_offset - q_off);
   uint j_end = min(seq_keys, j_begin + pc.split_len);
   if (pc.causal != 0u) {
-    const int last_abs = int(min(i_first + WG_X * ROWS, pc.queries) - 1u) + q_off;
+    const int last_abs = int(min(i_first + WG_X * QUERY_ROWS, pc.queries) - 1u) + q_off;
     j_end = min(j_end, M + uint(max(last_abs + 1, 0)));
   }
 
   const int kk = int(pc.shaw_k);
   const uint last_rel = 2u * pc.shaw_k;
-  const float slope = BIAS_MODE == RELPOS_ATTN_ALIBI ? bias[h - pc.bias_shift] : 0.0;
   const uint hk = h / pc.kv_group;
   set_kv_scales(hk);
   const uint kv_word = (b * pc.kv_heads + hk) * pc.kv_stride * D4 - pc.kv_shift;
 
-  // Per row r (query i_first + r * WG_X + lane; idle lanes shadow the last query): the scaled query,
+  // Per row r (query i_first + r * WG_X + lane, or with ROWS_ARE_HEADS head h + r of query
+  // i_first + lane; idle lanes shadow the last query): the scaled query,
   // the accumulator, the running max and sum. Shaw's two edge buckets take every far key, so
   // their q·rel_keys and weight sums are scalars, rescaled with the output; an interior bucket
   // holds one key per row and is added at once.
@@ -65,17 +68,20 @@ void main() {
   uint share_base[ROWS];  // SHARE_BIAS: bias_base of the subgroup's first lane, unclamped (wraps past Q)
   int rp_base[ROWS];  // rp = j + rp_base
   float near_bias[ROWS];  // ALiBi: alibi_near_bias of the row's keys in this split
+  float slope[ROWS];      // ALiBi: the row's head's
   [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
-    const uint i = lane_splits ? 0u : clamp(i_first + r * WG_X + lane, seq.x, pc.queries - 1u);
+    const uint hr = h + r / QUERY_ROWS;  // the row's head
+    const uint i = lane_splits ? 0u : clamp(i_first + r % QUERY_ROWS * WG_X + lane, seq.x, pc.queries - 1u);
     const int i_abs = int(i) + q_off;
     lane_end[r] = pc.causal != 0u ? min(j_end, M + uint(max(i_abs + 1, 0))) : j_end;
     rp_base[r] = -int(M) - i_abs;
-    near_bias[r] = alibi_near_bias(slope, j_begin, lane_end[r], rp_base[r]);
+    slope[r] = BIAS_MODE == RELPOS_ATTN_ALIBI ? bias[hr - pc.bias_shift] : 0.0;
+    near_bias[r] = alibi_near_bias(slope[r], j_begin, lane_end[r], rp_base[r]);
     // Bias index of key j >= M is bias_base + j (wraps harmlessly in between).
-    bias_base[r] = BIAS_MODE == RELPOS_ATTN_ROW     ? h * (pc.queries + pc.keys - 1u) + (pc.queries - 1u - i) + row_shift - M - pc.bias_shift
-                   : BIAS_MODE == RELPOS_ATTN_DENSE ? (h * pc.queries + i) * pc.keys - pc.bias_shift
+    bias_base[r] = BIAS_MODE == RELPOS_ATTN_ROW     ? hr * (pc.queries + pc.keys - 1u) + (pc.queries - 1u - i) + row_shift - M - pc.bias_shift
+                   : BIAS_MODE == RELPOS_ATTN_DENSE ? (hr * pc.queries + i) * pc.keys - pc.bias_shift
                                                : 0u;
-    share_base[r] = h * (pc.queries + pc.keys - 1u) + (pc.queries - 1u) - (i_first + r * WG_X + lane - LANE_IN_SUBGROUP) + row_shift - M -
+    share_base[r] = hr * (pc.queries + pc.keys - 1u) + (pc.queries - 1u) - (i_first + r % QUERY_ROWS * WG_X + lane - LANE_IN_SUBGROUP) + row_shift - M -
                     pc.bias_shift;
     m[r] = NEG_INF;
     l[r] = 0.0;
@@ -83,7 +89,7 @@ void main() {
     p_hi[r] = 0.0;
     w_lo[r] = 0.0;
     w_hi[r] = 0.0;
-    q_word[r] = query_row(bh, h, i, seq) * D4 - pc.q_shift;
+    q_word[r] = query_row(bh + hr - h, hr, i, seq) * D4 - pc.q_shift;
     [[unroll]] for (uint d = 0u; d < D4; ++d) {
       q[r * D4 + d] = load_q(q_word[r] + d) * pc.scale;
       acc[r * D4 + d] = vec4(0.0);
@@ -128,7 +134,8 @@ void main() {
       const uint jb = min(j, j_end - 1u);  // past the end (shared loads only): any in-range bias
       vec4 key[D4];  // loaded once for all rows
       const uint key_at = SHARE_LOADS != 0u ? 0u : key_word(kv_word, b, hk, j);
-      [[unroll]] for (uint d = 0u; d < D4; ++d) key[d] = SHARE_LOADS != 0u ? SHARED_LOAD(mine[d], u) : load_k(key_at + d);
+      if (SHARE_LOADS == 0u) load_kv_row(key_at, false, key);
+      else [[unroll]] for (uint d = 0u; d < D4; ++d) key[d] = SHARE_LOADS != 0u ? SHARED_LOAD(mine[d], u) : load_k(key_at + d);
       [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
         float x = 0.0;
         [[unroll]] for (uint d = 0u; d < D4; ++d) x += dot(q[r * D4 + d], key[d]);
@@ -142,7 +149,7 @@ void main() {
           } else if (BIAS_MODE == RELPOS_ATTN_ROW || BIAS_MODE == RELPOS_ATTN_DENSE) {
             x += bias[bias_base[r] + jb];
           } else if (BIAS_MODE == RELPOS_ATTN_ALIBI) {
-            precise const float b = slope * float(abs(rp));  // the float32 bias, as the reference defines it
+            precise const float b = slope[r] * float(abs(rp));  // the float32 bias, as the reference defines it
             x -= b - near_bias[r];                            // near b: exact (Sterbenz)
           } else {
             const uint idx = uint(clamp(rp, -kk, kk) + kk);
@@ -175,7 +182,8 @@ void main() {
       const uint j = j0 + u;
       vec4 value[D4];
       const uint value_at = SHARE_LOADS != 0u ? 0u : key_word(kv_word, b, hk, j);
-      [[unroll]] for (uint d = 0u; d < D4; ++d) value[d] = SHARE_LOADS != 0u ? SHARED_LOAD(mine[d], u) : load_v(value_at + d);
+      if (SHARE_LOADS == 0u) load_kv_row(value_at, true, value);
+      else [[unroll]] for (uint d = 0u; d < D4; ++d) value[d] = SHARE_LOADS != 0u ? SHARED_LOAD(mine[d], u) : load_v(value_at + d);
       [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
         const float s = sc[r * KEY_BLOCK + u];
         const float p = s == NEG_INF ? 0.0 : exp(s - m[r]);
@@ -192,10 +200,11 @@ void main() {
   }
 
   [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
-    const uint i = lane_splits ? 0u : i_first + r * WG_X + lane;
+    const uint hr = h + r / QUERY_ROWS;
+    const uint i = lane_splits ? 0u : i_first + r % QUERY_ROWS * WG_X + lane;
     if (!query_stored(i, seq) || split >= pc.splits) continue;
     const float inv = l[r] > 0.0 ? 1.0 / l[r] : 0.0;  // a fully masked row gives zeros
-    const uint out_row = query_row(bh, h, i, seq) * pc.splits + split;
+    const uint out_row = query_row(bh + hr - h, hr, i, seq) * pc.splits + split;
     const uint out_word = out_row * D4 - pc.out_shift;
     [[unroll]] for (uint d = 0u; d < D4; ++d) {
       vec4 x = acc[r * D4 + d];

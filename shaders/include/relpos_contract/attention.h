@@ -16,6 +16,9 @@
 // time cost every key the loads of all the others (Shaw's D4 rel_keys loads among them).
 // PAGED not 0: k and v are a paged cache (attention_bindings.glsl's key_word says how it is
 // addressed: 1 any block size, n >= 4 blocks of 2^n keys).
+// ROWS_ARE_HEADS 1: decoding with grouped-query heads, a lane's ROWS rows are the one query of ROWS
+// consecutive heads sharing one kv head (ROWS divides heads / kv_heads), so each key and value it
+// loads serves all of them; the workgroups of a dispatch then count (batch, head set) slabs.
 #define RELPOS_SPEC_ATTENTION_FUSED(X)                                                     \
   X(0, WG_X, size_x, 64u)                                                                  \
   X(1, D4, uint, 16u)        /* head_dim / 4 */                                            \
@@ -26,7 +29,8 @@
   X(6, SHARE_LOADS, uint, 0u)                                                              \
   X(7, BIAS_MODE, uint, 0u)                                                                \
   X(8, PAGED, uint, 0u)                                                                    \
-  X(9, KV_FORMAT, uint, 0u)  /* k and v: a CacheFormat (CACHE_*, relpos/cache_format.glsl) */
+  X(9, KV_FORMAT, uint, 0u)  /* k and v: a CacheFormat (CACHE_*, relpos/cache_format.glsl) */ \
+  X(10, ROWS_ARE_HEADS, uint, 0u) /* 1 (one query): a lane's rows are ROWS heads of one kv head */
 
 // attention_tiled: a workgroup of WG_X = BR * LPR lanes owns BR query rows; keys are staged BC at
 // a time. SHUFFLE_LANES: lanes of a row whose maxima meet by subgroup shuffles, a power of two
@@ -44,7 +48,7 @@
   X(8, PAGED, uint, 0u)                                                      \
   X(9, KV_FORMAT, uint, 0u) /* k and v: a CacheFormat (CACHE_*) */
 
-// attention_decode: one query row per workgroup of WG_X lanes, in WG_X / KG groups of KG lanes
+// attention_decode: one query row of HEADS heads (sharing a kv head) per workgroup of WG_X lanes, in WG_X / KG groups of KG lanes
 // (a power of two dividing the subgroup) that each score KEYS keys per step, every lane holding
 // ceil(D4 / KG) words of the head. PAGED as above, in attention_decode_paged.comp.
 #define RELPOS_SPEC_ATTENTION_DECODE(X)                                        \
@@ -56,7 +60,8 @@
   X(5, KEYS, uint, 4u)      /* keys per group and step (one rescale) */        \
   X(6, BIAS_MODE, uint, 0u) /* RELPOS_ATTN_*: only its own code is compiled */ \
   X(7, PAGED, uint, 0u)                                                        \
-  X(8, KV_FORMAT, uint, 0u) /* k and v: a CacheFormat (CACHE_*) */
+  X(8, KV_FORMAT, uint, 0u) /* k and v: a CacheFormat (CACHE_*) */ \
+  X(9, HEADS, uint, 1u)     /* heads of one kv head per workgroup, each key read once for them */
 
 // The same eleven bindings in both kernel classes, so that one host path binds either. Shaw has no
 // other bias input: its rel_values take BIAS (one binding fewer for every shader: the runtime binds
