@@ -41,8 +41,11 @@ struct DeviceLimits {
   std::uint32_t max_push_constants_size = 0;
   std::uint32_t max_storage_buffers_per_stage = 0;  // maxPerStageDescriptorStorageBuffers (fused attention binds 9)
   std::uint64_t max_memory_allocation_size = 0;
+  // The compute subgroup size kernels are planned with: the device's, or where its subgroups have
+  // several sizes, the one relpos requires of the pipelines that use subgroup operations.
   std::uint32_t subgroup_size = 0;
-  bool subgroup_shuffle = false;  // compute shaders may use subgroupShuffle (GroupNonUniformShuffle)
+  // Compute shaders may use subgroupShuffle (GroupNonUniformShuffle), at subgroup_size.
+  bool subgroup_shuffle = false;
   double timestamp_period_ns = 0.0;
   bool timestamps = false;  // the compute queue supports timestamp queries
 };
@@ -90,6 +93,11 @@ struct ContextOptions {
 // - a HOST_VISIBLE | HOST_COHERENT memory type (uploads, downloads, host buffers).
 // No device features or extensions are needed: relpos's shaders use only Vulkan 1.1 core
 // (subgroup shuffles where the device reports them for compute). Timestamps are optional.
+// On a device whose compute subgroups have several sizes (Intel: 8 to 32; AMD RDNA: 32 or 64)
+// relpos uses subgroup shuffles only where it can require a size: set subgroup_size_control when
+// the device was created with subgroupSizeControl and computeFullSubgroups enabled (Vulkan 1.3's
+// VkPhysicalDeviceVulkan13Features, or VK_EXT_subgroup_size_control's features); without, such a
+// device gets kernels that do not shuffle (correct, and slower where they decode).
 // The application keeps ownership: relpos destroys only what it created (its pools, pipelines,
 // buffers, events), and the application destroys the Context before its device.
 struct AdoptedVulkan {
@@ -103,6 +111,8 @@ struct AdoptedVulkan {
   // The VkApplicationInfo::apiVersion the instance was created with (VK_API_VERSION_1_0 when it
   // was created without a VkApplicationInfo). Required: 0 is refused.
   std::uint32_t api_version = 0;
+  // The device was created with subgroupSizeControl and computeFullSubgroups enabled.
+  bool subgroup_size_control = false;
   // The application's lock for `queue` (VkQueue is externally synchronised). relpos holds it around
   // each vkQueueSubmit and vkQueueWaitIdle; the application must hold it around its own uses of
   // the queue, and several Contexts adopting one queue must all be given the same mutex. Do not

@@ -35,8 +35,9 @@ constexpr std::uint32_t kDecodeKeysPerGroup = 4;
 // Per key the CPU kernel runs one iteration of each of its two key loops, plus one of the block
 // loop per key block: at most 3 per key, with room left for its fixed-size loops.
 // attention_decode: at most this many query heads per workgroup, holding at most kDecodeWords
-// words of the head per lane in all (each head its query's and its output's: Intel's compiler
-// spilled 4 heads of 2 words at head_dim 128, and AMD's took 120-152 VGPRs).
+// words of the head per lane in all (each head its query's and its output's: at 4 heads of 2
+// words, head_dim 128, Intel's compiler spilled and AMD's took 120-152 VGPRs; with subgroups of 8,
+// dg2 spilled at 8 words however they were split).
 constexpr std::uint32_t kDecodeHeads = 4, kDecodeWords = 4;
 
 // Decoding grouped-query heads, the query heads read together each key and value they share: the
@@ -141,7 +142,9 @@ AttentionDecodeShape attention_decode_shape(const AttentionTiles& tiles, const A
   // fewer heads (at head_dim 128, 4 heads of 1 word in groups of 32 lanes; every lane keeps a word).
   const std::uint32_t wanted = decode_slab_heads(p, kDecodeHeads);
   while (kg * 2 <= std::min(most, D4) && wanted * div_up(D4, kg) > kDecodeWords) kg *= 2;
-  const std::uint32_t heads = decode_slab_heads(p, std::max<std::uint32_t>(1, kDecodeWords / div_up(D4, kg)));
+  // A head too large for the lanes of a subgroup (head_dim 256 in subgroups of 8): attention_tiled.
+  if (div_up(D4, kg) > kDecodeWords) return {};
+  const std::uint32_t heads = decode_slab_heads(p, kDecodeWords / div_up(D4, kg));
   // Fewer groups where their parts would not fit the shared memory (attention_tiled where none do).
   while (kg * 2 <= most && RELPOS_ATTN_DECODE_SHARED_BYTES(lanes / kg, D4) > tiles.shared_budget) kg *= 2;
   if (RELPOS_ATTN_DECODE_SHARED_BYTES(lanes / kg, D4) > tiles.shared_budget) return {};

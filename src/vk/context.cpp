@@ -215,6 +215,60 @@ void read_limits(Device& d) {
   fn.vkGetPhysicalDeviceMemoryProperties(d.physical, &d.memory);
 }
 
+// The range of a device's compute subgroup sizes, and whether a pipeline can require one with full
+// subgroups (Vulkan 1.3's subgroupSizeControl and computeFullSubgroups, or
+// VK_EXT_subgroup_size_control's on a Vulkan 1.1 or 1.2 device).
+struct SubgroupSizes {
+  std::uint32_t min = 0, max = 0;  // 0: the device states no range (Vulkan 1.1's single size)
+  bool control = false;
+  bool extension = false;  // through VK_EXT_subgroup_size_control
+};
+SubgroupSizes subgroup_sizes(const Device& d, std::uint32_t instance_version) {
+  SubgroupSizes s;
+  const bool core = instance_version >= VK_API_VERSION_1_3 && d.info.api_version >= VK_API_VERSION_1_3;
+  bool extension = false;
+  if (!core) {
+    std::uint32_t n = 0;
+    d.fn.vkEnumerateDeviceExtensionProperties(d.physical, nullptr, &n, nullptr);
+    std::vector<VkExtensionProperties> avail(n);
+    d.fn.vkEnumerateDeviceExtensionProperties(d.physical, nullptr, &n, avail.data());
+    for (const auto& e : avail) extension = extension || std::strcmp(e.extensionName, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME) == 0;
+  }
+  if (!(core || extension) || !d.fn.vkGetPhysicalDeviceFeatures2) return s;
+  VkPhysicalDeviceSubgroupSizeControlProperties props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES};
+  VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &props};
+  d.fn.vkGetPhysicalDeviceProperties2(d.physical, &p2);
+  VkPhysicalDeviceSubgroupSizeControlFeatures f{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES};
+  VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &f};
+  d.fn.vkGetPhysicalDeviceFeatures2(d.physical, &f2);
+  s.min = props.minSubgroupSize;
+  s.max = props.maxSubgroupSize;
+  s.control = f.subgroupSizeControl && f.computeFullSubgroups && (props.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0;
+  s.extension = !core;
+  return s;
+}
+
+// The kernels that exchange values between lanes (shuffles) plan with limits.subgroup_size and
+// number their lanes by it, so it must be the size their pipelines run at. Where a device's
+// compute subgroups have several sizes, a pipeline without a required size may run at any of them
+// (Intel's compiler picks SIMD8, 16 or 32 per shader, while the advertised size is 32), so the
+// size is pinned: the smallest where it is at most 16 (Intel: 8 of 8-32 on Xe-HPG, 16 of 16-32 on
+// Xe2, whose register file per lane halves as the width doubles: the decoding kernels, the GPU
+// kernels that shuffle, spilled at SIMD16 on dg2), else the advertised one (AMD: 64 of 32-64,
+// whose registers per lane do not depend on the wave size). Without the control, no kernel may
+// depend on the size: subgroup shuffles are off.
+void pin_subgroup_size(Device& d, const SubgroupSizes& s, bool control_enabled) {
+  DeviceLimits& o = d.limits;
+  if (s.min == 0 || s.min == s.max) return;
+  if (!control_enabled) {
+    o.subgroup_shuffle = false;
+    return;
+  }
+  const std::uint32_t size = s.min <= 16 ? s.min : std::clamp(o.subgroup_size, s.min, s.max);
+  d.required_subgroup_size = size;
+  o.subgroup_size = size;
+}
+
 // relpos needs a host-visible coherent memory type (uploads, downloads, MemoryUse::Host buffers,
 // staging) and some memory type for device buffers. Checked before anything is allocated, so that
 // a device without them (RADV's null hardware has none) gives this error instead of a failure
@@ -410,6 +464,18 @@ Context::Context(const ContextOptions& opt) : device_(std::make_shared<Device>()
   executable_info.pipelineExecutableInfo = VK_TRUE;
   VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
   if (d.tuning.pipeline_statistics) dci.pNext = &executable_info;
+  // Subgroup sizes pinned where they may vary (pin_subgroup_size).
+  const detail::SubgroupSizes sizes = detail::subgroup_sizes(d, version);
+  const bool pin = sizes.control && sizes.min != sizes.max;
+  VkPhysicalDeviceSubgroupSizeControlFeatures size_control{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES};
+  if (pin) {
+    size_control.subgroupSizeControl = VK_TRUE;
+    size_control.computeFullSubgroups = VK_TRUE;
+    size_control.pNext = const_cast<void*>(dci.pNext);
+    dci.pNext = &size_control;
+    if (sizes.extension) exts.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
+  }
+  detail::pin_subgroup_size(d, sizes, pin);
   dci.queueCreateInfoCount = 1;
   dci.pQueueCreateInfos = &qci;
   dci.enabledExtensionCount = static_cast<std::uint32_t>(exts.size());
@@ -462,6 +528,8 @@ Context::Context(const AdoptedVulkan& app, const ContextOptions& opt) : device_(
       throw InvalidArgument("AdoptedVulkan::queue_family = " + std::to_string(app.queue_family) + ": the family has no compute support");
   }
   detail::read_limits(d);
+  const detail::SubgroupSizes sizes = detail::subgroup_sizes(d, app.api_version);
+  detail::pin_subgroup_size(d, sizes, app.subgroup_size_control && sizes.control);
   d.tuning.distance_expansion = opt.tuning.distance_expansion;
   d.tuning.kernels = detail::resolve_kernels(opt.tuning.kernels, d.info.type);
   detail::require_usable_memory(d);

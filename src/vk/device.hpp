@@ -140,6 +140,10 @@ struct Device {
   // only for contexts relpos creates.
   Tuning tuning{DistanceExpansion::Auto, Kernels::Cpu, false, false};
   std::uint32_t gpu_attention_lanes = 0;  // TestingOptions: attention_tiled's lanes, 0 = its own choice
+  // Where the device's compute subgroups may have several sizes: the size every pipeline whose
+  // shader uses subgroup operations is created with (full subgroups), limits.subgroup_size; 0 where
+  // there is one size (or the device states no range), and none is asked.
+  std::uint32_t required_subgroup_size = 0;
   std::atomic<std::uint64_t> validation_messages{0};
   std::function<void(const ValidationMessage&)> on_message;
 

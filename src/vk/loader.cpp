@@ -37,6 +37,7 @@ void InstanceFunctions::load_instance(VkInstance instance) {
   resolve(gipa, instance, "vkEnumeratePhysicalDevices", vkEnumeratePhysicalDevices, true);
   resolve(gipa, instance, "vkGetPhysicalDeviceProperties", vkGetPhysicalDeviceProperties, true);
   resolve(gipa, instance, "vkGetPhysicalDeviceProperties2", vkGetPhysicalDeviceProperties2, false);
+  resolve(gipa, instance, "vkGetPhysicalDeviceFeatures2", vkGetPhysicalDeviceFeatures2, false);
   resolve(gipa, instance, "vkGetPhysicalDeviceQueueFamilyProperties", vkGetPhysicalDeviceQueueFamilyProperties, true);
   resolve(gipa, instance, "vkGetPhysicalDeviceMemoryProperties", vkGetPhysicalDeviceMemoryProperties, true);
   resolve(gipa, instance, "vkEnumerateDeviceExtensionProperties", vkEnumerateDeviceExtensionProperties, true);

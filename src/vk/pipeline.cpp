@@ -6,6 +6,16 @@
 #include "vk/device.hpp"
 
 namespace relpos::detail {
+namespace {
+// Whether a module declares a GroupNonUniform* capability (its lanes exchange values in subgroups).
+// Capabilities are a module's first instructions, after the 5-word header.
+bool uses_subgroups(const EmbeddedShader& s) {
+  constexpr std::uint32_t kOpCapability = 17, kGroupNonUniform = 61, kGroupNonUniformQuad = 68;
+  for (std::size_t i = 5; i + 1 < s.word_count && (s.words[i] & 0xffffu) == kOpCapability; i += s.words[i] >> 16)
+    if (s.words[i + 1] >= kGroupNonUniform && s.words[i + 1] <= kGroupNonUniformQuad) return true;
+  return false;
+}
+}  // namespace
 
 const Pipeline& Device::pipeline(ShaderId shader, const SpecValues& spec_values) {
   check_contract(shader, spec_values);
@@ -71,6 +81,14 @@ const Pipeline& Device::pipeline(ShaderId shader, const SpecValues& spec_values)
   ci.stage.module = module;
   ci.stage.pName = "main";
   ci.stage.pSpecializationInfo = spec.empty() ? nullptr : &si;
+  // The subgroup size the kernels were planned with, in full subgroups where the workgroup is
+  // whole subgroups (pin_subgroup_size, context.cpp).
+  VkPipelineShaderStageRequiredSubgroupSizeCreateInfo required{VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO};
+  if (required_subgroup_size && uses_subgroups(s)) {
+    required.requiredSubgroupSize = required_subgroup_size;
+    ci.stage.pNext = &required;
+    if (wg[0] % required_subgroup_size == 0) ci.stage.flags |= VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT;
+  }
   ci.layout = p.layout;
   if (tuning.pipeline_statistics) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
   VkResult r = vk.vkCreateComputePipelines(device, pipeline_cache, 1, &ci, nullptr, &p.pipeline);
