@@ -146,6 +146,36 @@ TEST(KvAppendCli, EveryFormatMatchesTheReference) {
     }
 }
 
+// RoPE's scaling flags (run rope's) reach the keys and queries: Llama 3 scaling through the tool
+// equals the reference with the same scaling, and differs from the unscaled rotation.
+TEST(KvAppendCli, RopeScalingFlagsReachTheKeysAndQueries) {
+  Files c = write_case(CacheFormat::F32, 34, true, true, "scaled_");
+  const auto r = tool(c.args + " --scaling llama3 --factor 8 --original-max-position 16 --low-freq-factor 1 --high-freq-factor 4");
+  ASSERT_EQ(r.status, 0) << r.output;
+  auto reference = [&](const RopeScalingParams& scaling, std::vector<float>& q) {
+    KvAppendParams p = c.p;
+    p.rope.scaling = scaling;
+    std::vector<std::uint8_t> kc = c.kc, vc = c.vc;
+    std::vector<std::int32_t> after(3);
+    std::vector<float> none;
+    KvAppendHostData d{none, none, c.k, c.v, c.table, c.lengths, std::span<float>(q)};
+    d.k_cache_bytes = kc;
+    d.v_cache_bytes = vc;
+    d.new_tokens = c.counts;
+    d.advanced_lengths = after;
+    kv_append_reference(p, d);
+    return decoded(p, kc, {});
+  };
+  std::vector<float> q_scaled = c.q, q_plain = c.q;
+  const std::vector<float> scaled = reference({.type = RopeScaling::Llama3, .factor = 8, .original_max_position = 16}, q_scaled);
+  const std::vector<float> plain = reference({}, q_plain);
+  const NpyArray ok = read_npy(temp("scaled_ok.npy"));
+  const std::vector<float> got = decoded(c.p, std::vector<std::uint8_t>(ok.bytes.begin(), ok.bytes.end()), {});
+  EXPECT_LE(normalised_error(got, scaled), 1e-5);
+  EXPECT_GT(normalised_error(got, plain), 1e-3) << "the scaling changed nothing: the test cannot tell whether it is applied";
+  EXPECT_LE(normalised_error(read_npy(temp("scaled_oq.npy")).to_f32("q"), q_scaled), 1e-5);
+}
+
 TEST(KvAppendCli, BadInputIsRefusedNamingTheParameter) {
   Files c = write_case(CacheFormat::FP8_E4M3, 34, false, false, "bad_");
   std::filesystem::remove(temp("bad_ok.npy"));

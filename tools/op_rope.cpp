@@ -5,6 +5,7 @@
 #include "number_flags.hpp"
 #include "fuzz.hpp"
 #include "registry.hpp"
+#include "rope_scaling_flags.hpp"
 
 namespace relpos::tool {
 namespace {
@@ -159,27 +160,9 @@ void register_benches(Registry& reg) {
 struct RopeCli {
   RopeParams p;
   RunOptions o;
-  std::string x_path, positions_path, layout = "bshd", style = "neox", scaling = "none";
-  bool no_truncate = false;
+  std::string x_path, positions_path, layout = "bshd", style = "neox";
+  RopeScalingFlags scaling;
 };
-
-void add_scaling_options(CLI::App& cmd, RopeCli& c) {
-  RopeScalingParams& s = c.p.scaling;
-  cmd.add_option("--scaling", c.scaling, "frequency scaling (HuggingFace rope_scaling type)")
-      ->check(CLI::IsMember({"none", "linear", "ntk", "yarn", "llama3"}));
-  add_number(cmd, "--factor", s.factor, "scaling factor (>= 1)");
-  add_number(cmd, "--original-max-position", s.original_max_position,
-                 "ntk: max_position_embeddings; yarn, llama3: original_max_position_embeddings (llama3 default 8192)");
-  add_number(cmd, "--seq-len", s.seq_len, "ntk: current sequence length (default: last position + 1; required with --positions)");
-  add_number(cmd, "--beta-fast", s.beta_fast, "yarn (default 32)");
-  add_number(cmd, "--beta-slow", s.beta_slow, "yarn (default 1)");
-  cmd.add_flag("--no-truncate", c.no_truncate, "yarn: do not floor/ceil the correction range");
-  add_number(cmd, "--attention-factor", s.attention_factor, "yarn: cos/sin multiplier (default 0.1 ln(factor) + 1)");
-  add_number(cmd, "--mscale", s.mscale, "yarn (DeepSeek): with --mscale-all-dim, attention factor from their ratio");
-  add_number(cmd, "--mscale-all-dim", s.mscale_all_dim, "yarn (DeepSeek)");
-  add_number(cmd, "--low-freq-factor", s.low_freq_factor, "llama3 (default 1)");
-  add_number(cmd, "--high-freq-factor", s.high_freq_factor, "llama3 (default 4)");
-}
 
 // Reads the positions as int32 [batch, seq]; a [seq] vector serves every batch row.
 std::vector<std::int32_t> read_positions(const std::string& path, const RopeParams& p) {
@@ -208,13 +191,7 @@ void run_rope(RopeCli& c) {
   p.seq = dimension32("--x seq", bshd ? x.shape[1] : x.shape[2]);
   p.heads = dimension32("--x heads", bshd ? x.shape[2] : x.shape[1]);
   p.head_dim = dimension32("--x head_dim", x.shape[3]);
-  static const std::map<std::string, RopeScaling> scalings = {{"none", RopeScaling::None}, {"linear", RopeScaling::Linear},
-                                                             {"ntk", RopeScaling::DynamicNtk}, {"yarn", RopeScaling::Yarn},
-                                                             {"llama3", RopeScaling::Llama3}};
-  p.scaling.type = scalings.at(c.scaling);
-  p.scaling.truncate = !c.no_truncate;
-  if (p.scaling.type == RopeScaling::Llama3 && p.scaling.original_max_position == 0) p.scaling.original_max_position = 8192;
-  if (p.scaling.type == RopeScaling::Linear && p.scaling.original_max_position == 0) p.scaling.original_max_position = 1;
+  apply_rope_scaling_flags(c.scaling, p.scaling);
   const DType dtype = x.descr == "<f2" ? DType::F16 : DType::F32;
   std::vector<float> values = x.to_f32("--x " + c.x_path);
   p.validate();
@@ -247,7 +224,7 @@ RELPOS_TOOL_FAMILY(rope) {
   add_number(*cmd, "--base", c->p.base, "rope_theta (default 10000)");
   auto* offset = add_number(*cmd, "--position-offset", c->p.position_offset, "position of token 0 (default 0)");
   cmd->add_option("--positions", c->positions_path, "int [seq] or [batch, seq] .npy of positions")->excludes(offset);
-  add_scaling_options(*cmd, *c);
+  add_rope_scaling_flags(*cmd, c->scaling, c->p.scaling);
   cmd->add_flag("--inverse", c->p.inverse, "the inverse rotation (undo a cached rotation)");
   add_run_options(*cmd, c->o);
   reg.runs.push_back({cmd, [c] { run_rope(*c); }});

@@ -8,6 +8,7 @@
 
 #include "cache_npy.hpp"
 #include "registry.hpp"
+#include "rope_scaling_flags.hpp"
 #include "relpos/relpos.hpp"
 
 namespace relpos::tool {
@@ -19,6 +20,8 @@ struct KvAppendCli {
   std::string v_out, q_out, lengths_out;
   double base = 10000.0;
   std::uint32_t rotary_dim = 0;
+  RopeScalingFlags scaling;
+  RopeScalingParams scaling_values;
   bool advance = false;
 };
 
@@ -85,6 +88,8 @@ void run_kv_append(KvAppendCli& c) {
   p.rope.style = c.rope == "gptj" ? RopeStyle::GptJ : RopeStyle::NeoX;
   p.rope.base = c.base;
   p.rope.rotary_dim = c.rotary_dim;
+  p.rope.scaling = c.scaling_values;
+  apply_rope_scaling_flags(c.scaling, p.rope.scaling);
   if (!c.q.empty() && !p.apply_rope) throw InvalidArgument("--q " + c.q + ": the queries are only rotated with --rope neox|gptj");
   p.validate();
   check_append_table(p, table_v, lengths_v, p.ragged ? std::span<const std::int32_t>(counts) : std::span<const std::int32_t>());
@@ -145,6 +150,7 @@ void register_kv_append_run(CLI::App& run, Registry& reg) {
       ->check(CLI::IsMember({"none", "neox", "gptj"}));
   cmd->add_option("--base", c->base, "rope_theta (default 10000)");
   cmd->add_option("--rotary-dim", c->rotary_dim, "features that rotate (default all)");
+  add_rope_scaling_flags(*cmd, c->scaling, c->scaling_values);
   cmd->add_flag("--advance-lengths", c->advance, "advance the lengths on the device (written by --lengths-out)");
   add_run_options(*cmd, c->o);  // --out: the K cache after the append
   add_output(*cmd, c->o, "--v-out", c->v_out, "the V cache after the append (.npy, --v-cache's type)")->required();
