@@ -5,6 +5,7 @@
 #extension GL_GOOGLE_include_directive : require
 #include "relpos_contract/attention.h"
 #include "relpos_push/attention_merge.h"
+#include "relpos/storage16.glsl"
 
 RELPOS_DECLARE_SPEC(RELPOS_SPEC_ATTENTION_MERGE)
 RELPOS_DECLARE_BINDINGS(RELPOS_BINDINGS_ATTENTION_MERGE)
@@ -16,7 +17,7 @@ layout(std430, binding = BINDING_OUT) writeonly buffer O32 { vec4 o32[]; };
 layout(std430, binding = BINDING_OUT) writeonly buffer O16 { uvec2 o16[]; };
 layout(std430, binding = BINDING_LSE) writeonly buffer OutLse { float out_lse[]; };
 
-vec4 load_part(uint w) { return IN_HALF != 0u ? vec4(unpackHalf2x16(in16[w].x), unpackHalf2x16(in16[w].y)) : in32[w]; }
+vec4 load_part(uint w) { return IN_HALF != RELPOS_STORE_F32 ? unpack4_storage(IN_HALF, in16[w]) : in32[w]; }
 
 void main() {
   const float NEG_INF = uintBitsToFloat(0xff800000u);
@@ -37,7 +38,7 @@ void main() {
     }
     acc /= sum;
   }
-  if (OUT_HALF != 0u) o16[w - pc.out_shift] = uvec2(packHalf2x16(acc.xy), packHalf2x16(acc.zw));
+  if (OUT_HALF != RELPOS_STORE_F32) o16[w - pc.out_shift] = pack4_storage(OUT_HALF, acc);
   else o32[w - pc.out_shift] = acc;
   if (d == 0u) out_lse[row - pc.lse_out_shift] = m == NEG_INF ? NEG_INF : m + log(sum);
 }

@@ -2,30 +2,44 @@
 
 #include <string>
 
+#include "relpos/cache_format.hpp"
 #include "relpos/error.hpp"
 #include "relpos/half.hpp"
 
 namespace relpos {
 namespace {
 void require_float(DType dtype) {
-  if (dtype == DType::I32) throw InvalidArgument("dtype = i32: a float buffer must be f32 or f16");
+  if (dtype == DType::I32) throw InvalidArgument("dtype = i32: a float buffer must be f32, f16 or bf16");
+}
+std::vector<std::uint16_t> to_bf16(std::span<const float> values) {
+  std::vector<std::uint16_t> out(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) out[i] = float_to_bf16(values[i]);
+  return out;
+}
+std::vector<float> from_bf16(std::span<const std::uint16_t> values) {
+  std::vector<float> out(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) out[i] = bf16_to_float(values[i]);
+  return out;
 }
 }  // namespace
 
 Buffer make_float_buffer(Context& ctx, std::span<const float> values, DType dtype) {
   require_float(dtype);
   if (dtype == DType::F16) return make_buffer(ctx, to_half(values));
+  if (dtype == DType::BF16) return make_buffer(ctx, to_bf16(values));
   return make_buffer(ctx, values);
 }
 
 std::vector<float> download_floats(const Buffer& buffer, std::size_t count, DType dtype) {
   require_float(dtype);
   if (dtype == DType::F16) return from_half(buffer.download<std::uint16_t>(count));
+  if (dtype == DType::BF16) return from_bf16(buffer.download<std::uint16_t>(count));
   return buffer.download<float>(count);
 }
 
 std::vector<float> rounded_to_storage(std::span<const float> values, DType dtype) {
   if (dtype == DType::F16) return from_half(to_half(values));
+  if (dtype == DType::BF16) return from_bf16(to_bf16(values));
   return {values.begin(), values.end()};
 }
 

@@ -209,7 +209,8 @@ NpyArray read_npy(const std::string& path) {
 }
 
 void write_npy(const std::string& path, DType dtype, std::span<const std::uint64_t> shape, const void* data) {
-  write_npy(path, dtype == DType::F32 ? "<f4" : dtype == DType::F16 ? "<f2" : "<i4", shape, data);
+  // bf16 as its uint16 bit patterns (numpy has no bfloat16).
+  write_npy(path, dtype == DType::F32 ? "<f4" : dtype == DType::F16 ? "<f2" : dtype == DType::BF16 ? "<u2" : "<i4", shape, data);
 }
 
 void write_npy(const std::string& path, std::string_view element, std::span<const std::uint64_t> shape, const void* data) {

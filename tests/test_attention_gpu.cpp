@@ -3,6 +3,7 @@
 // and decoding (split keys merged by log-sum-exp); the T5 mode against the unfused GPU bias; the
 // merge op against attention over the whole key range; the split paths under lowered limits.
 #include <relpos/relpos.hpp>
+#include <relpos/ring.hpp>
 
 #include <bit>
 #include <limits>
@@ -31,8 +32,11 @@ namespace {
 // weight, bias or mask moves the result by far more.
 // f16: q, k, v are stored as halves (the reference reads the same rounded values); the output is
 // rounded to half once: 2^-11 relative, so 1e-3.
+// bf16: q, k, v rounded to bfloat16 (8 significant bits), the output once: 2^-9 relative, so 8e-3.
 constexpr double kTolF32 = 1e-4;
 constexpr double kTolF16 = 1e-3;
+constexpr double kTolBF16 = 8e-3;
+double tolerance(DType t) { return t == DType::BF16 ? kTolBF16 : t == DType::F16 ? kTolF16 : kTolF32; }
 
 struct Inputs {
   std::vector<float> q, k, v, bias, rel_keys, rel_values;
@@ -59,7 +63,7 @@ Inputs random_inputs(std::mt19937& rng, const AttentionParams& p) {
 AttentionResult gpu_attention(Context& ctx, const AttentionParams& p, const Inputs& in) {
   const std::size_t n = p.rows() * p.head_dim;
   Buffer q = make_float_buffer(ctx, in.q, p.dtype), k = make_float_buffer(ctx, in.k, p.dtype), v = make_float_buffer(ctx, in.v, p.dtype);
-  Buffer out(ctx, n * dtype_size(p.dtype)), lse(ctx, p.rows() * 4);
+  Buffer out(ctx, n * dtype_size(p.output_dtype())), lse(ctx, p.rows() * 4);
   Buffer bias, rk, rv, lengths;
   AttentionBuffers b{&q, &k, &v, &out, &lse};
   if (!in.bias.empty()) b.bias = &(bias = make_buffer(ctx, in.bias));
@@ -69,13 +73,14 @@ AttentionResult gpu_attention(Context& ctx, const AttentionParams& p, const Inpu
   }
   if (!in.lengths.empty()) b.key_lengths = &(lengths = make_buffer(ctx, in.lengths));
   run(ctx, [&](Recorder& r) { attention(r, p, b); });
-  return {download_floats(out, n, p.dtype), lse.download<float>(p.rows())};
+  return {download_floats(out, n, p.output_dtype()), lse.download<float>(p.rows())};
 }
 
 std::string describe(const AttentionParams& p) {
   return std::string(attention_bias_info(p.bias).name) + " B=" + std::to_string(p.batch) + " H=" + std::to_string(p.heads) +
          " Hkv=" + std::to_string(p.kv_heads) + " Q=" + std::to_string(p.queries) + " K=" + std::to_string(p.keys) +
-         " D=" + std::to_string(p.head_dim) + " " + std::string(dtype_name(p.dtype)) + (p.causal ? " causal" : "") +
+         " D=" + std::to_string(p.head_dim) + " " + std::string(dtype_name(p.dtype)) + " out " + std::string(dtype_name(p.output_dtype())) +
+         (p.causal ? " causal" : "") +
          " off=" + std::to_string(p.query_offset) + " M=" + std::to_string(p.memory_prefix) +
          " splits=" + std::to_string(p.key_splits);
 }
@@ -84,7 +89,7 @@ void expect_matches(Context& ctx, const AttentionParams& p, const Inputs& in) {
   SCOPED_TRACE(describe(p));
   const AttentionResult want = attention_reference(p, in.host());
   const AttentionResult got = gpu_attention(ctx, p, in);
-  EXPECT_LE(normalised_error(got.out, want.out), p.dtype == DType::F16 ? kTolF16 : kTolF32);
+  EXPECT_LE(normalised_error(got.out, want.out), std::max(tolerance(p.dtype), tolerance(p.output_dtype())));
   EXPECT_LE(normalised_error(got.lse, want.lse), kTolF32);
 }
 
@@ -133,6 +138,23 @@ TEST_F(AttentionGpu, EveryBiasModeMatchesReference) {
       for (std::uint32_t b = 0; b < p.batch; ++b) in.lengths.push_back(b == 1 ? 0 : len(rng));
     }
     expect_matches(gpu(), p, in);
+  }
+}
+
+// bfloat16 q and out (k and v bfloat16 too, or another cache format), in both kernel classes and
+// every bias mode: prefill, decoding (one query; split keys merged into a bfloat16 out), an f32 out
+// from bf16 q and a bf16 out from f32 q.
+TEST_F(AttentionGpu, Bf16QueriesAndOutputsInBothKernelClasses) {
+  std::mt19937 rng(2030);
+  for (Kernels kernels : {Kernels::Gpu, Kernels::Cpu}) {
+    SCOPED_TRACE(kernels == Kernels::Gpu ? "gpu kernels" : "cpu kernels");
+    for (int trial = 0; trial < 18; ++trial) {
+      AttentionParams p = random_params(rng, kModes[trial % 6], trial % 3 == 2 ? DType::F32 : DType::BF16);
+      if (trial % 3 == 1) p.out_dtype = DType::F32;
+      if (trial % 3 == 2) p.out_dtype = DType::BF16;
+      if (trial % 2 == 0) p.queries = 1, p.query_offset = std::int64_t{p.keys} - 1, p.key_splits = std::min<std::uint32_t>(p.keys, 3);
+      expect_matches(gpu_kernels(kernels), p, random_inputs(rng, p));
+    }
   }
 }
 
@@ -277,7 +299,7 @@ TEST_F(AttentionGpu, T5MatchesMaterialisedGpuBias) {
 // devices would) equals attention over the whole key range.
 TEST_F(AttentionGpu, MergeOpMatchesWholeKeyRange) {
   std::mt19937 rng(13);
-  for (DType dtype : {DType::F32, DType::F16}) {
+  for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
     const AttentionParams p{.batch = 2, .heads = 2, .kv_heads = 1, .queries = 5, .keys = 23, .head_dim = 8, .dtype = dtype,
                             .bias = AttentionBias::Dense};
     Inputs in = random_inputs(rng, p);
@@ -306,11 +328,11 @@ TEST_F(AttentionGpu, MergeOpMatchesWholeKeyRange) {
     Buffer out(gpu(), rows * D * dtype_size(dtype)), lse(gpu(), rows * 4);
     run(gpu(), [&](Recorder& r) { attention_merge(r, mp, po, pl, out, &lse); });
     const AttentionResult want = attention_reference(p, in.host());
-    const double tol = dtype == DType::F16 ? 2 * kTolF16 : kTolF32;  // f16: the parts are rounded too
+    const double tol = dtype == DType::F32 ? kTolF32 : 2 * tolerance(dtype);  // f16, bf16: the parts are rounded too
     EXPECT_LE(normalised_error(download_floats(out, rows * D, dtype), want.out), tol) << dtype_name(dtype);
     EXPECT_LE(normalised_error(lse.download<float>(rows), want.lse), kTolF32);
     const AttentionResult ref_merge = attention_merge_reference(mp, rounded_to_storage(parts_out, dtype), parts_lse);
-    EXPECT_LE(normalised_error(download_floats(out, rows * D, dtype), ref_merge.out), dtype == DType::F16 ? kTolF16 : kTolF32);
+    EXPECT_LE(normalised_error(download_floats(out, rows * D, dtype), ref_merge.out), tolerance(dtype));
   }
 }
 
@@ -352,6 +374,25 @@ TEST_F(AttentionGpu, SplitPathsUnderLoweredLimits) {
   // Decoding: partial results over many bindings.
   const AttentionParams p{.batch = 3, .heads = 2, .kv_heads = 2, .queries = 1, .keys = 100, .head_dim = 8, .key_splits = 7};
   expect_matches(ctx, p, random_inputs(rng, p));
+}
+
+// bf16 is a storage of fused attention and its merge only: the ops that take f32 or f16 refuse it by
+// name rather than reading its halves as floats.
+TEST_F(AttentionGpu, Bf16IsRefusedByTheOpsThatDoNotTakeIt) {
+  Context& ctx = gpu();
+  Buffer out(ctx, 4096);
+  Recorder r(ctx);
+  const AlibiParams ap{.heads = 2, .queries = 4, .keys = 4};
+  relpos::test::expect_invalid([&] { alibi_bias(r, ap, out, DType::BF16); }, "out_dtype = bf16: must be f32 or f16");
+  relpos::test::expect_invalid([&] { alibi_bias_add(r, ap, out, DType::BF16); }, "bf16: must be f32 or f16");
+  const RopeParams rp{.batch = 1, .seq = 2, .heads = 1, .head_dim = 8};
+  relpos::test::expect_invalid([&] { rope(r, rp, out, DType::BF16); }, "dtype = bf16: must be f32 or f16");
+  RingParams ring;
+  ring.ranks = 2;
+  ring.attention = AttentionParams{.queries = 4, .keys = 4, .head_dim = 8, .dtype = DType::BF16};
+  relpos::test::expect_invalid([&] { ring.validate(); }, "dtype = bf16: must be f32 or f16");
+  AttentionParams fused{.queries = 4, .keys = 4, .head_dim = 8, .dtype = DType::I32};
+  relpos::test::expect_invalid([&] { fused.validate(); }, "f32, f16 or bf16");
 }
 
 TEST_F(AttentionGpu, InvalidInputIsRejectedBeforeDispatch) {

@@ -362,6 +362,24 @@ TEST(Cli, AttentionWithT5BiasMasksAndLse) {
   auto r = tool(args + " --dtype f16");
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_EQ(read_npy(temp("att.npy")).descr, "<f2");
+  // bf16: the out's uint16 bit patterns, against the reference over the bf16-rounded inputs (8e-3:
+  // 8 significant bits); they read back as an input.
+  {
+    AttentionParams pb = p;
+    pb.dtype = DType::BF16;
+    const auto want_bf16 = attention_reference(pb, {rounded_to_storage(q, DType::BF16), rounded_to_storage(kv, DType::BF16),
+                                                    rounded_to_storage(kv, DType::BF16), table, {}, {}, {}});
+    r = tool(args + " --dtype bf16");
+    ASSERT_EQ(r.status, 0) << r.output;
+    const NpyArray out = read_npy(temp("att.npy"));
+    EXPECT_EQ(out.descr, "<u2");
+    std::vector<float> got(out.bytes.size() / 2);
+    for (std::size_t i = 0; i < got.size(); ++i) got[i] = bf16_to_float(static_cast<std::uint16_t>(out.bytes[2 * i] | (out.bytes[2 * i + 1] << 8)));
+    EXPECT_LE(normalised_error(got, want_bf16.out), 8e-3);
+    std::filesystem::copy_file(temp("att.npy"), temp("att_bf16.npy"), std::filesystem::copy_options::overwrite_existing);
+    r = tool("run attention --q " + temp("att_bf16.npy") + " --k " + temp("kv.npy") + " --v " + temp("kv.npy") + " --dtype bf16 --out " + temp("att2.npy"));
+    EXPECT_EQ(r.status, 0) << r.output;
+  }
   // Either kernel class on any device, with the same results within the same bound.
   for (const char* kernels : {"gpu", "cpu", "auto"}) {
     r = tool(std::string("--kernels ") + kernels + " " + args);

@@ -15,6 +15,11 @@ std::vector<float> read_floats(const std::string& flag, const std::string& path,
     throw InvalidArgument(flag + " " + path + ": must be " + std::to_string(dims) + "-D, got " + std::to_string(a.shape.size()) +
                           " dimension(s)");
   shape = a.shape;
+  if (a.descr == "<u2") {  // bfloat16 bit patterns (as `run attention --dtype bf16` writes them)
+    std::vector<float> out(a.bytes.size() / 2);
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = bf16_to_float(static_cast<std::uint16_t>(a.bytes[2 * i] | (a.bytes[2 * i + 1] << 8)));
+    return out;
+  }
   return a.to_f32(flag + " " + path);
 }
 

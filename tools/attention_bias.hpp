@@ -75,6 +75,7 @@ class AttentionBiasFlags {
 
 // An .npy file of `dims` dimensions (0: any) as float32, its shape in `shape`; InvalidArgument
 // naming the flag when the path is empty or the rank differs.
+// float32 or float16 values, or uint16 bfloat16 bit patterns.
 std::vector<float> read_floats(const std::string& flag, const std::string& path, std::size_t dims, std::vector<std::uint64_t>& shape);
 double max_abs(const std::vector<float>& x);
 

@@ -161,7 +161,10 @@ void add_attention_run(CLI::App& run, Registry& reg) {
   add_number(*cmd, "--memory-prefix", a->p.memory_prefix, "the first M keys are memories: no position bias, never masked causally");
   add_number(*cmd, "--scale", a->scale, "multiplies q.k (default 1/sqrt(D); T5 models pass 1)");
   add_number(*cmd, "--key-splits", a->p.key_splits, "split the keys of each row across workgroups (default: from the shape)");
-  cmd->add_option("--dtype", a->dtype, "storage of q and out (and of k and v without --kv-dtype)")->check(CLI::IsMember({"f32", "f16"}));
+  cmd->add_option("--dtype", a->dtype,
+                  "storage of q and out (and of k and v without --kv-dtype); bf16's out is written as uint16 bit patterns, and any "
+                  "float input may be given so")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}));
   cmd->add_option("--kv-dtype", a->kv_dtype,
                   "format of k and v: f32, f16 (float arrays), bf16 (uint16 bit patterns), q8_0 (uint8 [..., D/32*34], ggml's blocks) or "
                   "fp8_e4m3 (uint8 [..., D], with --k-scale and --v-scale)");
@@ -174,7 +177,7 @@ void add_attention_run(CLI::App& run, Registry& reg) {
                         AttentionParams& p = d.p = a->p;
                         p.causal = a->causal;
                         p.scale = a->scale;
-                        p.dtype = a->dtype == "f16" ? DType::F16 : DType::F32;
+                        p.dtype = a->dtype == "f16" ? DType::F16 : a->dtype == "bf16" ? DType::BF16 : DType::F32;
                         std::vector<std::uint64_t> qs, ks, vs;
                         if (!a->query_lengths.empty()) {  // packed [total_q, H, D]: B from the lengths, Q their most
                           d.query_lengths = read_npy(a->query_lengths).to_i32("--query-lengths " + a->query_lengths);
@@ -219,8 +222,7 @@ void add_attention_run(CLI::App& run, Registry& reg) {
                           throw InvalidArgument("bias input holds " + std::to_string(d.in.bias.size()) + " values: --bias " +
                                                 std::string(attention_bias_info(p.bias).name) + " needs " + std::to_string(p.bias_elements()) +
                                                 " for this shape");
-                        if (p.dtype == DType::F16)  // what the f16 buffers hold
-                          for (auto* x : {&d.q, &d.k, &d.v}) *x = from_half(to_half(*x));
+                        for (auto* x : {&d.q, &d.k, &d.v}) *x = rounded_to_storage(*x, p.dtype);  // what the buffers hold
                         if (p.cache_format && p.kv_bytes() != d.k_bytes.size())
                           throw InvalidArgument("--kv-dtype " + a->kv_dtype + ": the caches hold " + std::to_string(d.k_bytes.size()) + " bytes, " +
                                                 std::to_string(p.kv_bytes()) + " for this shape");
@@ -403,7 +405,9 @@ CheckResult check_attention(Context& ctx, const AttentionBiasTool& family, const
   // the GPU computes with float32 transcendentals (KERPLE, Sandwich) adds its own error to δ.
   const double delta = 0x1p-24 * max_logit(family, d, max_k) + family.bias_error(p, d.in, farthest(p));
   const double max_value = max_v + max_abs(d.in.rel_values);
-  const double tol_out = (p.dtype == DType::F16 ? 1e-3 : 1e-4) + 2 * delta * max_value / std::max(1.0, max_abs(want.out));
+  // bf16 storage: 8 significant bits, 2^-9 relative once (the inputs were rounded before the reference).
+  const double storage_tol = p.output_dtype() == DType::BF16 ? 8e-3 : p.output_dtype() == DType::F16 ? 1e-3 : 1e-4;
+  const double tol_out = storage_tol + 2 * delta * max_value / std::max(1.0, max_abs(want.out));
   const double tol_lse = 1e-4 + 2 * delta / std::max(1.0, max_abs(want.lse));
   // Reported against the bound it is nearer to breaking.
   const double e_out = normalised_error(got.out, want.out), e_lse = normalised_error(got.lse, want.lse);
@@ -485,14 +489,15 @@ void register_checks(Registry& reg) {
       reg.checks.push_back({"attention", shape_of(reg, p) + ",lengths=40:9:1:64,query_lengths=9:1:0:5",
                             [family, p, cache, queries](Context& ctx) { return check_attention(ctx, family, p, cache, 5, queries); }, quick});
     }
-  // Caches in each format (q and out f32 or f16 beside them): paged decoding over split keys with
-  // grouped-query heads, and a contiguous prefill.
+  // Caches in each format (q and out f32, f16 or, beside a bf16 cache, bf16): paged decoding over
+  // split keys with grouped-query heads, and a contiguous prefill.
   for (CacheFormat f : {CacheFormat::F16, CacheFormat::BF16, CacheFormat::Q8_0, CacheFormat::FP8_E4M3})
     for (bool paged : {true, false}) {
       const AttentionBias bias = paged ? AttentionBias::T5 : AttentionBias::Alibi;
       const AttentionBiasTool& family = bias_tool(reg, bias);
       AttentionParams p{.batch = 2, .heads = 8, .kv_heads = 2, .queries = paged ? 1u : 33u, .keys = paged ? 1024u : 75u, .head_dim = 64,
-                        .dtype = f == CacheFormat::F16 ? DType::F32 : DType::F16, .causal = true, .bias = bias};
+                        .dtype = f == CacheFormat::F16 ? DType::F32 : f == CacheFormat::BF16 ? DType::BF16 : DType::F16, .causal = true,
+                        .bias = bias};
       p.cache_format = f;
       if (cache_format_scaled(f)) {  // values up to 2 into e4m3's range (448)
         p.k_scales = {0.01f, 0.02f};

@@ -75,7 +75,7 @@ struct AttentionParams {
   std::uint32_t queries = 0;
   std::uint32_t keys = 0;
   std::uint32_t head_dim = 0;  // D: a multiple of 4, at most kMaxHeadDim
-  DType dtype = DType::F32;    // storage of q and out (F32 or F16), and of k and v unless cache_format; accumulation is float32
+  DType dtype = DType::F32;    // storage of q and out (F32, F16 or BF16), and of k and v unless cache_format; accumulation is float32
   std::optional<float> scale{};  // multiplies q·kᵀ; default 1/sqrt(head_dim) (T5 models pass 1)
   // Query i sits at absolute position i + query_offset among the local (non-memory) keys.
   std::int64_t query_offset = 0;
@@ -127,7 +127,9 @@ struct AttentionParams {
 
   float effective_scale() const;
   bool packed() const { return total_queries != 0; }
-  CacheFormat cache() const { return cache_format ? *cache_format : dtype == DType::F16 ? CacheFormat::F16 : CacheFormat::F32; }
+  CacheFormat cache() const {
+    return cache_format ? *cache_format : dtype == DType::F16 ? CacheFormat::F16 : dtype == DType::BF16 ? CacheFormat::BF16 : CacheFormat::F32;
+  }
   // Bytes of k (and of v): its rows (batch * kv_heads * keys, or a paged cache's num_blocks *
   // block_size * kv_heads) of cache_row_bytes(cache(), head_dim) each.
   std::uint64_t kv_bytes() const;
@@ -233,7 +235,7 @@ struct AttentionMergeParams {
   std::uint32_t parts = 1;
   std::uint64_t rows = 0;
   std::uint32_t head_dim = 0;  // a multiple of 4, at most AttentionParams::kMaxHeadDim
-  DType dtype = DType::F32;    // of the partial and merged outputs (lse is always float32)
+  DType dtype = DType::F32;    // of the partial and merged outputs: F32, F16 or BF16 (lse is always float32)
   // The GPU merge loops over the parts twice in each invocation, within the shader loop bound.
   static constexpr std::uint32_t kMaxParts = 16384;
   void validate() const;

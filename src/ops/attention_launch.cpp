@@ -52,6 +52,9 @@ std::uint32_t decode_slab_heads(const AttentionParams& p, std::uint32_t most) {
 static_assert(3 * AttentionParams::kMaxKeysPerSplit + AttentionParams::kMaxPackedBatch <= RELPOS_MAX_LOOP_ITERATIONS,
               "a split's keys (and a packed call's loop over its sequences) must fit the loop bound");
 
+// The kernels' IN_HALF / OUT_HALF for a storage of q, out or the merge's parts.
+std::uint32_t storage_spec(DType t) { return t == DType::F16 ? RELPOS_STORE_F16 : t == DType::BF16 ? RELPOS_STORE_BF16 : RELPOS_STORE_F32; }
+
 }  // namespace
 
 // attention_fused (the CPU class): a few subgroups per workgroup. A CPU device (lavapipe) gathers
@@ -197,7 +200,8 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
   l.split_len = detail::div_up(p.keys, S);
   const bool one_query = p.queries == 1;
   const std::uint32_t mode = bias_family(p.bias).kernel_mode;
-  const std::uint32_t in_half = p.dtype == DType::F16 ? 1u : 0u, out_half = S == 1 && p.output_dtype() == DType::F16 ? 1u : 0u;
+  // Split keys leave float32 parts (the merge stores out).
+  const std::uint32_t in_half = storage_spec(p.dtype), out_half = S == 1 ? storage_spec(p.output_dtype()) : RELPOS_STORE_F32;
   const std::uint32_t paged = attention_paged_spec(p);
   if (tiles.tiled && one_query) {
     if (const AttentionDecodeShape d = attention_decode_shape(tiles, p); d.lanes) {
@@ -301,7 +305,7 @@ push::AttentionPush attention_push(const AttentionParams& p, const AttentionLaun
 
 SpecValues attention_merge_spec(std::uint32_t head_dim, DType in_dtype, DType out_dtype) {
   return contract::AttentionMergeSpec{
-      .WG_X = kMergeGroup, .D4 = head_dim / 4, .IN_HALF = in_dtype == DType::F16 ? 1u : 0u, .OUT_HALF = out_dtype == DType::F16 ? 1u : 0u};
+      .WG_X = kMergeGroup, .D4 = head_dim / 4, .IN_HALF = storage_spec(in_dtype), .OUT_HALF = storage_spec(out_dtype)};
 }
 
 void record_attention_merge(Recorder& r, const AttentionMergeLayout& m, std::uint64_t rows, std::uint32_t head_dim, const Buffer& out,

@@ -12,12 +12,13 @@
 namespace relpos {
 
 using detail::require;
+using detail::require_f32_or_f16;
 
 BiasPlan::State::State(Context& c, const detail::DistanceWindow& envelope, DType dtype, bool add, const detail::SourceMaker& make)
     : ctx(&c), env(envelope), storage(c) {
   env.validate();
   mode = detail::expand_mode(dtype, add);
-  if (!add) require(dtype != DType::I32, "dtype", "i32", "must be f32 or f16");
+  require_f32_or_f16(dtype, "dtype");
   rows = &storage.make(env.row_len() * env.heads * 4, "heads * (queries + keys - 1) per-distance rows");
   const detail::ExpandShape largest{env.queries, env.keys, env.heads, 0};
   shifted = &storage.make(std::min(detail::expand_scratch_bytes(largest), c.limits().max_storage_buffer_range), "shifted rows");

@@ -28,7 +28,7 @@ void expand_distance_bias(Recorder& r, const DistanceWindow& w, const Buffer& ou
 }
 
 void distance_bias(Recorder& r, const DistanceWindow& w, const Buffer& out, DType dtype, const RowsRecorder& rows) {
-  require(dtype != DType::I32, "out_dtype", "i32", "must be f32 or f16");
+  require_f32_or_f16(dtype, "out_dtype");
   expand_distance_bias(r, w, out, expand_mode(dtype, false), rows);
 }
 

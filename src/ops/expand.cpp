@@ -141,8 +141,8 @@ void prepare_expand_pipelines(Context& ctx, ExpandMode mode) {
 }
 
 ExpandMode expand_mode(DType dtype, bool add) {
+  require_f32_or_f16(dtype, add ? "logits dtype" : "out dtype");
   if (dtype == DType::F16) return add ? ExpandMode::AddF16 : ExpandMode::WriteF16;
-  if (add && dtype != DType::F32) throw InvalidArgument("logits dtype = " + std::string(dtype_name(dtype)) + ": must be f32 or f16");
   return add ? ExpandMode::AddF32 : ExpandMode::Copy32;
 }
 

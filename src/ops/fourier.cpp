@@ -249,7 +249,7 @@ void fourier_distance_row(Recorder& r, const FourierParams& p, const Buffer& rot
 
 void fourier_bias(Recorder& r, const FourierParams& p, const Buffer& rotation, const Buffer& out, FourierPath path, DType out_dtype) {
   check_common(r, p, rotation);
-  detail::require(out_dtype != DType::I32, "out_dtype", "i32", "must be f32 or f16");
+  detail::require_f32_or_f16(out_dtype, "out_dtype");
   if (path == FourierPath::Direct) {
     detail::require(out_dtype == DType::F32, "out_dtype", std::string(dtype_name(out_dtype)), "the direct path writes f32 only");
     const std::uint64_t need = std::uint64_t{p.heads} * p.queries * p.keys * 4;

@@ -75,8 +75,8 @@ void AttentionParams::validate() const {
   require(queries >= 1, "queries", str(queries), "must be >= 1");
   require(keys >= 1, "keys", str(keys), "must be >= 1");
   require_head_dim(head_dim);
-  require(dtype == DType::F32 || dtype == DType::F16, "dtype", std::string(dtype_name(dtype)), "must be f32 or f16");
-  require(output_dtype() == DType::F32 || output_dtype() == DType::F16, "out_dtype", std::string(dtype_name(output_dtype())), "must be f32 or f16");
+  require(dtype != DType::I32, "dtype", "i32", "must be f32, f16 or bf16");
+  require(output_dtype() != DType::I32, "out_dtype", "i32", "must be f32, f16 or bf16");
   require(std::isfinite(effective_scale()), "scale", std::to_string(effective_scale()), "must be finite");
   check_cache_head_dim(cache(), head_dim, "head_dim");
   check_cache_scales(cache(), k_scales, kv_heads, "k_scales");
@@ -132,7 +132,7 @@ void AttentionMergeParams::validate() const {
   require(parts >= 1, "parts", str(parts), "must be >= 1");
   require(rows >= 1, "rows", str(rows), "must be >= 1");
   require_head_dim(head_dim);
-  require(dtype == DType::F32 || dtype == DType::F16, "dtype", std::string(dtype_name(dtype)), "must be f32 or f16");
+  require(dtype != DType::I32, "dtype", "i32", "must be f32, f16 or bf16");
   require(std::uint64_t{parts} * rows * head_dim / 4 <= 0xffffffffull, "parts * rows * head_dim / 4",
           str(std::uint64_t{parts} * rows * head_dim / 4), "must be < 2^32");
 }

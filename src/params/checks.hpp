@@ -5,12 +5,18 @@
 #include <initializer_list>
 #include <string>
 
+#include "relpos/dtype.hpp"
 #include "relpos/error.hpp"
 
 namespace relpos::detail {
 
 inline void require(bool ok, const std::string& parameter, const std::string& value, const std::string& limit) {
   if (!ok) throw InvalidArgument(parameter + " = " + value + ": " + limit);
+}
+
+// A float storage that every op takes: f32 or f16 (bf16 is fused attention's only).
+inline void require_f32_or_f16(DType t, const std::string& parameter) {
+  require(t == DType::F32 || t == DType::F16, parameter, std::string(dtype_name(t)), "must be f32 or f16");
 }
 
 // The product of the dimensions, or InvalidArgument naming `what` when it does not fit in 64 bits

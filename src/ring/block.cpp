@@ -80,6 +80,7 @@ std::vector<VkBufferCopy> ring_bias_regions(const AttentionParams& whole, RingBi
 }  // namespace detail
 
 using detail::require;
+using detail::require_f32_or_f16;
 
 std::string_view ring_layout_name(RingLayout layout) { return layout == RingLayout::Zigzag ? "zigzag" : "contiguous"; }
 
@@ -114,6 +115,8 @@ void require_ring_attention(const AttentionParams& a) {
   require(!a.cache_format, "cache_format", a.cache_format ? std::string(cache_format_name(*a.cache_format)) : "",
           "must be unset in ring and sharded attention (the chunks travel as dtype values)");
   require(!a.packed(), "total_queries", std::to_string(a.total_queries), "must be 0 in ring and sharded attention");
+  require_f32_or_f16(a.dtype, "dtype");
+  require_f32_or_f16(a.output_dtype(), "out_dtype");
 }
 
 void require_ranks(std::uint32_t ranks) {

@@ -4,6 +4,7 @@
 // float32 storage is read as vec4 words, float16 and bfloat16 as uvec2 words (four halves); the
 // views alias. q8_0 and fp8 caches are read as uint words by cache_format.glsl's decoders.
 #include "relpos/cache_format.glsl"
+#include "relpos/storage16.glsl"
 RELPOS_DECLARE_BINDINGS(RELPOS_BINDINGS_ATTENTION)
 layout(std430, binding = BINDING_Q) readonly buffer Q32 { vec4 q32[]; };
 layout(std430, binding = BINDING_Q) readonly buffer Q16 { uvec2 q16[]; };
@@ -27,9 +28,12 @@ layout(std430, binding = BINDING_KV_SCALES) readonly buffer KvScales { float kv_
 RELPOS_CACHE_READER(k_cache, k_words)
 RELPOS_CACHE_READER(v_cache, v_words)
 
-vec4 unpack4(uvec2 u) { return vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y)); }
-vec4 unpack4_bf16(uvec2 u) { return uintBitsToFloat(uvec4(u.x << 16, u.x & 0xffff0000u, u.y << 16, u.y & 0xffff0000u)); }
-vec4 load_q(uint w) { return IN_HALF != 0u ? unpack4(q16[w]) : q32[w]; }
+vec4 load_q(uint w) { return IN_HALF != RELPOS_STORE_F32 ? unpack4_storage(IN_HALF, q16[w]) : q32[w]; }
+// Word w of out (in OUT_HALF's storage).
+void store_out(uint w, vec4 x) {
+  if (OUT_HALF != RELPOS_STORE_F32) o16[w] = pack4_storage(OUT_HALF, x);
+  else o32[w] = x;
+}
 
 // The caches are addressed in words of 4 values whatever their format: w = row * D4 + d4, row the
 // cache row (key slot and kv head). f32, f16 and bf16 rows are whole words; a q8_0 or fp8 row is

@@ -292,8 +292,7 @@ void main() {
         [[unroll]] for (uint u = 0u; u < GROUPS; ++u) o += scale_of[u] * part_acc[u * D4 + d];
         if (BIAS_MODE == RELPOS_ATTN_SHAW) o += wl * rel_values[d] + wh * rel_values[last_rel * D4 + d];
         o *= inv;
-        if (OUT_HALF != 0u) o16[out_word + d] = uvec2(packHalf2x16(o.xy), packHalf2x16(o.zw));
-        else o32[out_word + d] = o;
+        store_out(out_word + d, o);
       }
       const float shift = BIAS_MODE == RELPOS_ATTN_ALIBI ? near_bias[c] : 0.0;
       if (lane == 0u) lse[out_row - pc.lse_shift] = lt > 0.0 ? (mx + log(lt)) - shift : NEG_INF;

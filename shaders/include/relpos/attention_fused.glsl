@@ -210,8 +210,7 @@ void main() {
       vec4 x = acc[r * D4 + d];
       if (BIAS_MODE == RELPOS_ATTN_SHAW) x += w_lo[r] * rel_values[d] + w_hi[r] * rel_values[last_rel * D4 + d];
       x *= inv;
-      if (OUT_HALF != 0u) o16[out_word + d] = uvec2(packHalf2x16(x.xy), packHalf2x16(x.zw));
-      else o32[out_word + d] = x;
+      store_out(out_word + d, x);
     }
     const float shift = BIAS_MODE == RELPOS_ATTN_ALIBI ? near_bias[r] : 0.0;
     lse[out_row - pc.lse_shift] = l[r] > 0.0 ? (m[r] + log(l[r])) - shift : NEG_INF;

@@ -353,8 +353,7 @@ void main() {
     vec4 x = acc[k];
     if (BIAS_MODE == RELPOS_ATTN_SHAW) x += w_lo * rel_values[d] + w_hi * rel_values[last_rel * D4 + d];
     x *= inv;
-    if (OUT_HALF != 0u) o16[out_word + d] = uvec2(packHalf2x16(x.xy), packHalf2x16(x.zw));
-    else o32[out_word + d] = x;
+    store_out(out_word + d, x);
   }
   const float shift = BIAS_MODE == RELPOS_ATTN_ALIBI ? near_bias : 0.0;
   if (s == 0u) lse[out_row - pc.lse_shift] = l > 0.0 ? (m + log(l)) - shift : NEG_INF;

@@ -6,6 +6,11 @@
 #define RELPOS_CONTRACT_ATTENTION_H
 #include "relpos_contract/common.h"
 
+// Storage of q, out and the merge's parts (IN_HALF, OUT_HALF): float32, float16 or bfloat16.
+#define RELPOS_STORE_F32 0u
+#define RELPOS_STORE_F16 1u
+#define RELPOS_STORE_BF16 2u
+
 // attention_fused: each lane owns ROWS query rows of a key split.
 // SHARE_LOADS 1: KEY_BLOCK equals the subgroup size and the subgroup is full; lane u loads key
 // j0 + u of the block and the others take it by subgroupShuffle. A CPU device (lavapipe) runs each
@@ -23,8 +28,8 @@
   X(0, WG_X, size_x, 64u)                                                                  \
   X(1, D4, uint, 16u)        /* head_dim / 4 */                                            \
   X(2, KEY_BLOCK, uint, 8u)  /* keys scored before one softmax rescale */                  \
-  X(3, IN_HALF, uint, 0u)    /* q stored as float16 */                                     \
-  X(4, OUT_HALF, uint, 0u)   /* out stored as float16 */                                   \
+  X(3, IN_HALF, uint, 0u)    /* q: RELPOS_STORE_* */                                       \
+  X(4, OUT_HALF, uint, 0u)   /* out: RELPOS_STORE_* */                                     \
   X(5, ROWS, uint, 1u)       /* query rows per lane, sharing each key and value load */    \
   X(6, SHARE_LOADS, uint, 0u)                                                              \
   X(7, BIAS_MODE, uint, 0u)                                                                \
@@ -40,8 +45,8 @@
   X(0, WG_X, size_x, 64u)                                                    \
   X(1, D4, uint, 16u)       /* head_dim / 4 */                               \
   X(2, BC, uint, 32u)       /* keys per tile, a multiple of 4 */             \
-  X(3, IN_HALF, uint, 0u)   /* q stored as float16 */                        \
-  X(4, OUT_HALF, uint, 0u)  /* out stored as float16 */                      \
+  X(3, IN_HALF, uint, 0u)   /* q: RELPOS_STORE_* */                          \
+  X(4, OUT_HALF, uint, 0u)  /* out: RELPOS_STORE_* */                        \
   X(5, BR, uint, 16u)       /* query rows per workgroup */                   \
   X(6, BIAS_MODE, uint, 0u) /* RELPOS_ATTN_*: only its own code is compiled */ \
   X(7, SHUFFLE_LANES, uint, 1u)                                              \
@@ -55,8 +60,8 @@
   X(0, WG_X, size_x, 64u)                                                      \
   X(1, D4, uint, 16u)       /* head_dim / 4 */                                 \
   X(2, KG, uint, 8u)        /* lanes per key */                                \
-  X(3, IN_HALF, uint, 0u)   /* q stored as float16 */                          \
-  X(4, OUT_HALF, uint, 0u)  /* out stored as float16 */                        \
+  X(3, IN_HALF, uint, 0u)   /* q: RELPOS_STORE_* */                            \
+  X(4, OUT_HALF, uint, 0u)  /* out: RELPOS_STORE_* */                          \
   X(5, KEYS, uint, 4u)      /* keys per group and step (one rescale) */        \
   X(6, BIAS_MODE, uint, 0u) /* RELPOS_ATTN_*: only its own code is compiled */ \
   X(7, PAGED, uint, 0u)                                                        \
@@ -85,8 +90,8 @@
 #define RELPOS_SPEC_ATTENTION_MERGE(X) \
   X(0, WG_X, size_x, 64u)              \
   X(1, D4, uint, 16u)                  \
-  X(2, IN_HALF, uint, 0u)              \
-  X(3, OUT_HALF, uint, 0u)
+  X(2, IN_HALF, uint, 0u)  /* the parts: RELPOS_STORE_* */ \
+  X(3, OUT_HALF, uint, 0u) /* out: RELPOS_STORE_* */
 #define RELPOS_BINDINGS_ATTENTION_MERGE(X) \
   X(0, PARTS)                              \
   X(1, PARTS_LSE)                          \
