@@ -36,6 +36,7 @@ RopePlan::RopePlan(Context& ctx, const RopeParams& envelope, DType dtype, bool i
   s.storage = std::make_unique<detail::PlanStorage>(ctx);
   // One float per rotated pair: rope_frequencies' table.
   s.frequencies = &s.storage->make(std::uint64_t{s.env.rot_dim() / 2} * 4, "rotary_dim / 2 frequencies");
+  detail::require_f32_or_f16(dtype, "dtype");  // (record_rope's checks wait for the buffers)
   // The pipeline does not depend on the step (seq or offset): create it now.
   const Buffer x, out, pos;  // stand-ins: only whether they are given (and distinct) matters here
   Recorder r(ctx);

@@ -220,6 +220,7 @@ void read_limits(Device& d) {
 // VK_EXT_subgroup_size_control's on a Vulkan 1.1 or 1.2 device).
 struct SubgroupSizes {
   std::uint32_t min = 0, max = 0;  // 0: the device states no range (Vulkan 1.1's single size)
+  std::uint32_t max_workgroup_subgroups = 0;  // maxComputeWorkgroupSubgroups
   bool control = false;
   bool extension = false;  // through VK_EXT_subgroup_size_control
 };
@@ -243,6 +244,7 @@ SubgroupSizes subgroup_sizes(const Device& d, std::uint32_t instance_version) {
   d.fn.vkGetPhysicalDeviceFeatures2(d.physical, &f2);
   s.min = props.minSubgroupSize;
   s.max = props.maxSubgroupSize;
+  s.max_workgroup_subgroups = props.maxComputeWorkgroupSubgroups;
   s.control = f.subgroupSizeControl && f.computeFullSubgroups && (props.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0;
   s.extension = !core;
   return s;
@@ -266,6 +268,7 @@ void pin_subgroup_size(Device& d, const SubgroupSizes& s, bool control_enabled) 
   }
   const std::uint32_t size = s.min <= 16 ? s.min : std::clamp(o.subgroup_size, s.min, s.max);
   d.required_subgroup_size = size;
+  d.max_workgroup_subgroups = s.max_workgroup_subgroups;
   o.subgroup_size = size;
 }
 

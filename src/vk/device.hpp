@@ -144,6 +144,7 @@ struct Device {
   // shader uses subgroup operations is created with (full subgroups), limits.subgroup_size; 0 where
   // there is one size (or the device states no range), and none is asked.
   std::uint32_t required_subgroup_size = 0;
+  std::uint32_t max_workgroup_subgroups = 0;  // with it: maxComputeWorkgroupSubgroups
   std::atomic<std::uint64_t> validation_messages{0};
   std::function<void(const ValidationMessage&)> on_message;
 

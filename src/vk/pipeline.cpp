@@ -11,7 +11,7 @@ namespace {
 // Capabilities are a module's first instructions, after the 5-word header.
 bool uses_subgroups(const EmbeddedShader& s) {
   constexpr std::uint32_t kOpCapability = 17, kGroupNonUniform = 61, kGroupNonUniformQuad = 68;
-  for (std::size_t i = 5; i + 1 < s.word_count && (s.words[i] & 0xffffu) == kOpCapability; i += s.words[i] >> 16)
+  for (std::size_t i = 5; i + 1 < s.word_count && (s.words[i] & 0xffffu) == kOpCapability && (s.words[i] >> 16) != 0; i += s.words[i] >> 16)
     if (s.words[i + 1] >= kGroupNonUniform && s.words[i + 1] <= kGroupNonUniformQuad) return true;
   return false;
 }
@@ -85,6 +85,10 @@ const Pipeline& Device::pipeline(ShaderId shader, const SpecValues& spec_values)
   // whole subgroups (pin_subgroup_size, context.cpp).
   VkPipelineShaderStageRequiredSubgroupSizeCreateInfo required{VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO};
   if (required_subgroup_size && uses_subgroups(s)) {
+    if (std::uint64_t{wg[0]} * wg[1] > std::uint64_t{required_subgroup_size} * max_workgroup_subgroups)
+      throw Error("internal: workgroup size " + std::to_string(wg[0]) + "x" + std::to_string(wg[1]) + " needs more than the device's " +
+                  std::to_string(max_workgroup_subgroups) + " subgroups of " + std::to_string(required_subgroup_size) +
+                  " (maxComputeWorkgroupSubgroups)");
     required.requiredSubgroupSize = required_subgroup_size;
     ci.stage.pNext = &required;
     if (wg[0] % required_subgroup_size == 0) ci.stage.flags |= VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT;

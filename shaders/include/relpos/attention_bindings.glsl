@@ -61,8 +61,10 @@ vec4 load_v(uint w) { return load_kv(w, true); }
 // fewer or wider loads than word by word where the format allows: a CPU device (lavapipe) gathers
 // each 32-bit component of a load lane by lane in a loop, so its loads are most of a decoding
 // step's cost there.
-//   f16, bf16 (D4 even): 16-byte loads, two words each. A row's first word is even: its binding
-//     starts 16-byte aligned (planner.hpp's bound_bytes) and rows are D4 words.
+//   f16, bf16 (D4 even): 16-byte loads, two words each. A row's first word (counted from the
+//     binding's start) is even: a chunk's binding starts a multiple of 16 bytes into the buffer
+//     (planner.hpp's bound_bytes, so kv_shift is even), a whole one at the buffer's start, and
+//     rows are D4 words.
 //   q8_0 with head_dim a multiple of 64: a row is an even number of 34-byte blocks and starts on a
 //     word, so its even blocks start on a word and its odd ones 2 bytes into one; each block is the
 //     9 words it overlaps, 9 loads for 32 values (word by word: a scale and one or two words per 4).
