@@ -34,35 +34,57 @@ std::string text_value(const PipelineStatistic& s) {
   return buf;
 }
 
+// One fused attention call (and, decoding, a decode plan, whose kernels keep their lanes fixed),
+// recorded only: the pipelines it creates are what the survey reports.
+void survey_one(Context& ctx, const AttentionParams& p, bool decode) {
+  const AttentionBiasInfo& family = attention_bias_info(p.bias);
+  const std::uint64_t es = dtype_size(p.dtype), head_dim = p.head_dim;
+  Buffer q(ctx, p.rows() * head_dim * es), k(ctx, p.kv_bytes()), v(ctx, p.kv_bytes()), out(ctx, p.rows() * head_dim * es);
+  Buffer table(ctx, std::max<std::uint64_t>(p.paged.max_blocks, 1) * 4), lengths(ctx, 4);
+  const std::uint64_t bias_values = std::max<std::uint64_t>(p.bias_elements(), 1);
+  std::vector<float> bias_data(bias_values, 0.5f);
+  Buffer b = make_buffer(ctx, bias_data);
+  const std::uint64_t rel = (2ull * p.max_relative_position + 1) * head_dim * 4;
+  Buffer rk(ctx, rel), rv(ctx, rel);
+  AttentionBuffers bufs{.q = &q, .k = &k, .v = &v, .out = &out};
+  if (family.rel_tables) bufs.rel_keys = &rk, bufs.rel_values = &rv;
+  else if (!family.input.empty()) bufs.bias = &b;
+  if (p.paged.enabled()) bufs.block_table = &table, bufs.cache_lengths = &lengths;
+  Recorder r(ctx);
+  attention(r, p, bufs);
+  if (decode) AttentionPlan plan(ctx, p);
+}
+
+AttentionParams survey_shape(std::uint32_t head_dim, bool decode, std::uint32_t kv_heads, bool paged, DType dtype, AttentionBias bias) {
+  AttentionParams p{.heads = 8, .kv_heads = kv_heads, .queries = decode ? 1u : 512u, .keys = decode ? 4096u : 512u, .head_dim = head_dim,
+                    .dtype = dtype, .query_offset = decode && !paged ? 4095 : 0, .causal = true, .bias = bias};
+  if (paged) p.paged = {.block_size = 256, .num_blocks = p.keys / 256, .max_blocks = p.keys / 256};
+  return p;
+}
+
 // Fused attention at one head_dim, every bias mode, f32 and f16, a prefill or a decoding shape,
-// with contiguous k and v and with a paged cache of 256-key blocks, through attention() and, when
-// decoding, through a decode plan (whose kernels keep their lanes fixed); decoding with 8 kv heads
-// and with 2 (grouped-query heads, whose kernels read a kv head once for its 4 query heads).
+// with contiguous k and v and with a paged cache of 256-key blocks; decoding with 8 kv heads and
+// with 2 (grouped-query heads, whose kernels read a kv head once for its query heads). Then the
+// caches' other formats (bf16, q8_0 where head_dim is a multiple of 32, fp8), whose kernels differ
+// in their loads only: one bias mode, f16 q, 2 kv heads.
 void survey_attention(const Registry& reg, Context& ctx, std::uint32_t head_dim, bool decode, std::uint32_t kv_heads) {
   for (const AttentionBiasInfo& family : attention_biases())
     for (DType dtype : {DType::F32, DType::F16})
       for (bool paged : {false, true}) {
-        AttentionParams p{.heads = 8, .kv_heads = kv_heads, .queries = decode ? 1u : 512u, .keys = decode ? 4096u : 512u, .head_dim = head_dim,
-                          .dtype = dtype, .query_offset = decode && !paged ? 4095 : 0, .causal = true, .bias = family.bias};
+        AttentionParams p = survey_shape(head_dim, decode, kv_heads, paged, dtype, family.bias);
         bias_tool(reg, family.bias).example(p, 0);
-        if (paged) p.paged = {.block_size = 256, .num_blocks = p.keys / 256, .max_blocks = p.keys / 256};
-        const std::uint64_t es = dtype_size(dtype);
-        Buffer q(ctx, p.rows() * head_dim * es), k(ctx, std::uint64_t{p.kv_heads} * p.keys * head_dim * es),
-            v(ctx, std::uint64_t{p.kv_heads} * p.keys * head_dim * es), out(ctx, p.rows() * head_dim * es);
-        Buffer table(ctx, std::max<std::uint64_t>(p.paged.max_blocks, 1) * 4), lengths(ctx, 4);
-        const std::uint64_t bias_values = std::max<std::uint64_t>(p.bias_elements(), 1);
-        std::vector<float> bias_data(bias_values, 0.5f);
-        Buffer b = make_buffer(ctx, bias_data);
-        const std::uint64_t rel = (2ull * p.max_relative_position + 1) * head_dim * 4;
-        Buffer rk(ctx, rel), rv(ctx, rel);
-        AttentionBuffers bufs{.q = &q, .k = &k, .v = &v, .out = &out};
-        if (family.rel_tables) bufs.rel_keys = &rk, bufs.rel_values = &rv;
-        else if (!family.input.empty()) bufs.bias = &b;
-        if (paged) bufs.block_table = &table, bufs.cache_lengths = &lengths;
-        Recorder r(ctx);
-        attention(r, p, bufs);
-        if (decode) AttentionPlan plan(ctx, p);
+        survey_one(ctx, p, decode);
       }
+}
+void survey_cache_formats(Context& ctx, std::uint32_t head_dim, bool decode) {
+  for (CacheFormat f : {CacheFormat::BF16, CacheFormat::Q8_0, CacheFormat::FP8_E4M3})
+    for (bool paged : {false, true}) {
+      if (f == CacheFormat::Q8_0 && head_dim % 32 != 0) continue;
+      AttentionParams p = survey_shape(head_dim, decode, 2, paged, DType::F16, AttentionBias::None);
+      p.cache_format = f;
+      if (cache_format_scaled(f)) p.k_scales = p.v_scales = {1.0f, 1.0f};
+      survey_one(ctx, p, decode);
+    }
 }
 
 std::vector<std::uint32_t> parse_head_dims(const std::string& list) {
@@ -119,6 +141,8 @@ int stats_command(Registry& reg, const std::string& filter, bool json, const std
     for (std::uint32_t d : dims) {
       survey(ctx, "attention", [&] { survey_attention(reg, ctx, d, false, 8); });
       for (std::uint32_t kv_heads : {8u, 2u}) survey(*decode_ctx, "attention", [&] { survey_attention(reg, *decode_ctx, d, true, kv_heads); });
+      survey(ctx, "attention", [&] { survey_cache_formats(ctx, d, false); });
+      survey(*decode_ctx, "attention", [&] { survey_cache_formats(*decode_ctx, d, true); });
     }
 
   const std::optional<GpuArchitecture> arch = gpu_architecture(info);

@@ -151,8 +151,11 @@ AttentionDecodeShape attention_decode_shape(const AttentionTiles& tiles, const A
   // Fewer groups where their parts would not fit the shared memory (attention_tiled where none do).
   while (kg * 2 <= most && RELPOS_ATTN_DECODE_SHARED_BYTES(lanes / kg, D4) > tiles.shared_budget) kg *= 2;
   if (RELPOS_ATTN_DECODE_SHARED_BYTES(lanes / kg, D4) > tiles.shared_budget) return {};
-  // With several heads, half the keys per step: each key's scores are per head.
-  const std::uint32_t keys = heads > 1 ? kDecodeKeysPerGroup / 2 : kDecodeKeysPerGroup;
+  // With several heads, half the keys per step: each key's scores are per head. So with 4 words of
+  // a q8_0 row per lane, whose decoding holds a scale and two words per word in flight (Intel's
+  // compiler spilled 4 keys of them at SIMD8 and SIMD16).
+  const bool wide_q8 = p.cache() == CacheFormat::Q8_0 && div_up(D4, kg) > 2;
+  const std::uint32_t keys = heads > 1 || wide_q8 ? kDecodeKeysPerGroup / 2 : kDecodeKeysPerGroup;
   return {lanes, kg, keys, RELPOS_ATTN_DECODE_SHARED_BYTES(lanes / kg, D4), heads};
 }
 
