@@ -185,9 +185,16 @@ std::uint32_t attention_splits(const AttentionParams& p, const AttentionTiles& t
     return p.key_splits;
   }
   const std::uint64_t needed = div_up(p.keys, max_keys);
+  // Items are what the workgroups (GPU class) or lanes (CPU class) take: decoding, a slab of a kv
+  // head's query heads is one item.
+  std::uint32_t slab = 1;
+  if (p.queries == 1) {
+    const AttentionDecodeShape d = tiles.tiled ? attention_decode_shape(tiles, p) : AttentionDecodeShape{};
+    slab = tiles.tiled ? (d.lanes ? d.heads : 1) : decode_slab_heads(p, tiles.rows);
+  }
+  const std::uint64_t items = p.rows() / slab;
   std::uint64_t by_items = 1;
-  if (p.rows() < tiles.target_items)
-    by_items = std::min<std::uint64_t>((tiles.target_items + p.rows() - 1) / p.rows(), p.keys / kMinSplitKeys);
+  if (items < tiles.target_items) by_items = std::min<std::uint64_t>((tiles.target_items + items - 1) / items, p.keys / kMinSplitKeys);
   // The CPU class decoding: its lanes take a row's splits, so a workgroup's worth of them (where
   // the keys give each kMinSplitKeys) keeps every SIMD lane scoring keys; with fewer, a CPU device
   // runs one lane of eight, and pays for each lane's loads all the same (a per-lane loop).
