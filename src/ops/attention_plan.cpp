@@ -64,6 +64,12 @@ AttentionPlan::AttentionPlan(Context& ctx, const AttentionParams& envelope) : st
     if (S > 1) partial_rows = std::max(partial_rows, p.rows() * S);
   }
   s.scratch = detail::make_attention_scratch(ctx, env, partial_rows, *s.storage);
+  if (s.scratch.kv_scales) {  // every step's fp8 scales are the envelope's: written once, here
+    Recorder r(ctx);
+    detail::write_kv_scales(r, env, *s.scratch.kv_scales);
+    r.submit_and_wait();
+    s.scratch.kv_scales_written = true;
+  }
 
   // Every pipeline a step can use: one query or more, each split count (the workgroup of one query
   // follows the splits up to a full workgroup of lanes).

@@ -75,6 +75,13 @@ ChunkRanges chunk_ranges(const AttentionParams& p, std::uint32_t S, std::uint32_
 
 }  // namespace
 
+void write_kv_scales(Recorder& r, const AttentionParams& p, const Buffer& kv_scales) {
+  std::vector<std::uint32_t> words;
+  for (const auto* scales : {&p.k_scales, &p.v_scales})
+    for (float x : *scales) words.push_back(std::bit_cast<std::uint32_t>(x));
+  update_words(r, kv_scales, 0, words);
+}
+
 DistanceWindow attention_row_window(const AttentionParams& p) { return {p.heads, p.queries, p.keys, p.row_query_offset(), 1, false}; }
 
 AttentionScratch make_attention_scratch(Context& ctx, const AttentionParams& env, std::uint64_t partial_rows, OpStorage& storage) {
@@ -219,11 +226,8 @@ void record_attention(Recorder& r, const AttentionParams& p, const AttentionSche
   const BufferSpan lengths = lengths_buffer ? BufferSpan{lengths_buffer} : BufferSpan{dummy};
   const BufferSpan query_lengths = p.packed() ? BufferSpan{b.query_lengths} : BufferSpan{dummy};
   const BufferSpan kv_scales = s.kv_scales ? BufferSpan{s.kv_scales} : BufferSpan{dummy};
-  if (s.kv_scales) {  // the scales travel in the command buffer, as the plan's other per-step data
-    std::vector<std::uint32_t> words;
-    for (const auto* scales : {&p.k_scales, &p.v_scales})
-      for (float x : *scales) words.push_back(std::bit_cast<std::uint32_t>(x));
-    update_words(r, *s.kv_scales, 0, words);
+  if (s.kv_scales && !s.kv_scales_written) {  // attention(): in the command buffer, before the dispatches
+    write_kv_scales(r, p, *s.kv_scales);
     barrier(r);
   }
   push::AttentionPush pc = attention_push(p, launch, b.key_lengths != nullptr, kv_keys);

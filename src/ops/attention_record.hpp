@@ -24,8 +24,11 @@ struct AttentionScratch {
   const Buffer* lse = nullptr;          // float32 [rows]: the log-sum-exp when the caller takes none
   const Buffer* rows = nullptr;         // the per-distance rows the family computes (null: none)
   const Buffer* kv_scales = nullptr;    // an fp8 cache's scales, float32 [2, kv_heads] (null: none)
+  bool kv_scales_written = false;       // a plan wrote them once (its steps' are the envelope's)
   std::unique_ptr<DistanceRows> bias_rows;
 };
+// Records the update of an fp8 cache's scales buffer (float32 [2, kv_heads]: k's, then v's).
+void write_kv_scales(Recorder& r, const AttentionParams& p, const Buffer& kv_scales);
 // For calls up to `envelope`; partial_rows: the most rows * splits of a call with splits (0: none).
 AttentionScratch make_attention_scratch(Context& ctx, const AttentionParams& envelope, std::uint64_t partial_rows, OpStorage& storage);
 
