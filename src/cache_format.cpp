@@ -73,6 +73,18 @@ std::uint16_t float_to_bf16(float x) {
 
 float bf16_to_float(std::uint16_t b) { return std::bit_cast<float>(std::uint32_t{b} << 16); }
 
+std::vector<std::uint16_t> to_bf16(std::span<const float> values) {
+  std::vector<std::uint16_t> out(values.size());
+  std::transform(values.begin(), values.end(), out.begin(), float_to_bf16);
+  return out;
+}
+
+std::vector<float> from_bf16(std::span<const std::uint16_t> values) {
+  std::vector<float> out(values.size());
+  std::transform(values.begin(), values.end(), out.begin(), bf16_to_float);
+  return out;
+}
+
 std::uint8_t float_to_fp8_e4m3(float x) {
   const std::uint32_t u = std::bit_cast<std::uint32_t>(x);
   const std::uint8_t sign = static_cast<std::uint8_t>((u >> 24) & 0x80u);

@@ -11,16 +11,6 @@ namespace {
 void require_float(DType dtype) {
   if (dtype == DType::I32) throw InvalidArgument("dtype = i32: a float buffer must be f32, f16 or bf16");
 }
-std::vector<std::uint16_t> to_bf16(std::span<const float> values) {
-  std::vector<std::uint16_t> out(values.size());
-  for (std::size_t i = 0; i < values.size(); ++i) out[i] = float_to_bf16(values[i]);
-  return out;
-}
-std::vector<float> from_bf16(std::span<const std::uint16_t> values) {
-  std::vector<float> out(values.size());
-  for (std::size_t i = 0; i < values.size(); ++i) out[i] = bf16_to_float(values[i]);
-  return out;
-}
 }  // namespace
 
 Buffer make_float_buffer(Context& ctx, std::span<const float> values, DType dtype) {

@@ -122,6 +122,16 @@ void expect_matches(Context& ctx, const FormatCase& c) {
 
 class AttentionFormatsGpu : public GpuTest {};
 
+// One case in a kernel class: contiguous, or with `lengths` a paged cache of 16-key blocks.
+void expect_format_case(Kernels kernels, std::mt19937& rng, AttentionParams p, CacheFormat f, const std::vector<std::int32_t>& lengths = {}) {
+  if (!lengths.empty()) {
+    p.paged.block_size = 16;
+    p.paged.max_blocks = (p.keys + 15) / 16;
+  }
+  SCOPED_TRACE(kernels == Kernels::Gpu ? "gpu kernels" : "cpu kernels");
+  expect_matches(gpu_kernels(kernels), lengths.empty() ? make_case(rng, p, f, false) : make_case(rng, p, f, true, lengths));
+}
+
 TEST_F(AttentionFormatsGpu, EveryFormatContiguousAndPagedInBothKernelClasses) {
   std::mt19937 rng(2040);
   const AttentionBias biases[] = {AttentionBias::T5, AttentionBias::Alibi, AttentionBias::Shaw, AttentionBias::None, AttentionBias::Kerple};
@@ -133,12 +143,7 @@ TEST_F(AttentionFormatsGpu, EveryFormatContiguousAndPagedInBothKernelClasses) {
         AttentionParams p{.batch = 2, .heads = 4, .kv_heads = 2, .queries = paged ? 3u : 19u, .keys = 70, .head_dim = f == CacheFormat::Q8_0 ? 64u : 20u,
                           .dtype = n % 3 == 0 ? DType::F16 : DType::F32, .causal = n % 2 == 0, .bias = bias, .max_relative_position = 5};
         p.t5.bidirectional = false;
-        if (paged) {
-          p.paged.block_size = 16;
-          p.paged.max_blocks = 5;
-        }
-        SCOPED_TRACE(kernels == Kernels::Gpu ? "gpu kernels" : "cpu kernels");
-        expect_matches(gpu_kernels(kernels), paged ? make_case(rng, p, f, true, {70, 33}) : make_case(rng, p, f, false));
+        expect_format_case(kernels, rng, p, f, paged ? std::vector<std::int32_t>{70, 33} : std::vector<std::int32_t>{});
       }
 }
 
@@ -180,12 +185,7 @@ TEST_F(AttentionFormatsGpu, DecodingEveryFormatAndRowWidth) {
                           .dtype = n % 4 == 1 ? DType::F16 : DType::F32, .causal = true, .bias = biases[n % 4], .max_relative_position = 6};
         p.t5.bidirectional = false;
         ++n;
-        if (paged) {
-          p.paged.block_size = 16;
-          p.paged.max_blocks = 19;
-        }
-        SCOPED_TRACE(kernels == Kernels::Gpu ? "gpu kernels" : "cpu kernels");
-        expect_matches(gpu_kernels(kernels), paged ? make_case(rng, p, f, true, {300, 129}) : make_case(rng, p, f, false));
+        expect_format_case(kernels, rng, p, f, paged ? std::vector<std::int32_t>{300, 129} : std::vector<std::int32_t>{});
       }
 }
 

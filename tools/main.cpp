@@ -126,8 +126,7 @@ void write_floats(const std::string& path, const std::vector<float>& values, std
     auto h = to_half(values);
     write_npy(path, DType::F16, shape, h.data());
   } else if (dtype == DType::BF16) {  // uint16 bit patterns (numpy has no bfloat16)
-    std::vector<std::uint16_t> b(values.size());
-    for (std::size_t i = 0; i < values.size(); ++i) b[i] = float_to_bf16(values[i]);
+    auto b = to_bf16(values);
     write_npy(path, DType::BF16, shape, b.data());
   } else {
     write_npy(path, DType::F32, shape, values.data());

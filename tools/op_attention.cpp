@@ -575,6 +575,17 @@ CheckCase draw_case(const Registry& reg, FuzzRng& g) {
           [family, p, lengths, seed, query_lengths](Context& ctx) { return check_attention(ctx, family, p, lengths, seed, query_lengths); }};
 }
 
+// attention() over d, beside the same over c (the baseline, named `baseline`) in one submission.
+BenchRun attention_beside(std::shared_ptr<AttentionData> d, std::shared_ptr<AttentionData> c, const char* baseline) {
+  BenchRun run;
+  run.record = [d](Recorder& r) { attention(r, d->p, d->buffers()); };
+  run.cpu = [d] { (void)attention_reference(d->p, d->host()); };
+  run.baseline = baseline;
+  run.record_baseline = [c](Recorder& r) { attention(r, c->p, c->buffers()); };
+  run.keep = std::make_shared<std::pair<std::shared_ptr<AttentionData>, std::shared_ptr<AttentionData>>>(d, c);
+  return run;
+}
+
 // Multiply-adds of q·kᵀ and p·v: 4·B·H·Q·K·D floating-point operations.
 double gflop(const AttentionParams& p) { return 4.0 * p.rows() * p.keys * p.head_dim / 1e9; }
 
@@ -634,13 +645,7 @@ void register_benches(Registry& reg) {
                              auto c = std::make_shared<AttentionData>(random_data(family, cp, 2));
                              c->lengths = lengths;
                              c->upload(ctx);
-                             BenchRun run;
-                             run.record = [d](Recorder& r) { attention(r, d->p, d->buffers()); };
-                             run.cpu = [d] { (void)attention_reference(d->p, d->host()); };
-                             run.baseline = "contiguous";
-                             run.record_baseline = [c](Recorder& r) { attention(r, c->p, c->buffers()); };
-                             run.keep = std::make_shared<std::pair<std::shared_ptr<AttentionData>, std::shared_ptr<AttentionData>>>(d, c);
-                             return run;
+                             return attention_beside(d, c, "contiguous");
                            }});
   }
   // Paged decoding over caches of 8-bit formats (and bf16) beside the same step over an f16 cache,
@@ -664,13 +669,7 @@ void register_benches(Registry& reg) {
                              encode_caches(*d);
                              c->upload(ctx);
                              d->upload(ctx);
-                             BenchRun run;
-                             run.record = [d](Recorder& r) { attention(r, d->p, d->buffers()); };
-                             run.cpu = [d] { (void)attention_reference(d->p, d->host()); };
-                             run.baseline = "f16 cache";
-                             run.record_baseline = [c](Recorder& r) { attention(r, c->p, c->buffers()); };
-                             run.keep = std::make_shared<std::pair<std::shared_ptr<AttentionData>, std::shared_ptr<AttentionData>>>(d, c);
-                             return run;
+                             return attention_beside(d, c, "f16 cache");
                            }});
   }
   // A paged decoding step through a plan beside attention() on the same inputs, in one submission:

@@ -19,6 +19,7 @@
 #include <optional>
 #include <span>
 #include <string_view>
+#include <vector>
 
 namespace relpos {
 
@@ -44,6 +45,8 @@ void check_cache_scales(CacheFormat f, std::span<const float> scales, std::uint3
 // Scalar conversions (round-to-nearest-even where rounding).
 std::uint16_t float_to_bf16(float x);
 float bf16_to_float(std::uint16_t b);
+std::vector<std::uint16_t> to_bf16(std::span<const float> values);  // as to_half / from_half (half.hpp)
+std::vector<float> from_bf16(std::span<const std::uint16_t> values);
 std::uint8_t float_to_fp8_e4m3(float x);  // saturating to +-448; NaN -> 0x7f (with x's sign)
 float fp8_e4m3_to_float(std::uint8_t b);
 
