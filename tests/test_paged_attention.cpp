@@ -191,8 +191,8 @@ TEST_F(PagedAttentionGpu, GpuKernelsAtSeveralTileSizes) {
 
 // Blocks of 256 keys, decoding and a few queries, sequences of different lengths (one within its
 // first block), split keys; in both kernel classes (the GPU class finds a tile's or a decoding
-// step's keys from the first words of their blocks, two table loads per tile or step, where a
-// block holds a whole tile or step).
+// step's keys from the first word of their block, one table load per block, where a block holds a
+// whole number of tiles or steps).
 TEST_F(PagedAttentionGpu, LargeBlocksAndDecoding) {
   std::mt19937 rng(2028);
   for (std::uint32_t Q : {1u, 7u})
@@ -205,6 +205,27 @@ TEST_F(PagedAttentionGpu, LargeBlocksAndDecoding) {
       expect_matches(gpu(), p, in);
       expect_matches(gpu_kernels(Kernels::Gpu), p, in);
     }
+}
+
+// Forced key splits whose keys are no whole number of tiles or decoding steps (a block of 16 or 32
+// keys holds 1 to 8 of them): the GPU class starts each split on a tile or step, so that none
+// straddles two blocks (its keys are found from one block's first word); the splits past the keys
+// are empty. Prefill and decoding, at several tile and workgroup sizes.
+TEST_F(PagedAttentionGpu, SplitsStartOnATileOrStep) {
+  std::mt19937 rng(2029);
+  for (const auto& [shared_bytes, lanes] : {std::pair{32768u, 64u}, std::pair{8192u, 16u}, std::pair{32768u, 8u}}) {
+    SCOPED_TRACE("shared " + std::to_string(shared_bytes) + " lanes " + std::to_string(lanes));
+    Context ctx = relpos::test::gpu_kernels_tiles(shared_bytes, lanes, 0, true);
+    for (std::uint32_t Q : {1u, 5u})
+      for (std::uint32_t splits : {3u, 4u, 7u}) {
+        AttentionParams p{.batch = 2, .heads = 4, .kv_heads = 2, .queries = Q, .head_dim = 32, .causal = Q > 1, .bias = AttentionBias::Alibi};
+        p.paged.block_size = 16 * (splits % 2 + 1);
+        p.paged.max_blocks = 200 / p.paged.block_size;
+        p.key_splits = splits;
+        const std::int32_t full = static_cast<std::int32_t>(p.paged.block_size * p.paged.max_blocks);
+        expect_matches(ctx, p, random_paged_inputs(rng, p, {full - 3, full}));
+      }
+  }
 }
 
 // An entry the host never checked, outside the cache: the kernels clamp it to the last block, so

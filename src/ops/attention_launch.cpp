@@ -203,11 +203,15 @@ std::uint32_t attention_splits(const AttentionParams& p, const AttentionTiles& t
 }
 
 
+std::uint32_t split_length(std::uint32_t keys, std::uint32_t splits, std::uint32_t align) {
+  return div_up(div_up(keys, splits), align) * align;
+}
+
 AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles& tiles, std::uint32_t S, bool share_heads) {
   AttentionLaunch l{};
   l.splits = S;
   l.slab_heads = 1;
-  l.split_len = detail::div_up(p.keys, S);
+  l.split_align = 1;
   const bool one_query = p.queries == 1;
   const std::uint32_t mode = bias_family(p.bias).kernel_mode;
   // Split keys leave float32 parts (the merge stores out).
@@ -232,11 +236,18 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
                                              .KV_FORMAT = static_cast<std::uint32_t>(p.cache()),
                                              .HEADS = l.slab_heads};
       l.shader = paged ? ShaderId::attention_decode_paged : ShaderId::attention_decode;
+      // Splits start on a step (RELPOS_ATTN_TILED_BLOCK_BASES: a step then lies in one block).
+      const std::uint32_t step = RELPOS_ATTN_DECODE_STEP_KEYS(d.lanes / d.lanes_per_key, d.keys);
+      l.split_align = std::has_single_bit(step) ? step : 1;
+      l.split_len = split_length(p.keys, S, l.split_align);
       return l;
     }
   }
   if (tiles.tiled) {
     const AttentionTiledShape t = attention_tiled_shape(tiles, p);
+    // Splits start on a tile (RELPOS_ATTN_TILED_BLOCK_BASES: a tile then lies in one block).
+    l.split_align = std::has_single_bit(t.key_tile) ? t.key_tile : 1;
+    l.split_len = split_length(p.keys, S, l.split_align);
     l.lane_splits = false;
     l.lanes = t.lanes;
     l.rows_per_group = t.rows;
@@ -257,6 +268,7 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
                                    : (paged ? ShaderId::attention_tiled_paged : ShaderId::attention_tiled);
     return l;
   }
+  l.split_len = split_length(p.keys, S, l.split_align);
   // One query: the lanes of a workgroup take consecutive splits of its row, as many lanes as splits
   // rounded up to whole subgroups (idle lanes of a subgroup cost nothing more), so that a plan's
   // steps, whose splits follow their keys, need few workgroup sizes.

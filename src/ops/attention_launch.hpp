@@ -67,7 +67,8 @@ std::uint32_t attention_splits(const AttentionParams& p, const AttentionTiles& t
 
 // How one recording of attention_fused or attention_tiled covers the rows and splits.
 struct AttentionLaunch {
-  std::uint32_t splits, split_len;
+  // split_len: keys per split, a multiple of split_align (split_length).
+  std::uint32_t splits, split_len, split_align;
   bool lane_splits;  // one query: the lanes of a workgroup take consecutive splits of one row
   std::uint32_t lanes, rows_per_group, split_groups, groups_per_bh;
   // (batch, head) rows per slab: the workgroups count slabs of this many consecutive heads of one kv
@@ -76,6 +77,10 @@ struct AttentionLaunch {
   SpecValues spec;  // contract::AttentionTiledSpec or contract::AttentionFusedSpec
   ShaderId shader;
 };
+// Keys per split: div_up(keys, splits) rounded up to a multiple of `align`, so that every split
+// starts on one (attention_decode's steps of a power-of-two number of keys then never straddle a
+// paged block; trailing splits may be empty).
+std::uint32_t split_length(std::uint32_t keys, std::uint32_t splits, std::uint32_t align);
 // attention_fused with one query: the lanes take splits, as many as there are splits rounded up to
 // whole subgroups (one lane for one split); attention_tiled's specialisation depends on the head
 // size, the dtypes and whether there is one query only.

@@ -35,9 +35,11 @@ const uint STEP = GROUPS * KEYS;
 
 #include "relpos/attention_bindings.glsl"
 
-// Paged with blocks of 2^PAGED >= STEP keys: a step's keys lie in at most two blocks, whose first
-// words every lane finds by two uniform table loads per step (scalar loads on AMD), so a key costs
-// no table load of its own. Other blocks: one table load per key (key_word).
+// Paged with blocks of 2^PAGED keys that STEP (a power of two) divides: a split starts on a
+// multiple of STEP (the host rounds split_len up to one: AttentionLaunch::split_align), so a step's
+// keys lie in one block, whose first word is one uniform table load (a scalar load on AMD) when a
+// step enters it; a key costs no table load of its own. Other blocks: one table load per key
+// (key_word).
 const bool BLOCK_BASES = RELPOS_ATTN_TILED_BLOCK_BASES(PAGED, STEP);
 
 shared vec4 part_acc[RELPOS_ATTN_DECODE_PART_WORDS(GROUPS, D4)];  // [GROUPS][D4]
@@ -48,12 +50,6 @@ shared float part_stat[RELPOS_ATTN_DECODE_PART_STATS(GROUPS)];    // [GROUPS][m,
 vec4 key_at(uint at) { return load_k(at); }
 vec4 value_at(uint at) { return load_v(at); }
 
-// Word 0 of key j (j0 <= j < j_end): BLOCK_BASES, from the first words base0, base1 of the blocks of
-// keys j0 and min(j0 + STEP, j_end) - 1.
-uint key_at_word(uint kv_word, uint b, uint hk, uint j, uint j0, uint base0, uint base1) {
-  if (!BLOCK_BASES) return key_word(kv_word, b, hk, j);
-  return ((j >> PAGED) == (j0 >> PAGED) ? base0 : base1) + (j & ((1u << PAGED) - 1u)) * pc.kv_heads * D4;
-}
 uint block_base(uint b, uint hk, uint n) {
   const uint block = uint(clamp(block_table[b * pc.max_blocks + n], 0, int(pc.num_blocks) - 1));
   return ((block << PAGED) * pc.kv_heads + hk) * D4;
@@ -143,23 +139,25 @@ void main() {
     }
   }
 
-  // BLOCK_BASES: the first step's blocks; each step then loads the next step's while it works.
-  uint base0 = 0u, base1 = 0u;
-  if (BLOCK_BASES && j_begin < j_end) {
-    base0 = block_base(b, hk, j_begin >> PAGED);
-    base1 = block_base(b, hk, min(j_begin + STEP, j_end) - 1u >> PAGED);
-  }
+  // BLOCK_BASES: the first word of the block of the step's keys, loaded when a step enters a block,
+  // and the words between two keys of a block.
+  uint base = 0u;
+  if (BLOCK_BASES && j_begin < j_end) base = block_base(b, hk, j_begin >> PAGED);
+  const uint key_stride = pc.kv_heads * D4, lane_key = grp * key_stride;
   for (uint j0 = j_begin; j0 < j_end; j0 += STEP) {
     // The group's KEYS keys (past the end: the last key again, finite and masked), each found once
-    // (paged: one table load per key or two per step, not one per word).
+    // (paged: one table load per key or one per block, not one per word).
     uint at[KEYS];
-    if (BLOCK_BASES && j0 + STEP <= j_end && (j0 >> PAGED) == ((j0 + STEP - 1u) >> PAGED)) {
-      // The whole step in one block (uniform): one address per lane, the others a uniform stride on.
-      const uint stride = pc.kv_heads * D4;
-      const uint first = base0 + ((j0 & ((1u << PAGED) - 1u)) + grp) * stride;
-      [[unroll]] for (uint u = 0u; u < KEYS; ++u) at[u] = first + u * (GROUPS * stride);
+    if (BLOCK_BASES) {
+      // One address per lane, the others a uniform stride on. Within a block a later key lies
+      // further on, so where the step holds the last key (j_end - 1), a key past it is clamped to
+      // it by its address (uniform).
+      const uint mask = (1u << PAGED) - 1u;
+      const uint first = base + (j0 & mask) * key_stride + lane_key;
+      const uint last = j_end - j0 <= STEP ? base + ((j_end - 1u) & mask) * key_stride : 0xffffffffu;
+      [[unroll]] for (uint u = 0u; u < KEYS; ++u) at[u] = min(first + u * (GROUPS * key_stride), last);
     } else {
-      [[unroll]] for (uint u = 0u; u < KEYS; ++u) at[u] = key_at_word(kv_word, b, hk, min(j0 + grp + u * GROUPS, j_end - 1u), j0, base0, base1);
+      [[unroll]] for (uint u = 0u; u < KEYS; ++u) at[u] = key_word(kv_word, b, hk, min(j0 + grp + u * GROUPS, j_end - 1u));
     }
     // Each key's words loaded once, scored against every head's query.
     float x[HEADS * KEYS];
@@ -184,10 +182,8 @@ void main() {
           }
       }
     }
-    if (BLOCK_BASES && j0 + STEP < j_end) {
-      base0 = block_base(b, hk, (j0 + STEP) >> PAGED);
-      base1 = block_base(b, hk, min(j0 + 2u * STEP, j_end) - 1u >> PAGED);
-    }
+    // The next step's block, where it enters one (uniform: once per 2^PAGED / STEP steps).
+    if (BLOCK_BASES && ((j0 + STEP) & ((1u << PAGED) - 1u)) == 0u && j0 + STEP < j_end) base = block_base(b, hk, (j0 + STEP) >> PAGED);
     // Uniform control flow: every lane of the workgroup shuffles.
     [[unroll]] for (uint t = 0u; t < HEADS * KEYS; ++t) x[t] = group_sum(x[t]);
     [[unroll]] for (uint c = 0u; c < HEADS; ++c) {

@@ -66,16 +66,20 @@ shared float p_tile[RELPOS_ATTN_TILED_P_TILE(BR, BC)];          // [BR][P_STRIDE
 shared float row_max[RELPOS_ATTN_TILED_ROW_MAX(BR, MAX_PARTS)];  // one per shuffle group of a row
 shared float row_tile[WINDOW];  // RELPOS_ATTN_ROW: row r reads row_tile[BR - 1 - r + c]
 #if PAGED_KV
-// Blocks of 2^PAGED >= BC keys (BLOCK_BASES): a tile's keys lie in at most two blocks, whose first
-// words every lane finds by two uniform table loads per tile (scalar loads on AMD), so a staged
-// word costs no table or shared read. Other blocks: the first word of each key of a tile, found
+// Blocks of 2^PAGED >= BC keys (BLOCK_BASES): splits start on a multiple of BC (the host rounds
+// split_len up to one: AttentionLaunch::split_align), so a tile's keys lie in one block, whose
+// first word every lane finds by one uniform table load per tile (a scalar load on AMD), and a
+// staged word costs no table or shared read. Other blocks: the first word of each key of a tile, found
 // once per key (one block table load) rather than once per staged word, in key_words. Two
 // buffers: tile n stages from buffer n % 2 while the lanes fill the other for tile n + 1 in step 4
 // (its last readers were before barrier C; barrier D publishes it). A preprocessor switch, not
 // PAGED alone: RADV (Mesa 22.3) kept the shared reads in the contiguous variant even under a
 // constant-false PAGED (ACO: +2% cycles).
 const bool BLOCK_BASES = RELPOS_ATTN_TILED_BLOCK_BASES(PAGED, BC);
-shared uint key_words[BLOCK_BASES ? 1u : RELPOS_ATTN_TILED_KEY_WORDS(BC)];
+// Unused with BLOCK_BASES, where it keeps 4 words: a whole 16 bytes, so that the arrays the driver
+// places after it stay 16-byte aligned (RADV laid it first, and with 1 word read the halves of the
+// K/V tile 4 bytes at a time: ACO +20%).
+shared uint key_words[BLOCK_BASES ? 4u : RELPOS_ATTN_TILED_KEY_WORDS(BC)];
 #else
 const bool BLOCK_BASES = false;
 #endif
@@ -100,14 +104,13 @@ void find_key_words(uint buf, uint b, uint hk, uint j0, uint j_end) {
 #endif
 }
 
-// Word 0 of key j0 + c (past the end: of the last key). BLOCK_BASES: base0 and base1 are the first
-// words of the blocks of keys j0 and j0 + BC - 1 (the same block or the next).
-uint tile_key_word(uint kv_word, uint buf, uint j0, uint c, uint j_end, uint base0, uint base1) {
+// Word 0 of key j0 + c (past the end: of the last key). BLOCK_BASES: key_offset is c's words from
+// key j0 (c · kv_heads · D4), tile_first key j0's first word and tile_last that of key j_end - 1
+// where the tile holds it (else ~0): in one block a later key lies further on, so a key past the
+// last is clamped to it by its address.
+uint tile_key_word(uint kv_word, uint buf, uint j0, uint c, uint j_end, uint key_offset, uvec2 tile_words) {
 #if PAGED_KV
-  if (BLOCK_BASES) {
-    const uint j = min(j0 + c, j_end - 1u), mask = (1u << PAGED) - 1u;
-    return ((j >> PAGED) == (j0 >> PAGED) ? base0 : base1) + (j & mask) * pc.kv_heads * D4;
-  }
+  if (BLOCK_BASES) return min(tile_words.x + key_offset, tile_words.y);
   return key_words[buf * BC + c];
 #else
   return kv_word + min(j0 + c, j_end - 1u) * D4;
@@ -128,11 +131,17 @@ vec4 staged_word(uint slot) {
 // Steps 1 and 3: the keys (or values) j0 .. j0 + BC - 1 into kv_tile, all lanes, consecutive lanes
 // consecutive words. A key past the end reloads the last one: finite, and its score is masked.
 // The bound on w is compiled only where WG_X does not divide the tile's words.
-void stage_tile(uint kv_word, uint buf, uint j0, uint j_end, bool values, uint base0, uint base1) {
+// BLOCK_BASES: a key's words from key j0, c · kv_heads · D4, multiplied once per lane where a lane's
+// words are of keys WG_X / D4 apart (WG_X a multiple of D4).
+void stage_tile(uint kv_word, uint buf, uint j0, uint j_end, bool values, uvec2 tile_words) {
+  const uint key_stride = BLOCK_BASES ? pc.kv_heads * D4 : 0u;
+  const uint lane_offset = (gl_LocalInvocationID.x / D4) * key_stride;
   [[unroll]] for (uint t = 0u; t < (BC * D4 + WG_X - 1u) / WG_X; ++t) {
     const uint w = gl_LocalInvocationID.x + t * WG_X;
     if ((BC * D4) % WG_X == 0u || w < BC * D4) {
-      const uint c = w / D4, d = w % D4, at = tile_key_word(kv_word, buf, j0, c, j_end, base0, base1) + d;
+      const uint c = w / D4, d = w % D4;
+      const uint key_offset = WG_X % D4 == 0u ? lane_offset + t * (WG_X / D4) * key_stride : c * key_stride;
+      const uint at = tile_key_word(kv_word, buf, j0, c, j_end, key_offset, tile_words) + d;
       stage_word(c * KV_STRIDE + d, at, values);
     }
   }
@@ -216,15 +225,16 @@ void main() {
 
   for (uint j0 = j_begin; j0 < j_end; j0 += BC) {
     const uint buf = PAGED != 0u ? ((j0 - j_begin) / BC) & 1u : 0u;  // key_words' buffer of this tile
-    // BLOCK_BASES: the first words of the tile's (at most two) blocks, uniform.
-    uint base0 = 0u, base1 = 0u;
+    // BLOCK_BASES: the first words of key j0 and, where the tile holds it, of key j_end - 1
+    // (tile_key_word), uniform.
+    uvec2 tile_words = uvec2(0u);
     if (BLOCK_BASES) {
-      base0 = block_base(b, hk, j0 >> PAGED);
-      base1 = block_base(b, hk, min(j0 + BC - 1u, j_end - 1u) >> PAGED);
+      const uint base = block_base(b, hk, j0 >> PAGED), mask = (1u << PAGED) - 1u, key_stride = pc.kv_heads * D4;
+      tile_words = uvec2(base + (j0 & mask) * key_stride, j_end - j0 <= BC ? base + ((j_end - 1u) & mask) * key_stride : 0xffffffffu);
     }
     // 1. The tile's keys and the bias window, clamped into the binding (only masked scores read
     // past it).
-    stage_tile(kv_word, buf, j0, j_end, false, base0, base1);
+    stage_tile(kv_word, buf, j0, j_end, false, tile_words);
     if (BIAS_MODE == RELPOS_ATTN_ROW) {
       const uint last = uint(bias.length()) - 1u;
       [[unroll]] for (uint t = 0u; t < (WINDOW + WG_X - 1u) / WG_X; ++t) {
@@ -308,7 +318,7 @@ void main() {
       const float x = p_tile[r * P_STRIDE + c];
       p_tile[r * P_STRIDE + c] = x == NEG_INF ? 0.0 : exp(x - m_new);
     }
-    stage_tile(kv_word, buf, j0, j_end, true, base0, base1);
+    stage_tile(kv_word, buf, j0, j_end, true, tile_words);
     barrier();  // C
 
     // 4. The next tile's key words; rescale, then accumulate this lane's dims of the row (the keys

@@ -108,17 +108,19 @@
 #define RELPOS_ATTN_TILED_ROW_MAX(BR, MAX_PARTS) ((BR) * (MAX_PARTS))
 #define RELPOS_ATTN_TILED_WINDOW(BR, BC) ((BR) + (BC) - 1u)    /* float: the per-distance row's values of a tile */
 #define RELPOS_ATTN_TILED_KEY_WORDS(BC) (2u * (BC))            /* uint, paged only: two tiles' key words */
-// Paged with blocks of 2^PAGED >= BC keys: a tile's keys lie in at most two blocks, whose first
-// words each tile finds by two uniform table loads; key_words is then one word. (No &&: glslang
-// makes a specialisation constant's && a branch, outside any function.)
-#define RELPOS_ATTN_TILED_BLOCK_BASES(PAGED, BC) (((PAGED) > 1u ? 1u : 0u) * ((1u << (PAGED)) >= (BC) ? 1u : 0u) != 0u)
+// Paged with blocks of 2^PAGED keys that BC (a power of two) divides, and splits starting on a
+// multiple of BC (the host aligns them): a tile's keys lie in one block, whose first word each tile
+// finds by one uniform table load; key_words is then 4 words (16 bytes). (No &&: glslang makes a
+// specialisation constant's && a branch, outside any function.)
+#define RELPOS_ATTN_TILED_BLOCK_BASES(PAGED, BC) \
+  (((PAGED) > 1u ? 1u : 0u) * (((BC) & ((BC) - 1u)) == 0u ? 1u : 0u) * ((1u << (PAGED)) >= (BC) ? 1u : 0u) != 0u)
 // All of them, in bytes: the K/V tile staged in 16-bit halves (KV_HALF: an f16 or bf16 cache) as
 // 8-byte words, else 16; the array of the other form, and key_words where unused, keep one word.
 #define RELPOS_ATTN_TILED_SHARED_BYTES(BR, BC, D4, MAX_PARTS, PAGED_KV, KV_HALF, PAGED)                                \
   (16u * RELPOS_ATTN_TILED_Q_TILE(BR, D4) + ((KV_HALF) ? 8u * RELPOS_ATTN_TILED_KV_TILE(BC, D4) + 16u                   \
                                                        : 16u * RELPOS_ATTN_TILED_KV_TILE(BC, D4) + 8u) +                 \
    4u * (RELPOS_ATTN_TILED_P_TILE(BR, BC) + RELPOS_ATTN_TILED_ROW_MAX(BR, MAX_PARTS) + RELPOS_ATTN_TILED_WINDOW(BR, BC) + \
-         ((PAGED_KV) ? (RELPOS_ATTN_TILED_BLOCK_BASES(PAGED, BC) ? 1u : RELPOS_ATTN_TILED_KEY_WORDS(BC)) : 0u)))
+         ((PAGED_KV) ? (RELPOS_ATTN_TILED_BLOCK_BASES(PAGED, BC) ? 4u : RELPOS_ATTN_TILED_KEY_WORDS(BC)) : 0u)))
 
 // attention_tiled's loops that are not unrolled, per tile: the tile loop itself, the scores' loop
 // over the head in steps of 4 words, two of SCORES (the bias, the weights) and the output's BC /
