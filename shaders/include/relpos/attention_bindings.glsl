@@ -47,10 +47,34 @@ void set_kv_scales(uint hk) {
     v_row_scale = kv_scales[pc.kv_heads + hk];
   }
 }
+// q8_0 with head_dim a multiple of 64: a row is an even number of 34-byte blocks and starts on a
+// word, so its even blocks start on a word and its odd ones 2 bytes into one (load_kv and
+// load_kv_row read whole words at known shifts). (No && or ||: glslang makes a specialisation
+// constant's a branch, outside any function.)
+const bool Q8_ROWS_ON_WORDS = (KV_FORMAT == CACHE_Q8_0 ? 1u : 0u) * (D4 % 16u == 0u ? 1u : 0u) != 0u;
 vec4 load_kv(uint w, bool values) {
   if (KV_FORMAT == CACHE_F32) return values ? v32[w] : k32[w];
   if (KV_FORMAT == CACHE_F16) return unpack4(values ? v16[w] : k16[w]);
   if (KV_FORMAT == CACHE_BF16) return unpack4_bf16(values ? v16[w] : k16[w]);
+  if (KV_FORMAT == CACHE_FP8_E4M3) {
+    // A row is head_dim bytes, D4 words: word w of the cache holds the 4 values of word w.
+    const uint b = values ? v_words[w] : k_words[w];
+    return vec4(cache_decode_fp8x2(b & 0xffffu), cache_decode_fp8x2(b >> 16)) * (values ? v_row_scale : k_row_scale);
+  }
+  if (Q8_ROWS_ON_WORDS) {
+    // Block k = d4 / 8 starts in word `first` (2 bytes in where k is odd); its scale is that
+    // word's low (even) or high (odd) half, and value word t = d4 % 8 is word first + t + 1
+    // (odd) or the high half of first + t and the low half of first + t + 1 (even).
+    const uint d4 = w % D4, k = d4 / 8u, t = d4 % 8u;
+    const uint first = (w / D4) * (KV_ROW_BYTES / 4u) + (k * 34u) / 4u;
+    const bool odd = (k & 1u) != 0u;
+    const uint x0 = values ? v_words[first] : k_words[first];
+    const uint lo = values ? v_words[first + t] : k_words[first + t];
+    const uint hi = values ? v_words[first + t + 1u] : k_words[first + t + 1u];
+    const float d = cache_decode_f16(odd ? x0 >> 16 : x0);
+    const uint q = odd ? hi : (lo >> 16) | (hi << 16);
+    return d * vec4(q8_value(q, 0u), q8_value(q, 1u), q8_value(q, 2u), q8_value(q, 3u));
+  }
   const uint row_byte = (w / D4) * KV_ROW_BYTES, d4 = w % D4;
   return values ? v_cache_decode4(KV_FORMAT, row_byte, d4, v_row_scale) : k_cache_decode4(KV_FORMAT, row_byte, d4, k_row_scale);
 }
@@ -65,13 +89,11 @@ vec4 load_v(uint w) { return load_kv(w, true); }
 //     binding's start) is even: a chunk's binding starts a multiple of 16 bytes into the buffer
 //     (planner.hpp's bound_bytes, so kv_shift is even), a whole one at the buffer's start, and
 //     rows are D4 words.
-//   q8_0 with head_dim a multiple of 64: a row is an even number of 34-byte blocks and starts on a
-//     word, so its even blocks start on a word and its odd ones 2 bytes into one; each block is the
-//     9 words it overlaps, 9 loads for 32 values (word by word: a scale and one or two words per 4).
+//   q8_0 with rows on words (Q8_ROWS_ON_WORDS): each block is the 9 words it overlaps, 9 loads for
+//     32 values (word by word: a scale and two words per 4).
 //   fp8: a row (head_dim bytes) starts on a word, so each 4 values are one load.
 // (No && or ||: glslang makes a specialisation constant's a branch, outside any function.)
 const bool KV_PAIRS = (KV_FORMAT == CACHE_F16 ? 1u : KV_FORMAT == CACHE_BF16 ? 1u : 0u) * (D4 % 2u == 0u ? 1u : 0u) != 0u;
-const bool Q8_BLOCK_PAIRS = (KV_FORMAT == CACHE_Q8_0 ? 1u : 0u) * (D4 % 16u == 0u ? 1u : 0u) != 0u;
 layout(std430, binding = BINDING_K) readonly buffer KPairs { uvec4 k_pairs[]; };
 layout(std430, binding = BINDING_V) readonly buffer VPairs { uvec4 v_pairs[]; };
 void load_kv_row(uint w, bool values, out vec4 row[D4]) {
@@ -81,7 +103,7 @@ void load_kv_row(uint w, bool values, out vec4 row[D4]) {
       row[d] = KV_FORMAT == CACHE_BF16 ? unpack4_bf16(u.xy) : unpack4(u.xy);
       row[d + 1u] = KV_FORMAT == CACHE_BF16 ? unpack4_bf16(u.zw) : unpack4(u.zw);
     }
-  } else if (Q8_BLOCK_PAIRS) {
+  } else if (Q8_ROWS_ON_WORDS) {
     const uint row_word = (w / D4) * (KV_ROW_BYTES / 4u);
     [[unroll]] for (uint k = 0u; k < D4 / 8u; ++k) {
       const uint first = row_word + (k * 34u) / 4u;  // the word holding the block's first byte

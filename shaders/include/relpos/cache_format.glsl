@@ -46,17 +46,19 @@ uint cache_encode_bf16(float x) {
   if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40u;
   return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
 }
-// Two e4m3 bytes (b0 in bits 0-7, b1 in bits 8-15) at once: each is a binary16 with 3 fewer exponent
-// bits and 7 fewer mantissa bits, so its bits moved into a binary16's (sign to bit 15, exponent and
-// mantissa to bits 7-13) give the value times 2^-8, subnormals included, exactly; NaN (0x7f/0xff)
-// by a select. A few integer operations instead of a branch per byte (the attention kernels decode
-// every key this way).
-vec2 cache_decode_fp8x2(uint b) {
-  const uint lo = ((b & 0x80u) << 8) | ((b & 0x7fu) << 7), hi = ((b & 0x8000u) << 16) | ((b & 0x7f00u) << 15);
-  const vec2 v = unpackHalf2x16(lo | hi) * 256.0;
-  const float nan = uintBitsToFloat(0x7fc00000u);
-  return vec2((b & 0x7fu) == 0x7fu ? nan : v.x, (b & 0x7f00u) == 0x7f00u ? nan : v.y);
+// Two e4m3 bytes (b0 in bits 0-7, b1 in bits 8-15) as the bits of two binary16 (low half b0) of
+// their values times 2^-8: each byte is a binary16 with 3 fewer exponent bits and 7 fewer mantissa
+// bits, so its bits moved into a binary16's (sign to bit 15, exponent and mantissa to bits 7-13)
+// give the value times 2^-8, subnormals included, exactly. NaN (0x7f, 0xff) by setting the
+// exponent's bits: the magnitude 0x7f plus one carries into bit 7 of its byte, which times 0xf8 is
+// 0x7c00, so 0x3f80 becomes 0x7f80, a NaN. A few integer operations per pair and no select (the
+// attention kernels decode every key this way).
+uint cache_fp8x2_half_bits(uint b) {
+  const uint t = (b & 0xffu) | ((b & 0xff00u) << 8);  // byte i at bits 16i .. 16i + 7
+  const uint mag = t & 0x007f007fu;
+  return ((t & 0x00800080u) << 8) | (mag << 7) | (((mag + 0x00010001u) & 0x00800080u) * 0xf8u);
 }
+vec2 cache_decode_fp8x2(uint b) { return unpackHalf2x16(cache_fp8x2_half_bits(b)) * 256.0; }
 // Saturating to +-448, round-to-nearest-even, NaN kept.
 uint cache_encode_fp8(float x) {
   const uint u = floatBitsToUint(x);
