@@ -143,7 +143,7 @@ void main() {
   // and the words between two keys of a block.
   uint base = 0u;
   if (BLOCK_BASES && j_begin < j_end) base = block_base(b, hk, j_begin >> PAGED);
-  const uint key_stride = pc.kv_heads * D4, lane_key = grp * key_stride;
+  const uint key_stride = pc.kv_heads * D4;
   for (uint j0 = j_begin; j0 < j_end; j0 += STEP) {
     // The group's KEYS keys (past the end: the last key again, finite and masked), each found once
     // (paged: one table load per key or one per block, not one per word).
@@ -153,7 +153,7 @@ void main() {
       // further on, so where the step holds the last key (j_end - 1), a key past it is clamped to
       // it by its address (uniform).
       const uint mask = (1u << PAGED) - 1u;
-      const uint first = base + (j0 & mask) * key_stride + lane_key;
+      const uint first = base + ((j0 & mask) + grp) * key_stride;  // a multiply per step, not a register held
       const uint last = j_end - j0 <= STEP ? base + ((j_end - 1u) & mask) * key_stride : 0xffffffffu;
       [[unroll]] for (uint u = 0u; u < KEYS; ++u) at[u] = min(first + u * (GROUPS * key_stride), last);
     } else {
