@@ -203,6 +203,9 @@ std::uint32_t attention_splits(const AttentionParams& p, const AttentionTiles& t
 }
 
 
+// A split's keys, rounded up to a power-of-two alignment, stay within kMaxKeysPerSplit (and the
+// kernels' loop bounds, multiples of a tile or step) where div_up(keys, splits) did.
+static_assert(std::has_single_bit(AttentionParams::kMaxKeysPerSplit));
 std::uint32_t split_length(std::uint32_t keys, std::uint32_t splits, std::uint32_t align) {
   return div_up(div_up(keys, splits), align) * align;
 }

@@ -24,7 +24,7 @@
 // tile's reads (another subgroup may still be accumulating from kv_tile when a fast one loops).
 // Step 2 writes p_tile only at the lane's own entries and step 3 reads only those back, so that
 // pair needs no barrier of its own; the row maxima of step 2 cross lanes (row_max), hence B.
-// Paged with BLOCK_BASES, a tile's key words come from two uniform loads, not key_words: no
+// Paged with BLOCK_BASES, a tile's key words come from one uniform load, not key_words: no
 // hand-off is added.
 // Loops that are not unrolled, per tile: the tile, ceil(D4 / 4) for the scores, two of SCORES for
 // the bias and the weights, BC / OUT_STEP for the output; Shaw adds ceil(D4 / 4) per score
@@ -105,9 +105,9 @@ void find_key_words(uint buf, uint b, uint hk, uint j0, uint j_end) {
 }
 
 // Word 0 of key j0 + c (past the end: of the last key). BLOCK_BASES: key_offset is c's words from
-// key j0 (c · kv_heads · D4), tile_first key j0's first word and tile_last that of key j_end - 1
-// where the tile holds it (else ~0): in one block a later key lies further on, so a key past the
-// last is clamped to it by its address.
+// key j0 (c · kv_heads · D4), tile_words.x key j0's first word and tile_words.y that of key
+// j_end - 1 where the tile holds it (else ~0): in one block a later key lies further on, so a key
+// past the last is clamped to it by its address.
 uint tile_key_word(uint kv_word, uint buf, uint j0, uint c, uint j_end, uint key_offset, uvec2 tile_words) {
 #if PAGED_KV
   if (BLOCK_BASES) return min(tile_words.x + key_offset, tile_words.y);

@@ -115,7 +115,7 @@
 #define RELPOS_ATTN_TILED_BLOCK_BASES(PAGED, BC) \
   (((PAGED) > 1u ? 1u : 0u) * (((BC) & ((BC) - 1u)) == 0u ? 1u : 0u) * ((1u << (PAGED)) >= (BC) ? 1u : 0u) != 0u)
 // All of them, in bytes: the K/V tile staged in 16-bit halves (KV_HALF: an f16 or bf16 cache) as
-// 8-byte words, else 16; the array of the other form, and key_words where unused, keep one word.
+// 8-byte words, else 16; the array of the other form keeps one word, key_words where unused 4.
 #define RELPOS_ATTN_TILED_SHARED_BYTES(BR, BC, D4, MAX_PARTS, PAGED_KV, KV_HALF, PAGED)                                \
   (16u * RELPOS_ATTN_TILED_Q_TILE(BR, D4) + ((KV_HALF) ? 8u * RELPOS_ATTN_TILED_KV_TILE(BC, D4) + 16u                   \
                                                        : 16u * RELPOS_ATTN_TILED_KV_TILE(BC, D4) + 8u) +                 \
