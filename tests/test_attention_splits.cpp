@@ -1,0 +1,75 @@
+// How the GPU kernel class cuts a row's keys into splits (src/ops/attention_launch.hpp), checked
+// without a GPU for shapes far larger than the GPU tests run: every split starts on a key tile
+// (prefill) or a decoding step, so that a paged tile or step lies in one block; the splits cover
+// the keys; and a split stays within kMaxKeysPerSplit and the kernel's loop bound.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cstdint>
+
+#include "ops/attention_launch.hpp"
+#include "relpos_contract/attention.h"
+#include "relpos/attention.hpp"
+#include "relpos/error.hpp"
+
+using namespace relpos;
+using namespace relpos::detail;
+
+namespace {
+
+// The GPU class's tiles as attention_tiles() makes them for a device of this subgroup size and
+// shared memory (256 prefill lanes where the subgroup allows, 64 decoding lanes).
+AttentionTiles gpu_tiles(std::uint32_t subgroup, std::uint32_t shared_bytes) {
+  AttentionTiles t{};
+  t.tiled = true;
+  t.lanes = 256;
+  t.decode_lanes = 64;
+  t.rows = 1;
+  t.target_items = 1024;
+  t.shared_budget = shared_bytes;
+  t.shuffle_subgroup = subgroup;
+  t.subgroup = subgroup;
+  return t;
+}
+
+}  // namespace
+
+TEST(AttentionSplits, SplitsStartOnATileOrStepCoverTheKeysAndStayInBounds) {
+  int aligned = 0;
+  for (const std::uint32_t subgroup : {8u, 16u, 32u, 64u})
+    for (const std::uint32_t shared : {8192u, 32768u})
+      for (const std::uint32_t queries : {1u, 5u, 64u})
+        for (const std::uint32_t head_dim : {64u, 128u, 96u})
+          for (const std::uint32_t keys : {1u, 7u, 100u, 1000u, 8191u, 8193u, 70001u, 200000u})
+            for (const std::uint32_t key_splits : {0u, 3u, 7u, 30u})
+              for (const std::uint32_t block_size : {0u, 16u, 256u}) {
+                AttentionParams p{.batch = 2, .heads = 8, .kv_heads = 2, .queries = queries, .keys = keys, .head_dim = head_dim};
+                p.key_splits = key_splits;
+                if (block_size) {
+                  p.paged.block_size = block_size;
+                  p.paged.max_blocks = (keys + block_size - 1) / block_size;
+                }
+                SCOPED_TRACE(testing::Message() << "subgroup " << subgroup << " shared " << shared << " Q " << queries << " D "
+                                                << head_dim << " K " << keys << " key_splits " << key_splits << " block " << block_size);
+                const AttentionTiles tiles = gpu_tiles(subgroup, shared);
+                std::uint32_t S = 0;
+                try {
+                  S = attention_splits(p, tiles);
+                } catch (const InvalidArgument&) {
+                  continue;  // an explicit key_splits that leaves a split too long: refused by name
+                }
+                const AttentionLaunch l = attention_launch(p, tiles, S);
+                // The decoding kernel's step (where it decodes), else the prefill kernel's tile.
+                const AttentionDecodeShape d = queries == 1 ? attention_decode_shape(tiles, p) : AttentionDecodeShape{};
+                const std::uint32_t unit = d.lanes ? RELPOS_ATTN_DECODE_STEP_KEYS(d.lanes / d.lanes_per_key, d.keys)
+                                                   : attention_tiled_shape(tiles, p).key_tile;
+                ASSERT_TRUE(std::has_single_bit(unit));
+                ASSERT_EQ(l.split_align, unit);
+                ASSERT_EQ(l.split_len % l.split_align, 0u);
+                ASSERT_GE(std::uint64_t{l.split_len} * S, keys);
+                ASSERT_LE(l.split_len, AttentionParams::kMaxKeysPerSplit);
+                ASSERT_LE(l.split_len, attention_tiled_max_split_keys(tiles, p));
+                aligned += l.split_align > 1;
+              }
+  EXPECT_GT(aligned, 0);  // the tiles and steps were aligned to, not only 1
+}
