@@ -10,6 +10,7 @@
 #include "ops/attention_launch.hpp"
 #include "relpos_contract/attention.h"
 #include "relpos/attention.hpp"
+#include "relpos/context.hpp"
 #include "relpos/error.hpp"
 
 using namespace relpos;
@@ -17,19 +18,16 @@ using namespace relpos::detail;
 
 namespace {
 
-// The GPU class's tiles as attention_tiles() makes them for a device of this subgroup size and
-// shared memory (256 prefill lanes where the subgroup allows, 64 decoding lanes).
+// The GPU class's tiles on a device of this subgroup size and shared memory (1024 lanes a
+// workgroup, subgroup shuffles).
 AttentionTiles gpu_tiles(std::uint32_t subgroup, std::uint32_t shared_bytes) {
-  AttentionTiles t{};
-  t.tiled = true;
-  t.lanes = 256;
-  t.decode_lanes = 64;
-  t.rows = 1;
-  t.target_items = 1024;
-  t.shared_budget = shared_bytes;
-  t.shuffle_subgroup = subgroup;
-  t.subgroup = subgroup;
-  return t;
+  DeviceLimits lim;
+  lim.max_workgroup_invocations = 1024;
+  lim.max_workgroup_size[0] = 1024;
+  lim.max_shared_memory_bytes = shared_bytes;
+  lim.subgroup_size = subgroup;
+  lim.subgroup_shuffle = true;
+  return gpu_attention_tiles(lim, 0);
 }
 
 }  // namespace
@@ -65,10 +63,11 @@ TEST(AttentionSplits, SplitsStartOnATileOrStepCoverTheKeysAndStayInBounds) {
                                                    : attention_tiled_shape(tiles, p).key_tile;
                 ASSERT_TRUE(std::has_single_bit(unit));
                 ASSERT_EQ(l.split_align, unit);
-                ASSERT_EQ(l.split_len % l.split_align, 0u);
-                ASSERT_GE(std::uint64_t{l.split_len} * S, keys);
-                ASSERT_LE(l.split_len, AttentionParams::kMaxKeysPerSplit);
-                ASSERT_LE(l.split_len, attention_tiled_max_split_keys(tiles, p));
+                const std::uint32_t split_len = split_length(keys, S, l.split_align);
+                ASSERT_EQ(split_len % l.split_align, 0u);
+                ASSERT_GE(std::uint64_t{split_len} * S, keys);
+                ASSERT_LE(split_len, AttentionParams::kMaxKeysPerSplit);
+                ASSERT_LE(split_len, attention_tiled_max_split_keys(tiles, p));
                 aligned += l.split_align > 1;
               }
   EXPECT_GT(aligned, 0);  // the tiles and steps were aligned to, not only 1

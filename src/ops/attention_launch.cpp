@@ -57,32 +57,35 @@ std::uint32_t storage_spec(DType t) { return t == DType::F16 ? RELPOS_STORE_F16 
 
 }  // namespace
 
-// attention_fused (the CPU class): a few subgroups per workgroup. A CPU device (lavapipe) gathers
-// every key and value load lane by lane and has no register file to run out of, so each lane takes
-// 4 rows to share those loads. attention_tiled (the GPU class): 64 lanes, tiles from the head size.
-AttentionTiles attention_tiles(const Context& ctx) {
-  const DeviceLimits& lim = ctx.limits();
+AttentionTiles gpu_attention_tiles(const DeviceLimits& lim, std::uint32_t forced_lanes) {
   const std::uint32_t sub = std::max<std::uint32_t>(lim.subgroup_size, 1);
   const std::uint32_t cap = std::min<std::uint32_t>(lim.max_workgroup_invocations, lim.max_workgroup_size[0]);
-  if (ctx.tuning().kernels == Kernels::Gpu) {
-    AttentionTiles t{};
-    t.tiled = true;
-    const std::uint32_t forced = detail::device_of(ctx)->gpu_attention_lanes;
-    // Prefill: 256 lanes where the device allows (4 wave64s, 8 wave32s, 16 SIMD16 threads), so that
-    // 16 rows of 16 lanes share each staged tile: a workgroup's shared memory then serves 4 times
-    // the lanes it served at 64, and each lane holds a quarter of the scores and output words.
-    // Decoding: 64 lanes.
-    std::uint32_t prefill = 64;
-    while (prefill * 2 <= std::min<std::uint32_t>(cap, 256) && prefill * 2 % sub == 0) prefill *= 2;
-    t.lanes = forced ? forced : std::min<std::uint32_t>(cap, prefill);
-    t.decode_lanes = forced ? forced : std::min<std::uint32_t>(cap, 64);
-    t.rows = 1;
-    t.target_items = 1024;
-    t.shared_budget = std::min<std::uint32_t>(lim.max_shared_memory_bytes, 32 * 1024);
-    t.shuffle_subgroup = lim.subgroup_shuffle && std::has_single_bit(sub) && t.lanes % sub == 0 && t.decode_lanes % sub == 0 ? sub : 0;
-    t.subgroup = sub;
-    return t;
-  }
+  AttentionTiles t{};
+  t.tiled = true;
+  // Prefill: 256 lanes where the device allows (4 wave64s, 8 wave32s, 16 SIMD16 threads), so that
+  // 16 rows of 16 lanes share each staged tile: a workgroup's shared memory then serves 4 times
+  // the lanes it served at 64, and each lane holds a quarter of the scores and output words.
+  // Decoding: 64 lanes.
+  std::uint32_t prefill = 64;
+  while (prefill * 2 <= std::min<std::uint32_t>(cap, 256) && prefill * 2 % sub == 0) prefill *= 2;
+  t.lanes = forced_lanes ? forced_lanes : std::min<std::uint32_t>(cap, prefill);
+  t.decode_lanes = forced_lanes ? forced_lanes : std::min<std::uint32_t>(cap, 64);
+  t.rows = 1;
+  t.target_items = 1024;
+  t.shared_budget = std::min<std::uint32_t>(lim.max_shared_memory_bytes, 32 * 1024);
+  t.shuffle_subgroup = lim.subgroup_shuffle && std::has_single_bit(sub) && t.lanes % sub == 0 && t.decode_lanes % sub == 0 ? sub : 0;
+  t.subgroup = sub;
+  return t;
+}
+
+// attention_fused (the CPU class): a few subgroups per workgroup. A CPU device (lavapipe) gathers
+// every key and value load lane by lane and has no register file to run out of, so each lane takes
+// 4 rows to share those loads. attention_tiled (the GPU class): gpu_attention_tiles.
+AttentionTiles attention_tiles(const Context& ctx) {
+  const DeviceLimits& lim = ctx.limits();
+  if (ctx.tuning().kernels == Kernels::Gpu) return gpu_attention_tiles(lim, detail::device_of(ctx)->gpu_attention_lanes);
+  const std::uint32_t sub = std::max<std::uint32_t>(lim.subgroup_size, 1);
+  const std::uint32_t cap = std::min<std::uint32_t>(lim.max_workgroup_invocations, lim.max_workgroup_size[0]);
   const bool cpu = ctx.device_info().type == DeviceType::Cpu;
   const std::uint32_t lanes = std::clamp<std::uint32_t>(sub * 4, 1, std::min<std::uint32_t>(cap, 64));
   // A CPU device runs each storage load as a loop over its SIMD lanes (the subgroup): there the
@@ -242,7 +245,6 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
       // Splits start on a step (RELPOS_ATTN_TILED_BLOCK_BASES: a step then lies in one block).
       const std::uint32_t step = RELPOS_ATTN_DECODE_STEP_KEYS(d.lanes / d.lanes_per_key, d.keys);
       l.split_align = std::has_single_bit(step) ? step : 1;
-      l.split_len = split_length(p.keys, S, l.split_align);
       return l;
     }
   }
@@ -250,7 +252,6 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
     const AttentionTiledShape t = attention_tiled_shape(tiles, p);
     // Splits start on a tile (RELPOS_ATTN_TILED_BLOCK_BASES: a tile then lies in one block).
     l.split_align = std::has_single_bit(t.key_tile) ? t.key_tile : 1;
-    l.split_len = split_length(p.keys, S, l.split_align);
     l.lane_splits = false;
     l.lanes = t.lanes;
     l.rows_per_group = t.rows;
@@ -271,7 +272,6 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
                                    : (paged ? ShaderId::attention_tiled_paged : ShaderId::attention_tiled);
     return l;
   }
-  l.split_len = split_length(p.keys, S, l.split_align);
   // One query: the lanes of a workgroup take consecutive splits of its row, as many lanes as splits
   // rounded up to whole subgroups (idle lanes of a subgroup cost nothing more), so that a plan's
   // steps, whose splits follow their keys, need few workgroup sizes.
@@ -308,7 +308,7 @@ push::AttentionPush attention_push(const AttentionParams& p, const AttentionLaun
   pc.split_groups = l.split_groups;
   pc.lane_splits = l.lane_splits ? 1 : 0;
   pc.splits = l.splits;
-  pc.split_len = l.split_len;
+  pc.split_len = split_length(p.keys, l.splits, l.split_align);
   pc.heads = p.heads;
   pc.kv_group = p.heads / p.kv_heads;
   pc.kv_heads = p.kv_heads;

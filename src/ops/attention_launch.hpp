@@ -32,6 +32,8 @@ struct AttentionTiles {
   std::uint32_t decode_lanes;  // tiled: lanes of a workgroup that decodes (one query row)
 };
 AttentionTiles attention_tiles(const Context& ctx);
+// The GPU class's tiles on a device of these limits (forced_lanes: a test's workgroup size, 0 none).
+AttentionTiles gpu_attention_tiles(const DeviceLimits& lim, std::uint32_t forced_lanes);
 
 // attention_tiled's workgroup: `rows` queries of one (batch, head), lanes / rows lanes per query,
 // keys staged `key_tile` at a time, `shared_bytes` of shared memory; the row maxima of
@@ -67,8 +69,8 @@ std::uint32_t attention_splits(const AttentionParams& p, const AttentionTiles& t
 
 // How one recording of attention_fused or attention_tiled covers the rows and splits.
 struct AttentionLaunch {
-  // split_len: keys per split, a multiple of split_align (split_length).
-  std::uint32_t splits, split_len, split_align;
+  // Splits start on a multiple of split_align keys (a split's keys: split_length, from the call's).
+  std::uint32_t splits, split_align;
   bool lane_splits;  // one query: the lanes of a workgroup take consecutive splits of one row
   std::uint32_t lanes, rows_per_group, split_groups, groups_per_bh;
   // (batch, head) rows per slab: the workgroups count slabs of this many consecutive heads of one kv

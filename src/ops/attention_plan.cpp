@@ -142,7 +142,6 @@ void AttentionPlan::record(Recorder& r, const AttentionStep& step, const Attenti
   auto it = s.schedules.find({p.queries, S});
   if (it == s.schedules.end()) it = s.schedules.emplace(std::pair{p.queries, S}, detail::attention_schedule(lim, p, s.tiles, env.keys)).first;
   detail::AttentionSchedule& schedule = it->second;
-  schedule.launch.split_len = detail::split_length(p.keys, S, schedule.launch.split_align);
   // Every buffer of a step is bound whole (checked above): one chunk, whatever the keys.
 
   const auto op = detail::begin_op(r);
