@@ -128,9 +128,11 @@ void load_kv_row(uint w, bool values, out vec4 row[D4]) {
   }
 }
 
+// Entry n of batch b's block table, clamped into the cache: a wrong table on the device gives
+// wrong numbers, never a read past k and v.
+uint cache_block(uint b, uint n) { return uint(clamp(block_table[b * pc.max_blocks + n], 0, int(pc.num_blocks) - 1)); }
 // Word of dims 0..3 of key j of batch b, kv head hk: in the slab that starts at slab_word
-// ([keys, D4] words), or, PAGED, in the block the table names. An entry outside the cache is
-// clamped into it: a wrong table on the device gives wrong numbers, never a read past k and v.
+// ([keys, D4] words), or, PAGED, in the block the table names (cache_block).
 // PAGED (a specialisation constant): 0 contiguous; 1 any block size (pc.block_size, divided by);
 // n >= 4 blocks of 2^n keys, found by shifts: a CPU device has no vector integer division, and a
 // GPU's takes a dozen instructions.
@@ -138,9 +140,11 @@ uint key_word(uint slab_word, uint b, uint hk, uint j) {
   if (PAGED == 0u) return slab_word + j * D4;
   const uint n = PAGED > 1u ? j >> PAGED : j / pc.block_size;
   const uint r = PAGED > 1u ? j & ((1u << PAGED) - 1u) : j % pc.block_size;
-  const uint block = uint(clamp(block_table[b * pc.max_blocks + n], 0, int(pc.num_blocks) - 1));
-  return ((block * pc.block_size + r) * pc.kv_heads + hk) * D4;
+  return ((cache_block(b, n) * pc.block_size + r) * pc.kv_heads + hk) * D4;
 }
+// Blocks of 2^PAGED keys (PAGED >= 4): the first word of block n of batch b, kv head hk, from which
+// the GPU kernels find a tile's or a decoding step's keys without a table load per key.
+uint block_base(uint b, uint hk, uint n) { return ((cache_block(b, n) << PAGED) * pc.kv_heads + hk) * D4; }
 
 // The keys of sequence b (a bound on j) and the position of its query 0: the push constants', cut
 // by key_lengths; PAGED, its cache length (clamped into [0, keys]) and the queries ending there.

@@ -50,11 +50,6 @@ shared float part_stat[RELPOS_ATTN_DECODE_PART_STATS(GROUPS)];    // [GROUPS][m,
 vec4 key_at(uint at) { return load_k(at); }
 vec4 value_at(uint at) { return load_v(at); }
 
-uint block_base(uint b, uint hk, uint n) {
-  const uint block = uint(clamp(block_table[b * pc.max_blocks + n], 0, int(pc.num_blocks) - 1));
-  return ((block << PAGED) * pc.kv_heads + hk) * D4;
-}
-
 float group_sum(float x) {
   [[unroll]] for (uint bit = 1u; bit < KG; bit <<= 1) x += subgroupShuffleXor(x, bit);
   return x;
@@ -143,7 +138,7 @@ void main() {
   // and the words between two keys of a block.
   uint base = 0u;
   if (BLOCK_BASES && j_begin < j_end) base = block_base(b, hk, j_begin >> PAGED);
-  const uint key_stride = pc.kv_heads * D4;
+  const uint key_stride = pc.kv_heads * D4, block_mask = (1u << PAGED) - 1u;
   for (uint j0 = j_begin; j0 < j_end; j0 += STEP) {
     // The group's KEYS keys (past the end: the last key again, finite and masked), each found once
     // (paged: one table load per key or one per block, not one per word).
@@ -152,9 +147,8 @@ void main() {
       // One address per lane, the others a uniform stride on. Within a block a later key lies
       // further on, so where the step holds the last key (j_end - 1), a key past it is clamped to
       // it by its address (uniform).
-      const uint mask = (1u << PAGED) - 1u;
-      const uint first = base + ((j0 & mask) + grp) * key_stride;  // a multiply per step, not a register held
-      const uint last = j_end - j0 <= STEP ? base + ((j_end - 1u) & mask) * key_stride : 0xffffffffu;
+      const uint first = base + ((j0 & block_mask) + grp) * key_stride;  // a multiply per step, not a register held
+      const uint last = j_end - j0 <= STEP ? base + ((j_end - 1u) & block_mask) * key_stride : 0xffffffffu;
       [[unroll]] for (uint u = 0u; u < KEYS; ++u) at[u] = min(first + u * (GROUPS * key_stride), last);
     } else {
       [[unroll]] for (uint u = 0u; u < KEYS; ++u) at[u] = key_word(kv_word, b, hk, min(j0 + grp + u * GROUPS, j_end - 1u));
@@ -183,7 +177,7 @@ void main() {
       }
     }
     // The next step's block, where it enters one (uniform: once per 2^PAGED / STEP steps).
-    if (BLOCK_BASES && ((j0 + STEP) & ((1u << PAGED) - 1u)) == 0u && j0 + STEP < j_end) base = block_base(b, hk, (j0 + STEP) >> PAGED);
+    if (BLOCK_BASES && ((j0 + STEP) & block_mask) == 0u && j0 + STEP < j_end) base = block_base(b, hk, (j0 + STEP) >> PAGED);
     // Uniform control flow: every lane of the workgroup shuffles.
     [[unroll]] for (uint t = 0u; t < HEADS * KEYS; ++t) x[t] = group_sum(x[t]);
     [[unroll]] for (uint c = 0u; c < HEADS; ++c) {

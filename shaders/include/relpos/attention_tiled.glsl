@@ -84,16 +84,6 @@ shared uint key_words[BLOCK_BASES ? 4u : RELPOS_ATTN_TILED_KEY_WORDS(BC)];
 const bool BLOCK_BASES = false;
 #endif
 
-// BLOCK_BASES: the first word of block n of sequence b (kv head hk), clamped as key_word does.
-uint block_base(uint b, uint hk, uint n) {
-#if PAGED_KV
-  const uint block = uint(clamp(block_table[b * pc.max_blocks + n], 0, int(pc.num_blocks) - 1));
-  return ((block << PAGED) * pc.kv_heads + hk) * D4;
-#else
-  return 0u;
-#endif
-}
-
 void find_key_words(uint buf, uint b, uint hk, uint j0, uint j_end) {
 #if PAGED_KV
   if (BLOCK_BASES || j0 >= j_end) return;
