@@ -4,6 +4,7 @@
 // plans against attention(); bad formats, scales and buffers refused before anything is recorded.
 #include <relpos/relpos.hpp>
 
+#include <map>
 #include <random>
 
 #include "support/expect.hpp"
@@ -187,6 +188,42 @@ TEST_F(AttentionFormatsGpu, DecodingEveryFormatAndRowWidth) {
         ++n;
         expect_format_case(kernels, rng, p, f, paged ? std::vector<std::int32_t>{300, 129} : std::vector<std::int32_t>{});
       }
+}
+
+// Grouped-query heads that attention_decode cannot hold together (head_dim 128 in subgroups of 8,
+// as dg2 and lavapipe run it; head_dim 256 in subgroups of up to 16): attention_tiled decodes them
+// with a row per query head, so that each staged key and value serves every query head of its kv
+// head. Every bias mode (the per-distance rows, ALiBi's slopes and the dense bias are per head, so
+// here per row), contiguous and paged (blocks of 16 and 256), f32, f16 and q8_0 caches, split keys.
+TEST_F(AttentionFormatsGpu, GroupedQueryHeadsAsRowsOfTheTiledKernel) {
+  std::mt19937 rng(2043);
+  Context ctx = test::gpu_kernels_tiles(32768, 64);
+  int n = 0;
+  for (std::uint32_t head_dim : {128u, 256u})
+    for (const AttentionBiasInfo& info : attention_biases()) {
+      const CacheFormat f = n % 3 == 0 ? CacheFormat::F32 : n % 3 == 1 ? CacheFormat::F16 : CacheFormat::Q8_0;
+      AttentionParams p{.batch = 2, .heads = 8, .kv_heads = 2, .queries = 1, .keys = 300, .head_dim = head_dim,
+                        .dtype = n % 4 == 1 ? DType::F16 : DType::F32, .causal = true, .bias = info.bias, .max_relative_position = 6};
+      p.t5.bidirectional = false;
+      p.sandwich_dim = 64;
+      if (n % 5 == 0) p.key_splits = 3;
+      const bool paged = n % 2 == 0;
+      if (!paged) p.query_offset = p.keys - 1;  // the query after the keys (a paged one: after its cache)
+      if (paged) {
+        p.paged.block_size = n % 4 == 0 ? 16 : 256;
+        p.paged.max_blocks = (p.keys + p.paged.block_size - 1) / p.paged.block_size;
+      }
+      ++n;
+      expect_matches(ctx, paged ? make_case(rng, p, f, true, {300, 129}) : make_case(rng, p, f, false));
+    }
+  bool rows_are_heads = false;
+  for (const PipelineReport& rep : pipeline_reports(ctx, false)) {
+    const std::map<std::string, std::uint32_t> c(rep.constants.begin(), rep.constants.end());
+    if (!rep.shader.starts_with("attention_tiled") || c.at("ROWS_ARE_HEADS") == 0) continue;
+    rows_are_heads = true;
+    EXPECT_EQ(c.at("BR"), 4u) << rep.shader;
+  }
+  EXPECT_TRUE(rows_are_heads) << "no attention_tiled pipeline decoded the heads as rows";
 }
 
 // A plan over a q8_0 cache gives what attention() gives, bit for bit.

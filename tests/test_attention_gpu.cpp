@@ -214,7 +214,8 @@ TEST_F(AttentionGpu, GpuKernelsAtSeveralTileSizes) {
     }
     // Decoding on a device that shuffles (the workgroup a whole number of subgroups): attention_decode,
     // its lanes in groups of a power of two within the subgroup that share each key; otherwise
-    // attention_tiled with one query row, its row maxima through shared memory only.
+    // attention_tiled with one query row, its row maxima through shared memory only (or a row per
+    // query head of a kv head, where attention_decode cannot hold them all).
     const std::uint32_t sub = ctx.limits().subgroup_size;
     const bool shuffles = t.shuffles && ctx.limits().subgroup_shuffle && t.lanes % sub == 0 && sub > 1;
     bool seen = false;
@@ -228,7 +229,9 @@ TEST_F(AttentionGpu, GpuKernelsAtSeveralTileSizes) {
         continue;
       }
       if (rep.shader.rfind("attention_tiled", 0) != 0) continue;
-      seen = seen || c["BR"] == 1;
+      // Decoding: one row, or (grouped-query heads that attention_decode cannot hold) a row per head.
+      const bool decoding = c["BR"] == 1 || c["ROWS_ARE_HEADS"] == 1;
+      seen = seen || decoding;
       if (c["BR"] == 1) EXPECT_FALSE(shuffles);
       EXPECT_EQ(rep.shader, "attention_tiled") << "rows " << c["BR"];
       EXPECT_EQ(c["SHUFFLE_LANES"], 1u) << "rows " << c["BR"];

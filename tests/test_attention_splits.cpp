@@ -6,6 +6,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <string_view>
 
 #include "ops/attention_launch.hpp"
 #include "relpos_contract/attention.h"
@@ -17,6 +18,14 @@ using namespace relpos;
 using namespace relpos::detail;
 
 namespace {
+
+// The value of specialisation constant `name` in a launch.
+std::uint32_t constant(const AttentionLaunch& l, std::string_view name) {
+  for (std::size_t k = 0; k < l.spec.declared().size(); ++k)
+    if (l.spec.declared()[k].name == name) return l.spec.values()[k];
+  ADD_FAILURE() << "no constant " << name;
+  return 0;
+}
 
 // The GPU class's tiles on a device of this subgroup size and shared memory (1024 lanes a
 // workgroup, subgroup shuffles).
@@ -57,10 +66,12 @@ TEST(AttentionSplits, SplitsStartOnATileOrStepCoverTheKeysAndStayInBounds) {
                   continue;  // an explicit key_splits that leaves a split too long: refused by name
                 }
                 const AttentionLaunch l = attention_launch(p, tiles, S);
-                // The decoding kernel's step (where it decodes), else the prefill kernel's tile.
+                // The decoding kernel's step (where it decodes), else attention_tiled's tile (its rows
+                // grouped-query heads where the decoding kernel cannot hold them all).
                 const AttentionDecodeShape d = queries == 1 ? attention_decode_shape(tiles, p) : AttentionDecodeShape{};
-                const std::uint32_t unit = d.lanes ? RELPOS_ATTN_DECODE_STEP_KEYS(d.lanes / d.lanes_per_key, d.keys)
-                                                   : attention_tiled_shape(tiles, p).key_tile;
+                const std::uint32_t row_heads = attention_tiled_row_heads(tiles, p);
+                const std::uint32_t unit = d.lanes && row_heads == 1 ? RELPOS_ATTN_DECODE_STEP_KEYS(d.lanes / d.lanes_per_key, d.keys)
+                                                                     : attention_tiled_shape(tiles, p, row_heads).key_tile;
                 ASSERT_TRUE(std::has_single_bit(unit));
                 ASSERT_EQ(l.split_align, unit);
                 const std::uint32_t split_len = split_length(keys, S, l.split_align);
@@ -68,7 +79,54 @@ TEST(AttentionSplits, SplitsStartOnATileOrStepCoverTheKeysAndStayInBounds) {
                 ASSERT_GE(std::uint64_t{split_len} * S, keys);
                 ASSERT_LE(split_len, AttentionParams::kMaxKeysPerSplit);
                 ASSERT_LE(split_len, attention_tiled_max_split_keys(tiles, p));
+                // A slab of heads that a binding chunk would cut goes a head at a time, maybe by
+                // another kernel: its splits fit too.
+                const AttentionLaunch alone = attention_launch(p, tiles, S, false);
+                ASSERT_LE(split_length(keys, S, alone.split_align), attention_tiled_max_split_keys(tiles, p));
                 aligned += l.split_align > 1;
               }
   EXPECT_GT(aligned, 0);  // the tiles and steps were aligned to, not only 1
+}
+
+// Decoding grouped-query heads, a workgroup takes the query heads of one kv head together (the
+// most, up to 4, that divide the group) at every subgroup size and head size, so that a kv head's
+// keys and values are read once per step for them rather than once per query head:
+// attention_decode where its lanes hold them all, attention_tiled with the heads as its rows where
+// they do not (subgroups of 8 at head_dim 128, as dg2 runs; head_dim 256).
+TEST(AttentionSplits, DecodingReadsAKvHeadOnceForItsQueryHeads) {
+  struct Heads {
+    std::uint32_t heads, kv_heads, together;
+  };
+  int by_decode = 0, by_tiled = 0;
+  for (const std::uint32_t subgroup : {8u, 16u, 32u, 64u})
+    for (const std::uint32_t shared : {8192u, 32768u})
+      for (const std::uint32_t head_dim : {64u, 80u, 96u, 128u, 256u})
+        for (const std::uint32_t block_size : {0u, 16u, 256u})
+          for (const Heads g : {Heads{8, 8, 1}, Heads{8, 4, 2}, Heads{8, 2, 4}, Heads{8, 1, 4}, Heads{6, 2, 3}, Heads{12, 2, 3}, Heads{32, 8, 4}}) {
+            AttentionParams p{.batch = 2, .heads = g.heads, .kv_heads = g.kv_heads, .queries = 1, .keys = 4096, .head_dim = head_dim};
+            if (block_size) {
+              p.paged.block_size = block_size;
+              p.paged.max_blocks = 4096 / block_size;
+            }
+            SCOPED_TRACE(testing::Message() << "subgroup " << subgroup << " shared " << shared << " D " << head_dim << " block "
+                                            << block_size << " heads " << g.heads << "/" << g.kv_heads);
+            const AttentionTiles tiles = gpu_tiles(subgroup, shared);
+            const AttentionLaunch l = attention_launch(p, tiles, attention_splits(p, tiles));
+            // With 8 KiB of shared memory, 4 rows of head_dim 256 do not fit: fewer heads then.
+            if (shared < 32768) {
+              EXPECT_LE(l.slab_heads, g.together);
+              continue;
+            }
+            EXPECT_EQ(l.slab_heads, g.together);
+            if (l.shader == ShaderId::attention_decode || l.shader == ShaderId::attention_decode_paged) {
+              EXPECT_EQ(constant(l, "HEADS"), g.together);
+              by_decode += g.together > 1;
+            } else {
+              EXPECT_EQ(constant(l, "BR"), g.together);
+              EXPECT_EQ(constant(l, "ROWS_ARE_HEADS"), g.together > 1 ? 1u : 0u);
+              by_tiled += g.together > 1;
+            }
+          }
+  EXPECT_GT(by_decode, 0);
+  EXPECT_GT(by_tiled, 0);
 }

@@ -113,8 +113,9 @@ TEST_P(GpuCompiler, EveryPipelineWithoutSpillsAndAttentionInShapeForGpus) {
       paged += pipeline.ends_with("_paged");
       const std::uint32_t d = j["head_dim"].get<std::uint32_t>();
       tiled_head_dims.insert(d);
-      // One query row per workgroup exactly when the kernel serves decoding.
-      EXPECT_EQ(j["use"] == "decode", decode_kernel || j["variant"]["BR"] == 1) << what;
+      // One query row per workgroup (or a row per query head of one kv head) exactly when the
+      // kernel serves decoding.
+      EXPECT_EQ(j["use"] == "decode", decode_kernel || j["variant"]["BR"] == 1 || j["variant"].value("ROWS_ARE_HEADS", 0u) == 1) << what;
       // Decoding keeps every lane busy: each lane of a key's group holds a word of the head.
       if (decode_kernel) EXPECT_LE(j["variant"]["KG"].get<std::uint32_t>(), d / 4) << what;
       // A key's group of lanes meets by shuffles within one subgroup of the size the pipeline runs

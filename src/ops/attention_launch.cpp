@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <optional>
 #include <string>
 
 #include "bias/bias_family.hpp"
@@ -39,6 +40,10 @@ constexpr std::uint32_t kDecodeKeysPerGroup = 4;
 // words, head_dim 128, Intel's compiler spilled and AMD's took 120-152 VGPRs; with subgroups of 8,
 // dg2 spilled at 8 words however they were split).
 constexpr std::uint32_t kDecodeHeads = 4, kDecodeWords = 4;
+
+// Shared memory of a decoding workgroup of 64 lanes that keeps a GPU full: navi21 4 waves64 per
+// SIMD, dg2 8 threads per EU (issue 27's decoding target; attention_decode takes 2.5 KiB).
+constexpr std::uint32_t kDecodeSharedBytes = 8 * 1024;
 
 // Decoding grouped-query heads, the query heads read together each key and value they share: the
 // most (at most `most`) consecutive heads that divide the kv head's group.
@@ -101,14 +106,18 @@ std::uint32_t attention_paged_spec(const AttentionParams& p) {
   return bs == 0 ? 0u : std::has_single_bit(bs) ? static_cast<std::uint32_t>(std::countr_zero(bs)) : 1u;
 }
 
-AttentionTiledShape attention_tiled_shape(const AttentionTiles& tiles, const AttentionParams& p) {
-  const std::uint32_t head_dim = p.head_dim, D4 = head_dim / 4;
+namespace {
+// attention_tiled_shape's tile, or none where not even 4 keys fit (the needed bytes in `needed`).
+std::optional<AttentionTiledShape> tiled_shape_within(const AttentionTiles& tiles, const AttentionParams& p, std::uint32_t row_heads,
+                                                      std::uint32_t* needed = nullptr) {
+  const std::uint32_t D4 = p.head_dim / 4;
   const bool one_query = p.queries == 1, paged = p.paged.enabled();
   const bool kv_half = p.cache() == CacheFormat::F16 || p.cache() == CacheFormat::BF16;  // staged as stored
   const std::uint32_t paged_spec = attention_paged_spec(p);
-  // Query rows per workgroup: 16 share each staged key, or 1 when decoding; lanes a multiple of it.
+  // Query rows per workgroup: 16 share each staged key, or 1 when decoding (row_heads: that many
+  // heads of its query); lanes a multiple of it.
   const std::uint32_t group = one_query ? tiles.decode_lanes : tiles.lanes;
-  const std::uint32_t rows = one_query ? 1 : std::min<std::uint32_t>(16, group);
+  const std::uint32_t rows = std::min<std::uint32_t>(one_query ? std::max<std::uint32_t>(row_heads, 1) : 16, group);
   const std::uint32_t lanes = group / rows * rows, lanes_per_row = lanes / rows;
   // Decoding, the row maxima of the largest power of two of lanes dividing the row and the subgroup
   // meet by shuffles (tiles.lanes is a whole number of subgroups where shuffle_subgroup is set):
@@ -125,12 +134,26 @@ AttentionTiledShape attention_tiled_shape(const AttentionTiles& tiles, const Att
   // SIMD16 (dg2: at 64 keys head_dim 64 f16 compiles SIMD8), and at head_dim 64 a workgroup
   // within 16.5 KiB (navi21: 7-10 waves64 per SIMD, not 4-6), for the same estimate per row and
   // key (ACO, navi21). Decoding's tiled fallback (one row of 64 lanes) keeps 64: a key per lane.
-  for (std::uint32_t bc : {64u, 32u, 16u, 8u, 4u})
-    if ((one_query || bc <= 32) && bytes(bc) <= tiles.shared_budget) return {lanes, rows, bc, bytes(bc), shuffle};
-  detail::require(false, "head_dim", std::to_string(head_dim),
-                  "needs " + std::to_string(bytes(4)) + " bytes of shared memory for the GPU attention kernel; the device allows " +
+  // Decoding heads as rows: 32 keys where the workgroup stays within kDecodeSharedBytes, else 16
+  // (a key per lane of a row of 16; 32 spilled on dg2 at head_dim 128 with f16 caches, and the
+  // 20 KiB of a 32-key tile there left 2 threads per EU where the decoding kernel runs 8).
+  const bool heads_as_rows = one_query && rows > 1;
+  for (std::uint32_t bc : {64u, 32u, 16u, 8u, 4u}) {
+    const bool size_fits = heads_as_rows ? bc <= 32 && (bytes(bc) <= kDecodeSharedBytes || bc <= lanes_per_row) : one_query || bc <= 32;
+    if (size_fits && bytes(bc) <= tiles.shared_budget) return AttentionTiledShape{lanes, rows, bc, bytes(bc), shuffle};
+  }
+  if (needed) *needed = bytes(4);
+  return std::nullopt;
+}
+}  // namespace
+
+AttentionTiledShape attention_tiled_shape(const AttentionTiles& tiles, const AttentionParams& p, std::uint32_t row_heads) {
+  std::uint32_t needed = 0;
+  const std::optional<AttentionTiledShape> t = tiled_shape_within(tiles, p, row_heads, &needed);
+  detail::require(t.has_value(), "head_dim", std::to_string(p.head_dim),
+                  "needs " + std::to_string(needed) + " bytes of shared memory for the GPU attention kernel; the device allows " +
                       std::to_string(tiles.shared_budget) + " (use the CPU kernels: Kernels::Cpu)");
-  return {};
+  return *t;
 }
 
 AttentionDecodeShape attention_decode_shape(const AttentionTiles& tiles, const AttentionParams& p) {
@@ -162,21 +185,42 @@ AttentionDecodeShape attention_decode_shape(const AttentionTiles& tiles, const A
   return {lanes, kg, keys, RELPOS_ATTN_DECODE_SHARED_BYTES(lanes / kg, D4), heads};
 }
 
+std::uint32_t attention_tiled_row_heads(const AttentionTiles& tiles, const AttentionParams& p) {
+  if (!tiles.tiled || p.queries != 1) return 1;
+  const AttentionDecodeShape d = attention_decode_shape(tiles, p);
+  const std::uint32_t held = d.lanes ? d.heads : 1;
+  // The most heads whose rows' tiles fit the shared memory, where that is more than
+  // attention_decode holds.
+  for (std::uint32_t n = decode_slab_heads(p, kDecodeHeads); n > held; n = decode_slab_heads(p, n - 1))
+    if (tiled_shape_within(tiles, p, n)) return n;
+  return 1;
+}
+
 std::uint32_t attention_tiled_max_split_keys(const AttentionTiles& tiles, const AttentionParams& p) {
-  if (p.queries == 1) {
-    if (const AttentionDecodeShape d = attention_decode_shape(tiles, p); d.lanes) {
-      const std::uint32_t step = RELPOS_ATTN_DECODE_STEP_KEYS(d.lanes / d.lanes_per_key, d.keys);
-      // Packed queries: the loop over the earlier sequences' lengths comes first.
-      const std::uint64_t steps = RELPOS_MAX_LOOP_ITERATIONS - (p.packed() ? p.batch : 0u);
-      return static_cast<std::uint32_t>(std::min<std::uint64_t>(AttentionParams::kMaxKeysPerSplit, steps * step));
-    }
-  }
-  const AttentionTiledShape t = attention_tiled_shape(tiles, p);
-  const bool shaw = bias_family(p.bias).kernel_mode == RELPOS_ATTN_SHAW;
   // Packed queries: the loop over the earlier sequences' lengths comes first.
-  const std::uint32_t tiles_per_split = (RELPOS_MAX_LOOP_ITERATIONS - (p.packed() ? p.batch : 0u)) /
-                                        RELPOS_ATTN_TILED_TILE_ITERATIONS(t.key_tile, t.lanes / t.rows, p.head_dim / 4, shaw);
-  return std::min(AttentionParams::kMaxKeysPerSplit, tiles_per_split * t.key_tile);
+  const std::uint64_t loop = RELPOS_MAX_LOOP_ITERATIONS - (p.packed() ? p.batch : 0u);
+  // Every kernel attention_launch may pick for this shape (with heads shared or not: a slab that a
+  // chunk would cut goes a head at a time): the fewest keys any of them holds, in whole units of
+  // the largest alignment, so that a split rounded up to its kernel's alignment still fits.
+  std::uint64_t keys = AttentionParams::kMaxKeysPerSplit, align = 1;
+  auto kernel = [&](std::uint64_t most, std::uint32_t unit) {
+    keys = std::min(keys, most);
+    if (std::has_single_bit(unit)) align = std::max<std::uint64_t>(align, unit);
+  };
+  auto tiled = [&](std::uint32_t row_heads) {
+    const AttentionTiledShape t = attention_tiled_shape(tiles, p, row_heads);
+    const bool shaw = bias_family(p.bias).kernel_mode == RELPOS_ATTN_SHAW;
+    kernel(loop / RELPOS_ATTN_TILED_TILE_ITERATIONS(t.key_tile, t.lanes / t.rows, p.head_dim / 4, shaw) * t.key_tile, t.key_tile);
+  };
+  const AttentionDecodeShape d = p.queries == 1 ? attention_decode_shape(tiles, p) : AttentionDecodeShape{};
+  if (d.lanes) {
+    const std::uint32_t step = RELPOS_ATTN_DECODE_STEP_KEYS(d.lanes / d.lanes_per_key, d.keys);
+    kernel(loop * step, step);
+  } else {
+    tiled(1);
+  }
+  if (const std::uint32_t row_heads = attention_tiled_row_heads(tiles, p); row_heads > 1) tiled(row_heads);
+  return static_cast<std::uint32_t>(keys / align * align);
 }
 
 std::uint32_t attention_splits(const AttentionParams& p, const AttentionTiles& tiles) {
@@ -193,7 +237,8 @@ std::uint32_t attention_splits(const AttentionParams& p, const AttentionTiles& t
   std::uint32_t slab = 1;
   if (p.queries == 1) {
     const AttentionDecodeShape d = tiles.tiled ? attention_decode_shape(tiles, p) : AttentionDecodeShape{};
-    slab = tiles.tiled ? (d.lanes ? d.heads : 1) : decode_slab_heads(p, tiles.rows);
+    const std::uint32_t row_heads = attention_tiled_row_heads(tiles, p);
+    slab = !tiles.tiled ? decode_slab_heads(p, tiles.rows) : row_heads > 1 ? row_heads : d.lanes ? d.heads : 1;
   }
   const std::uint64_t items = p.rows() / slab;
   std::uint64_t by_items = 1;
@@ -223,7 +268,10 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
   // Split keys leave float32 parts (the merge stores out).
   const std::uint32_t in_half = storage_spec(p.dtype), out_half = S == 1 ? storage_spec(p.output_dtype()) : RELPOS_STORE_F32;
   const std::uint32_t paged = attention_paged_spec(p);
-  if (tiles.tiled && one_query) {
+  // Decoding grouped-query heads: attention_tiled with the heads as rows where attention_decode
+  // cannot hold them all (attention_tiled_row_heads).
+  const std::uint32_t row_heads = share_heads ? attention_tiled_row_heads(tiles, p) : 1;
+  if (tiles.tiled && one_query && row_heads == 1) {
     if (const AttentionDecodeShape d = attention_decode_shape(tiles, p); d.lanes) {
       l.lane_splits = false;
       l.lanes = d.lanes;
@@ -249,14 +297,15 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
     }
   }
   if (tiles.tiled) {
-    const AttentionTiledShape t = attention_tiled_shape(tiles, p);
+    const AttentionTiledShape t = attention_tiled_shape(tiles, p, row_heads);
     // Splits start on a tile (RELPOS_ATTN_TILED_BLOCK_BASES: a tile then lies in one block).
     l.split_align = std::has_single_bit(t.key_tile) ? t.key_tile : 1;
     l.lane_splits = false;
     l.lanes = t.lanes;
     l.rows_per_group = t.rows;
+    l.slab_heads = row_heads;
     l.split_groups = S;
-    l.groups_per_bh = S * detail::div_up(p.queries, t.rows);
+    l.groups_per_bh = S * detail::div_up(p.queries, row_heads > 1 ? 1 : t.rows);
     l.spec = contract::AttentionTiledSpec{.WG_X = t.lanes,
                                           .D4 = p.head_dim / 4,
                                           .BC = t.key_tile,
@@ -266,7 +315,8 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
                                           .BIAS_MODE = mode,
                                           .SHUFFLE_LANES = t.shuffle_lanes,
                                           .PAGED = paged,
-                                          .KV_FORMAT = static_cast<std::uint32_t>(p.cache())};
+                                          .KV_FORMAT = static_cast<std::uint32_t>(p.cache()),
+                                          .ROWS_ARE_HEADS = row_heads > 1 ? 1u : 0u};
     // Only the variant that shuffles declares the subgroup-shuffle capability.
     l.shader = t.shuffle_lanes > 1 ? (paged ? ShaderId::attention_tiled_shuffle_paged : ShaderId::attention_tiled_shuffle)
                                    : (paged ? ShaderId::attention_tiled_paged : ShaderId::attention_tiled);

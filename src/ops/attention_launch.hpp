@@ -43,9 +43,10 @@ struct AttentionTiledShape {
 };
 // The largest key tile that fits the device's shared memory (at most 32 KiB, so that two
 // workgroups share a 64 KiB compute unit), for this head size and dtype (float16 tiles stay
-// float16); one query row per workgroup when decoding (one query); a paged cache may take a few
-// words per key more. Throws where not even 4 keys fit.
-AttentionTiledShape attention_tiled_shape(const AttentionTiles& tiles, const AttentionParams& p);
+// float16); one query row per workgroup when decoding (one query), or `row_heads` rows that are
+// heads of one kv head (attention_tiled_row_heads); a paged cache may take a few words per key
+// more. Throws where not even 4 keys fit.
+AttentionTiledShape attention_tiled_shape(const AttentionTiles& tiles, const AttentionParams& p, std::uint32_t row_heads = 1);
 // attention_bindings.glsl's PAGED: 0 contiguous, log2 of a power-of-two block size (shifts), else 1
 // (divisions).
 std::uint32_t attention_paged_spec(const AttentionParams& p);
@@ -58,6 +59,13 @@ struct AttentionDecodeShape {
   std::uint32_t lanes, lanes_per_key, keys, shared_bytes, heads;
 };
 AttentionDecodeShape attention_decode_shape(const AttentionTiles& tiles, const AttentionParams& p);
+// Decoding grouped-query heads (GPU class): the heads of one kv head that a workgroup takes
+// together, so that each key and value is read once for them (the most, up to 4, that divide the
+// kv head's group). attention_decode takes them where its lanes can hold them all; elsewhere
+// (subgroups too narrow for the head: dg2's 8 lanes at head_dim 128, any at 256) attention_tiled
+// does, its rows being those heads: this returns their number there, and 1 where attention_tiled
+// has no heads as rows.
+std::uint32_t attention_tiled_row_heads(const AttentionTiles& tiles, const AttentionParams& p);
 // Keys one split of attention_tiled may hold: its loops run RELPOS_ATTN_TILED_TILE_ITERATIONS
 // (relpos_contract/attention.h) per tile, and a split's tiles stay within
 // RELPOS_MAX_LOOP_ITERATIONS (at most kMaxKeysPerSplit).

@@ -1,5 +1,6 @@
 // Fused attention for GPUs, in FlashAttention-2 form. A workgroup owns BR query rows of one
-// (batch, head) and one key split. Its queries are staged once in shared memory; the keys are
+// (batch, head) and one key split (ROWS_ARE_HEADS: the one query of BR heads that share a kv head,
+// row r that of head h + r). Its queries are staged once in shared memory; the keys are
 // walked in tiles of BC: all lanes load the tile's keys (then its values) into shared memory by
 // coalesced loads, and every row of the workgroup reuses them. Each row has LPR = WG_X / BR lanes:
 // lane s of row r scores keys c = s + LPR·t of the tile and owns dims d4 = s + LPR·k of the row's
@@ -50,6 +51,7 @@ const uint OWNED = (D4 + LPR - 1u) / LPR;  // output words per lane (the last la
 const uint KV_STRIDE = D4 + 1u, Q_STRIDE = D4 + 1u, P_STRIDE = BC + 1u;  // padded rows
 const uint WINDOW = RELPOS_ATTN_TILED_WINDOW(BR, BC);
 const uint OUT_STEP = RELPOS_ATTN_TILED_OUT_STEP(BIAS_MODE == RELPOS_ATTN_SHAW);
+const uint QUERY_ROWS = ROWS_ARE_HEADS != 0u ? 1u : BR;  // queries per workgroup
 
 #include "relpos/attention_bindings.glsl"
 
@@ -141,15 +143,16 @@ void main() {
   const float NEG_INF = uintBitsToFloat(0xff800000u);
   const uint lane = LANE, r = lane / LPR, s = lane % LPR;
   const uint g = pc.first_group + gl_WorkGroupID.x;
-  const uint bh = pc.bh_first + g / pc.groups_per_bh;
+  // bh: the (batch, head) of row 0 (ROWS_ARE_HEADS: the first of the slab's BR, of one kv head).
+  const uint bh = pc.bh_first + g / pc.groups_per_bh * (ROWS_ARE_HEADS != 0u ? BR : 1u);
   const uint rem = g % pc.groups_per_bh, q_tiles = pc.groups_per_bh / pc.split_groups;
-  const uint split = rem / q_tiles, i_first = (rem % q_tiles) * BR;
+  const uint split = rem / q_tiles, i_first = (rem % q_tiles) * QUERY_ROWS;
   const uint b = bh / pc.heads, h = bh % pc.heads;
   const uint M = pc.memory_prefix;
   // Packed queries: rows below seq.x are no query of this sequence (they shadow its first and store
   // nothing); a workgroup with none of its own leaves before any barrier, all lanes together.
   const uvec2 seq = sequence_rows(b);
-  if (i_first + BR <= seq.x) return;
+  if (i_first + QUERY_ROWS <= seq.x) return;
 
   // The keys of the workgroup: its split, cut by the batch's length and by the causal bound of its
   // last query (memory keys stay visible). Uniform over the workgroup.
@@ -158,36 +161,42 @@ void main() {
   const int q_off = sequence_query_offset(seq_keys);
   uint j_end = min(seq_keys, j_begin + pc.split_len);
   if (pc.causal != 0u) {
-    const int last_abs = int(min(i_first + BR, pc.queries) - 1u) + q_off;
+    const int last_abs = int(min(i_first + QUERY_ROWS, pc.queries) - 1u) + q_off;
     j_end = min(j_end, M + uint(max(last_abs + 1, 0)));
   }
   const uint hk = h / pc.kv_group;
   set_kv_scales(hk);
   const uint kv_word = (b * pc.kv_heads + hk) * pc.kv_stride * D4 - pc.kv_shift;
 
-  // This lane's row: query i (rows past the last query shadow it and store nothing).
-  const uint i = clamp(i_first + r, seq.x, pc.queries - 1u);
+  // This lane's row: query i of head h_r (rows past the last query shadow it and store nothing).
+  const uint rq = ROWS_ARE_HEADS != 0u ? 0u : r, rh = ROWS_ARE_HEADS != 0u ? r : 0u;
+  const uint h_r = h + rh;
+  const uint i = clamp(i_first + rq, seq.x, pc.queries - 1u);
   const int i_abs = int(i) + q_off;
   const uint row_end = pc.causal != 0u ? min(j_end, M + uint(max(i_abs + 1, 0))) : j_end;
   const int rp_base = -int(M) - i_abs;  // rp = j + rp_base
   const int kk = int(pc.shaw_k);
   const uint last_rel = 2u * pc.shaw_k;
-  const float slope = BIAS_MODE == RELPOS_ATTN_ALIBI ? bias[h - pc.bias_shift] : 0.0;
+  const float slope = BIAS_MODE == RELPOS_ATTN_ALIBI ? bias[h_r - pc.bias_shift] : 0.0;
   const float near_bias = BIAS_MODE == RELPOS_ATTN_ALIBI ? alibi_near_bias(slope, j_begin, row_end, rp_base) : 0.0;
-  const uint dense_base = (h * pc.queries + i) * pc.keys - pc.bias_shift;
+  const uint dense_base = (h_r * pc.queries + i) * pc.keys - pc.bias_shift;
   // RELPOS_ATTN_ROW: the bias of (row r, key j) is bias[h·(Q + K − 1) + (Q − 1 − i) + j − M]: a
   // tile's rows read one window of BR + BC − 1 values of the head's row, from that of the last row.
   // The rows are laid out for pc.query_offset: a paged sequence's values lie further in.
   const uint window_base = h * (pc.queries + pc.keys - 1u) + (pc.queries - 1u) - (i_first + BR - 1u) + uint(pc.query_offset - q_off) - M -
                            pc.bias_shift;
+  // ROWS_ARE_HEADS: the rows are of different heads, so no window is shared; a row reads its own
+  // head's row of the bias, bias[row_base + j], clamped into the binding as the window is.
+  const uint row_base = h_r * (pc.queries + pc.keys - 1u) + (pc.queries - 1u) - i + uint(pc.query_offset - q_off) - M - pc.bias_shift;
 
   // Stage the scaled queries (one barrier, before the tile loop).
   [[unroll]] for (uint t = 0u; t < (BR * D4 + WG_X - 1u) / WG_X; ++t) {
     const uint w = lane + t * WG_X;
     if ((BR * D4) % WG_X == 0u || w < BR * D4) {
       const uint row = w / D4, d = w % D4;
-      const uint qi = clamp(i_first + row, seq.x, pc.queries - 1u);
-      q_tile[row * Q_STRIDE + d] = load_q(query_row(bh, h, qi, seq) * D4 + d - pc.q_shift) * pc.scale;
+      const uint row_h = ROWS_ARE_HEADS != 0u ? row : 0u;
+      const uint qi = clamp(i_first + (ROWS_ARE_HEADS != 0u ? 0u : row), seq.x, pc.queries - 1u);
+      q_tile[row * Q_STRIDE + d] = load_q(query_row(bh + row_h, h + row_h, qi, seq) * D4 + d - pc.q_shift) * pc.scale;
     }
   }
   find_key_words(0u, b, hk, j_begin, j_end);
@@ -225,7 +234,7 @@ void main() {
     // 1. The tile's keys and the bias window, clamped into the binding (only masked scores read
     // past it).
     stage_tile(kv_word, buf, j0, j_end, false, tile_words);
-    if (BIAS_MODE == RELPOS_ATTN_ROW) {
+    if (BIAS_MODE == RELPOS_ATTN_ROW && ROWS_ARE_HEADS == 0u) {
       const uint last = uint(bias.length()) - 1u;
       [[unroll]] for (uint t = 0u; t < (WINDOW + WG_X - 1u) / WG_X; ++t) {
         const uint w = lane + t * WG_X;
@@ -267,7 +276,7 @@ void main() {
       if (j >= M && BIAS_MODE != RELPOS_ATTN_NONE) {
         const int rp = int(j) + rp_base;
         if (BIAS_MODE == RELPOS_ATTN_ROW) {
-          x += row_tile[BR - 1u - r + c];
+          x += ROWS_ARE_HEADS != 0u ? bias[min(row_base + j, uint(bias.length()) - 1u)] : row_tile[BR - 1u - r + c];
         } else if (BIAS_MODE == RELPOS_ATTN_DENSE) {
           x += bias[dense_base + min(j, j_end - 1u)];
         } else if (BIAS_MODE == RELPOS_ATTN_ALIBI) {
@@ -343,9 +352,9 @@ void main() {
     barrier();  // D
   }
 
-  if (!query_stored(i_first + r, seq) || split >= pc.splits) return;
+  if (!query_stored(i_first + rq, seq) || split >= pc.splits) return;
   const float inv = l > 0.0 ? 1.0 / l : 0.0;  // a fully masked row gives zeros
-  const uint out_row = query_row(bh, h, i, seq) * pc.splits + split;
+  const uint out_row = query_row(bh + rh, h_r, i, seq) * pc.splits + split;
   const uint out_word = out_row * D4 - pc.out_shift;
   [[unroll]] for (uint k = 0u; k < OWNED; ++k) {
     const uint d = s + k * LPR;

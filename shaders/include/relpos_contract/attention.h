@@ -41,6 +41,10 @@
 // a time. SHUFFLE_LANES: lanes of a row whose maxima meet by subgroup shuffles, a power of two
 // dividing LPR and the subgroup size (1: all through shared memory). PAGED as above, only in the
 // shaders that define PAGED_KV 1 (attention_tiled_paged.comp, attention_tiled_shuffle_paged.comp).
+// ROWS_ARE_HEADS 1: decoding grouped-query heads that attention_decode cannot hold together, the
+// BR rows are the one query of BR consecutive heads of one kv head (BR divides heads / kv_heads),
+// so each staged key and value serves all of them; the workgroups then count (batch, head set)
+// slabs.
 #define RELPOS_SPEC_ATTENTION_TILED(X)                                       \
   X(0, WG_X, size_x, 64u)                                                    \
   X(1, D4, uint, 16u)       /* head_dim / 4 */                               \
@@ -51,7 +55,8 @@
   X(6, BIAS_MODE, uint, 0u) /* RELPOS_ATTN_*: only its own code is compiled */ \
   X(7, SHUFFLE_LANES, uint, 1u)                                              \
   X(8, PAGED, uint, 0u)                                                      \
-  X(9, KV_FORMAT, uint, 0u) /* k and v: a CacheFormat (CACHE_*) */
+  X(9, KV_FORMAT, uint, 0u) /* k and v: a CacheFormat (CACHE_*) */          \
+  X(10, ROWS_ARE_HEADS, uint, 0u) /* 1 (one query): the rows are BR heads of one kv head */
 
 // attention_decode: one query row of HEADS heads (sharing a kv head) per workgroup of WG_X lanes, in WG_X / KG groups of KG lanes
 // (a power of two dividing the subgroup) that each score KEYS keys per step, every lane holding
