@@ -80,6 +80,11 @@ AttentionTiles gpu_attention_tiles(const DeviceLimits& lim, std::uint32_t forced
   t.shared_budget = std::min<std::uint32_t>(lim.max_shared_memory_bytes, 32 * 1024);
   t.shuffle_subgroup = lim.subgroup_shuffle && std::has_single_bit(sub) && t.lanes % sub == 0 && t.decode_lanes % sub == 0 ? sub : 0;
   t.subgroup = sub;
+  // Prefill tiles of 16 keys (1 score per lane of a row) where relpos pins the subgroup to 8 lanes
+  // (Intel's Xe-LP and Xe-HPG: the compiler picks SIMD8 where a SIMD16 lane's half of the register
+  // file would not hold a tile's work): with 32, dg2 compiled 19 of its 102 prefill pipelines at
+  // head_dim 64-128 at SIMD8 (float16 and bf16 caches at 96-128, Shaw), with 16 only 4.
+  if (sub == 8) t.prefill_keys = 16;
   return t;
 }
 
@@ -135,11 +140,12 @@ std::optional<AttentionTiledShape> tiled_shape_within(const AttentionTiles& tile
   // within 16.5 KiB (navi21: 7-10 waves64 per SIMD, not 4-6), for the same estimate per row and
   // key (ACO, navi21). Decoding's tiled fallback (one row of 64 lanes) keeps 64: a key per lane.
   // Decoding heads as rows: 32 keys where the workgroup stays within kDecodeSharedBytes, else 16
-  // (a key per lane of a row of 16; 32 spilled on dg2 at head_dim 128 with f16 caches, and the
-  // 20 KiB of a 32-key tile there left 2 threads per EU where the decoding kernel runs 8).
+  // (a key per lane of a row of 16; on dg2 64 keys spilled at head_dim 128 over f16 caches and 32
+  // at 256, and the 20 KiB of those tiles left 2 threads per EU where the decoding kernel runs 8).
   const bool heads_as_rows = one_query && rows > 1;
   for (std::uint32_t bc : {64u, 32u, 16u, 8u, 4u}) {
-    const bool size_fits = heads_as_rows ? bc <= 32 && (bytes(bc) <= kDecodeSharedBytes || bc <= lanes_per_row) : one_query || bc <= 32;
+    const bool size_fits =
+        heads_as_rows ? bc <= 32 && (bytes(bc) <= kDecodeSharedBytes || bc <= lanes_per_row) : one_query || bc <= tiles.prefill_keys;
     if (size_fits && bytes(bc) <= tiles.shared_budget) return AttentionTiledShape{lanes, rows, bc, bytes(bc), shuffle};
   }
   if (needed) *needed = bytes(4);

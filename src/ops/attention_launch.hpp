@@ -30,6 +30,7 @@ struct AttentionTiles {
   std::uint32_t shuffle_subgroup;
   std::uint32_t subgroup;  // the device's subgroup size
   std::uint32_t decode_lanes;  // tiled: lanes of a workgroup that decodes (one query row)
+  std::uint32_t prefill_keys = 32;  // tiled: the most keys of a prefill tile
 };
 AttentionTiles attention_tiles(const Context& ctx);
 // The GPU class's tiles on a device of these limits (forced_lanes: a test's workgroup size, 0 none).
