@@ -194,7 +194,8 @@ TEST_F(AttentionFormatsGpu, DecodingEveryFormatAndRowWidth) {
 // as dg2 and lavapipe run it; head_dim 256 in subgroups of up to 16): attention_tiled decodes them
 // with a row per query head, so that each staged key and value serves every query head of its kv
 // head. Every bias mode (the per-distance rows, ALiBi's slopes and the dense bias are per head, so
-// here per row), contiguous and paged (blocks of 16 and 256), f32, f16 and q8_0 caches, split keys.
+// here per row), contiguous and paged (blocks of 16 and 256), f32, f16 and q8_0 caches, split keys,
+// packed queries.
 TEST_F(AttentionFormatsGpu, GroupedQueryHeadsAsRowsOfTheTiledKernel) {
   std::mt19937 rng(2043);
   Context ctx = test::gpu_kernels_tiles(32768, 64);
@@ -216,6 +217,15 @@ TEST_F(AttentionFormatsGpu, GroupedQueryHeadsAsRowsOfTheTiledKernel) {
       ++n;
       expect_matches(ctx, paged ? make_case(rng, p, f, true, {300, 129}) : make_case(rng, p, f, false));
     }
+  // Packed: one decoding sequence beside one without queries (its workgroups leave at once).
+  for (AttentionBias bias : {AttentionBias::T5, AttentionBias::Alibi}) {
+    AttentionParams p{.batch = 2, .heads = 8, .kv_heads = 2, .queries = 1, .keys = 320, .head_dim = 128, .causal = true, .bias = bias};
+    p.t5.bidirectional = false;
+    p.paged.block_size = 16;
+    p.paged.max_blocks = 20;
+    p.total_queries = 1;
+    expect_matches(ctx, make_case(rng, p, CacheFormat::F16, true, {300, 129}, {0, 1}));
+  }
   bool rows_are_heads = false;
   for (const PipelineReport& rep : pipeline_reports(ctx, false)) {
     const std::map<std::string, std::uint32_t> c(rep.constants.begin(), rep.constants.end());
