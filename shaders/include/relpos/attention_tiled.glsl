@@ -28,9 +28,11 @@
 // Paged with BLOCK_BASES, a tile's key words come from one uniform load, not key_words: no
 // hand-off is added.
 // Loops that are not unrolled, per tile: the tile, ceil(D4 / 4) for the scores, two of SCORES for
-// the bias and the weights, BC / OUT_STEP for the output; Shaw adds ceil(D4 / 4) per score
+// the bias and the weights, BC / OUT_STEP for the output; Shaw adds ceil(D4 / 4) near the diagonal
 // (RELPOS_ATTN_TILED_TILE_ITERATIONS, by which the host bounds the keys of a split).
-// q_tile is written once before the loop (behind its own barrier) and only read after.
+// q_tile is written once before the loop (behind its own barrier) and only read after; Shaw's edge
+// products go into each row's padding word (EDGE_DOTS) after that barrier, by lane 0 of the row,
+// and are first read in step 2 of the first tile, after barrier A.
 //
 // The including shader defines PAGED_KV (0 or 1: k and v a paged cache), LANE, the lane's index in
 // the workgroup, and ROW_SHUFFLE_XOR(x, m),
@@ -49,6 +51,7 @@ const uint MAX_PARTS = LPR / SHUFFLE_LANES;  // the row's maxima left for shared
 const uint SCORES = RELPOS_ATTN_TILED_SCORES(BC, LPR);  // (decoding: lanes past BC score none)
 const uint OWNED = (D4 + LPR - 1u) / LPR;  // output words per lane (the last lanes may own one less)
 const uint KV_STRIDE = D4 + 1u, Q_STRIDE = D4 + 1u, P_STRIDE = BC + 1u;  // padded rows
+const uint EDGE_DOTS = D4;  // Shaw: the word of a q_tile row's padding that keeps its edge products
 const uint WINDOW = RELPOS_ATTN_TILED_WINDOW(BR, BC);
 const uint OUT_STEP = RELPOS_ATTN_TILED_OUT_STEP(BIAS_MODE == RELPOS_ATTN_SHAW);
 const uint QUERY_ROWS = ROWS_ARE_HEADS != 0u ? 1u : BR;  // queries per workgroup
@@ -202,8 +205,8 @@ void main() {
   find_key_words(0u, b, hk, j_begin, j_end);
   barrier();
 
-  // Shaw's edge buckets take every far key: their q·rel_keys are per row, their weights rescale
-  // with the output.
+  // Shaw's edge buckets take every far key: their q·rel_keys are per row (kept in q_tile's padding,
+  // EDGE_DOTS, not in registers through the key loop), their weights rescale with the output.
   float p_lo = 0.0, p_hi = 0.0, w_lo = 0.0, w_hi = 0.0;
   if (BIAS_MODE == RELPOS_ATTN_SHAW) {
     // Not unrolled: a compiler would issue all 2·D4 loads first and hold them in 8·D4 registers.
@@ -216,6 +219,7 @@ void main() {
         }
       }
     }
+    if (s == 0u) q_tile[r * Q_STRIDE + EDGE_DOTS] = vec4(p_lo, p_hi, 0.0, 0.0);
   }
 
   float m = NEG_INF, l = 0.0;
@@ -267,6 +271,33 @@ void main() {
       [[dont_unroll]] for (uint d0 = 0u; d0 < D4; d0 += 4u) { RELPOS_ATTN_SCORE_WORDS }
     }
 #undef RELPOS_ATTN_SCORE_WORDS
+    // Shaw: the keys near the diagonal (interior buckets) add q·rel_keys[idx], in a pass over the
+    // head of their own, taken only by tiles that hold such a key for some row (uniform: the rows'
+    // distances to key j lie between j + rp_last and j + rp_first). Per key inside the bias loop
+    // below (and the edge products in registers) kept dg2 at SIMD8 at head_dim 128 and took navi21
+    // 8–32 VGPRs more.
+    if (BIAS_MODE == RELPOS_ATTN_SHAW) {
+      const int rp_first = -int(M) - (int(clamp(i_first, seq.x, pc.queries - 1u)) + q_off);
+      const int rp_last = -int(M) - (int(clamp(i_first + QUERY_ROWS - 1u, seq.x, pc.queries - 1u)) + q_off);
+      if (j0 + BC > M && int(j0 + BC - 1u) + rp_first > -kk && int(j0) + rp_last < kk) {
+        uint rel_word[SCORES];
+        [[unroll]] for (uint t = 0u; t < SCORES; ++t) {
+          const uint j = j0 + (BC % LPR == 0u ? s + t * LPR : min(s + t * LPR, BC - 1u));
+          const uint idx = uint(clamp(int(j) + rp_base, -kk, kk) + kk);
+          rel_word[t] = j >= M && idx != 0u && idx != last_rel ? idx * D4 : 0xffffffffu;
+        }
+        [[dont_unroll]] for (uint d0 = 0u; d0 < D4; d0 += 4u) {
+          [[unroll]] for (uint e = 0u; e < 4u; ++e) {
+            const uint d = d0 + e;
+            if (D4 % 4u == 0u || d < D4) {
+              const vec4 qd = q_tile[r * Q_STRIDE + d];
+              [[unroll]] for (uint t = 0u; t < SCORES; ++t)
+                if (rel_word[t] != 0xffffffffu) sc[t] += dot(qd, rel_keys[rel_word[t] + d]);
+            }
+          }
+        }
+      }
+    }
     [[unroll]] for (uint t = 0u; t < SCORES; ++t)
       if (BC % LPR == 0u || s + t * LPR < BC) p_tile[r * P_STRIDE + s + t * LPR] = sc[t];
     float lane_max = NEG_INF;
@@ -284,16 +315,8 @@ void main() {
           x -= bj - near_bias;                               // near bj: exact (Sterbenz)
         } else if (BIAS_MODE == RELPOS_ATTN_SHAW) {
           const uint idx = uint(clamp(rp, -kk, kk) + kk);
-          if (idx == 0u) x += p_lo;
-          else if (idx == last_rel) x += p_hi;
-          else {  // near the diagonal only; not unrolled, as p_lo's loop
-            float pr = 0.0;
-            [[dont_unroll]] for (uint d0 = 0u; d0 < D4; d0 += 4u) {
-              [[unroll]] for (uint e = 0u; e < 4u; ++e)
-                if (D4 % 4u == 0u || d0 + e < D4) pr += dot(q_tile[r * Q_STRIDE + d0 + e], rel_keys[idx * D4 + d0 + e]);
-            }
-            x += pr;
-          }
+          if (idx == 0u) x += q_tile[r * Q_STRIDE + EDGE_DOTS].x;
+          else if (idx == last_rel) x += q_tile[r * Q_STRIDE + EDGE_DOTS].y;
         }
       }
       x = j < row_end ? x : NEG_INF;

@@ -129,8 +129,8 @@
 
 // attention_tiled's loops that are not unrolled, per tile: the tile loop itself, the scores' loop
 // over the head in steps of 4 words, two of SCORES (the bias, the weights) and the output's BC /
-// OUT_STEP; Shaw adds a loop over the head per score. The host bounds a split's keys by their sum
-// (RELPOS_MAX_LOOP_ITERATIONS).
+// OUT_STEP; Shaw adds a loop over the head (its keys near the diagonal). The host bounds a split's
+// keys by their sum (RELPOS_MAX_LOOP_ITERATIONS).
 #define RELPOS_ATTN_TILED_SCORES(BC, LPR) (((BC) + (LPR) - 1u) / (LPR)) /* scores per lane and tile */
 // Keys per step of the output loop: Shaw adds a row of rel_values per key, whose loads a compiler
 // issues together for all the keys of a step (4 would take 16·OWNED registers).
@@ -138,7 +138,7 @@
 #define RELPOS_ATTN_TILED_HEAD_STEPS(D4) (((D4) + 3u) / 4u)
 #define RELPOS_ATTN_TILED_TILE_ITERATIONS(BC, LPR, D4, SHAW)                                                 \
   (1u + RELPOS_ATTN_TILED_HEAD_STEPS(D4) + 2u * RELPOS_ATTN_TILED_SCORES(BC, LPR) +                           \
-   ((SHAW) ? RELPOS_ATTN_TILED_SCORES(BC, LPR) * RELPOS_ATTN_TILED_HEAD_STEPS(D4) : 0u) + (BC) / RELPOS_ATTN_TILED_OUT_STEP(SHAW))
+   ((SHAW) ? RELPOS_ATTN_TILED_HEAD_STEPS(D4) : 0u) + (BC) / RELPOS_ATTN_TILED_OUT_STEP(SHAW))
 
 // attention_decode's shared memory (the groups' parts, met once after the key loop) and its loop:
 // one iteration per GROUPS·KEYS keys.
