@@ -226,6 +226,16 @@ TEST_F(AttentionFormatsGpu, GroupedQueryHeadsAsRowsOfTheTiledKernel) {
     p.total_queries = 1;
     expect_matches(ctx, make_case(rng, p, CacheFormat::F16, true, {300, 129}, {0, 1}));
   }
+  // In chunks: a binding holds one kv head's keys (150 KiB), so each dispatch covers one slab of
+  // heads (bh_first 0, 4, 8, ...) and binds its parts of q, k, v, the bias and out at offsets.
+  {
+    Context chunked = test::gpu_kernels_tiles(32768, 64, 3, true, 200 * 1024);
+    for (AttentionBias bias : {AttentionBias::Dense, AttentionBias::Alibi, AttentionBias::Distance}) {
+      AttentionParams p{.batch = 2, .heads = 8, .kv_heads = 2, .queries = 1, .keys = 300, .head_dim = 128, .query_offset = 299,
+                        .causal = true, .bias = bias};
+      expect_matches(chunked, make_case(rng, p, CacheFormat::F32, false));
+    }
+  }
   bool rows_are_heads = false;
   for (const PipelineReport& rep : pipeline_reports(ctx, false)) {
     const std::map<std::string, std::uint32_t> c(rep.constants.begin(), rep.constants.end());

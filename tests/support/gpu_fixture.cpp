@@ -93,7 +93,8 @@ Context& gpu_kernels(Kernels kernels) {
   return relpos::test::gpu();
 }
 
-Context gpu_kernels_tiles(std::uint32_t shared_bytes, std::uint32_t lanes, std::uint32_t workgroups, bool subgroup_shuffles) {
+Context gpu_kernels_tiles(std::uint32_t shared_bytes, std::uint32_t lanes, std::uint32_t workgroups, bool subgroup_shuffles,
+                          std::uint32_t binding_range) {
   ContextOptions o = validated_options();
   o.tuning.kernels = Kernels::Gpu;
   detail::TestingOptions t;
@@ -101,6 +102,7 @@ Context gpu_kernels_tiles(std::uint32_t shared_bytes, std::uint32_t lanes, std::
   t.gpu_attention_lanes = lanes;
   t.max_workgroup_count = workgroups;
   t.no_subgroup_shuffles = !subgroup_shuffles;
+  t.max_storage_buffer_range = binding_range;
   return detail::testing_context(o, t);
 }
 

@@ -36,7 +36,9 @@ Context& gpu_kernels(Kernels kernels);
 // `workgroups` per dispatch dimension (0: the device's), with or without the device's subgroup
 // shuffles. (The caller destroys it within the test: several validated contexts destroyed at exit
 // crashed the layer, 1.3.239.)
-Context gpu_kernels_tiles(std::uint32_t shared_bytes, std::uint32_t lanes, std::uint32_t workgroups = 0, bool subgroup_shuffles = true);
+// binding_range: maxStorageBufferRange lowered to it (0: the device's), so that calls go in chunks.
+Context gpu_kernels_tiles(std::uint32_t shared_bytes, std::uint32_t lanes, std::uint32_t workgroups = 0, bool subgroup_shuffles = true,
+                          std::uint32_t binding_range = 0);
 
 // The options of every validated context here (validation on, messages collected for GpuTest):
 // for contexts a test makes itself, such as one per rank of an in-process ring.
