@@ -178,6 +178,13 @@ uint query_row(uint bh, uint h, uint i, uvec2 seq) {
 bool query_stored(uint i, uvec2 seq) {
   return i < pc.queries && i >= seq.x && (pc.total_queries == 0u || seq.y + i - seq.x < pc.total_queries);
 }
+// RELPOS_ATTN_ROW: the first index of query i's values of head h in the per-distance rows, so that
+// key j >= M takes bias[row_bias_start(h, i, q_off) + j] (bias[h·(Q + K − 1) + (Q − 1 − i) + j − M]).
+// The rows are laid out for pc.query_offset: a paged sequence's values lie further in (q_off its
+// own, sequence_query_offset). uint arithmetic: a start that wraps comes back when j is added.
+uint row_bias_start(uint h, uint i, int q_off) {
+  return h * (pc.queries + pc.keys - 1u) + (pc.queries - 1u) - i + uint(pc.query_offset - q_off) - pc.memory_prefix - pc.bias_shift;
+}
 // ALiBi: a row's scores carry the bias relative to that of its nearest key among [j_begin, j_end)
 // (rp = j + rp_base), and its lse gets that back, so a far query (slope·|rp| near 2^31) keeps q·k in
 // float32. slope · the smallest |rp|; 0 where the keys are memories (no bias) or none.

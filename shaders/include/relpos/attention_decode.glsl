@@ -94,9 +94,7 @@ void main() {
     slope[c] = BIAS_MODE == RELPOS_ATTN_ALIBI ? bias[h + c - pc.bias_shift] : 0.0;
     near_bias[c] = BIAS_MODE == RELPOS_ATTN_ALIBI ? alibi_near_bias(slope[c], j_begin, j_end, rp_base) : 0.0;
     dense_base[c] = ((h + c) * pc.queries + i) * pc.keys - pc.bias_shift;
-    // RELPOS_ATTN_ROW: the bias of key j is bias[h·(Q + K − 1) + (Q − 1 − i) + j − M], the rows laid
-    // out for pc.query_offset (a paged sequence's values lie further in).
-    row_base[c] = (h + c) * (pc.queries + pc.keys - 1u) + (pc.queries - 1u) - i + uint(pc.query_offset - q_off) - M - pc.bias_shift;
+    row_base[c] = row_bias_start(h + c, i, q_off);  // RELPOS_ATTN_ROW
   }
 
   // The lane's words of each head's scaled query (a word past the head: zero, never stored).

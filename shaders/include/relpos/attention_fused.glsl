@@ -43,8 +43,6 @@ void main() {
   const uint j_begin = min(split * pc.split_len, pc.keys);
   const uint seq_keys = sequence_keys(b);
   const int q_off = sequence_query_offset(seq_keys);
-  // The per-distance rows are laid out for pc.query_offset: a paged sequence's lie further in.
-  const uint row_shift = uint(pc.query_offset - q_off);
   uint j_end = min(seq_keys, j_begin + pc.split_len);
   if (pc.causal != 0u) {
     const int last_abs = int(min(i_first + WG_X * QUERY_ROWS, pc.queries) - 1u) + q_off;
@@ -78,11 +76,10 @@ void main() {
     slope[r] = BIAS_MODE == RELPOS_ATTN_ALIBI ? bias[hr - pc.bias_shift] : 0.0;
     near_bias[r] = alibi_near_bias(slope[r], j_begin, lane_end[r], rp_base[r]);
     // Bias index of key j >= M is bias_base + j (wraps harmlessly in between).
-    bias_base[r] = BIAS_MODE == RELPOS_ATTN_ROW     ? hr * (pc.queries + pc.keys - 1u) + (pc.queries - 1u - i) + row_shift - M - pc.bias_shift
+    bias_base[r] = BIAS_MODE == RELPOS_ATTN_ROW     ? row_bias_start(hr, i, q_off)
                    : BIAS_MODE == RELPOS_ATTN_DENSE ? (hr * pc.queries + i) * pc.keys - pc.bias_shift
                                                : 0u;
-    share_base[r] = hr * (pc.queries + pc.keys - 1u) + (pc.queries - 1u) - (i_first + r % QUERY_ROWS * WG_X + lane - LANE_IN_SUBGROUP) + row_shift - M -
-                    pc.bias_shift;
+    share_base[r] = row_bias_start(hr, i_first + r % QUERY_ROWS * WG_X + lane - LANE_IN_SUBGROUP, q_off);
     m[r] = NEG_INF;
     l[r] = 0.0;
     p_lo[r] = 0.0;

@@ -183,14 +183,12 @@ void main() {
   const float slope = BIAS_MODE == RELPOS_ATTN_ALIBI ? bias[h_r - pc.bias_shift] : 0.0;
   const float near_bias = BIAS_MODE == RELPOS_ATTN_ALIBI ? alibi_near_bias(slope, j_begin, row_end, rp_base) : 0.0;
   const uint dense_base = (h_r * pc.queries + i) * pc.keys - pc.bias_shift;
-  // RELPOS_ATTN_ROW: the bias of (row r, key j) is bias[h·(Q + K − 1) + (Q − 1 − i) + j − M]: a
-  // tile's rows read one window of BR + BC − 1 values of the head's row, from that of the last row.
-  // The rows are laid out for pc.query_offset: a paged sequence's values lie further in.
-  const uint window_base = h * (pc.queries + pc.keys - 1u) + (pc.queries - 1u) - (i_first + BR - 1u) + uint(pc.query_offset - q_off) - M -
-                           pc.bias_shift;
-  // ROWS_ARE_HEADS: the rows are of different heads, so no window is shared; a row reads its own
-  // head's row of the bias, bias[row_base + j], clamped into the binding as the window is.
-  const uint row_base = h_r * (pc.queries + pc.keys - 1u) + (pc.queries - 1u) - i + uint(pc.query_offset - q_off) - M - pc.bias_shift;
+  // RELPOS_ATTN_ROW (row_bias_start): a tile's rows read one window of BR + BC − 1 values of the
+  // head's row, from that of the last row. ROWS_ARE_HEADS: the rows are of different heads, so no
+  // window is shared; a row reads its own head's row, bias[row_base + j], clamped into the binding
+  // as the window is.
+  const uint window_base = row_bias_start(h, i_first + BR - 1u, q_off);
+  const uint row_base = row_bias_start(h_r, i, q_off);
 
   // Stage the scaled queries (one barrier, before the tile loop).
   [[unroll]] for (uint t = 0u; t < (BR * D4 + WG_X - 1u) / WG_X; ++t) {
