@@ -112,6 +112,29 @@ TEST_F(LongGpu, PagedCacheOfAHundredThousandKeys) {
   }
 }
 
+// Decoding grouped-query heads (4 on one kv head: a 98 MiB cache, within lavapipe's 128 MiB binding)
+// at head_dim 128 over a paged cache of 100,352 keys, in the GPU
+// class: on a device whose subgroups of 8 lanes cannot hold a kv head's 4 query heads in the
+// decoding kernel (lavapipe, dg2), attention_tiled decodes them as its rows. T5 decoder bias and
+// Shaw (its products near the diagonal in their own pass), split keys and their merge.
+TEST_F(LongGpu, GroupedQueryDecodingOfAHundredThousandKeys) {
+  for (AttentionBias bias : {AttentionBias::T5, AttentionBias::Shaw}) {
+    SCOPED_TRACE(attention_bias_info(bias).name);
+    std::mt19937 rng(100353);
+    AttentionParams p{.batch = 2, .heads = 4, .kv_heads = 1, .queries = 1, .head_dim = 128, .causal = true, .bias = bias,
+                      .max_relative_position = 16};
+    p.t5.bidirectional = false;
+    p.paged.block_size = 256;
+    p.paged.max_blocks = 392;
+    relpos::test::PagedInputs in = relpos::test::random_paged_inputs(rng, p, {100352, 61000}, 1);
+    for (std::size_t e = 0; e < in.v.size(); ++e) in.v[e] += 2.0f * static_cast<float>(e % 997) / 997;  // no stretch alike
+    const AttentionResult want = attention_reference(p, in.host());
+    const AttentionResult got = relpos::test::gpu_paged_attention(gpu_kernels(Kernels::Gpu), p, in);
+    EXPECT_LE(normalised_error(got.out, want.out), kTolF32);
+    EXPECT_LE(normalised_error(got.lse, want.lse), kTolF32);
+  }
+}
+
 // Ring attention of 100,000 keys over 4 in-process ranks (zigzag: 12,500 keys a chunk, past the
 // 8192 of one split) with the T5 decoder bias, and sharded decoding of one query against them: the
 // chunks' global positions and the merges hold where the loops are long.
