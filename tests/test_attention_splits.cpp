@@ -29,14 +29,14 @@ std::uint32_t constant(const AttentionLaunch& l, std::string_view name) {
 
 // The GPU class's tiles on a device of this subgroup size and shared memory (1024 lanes a
 // workgroup, subgroup shuffles).
-AttentionTiles gpu_tiles(std::uint32_t subgroup, std::uint32_t shared_bytes) {
+AttentionTiles gpu_tiles(std::uint32_t subgroup, std::uint32_t shared_bytes, std::uint32_t forced_lanes = 0) {
   DeviceLimits lim;
   lim.max_workgroup_invocations = 1024;
   lim.max_workgroup_size[0] = 1024;
   lim.max_shared_memory_bytes = shared_bytes;
   lim.subgroup_size = subgroup;
   lim.subgroup_shuffle = true;
-  return gpu_attention_tiles(lim, 0);
+  return gpu_attention_tiles(lim, forced_lanes);
 }
 
 }  // namespace
@@ -129,4 +129,22 @@ TEST(AttentionSplits, DecodingReadsAKvHeadOnceForItsQueryHeads) {
           }
   EXPECT_GT(by_decode, 0);
   EXPECT_GT(by_tiled, 0);
+}
+
+// A decoding workgroup of fewer lanes than a kv head's query heads (lanes forced, as tests do)
+// takes only as many heads as it has rows: every head of every slab is computed.
+TEST(AttentionSplits, DecodingTakesNoMoreHeadsThanItsWorkgroupHasRows) {
+  for (const std::uint32_t lanes : {1u, 2u, 3u, 4u, 8u})
+    for (const std::uint32_t head_dim : {64u, 128u, 256u}) {
+      SCOPED_TRACE(testing::Message() << "lanes " << lanes << " D " << head_dim);
+      AttentionParams p{.batch = 2, .heads = 8, .kv_heads = 2, .queries = 1, .keys = 4096, .head_dim = head_dim};
+      const AttentionTiles tiles = gpu_tiles(8, 32768, lanes);
+      const AttentionLaunch l = attention_launch(p, tiles, attention_splits(p, tiles));
+      if (l.shader == ShaderId::attention_decode || l.shader == ShaderId::attention_decode_paged) {
+        EXPECT_EQ(constant(l, "HEADS"), l.slab_heads);
+      } else {
+        EXPECT_LE(l.slab_heads, lanes);
+        if (l.slab_heads > 1) EXPECT_EQ(constant(l, "BR"), l.slab_heads);
+      }
+    }
 }

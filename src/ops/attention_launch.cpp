@@ -122,6 +122,8 @@ std::optional<AttentionTiledShape> tiled_shape_within(const AttentionTiles& tile
   // Query rows per workgroup: 16 share each staged key, or 1 when decoding (row_heads: that many
   // heads of its query); lanes a multiple of it.
   const std::uint32_t group = one_query ? tiles.decode_lanes : tiles.lanes;
+  // A row per head: a workgroup of fewer lanes than the slab's heads would leave some undone.
+  if (one_query && row_heads > group) return std::nullopt;
   const std::uint32_t rows = std::min<std::uint32_t>(one_query ? std::max<std::uint32_t>(row_heads, 1) : 16, group);
   const std::uint32_t lanes = group / rows * rows, lanes_per_row = lanes / rows;
   // Decoding, the row maxima of the largest power of two of lanes dividing the row and the subgroup
