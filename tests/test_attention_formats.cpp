@@ -5,6 +5,7 @@
 #include <relpos/relpos.hpp>
 
 #include <map>
+#include <set>
 #include <random>
 
 #include "support/expect.hpp"
@@ -226,6 +227,27 @@ TEST_F(AttentionFormatsGpu, GroupedQueryHeadsAsRowsOfTheTiledKernel) {
     p.total_queries = 1;
     expect_matches(ctx, make_case(rng, p, CacheFormat::F16, true, {300, 129}, {0, 1}));
   }
+  // Groups of 3 and 2 query heads per kv head: 3 rows of 21 lanes (63, not a whole number of
+  // subgroups), 2 rows of 32.
+  for (const std::uint32_t heads : {6u, 12u, 4u})
+    for (AttentionBias bias : {AttentionBias::T5, AttentionBias::Alibi, AttentionBias::Shaw}) {
+      AttentionParams p{.batch = 2, .heads = heads, .kv_heads = 2, .queries = 1, .keys = 300, .head_dim = 256, .causal = true,
+                        .bias = bias, .max_relative_position = 6};
+      p.t5.bidirectional = false;
+      p.paged.block_size = 16;
+      p.paged.max_blocks = 19;
+      expect_matches(ctx, make_case(rng, p, CacheFormat::F16, true, {300, 129}));
+    }
+  // The rows' counts (BR) of the pipelines that decoded heads as rows in `c`.
+  auto rows_of_heads = [](Context& c) {
+    std::set<std::uint32_t> rows;
+    for (const PipelineReport& rep : pipeline_reports(c, false)) {
+      const std::map<std::string, std::uint32_t> k(rep.constants.begin(), rep.constants.end());
+      if (rep.shader.starts_with("attention_tiled") && k.at("ROWS_ARE_HEADS") != 0) rows.insert(k.at("BR"));
+    }
+    return rows;
+  };
+  EXPECT_EQ(rows_of_heads(ctx), (std::set<std::uint32_t>{2, 3, 4}));
   // In chunks: a binding holds one kv head's keys (150 KiB), so each dispatch covers one slab of
   // heads (bh_first 0, 4, 8, ...) and binds its parts of q, k, v, the bias and out at offsets.
   {
@@ -235,15 +257,8 @@ TEST_F(AttentionFormatsGpu, GroupedQueryHeadsAsRowsOfTheTiledKernel) {
                         .causal = true, .bias = bias};
       expect_matches(chunked, make_case(rng, p, CacheFormat::F32, false));
     }
+    EXPECT_EQ(rows_of_heads(chunked), (std::set<std::uint32_t>{4}));
   }
-  bool rows_are_heads = false;
-  for (const PipelineReport& rep : pipeline_reports(ctx, false)) {
-    const std::map<std::string, std::uint32_t> c(rep.constants.begin(), rep.constants.end());
-    if (!rep.shader.starts_with("attention_tiled") || c.at("ROWS_ARE_HEADS") == 0) continue;
-    rows_are_heads = true;
-    EXPECT_EQ(c.at("BR"), 4u) << rep.shader;
-  }
-  EXPECT_TRUE(rows_are_heads) << "no attention_tiled pipeline decoded the heads as rows";
 }
 
 // A plan over a q8_0 cache gives what attention() gives, bit for bit.
