@@ -191,6 +191,30 @@ TEST_F(AttentionFormatsGpu, DecodingEveryFormatAndRowWidth) {
       }
 }
 
+// Groups of query heads that no slab of 2 to 4 heads divides (7 in slabs of 4 and 3, 5 in 3 and 2,
+// and 7 over one kv head): the last slab of each group has idle rows, which read the slab's last
+// head and store nothing. attention_fused (CPU class), attention_decode (head_dim 32 in subgroups
+// of 8) and attention_tiled with the heads as rows (head_dim 128), every bias mode that differs
+// per head, contiguous and paged, f32 and f16.
+TEST_F(AttentionFormatsGpu, DecodingGroupsThatNoSlabDivides) {
+  std::mt19937 rng(2044);
+  const AttentionBias biases[] = {AttentionBias::Alibi, AttentionBias::T5, AttentionBias::Dense, AttentionBias::Shaw};
+  int n = 0;
+  for (Kernels kernels : {Kernels::Gpu, Kernels::Cpu})
+    for (std::uint32_t head_dim : {32u, 128u})
+      for (const auto& [heads, kv_heads] : {std::pair{14u, 2u}, std::pair{10u, 2u}, std::pair{7u, 1u}}) {
+        if (kernels == Kernels::Cpu && (head_dim == 32 || kv_heads == 1)) continue;  // one kernel at any head_dim
+        AttentionParams p{.batch = 2, .heads = heads, .kv_heads = kv_heads, .queries = 1, .keys = 300, .head_dim = head_dim,
+                          .dtype = n % 2 ? DType::F16 : DType::F32, .causal = true, .bias = biases[n % 4], .max_relative_position = 6};
+        p.t5.bidirectional = false;
+        const bool paged = n % 3 != 0;
+        if (!paged) p.query_offset = p.keys - 1;  // the query after the keys
+        const CacheFormat f = n % 2 ? CacheFormat::F16 : CacheFormat::F32;
+        ++n;
+        expect_format_case(kernels, rng, p, f, paged ? std::vector<std::int32_t>{300, 129} : std::vector<std::int32_t>{});
+      }
+}
+
 // Grouped-query heads that attention_decode cannot hold together (head_dim 128 in subgroups of 8,
 // as dg2 and lavapipe run it; head_dim 256 in subgroups of up to 16): attention_tiled decodes them
 // with a row per query head, so that each staged key and value serves every query head of its kv
@@ -228,8 +252,8 @@ TEST_F(AttentionFormatsGpu, GroupedQueryHeadsAsRowsOfTheTiledKernel) {
     expect_matches(ctx, make_case(rng, p, CacheFormat::F16, true, {300, 129}, {0, 1}));
   }
   // Groups of 3 and 2 query heads per kv head: 3 rows of 21 lanes (63, not a whole number of
-  // subgroups), 2 rows of 32.
-  for (const std::uint32_t heads : {6u, 12u, 4u})
+  // subgroups), 2 rows of 32; groups of 7 and 5: slabs of 4 and 3, of 3 and 2.
+  for (const std::uint32_t heads : {6u, 12u, 4u, 14u, 10u})
     for (AttentionBias bias : {AttentionBias::T5, AttentionBias::Alibi, AttentionBias::Shaw}) {
       AttentionParams p{.batch = 2, .heads = heads, .kv_heads = 2, .queries = 1, .keys = 300, .head_dim = 256, .causal = true,
                         .bias = bias, .max_relative_position = 6};
@@ -248,15 +272,17 @@ TEST_F(AttentionFormatsGpu, GroupedQueryHeadsAsRowsOfTheTiledKernel) {
     return rows;
   };
   EXPECT_EQ(rows_of_heads(ctx), (std::set<std::uint32_t>{2, 3, 4}));
-  // In chunks: a binding holds one kv head's keys (150 KiB), so each dispatch covers one slab of
-  // heads (bh_first 0, 4, 8, ...) and binds its parts of q, k, v, the bias and out at offsets.
+  // In chunks: a binding holds one kv head's keys (150 KiB), so each dispatch covers one kv head's
+  // slabs of heads (bh_first 0, 4, 8, ...; with 7 heads a kv head 0, 7, 14, ..., slabs of 4 and 3)
+  // and binds its parts of q, k, v, the bias and out at offsets.
   {
     Context chunked = test::gpu_kernels_tiles(32768, 64, 3, true, 200 * 1024);
-    for (AttentionBias bias : {AttentionBias::Dense, AttentionBias::Alibi, AttentionBias::Distance}) {
-      AttentionParams p{.batch = 2, .heads = 8, .kv_heads = 2, .queries = 1, .keys = 300, .head_dim = 128, .query_offset = 299,
-                        .causal = true, .bias = bias};
-      expect_matches(chunked, make_case(rng, p, CacheFormat::F32, false));
-    }
+    for (const std::uint32_t heads : {8u, 14u})
+      for (AttentionBias bias : {AttentionBias::Dense, AttentionBias::Alibi, AttentionBias::Distance}) {
+        AttentionParams p{.batch = 2, .heads = heads, .kv_heads = 2, .queries = 1, .keys = 300, .head_dim = 128, .query_offset = 299,
+                          .causal = true, .bias = bias};
+        expect_matches(chunked, make_case(rng, p, CacheFormat::F32, false));
+      }
     EXPECT_EQ(rows_of_heads(chunked), (std::set<std::uint32_t>{4}));
   }
 }

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "ops/attention_launch.hpp"
+#include "ops/attention_record.hpp"
 #include "relpos_contract/attention.h"
 #include "relpos/attention.hpp"
 #include "relpos/context.hpp"
@@ -89,7 +90,7 @@ TEST(AttentionSplits, SplitsStartOnATileOrStepCoverTheKeysAndStayInBounds) {
 }
 
 // Decoding grouped-query heads, a workgroup takes the query heads of one kv head together (the
-// most, up to 4, that divide the group) at every subgroup size and head size, so that a kv head's
+// group in the fewest slabs of up to 4, as even as they go) at every subgroup size and head size, so that a kv head's
 // keys and values are read once per step for them rather than once per query head:
 // attention_decode where its lanes hold them all, attention_tiled with the heads as its rows where
 // they do not (subgroups of 8 at head_dim 128, as dg2 runs; head_dim 256).
@@ -102,7 +103,9 @@ TEST(AttentionSplits, DecodingReadsAKvHeadOnceForItsQueryHeads) {
     for (const std::uint32_t shared : {8192u, 32768u})
       for (const std::uint32_t head_dim : {64u, 80u, 96u, 128u, 256u})
         for (const std::uint32_t block_size : {0u, 16u, 256u})
-          for (const Heads g : {Heads{8, 8, 1}, Heads{8, 4, 2}, Heads{8, 2, 4}, Heads{8, 1, 4}, Heads{6, 2, 3}, Heads{12, 2, 3}, Heads{32, 8, 4}}) {
+          for (const Heads g : {Heads{8, 8, 1}, Heads{8, 4, 2}, Heads{8, 2, 4}, Heads{8, 1, 4}, Heads{6, 2, 3}, Heads{12, 2, 3}, Heads{32, 8, 4},
+                                // groups that no slab of 2 to 4 divides: slabs of 4 and 3, of 3 and 2
+                                Heads{14, 2, 4}, Heads{10, 2, 3}, Heads{7, 1, 4}}) {
             AttentionParams p{.batch = 2, .heads = g.heads, .kv_heads = g.kv_heads, .queries = 1, .keys = 4096, .head_dim = head_dim};
             if (block_size) {
               p.paged.block_size = block_size;
@@ -129,6 +132,32 @@ TEST(AttentionSplits, DecodingReadsAKvHeadOnceForItsQueryHeads) {
           }
   EXPECT_GT(by_decode, 0);
   EXPECT_GT(by_tiled, 0);
+}
+
+// Bindings too small for the whole call cut it into chunks of (batch, head) rows. With 7 query heads
+// a kv head (slabs of 4 and 3) the chunks start at groups, so the slabs stay: the dispatches count
+// them; a cut inside a group would make the heads go one by one.
+TEST(AttentionSplits, ChunksOfRowsKeepSlabsThatDoNotDivideTheGroup) {
+  DeviceLimits lim;
+  lim.max_workgroup_invocations = 1024;
+  lim.max_workgroup_size[0] = 1024;
+  lim.max_workgroup_count[0] = 65535;
+  lim.max_shared_memory_bytes = 32768;
+  lim.subgroup_size = 8;
+  lim.subgroup_shuffle = true;
+  lim.min_storage_buffer_offset_alignment = 16;
+  lim.max_storage_buffer_range = 200 * 1024;  // one kv head's keys and values of 300 keys (150 KiB)
+  const AttentionTiles tiles = gpu_attention_tiles(lim, 64);
+  AttentionParams p{.batch = 2, .heads = 14, .kv_heads = 2, .queries = 1, .keys = 300, .head_dim = 128, .query_offset = 299, .causal = true};
+  const AttentionSchedule s = attention_schedule(lim, p, tiles, p.keys);
+  EXPECT_EQ(s.chunks, (std::vector<std::uint64_t>{0, 7, 14, 21, 28}));
+  EXPECT_EQ(s.launch.slab_heads, 4u);
+  for (std::size_t c = 0; c + 1 < s.chunks.size(); ++c) {
+    EXPECT_TRUE(attention_slab_starts(p, s.launch, s.chunks[c]));
+    EXPECT_EQ(attention_slabs(p, s.launch, s.chunks[c], s.chunks[c + 1]), 2u);
+  }
+  EXPECT_FALSE(attention_slab_starts(p, s.launch, 4));  // inside a group: not a slab's start for a dispatch
+  EXPECT_EQ(attention_slabs(p, s.launch, 0, 28), 8u);
 }
 
 // A decoding workgroup of fewer lanes than a kv head's query heads (lanes forced, as tests do)

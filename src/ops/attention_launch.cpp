@@ -46,12 +46,11 @@ constexpr std::uint32_t kDecodeHeads = 4, kDecodeWords = 4;
 constexpr std::uint32_t kDecodeSharedBytes = 8 * 1024;
 
 // Decoding grouped-query heads, the query heads read together each key and value they share: the
-// most (at most `most`) consecutive heads that divide the kv head's group.
+// kv head's group in the fewest slabs of at most `most` heads, as even as they go (a group of 6 in
+// 2 of 3; of 7 in 4 and 3, the second slab's last row idle).
 std::uint32_t decode_slab_heads(const AttentionParams& p, std::uint32_t most) {
   const std::uint32_t group = p.heads / p.kv_heads;
-  std::uint32_t n = std::min(group, std::max<std::uint32_t>(most, 1));
-  while (group % n != 0) --n;
-  return n;
+  return div_up(group, div_up(group, std::clamp<std::uint32_t>(most, 1, group)));
 }
 
 static_assert(3 * AttentionParams::kMaxKeysPerSplit + AttentionParams::kMaxPackedBatch <= RELPOS_MAX_LOOP_ITERATIONS,
@@ -248,7 +247,7 @@ std::uint32_t attention_splits(const AttentionParams& p, const AttentionTiles& t
     const std::uint32_t row_heads = attention_tiled_row_heads(tiles, p);
     slab = !tiles.tiled ? decode_slab_heads(p, tiles.rows) : row_heads > 1 ? row_heads : d.lanes ? d.heads : 1;
   }
-  const std::uint64_t items = p.rows() / slab;
+  const std::uint64_t items = p.rows() / p.heads * p.kv_heads * div_up(p.heads / p.kv_heads, slab);
   std::uint64_t by_items = 1;
   if (items < tiles.target_items) by_items = std::min<std::uint64_t>((tiles.target_items + items - 1) / items, p.keys / kMinSplitKeys);
   // The CPU class decoding: its lanes take a row's splits, so a workgroup's worth of them (where
@@ -264,6 +263,16 @@ std::uint32_t attention_splits(const AttentionParams& p, const AttentionTiles& t
 static_assert(std::has_single_bit(AttentionParams::kMaxKeysPerSplit));
 std::uint32_t split_length(std::uint32_t keys, std::uint32_t splits, std::uint32_t align) {
   return div_up(div_up(keys, splits), align) * align;
+}
+
+bool attention_slab_starts(const AttentionParams& p, const AttentionLaunch& l, std::uint64_t bh) {
+  const std::uint32_t group = p.heads / p.kv_heads;
+  return group % l.slab_heads == 0 ? bh % l.slab_heads == 0 : bh % group == 0;
+}
+
+std::uint64_t attention_slabs(const AttentionParams& p, const AttentionLaunch& l, std::uint64_t bh0, std::uint64_t bh1) {
+  const std::uint32_t group = p.heads / p.kv_heads;
+  return group % l.slab_heads == 0 ? (bh1 - bh0) / l.slab_heads : (bh1 - bh0) / group * div_up(group, l.slab_heads);
 }
 
 AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles& tiles, std::uint32_t S, bool share_heads) {

@@ -98,6 +98,12 @@ std::uint32_t split_length(std::uint32_t keys, std::uint32_t splits, std::uint32
 // share_heads false: one head per slab (where the recording's chunks of (batch, head) rows cannot
 // keep a kv head's query heads together).
 AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles& tiles, std::uint32_t splits, bool share_heads = true);
+// A kv head's query heads go in slabs of l.slab_heads, the last of them smaller where that does not
+// divide the group. A dispatch may start at (batch, head) row `bh` when bh begins a slab
+// (a group's first row where the slabs do not divide the group); the slabs of rows [bh0, bh1)
+// between two such rows.
+bool attention_slab_starts(const AttentionParams& p, const AttentionLaunch& l, std::uint64_t bh);
+std::uint64_t attention_slabs(const AttentionParams& p, const AttentionLaunch& l, std::uint64_t bh0, std::uint64_t bh1);
 
 // The push constants of a launch (shifts, bh_first and first_group 0). kv_stride: keys between two
 // (batch, kv head) slabs of k and v.

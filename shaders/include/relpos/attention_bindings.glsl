@@ -178,6 +178,18 @@ uint query_row(uint bh, uint h, uint i, uvec2 seq) {
 bool query_stored(uint i, uvec2 seq) {
   return i < pc.queries && i >= seq.x && (pc.total_queries == 0u || seq.y + i - seq.x < pc.total_queries);
 }
+// Decoding grouped-query heads, a workgroup takes a slab of up to `slab` consecutive query heads of
+// one kv head (slab 1: one (batch, head) row); a group of heads that `slab` does not divide ends in
+// a smaller slab. The first (batch, head) row of the dispatch's slab n (a dispatch starts at a
+// group, or at a slab where `slab` divides the group: then this is bh_first + n·slab):
+uint slab_first_row(uint n, uint slab) {
+  if (slab == 1u) return pc.bh_first + n;  // a constant where `slab` is: no division
+  const uint per_group = (pc.kv_group + slab - 1u) / slab;
+  return pc.bh_first + n / per_group * pc.kv_group + n % per_group * slab;
+}
+// The heads of the slab whose first is head h: the rows after them shadow its last head and store
+// nothing.
+uint slab_heads_of(uint h, uint slab) { return min(slab, pc.kv_group - h % pc.kv_group); }
 // RELPOS_ATTN_ROW: the first index of query i's values of head h in the per-distance rows, so that
 // key j >= M takes bias[row_bias_start(h, i, q_off) + j] (bias[h·(Q + K − 1) + (Q − 1 − i) + j − M]).
 // The rows are laid out for pc.query_offset: a paged sequence's values lie further in (q_off its

@@ -60,11 +60,16 @@ void main() {
   const uint lane = LANE, grp = lane / KG, e = lane % KG;
   const uint g = pc.first_group + gl_WorkGroupID.x;
   // bh: the first of the workgroup's HEADS (batch, head) rows, all of one kv head.
-  const uint bh = pc.bh_first + g / pc.groups_per_bh * HEADS;
+  const uint bh = slab_first_row(g / pc.groups_per_bh, HEADS);
   const uint rem = g % pc.groups_per_bh, q_tiles = pc.groups_per_bh / pc.split_groups;
   const uint split = rem / q_tiles, i_first = rem % q_tiles;
   const uint b = bh / pc.heads, h = bh % pc.heads;
   const uint M = pc.memory_prefix;
+  // Head c of the slab is h + hc[c]: heads past the slab's (the last slab of a group that HEADS
+  // does not divide) shadow its last and store nothing.
+  const uint slab_heads = slab_heads_of(h, HEADS);
+  uint hc[HEADS];
+  [[unroll]] for (uint c = 0u; c < HEADS; ++c) hc[c] = min(c, slab_heads - 1u);
   // Packed queries: a row below seq.x is no query of this sequence; a workgroup without its own
   // leaves before the barrier, all lanes together.
   const uvec2 seq = sequence_rows(b);
@@ -86,21 +91,21 @@ void main() {
   const int rp_base = -int(M) - i_abs;  // rp = j + rp_base
   const int kk = int(pc.shaw_k);
   const uint last_rel = 2u * pc.shaw_k;
-  // Per head c (head h + c): ALiBi's slope and the bias of its nearest key, the dense bias's and
+  // Per head c (head h + hc[c]): ALiBi's slope and the bias of its nearest key, the dense bias's and
   // the per-distance row's first index.
   float slope[HEADS], near_bias[HEADS];
   uint dense_base[HEADS], row_base[HEADS];
   [[unroll]] for (uint c = 0u; c < HEADS; ++c) {
-    slope[c] = BIAS_MODE == RELPOS_ATTN_ALIBI ? bias[h + c - pc.bias_shift] : 0.0;
+    slope[c] = BIAS_MODE == RELPOS_ATTN_ALIBI ? bias[h + hc[c] - pc.bias_shift] : 0.0;
     near_bias[c] = BIAS_MODE == RELPOS_ATTN_ALIBI ? alibi_near_bias(slope[c], j_begin, j_end, rp_base) : 0.0;
-    dense_base[c] = ((h + c) * pc.queries + i) * pc.keys - pc.bias_shift;
-    row_base[c] = row_bias_start(h + c, i, q_off);  // RELPOS_ATTN_ROW
+    dense_base[c] = ((h + hc[c]) * pc.queries + i) * pc.keys - pc.bias_shift;
+    row_base[c] = row_bias_start(h + hc[c], i, q_off);  // RELPOS_ATTN_ROW
   }
 
   // The lane's words of each head's scaled query (a word past the head: zero, never stored).
   vec4 q[HEADS * QW];
   [[unroll]] for (uint c = 0u; c < HEADS; ++c) {
-    const uint q_word = query_row(bh + c, h + c, i, seq) * D4 - pc.q_shift;
+    const uint q_word = query_row(bh + hc[c], h + hc[c], i, seq) * D4 - pc.q_shift;
     [[unroll]] for (uint k = 0u; k < QW; ++k) {
       const uint d = e + k * KG;
       q[c * QW + k] = D4 % KG == 0u || d < D4 ? load_q(q_word + d) * pc.scale : vec4(0.0);
@@ -258,7 +263,7 @@ void main() {
       part_stat[grp * 4u + 3u] = w_hi[c];
     }
     barrier();
-    if (stored) {
+    if (stored && c < slab_heads) {
       float mx = NEG_INF;
       [[unroll]] for (uint u = 0u; u < GROUPS; ++u) mx = max(mx, part_stat[u * 4u]);
       float scale_of[GROUPS];
@@ -271,7 +276,7 @@ void main() {
         wh += scale_of[u] * part_stat[u * 4u + 3u];
       }
       const float inv = lt > 0.0 ? 1.0 / lt : 0.0;  // a fully masked row gives zeros
-      const uint out_row = query_row(bh + c, h + c, i, seq) * pc.splits + split;
+      const uint out_row = query_row(bh + hc[c], h + hc[c], i, seq) * pc.splits + split;
       const uint out_word = out_row * D4 - pc.out_shift;
       [[unroll]] for (uint t = 0u; t < (D4 + WG_X - 1u) / WG_X; ++t) {
         const uint d = lane + t * WG_X;

@@ -26,13 +26,16 @@ void main() {
   // different keys rather than the same one.
   // ROWS_ARE_HEADS: bh is the first of the slab's SLAB_HEADS (batch, head) rows, all of one kv head.
   const uint g = pc.first_group + gl_WorkGroupID.x;
-  const uint bh = pc.bh_first + g / pc.groups_per_bh * SLAB_HEADS;
+  const uint bh = slab_first_row(g / pc.groups_per_bh, SLAB_HEADS);
   const uint rem = g % pc.groups_per_bh, q_tiles = pc.groups_per_bh / pc.split_groups;
   const bool lane_splits = pc.lane_splits != 0u;
   const uint split = lane_splits ? (rem / q_tiles) * WG_X + lane : rem / q_tiles;
   const uint i_first = lane_splits ? 0u : (rem % q_tiles) * WG_X * ROWS;
   const uint b = bh / pc.heads, h = bh % pc.heads;
   const uint M = pc.memory_prefix;
+  // ROWS_ARE_HEADS: rows past the slab's heads (the last slab of a group that ROWS does not divide)
+  // shadow its last head and store nothing.
+  const uint slab_heads = slab_heads_of(h, SLAB_HEADS);
   // Packed queries: rows below seq.x are no query of this sequence (they shadow its first and store
   // nothing); a workgroup with none of its own leaves at once, all lanes together.
   const uvec2 seq = sequence_rows(b);
@@ -68,7 +71,7 @@ void main() {
   float near_bias[ROWS];  // ALiBi: alibi_near_bias of the row's keys in this split
   float slope[ROWS];      // ALiBi: the row's head's
   [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
-    const uint hr = h + r / QUERY_ROWS;  // the row's head
+    const uint hr = h + min(r / QUERY_ROWS, slab_heads - 1u);  // the row's head
     const uint i = lane_splits ? 0u : clamp(i_first + r % QUERY_ROWS * WG_X + lane, seq.x, pc.queries - 1u);
     const int i_abs = int(i) + q_off;
     lane_end[r] = pc.causal != 0u ? min(j_end, M + uint(max(i_abs + 1, 0))) : j_end;
@@ -199,7 +202,7 @@ void main() {
   [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
     const uint hr = h + r / QUERY_ROWS;
     const uint i = lane_splits ? 0u : i_first + r % QUERY_ROWS * WG_X + lane;
-    if (!query_stored(i, seq) || split >= pc.splits) continue;
+    if (!query_stored(i, seq) || split >= pc.splits || r / QUERY_ROWS >= slab_heads) continue;
     const float inv = l[r] > 0.0 ? 1.0 / l[r] : 0.0;  // a fully masked row gives zeros
     const uint out_row = query_row(bh + hr - h, hr, i, seq) * pc.splits + split;
     const uint out_word = out_row * D4 - pc.out_shift;

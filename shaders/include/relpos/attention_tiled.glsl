@@ -147,7 +147,7 @@ void main() {
   const uint lane = LANE, r = lane / LPR, s = lane % LPR;
   const uint g = pc.first_group + gl_WorkGroupID.x;
   // bh: the (batch, head) of row 0 (ROWS_ARE_HEADS: the first of the slab's BR, of one kv head).
-  const uint bh = pc.bh_first + g / pc.groups_per_bh * (ROWS_ARE_HEADS != 0u ? BR : 1u);
+  const uint bh = slab_first_row(g / pc.groups_per_bh, ROWS_ARE_HEADS != 0u ? BR : 1u);
   const uint rem = g % pc.groups_per_bh, q_tiles = pc.groups_per_bh / pc.split_groups;
   const uint split = rem / q_tiles, i_first = (rem % q_tiles) * QUERY_ROWS;
   const uint b = bh / pc.heads, h = bh % pc.heads;
@@ -171,8 +171,10 @@ void main() {
   set_kv_scales(hk);
   const uint kv_word = (b * pc.kv_heads + hk) * pc.kv_stride * D4 - pc.kv_shift;
 
-  // This lane's row: query i of head h_r (rows past the last query shadow it and store nothing).
-  const uint rq = ROWS_ARE_HEADS != 0u ? 0u : r, rh = ROWS_ARE_HEADS != 0u ? r : 0u;
+  // This lane's row: query i of head h_r (rows past the last query, or ROWS_ARE_HEADS past the
+  // slab's last head, shadow it and store nothing).
+  const uint slab_heads = slab_heads_of(h, ROWS_ARE_HEADS != 0u ? BR : 1u);
+  const uint rq = ROWS_ARE_HEADS != 0u ? 0u : r, rh = ROWS_ARE_HEADS != 0u ? min(r, slab_heads - 1u) : 0u;
   const uint h_r = h + rh;
   const uint i = clamp(i_first + rq, seq.x, pc.queries - 1u);
   const int i_abs = int(i) + q_off;
@@ -195,7 +197,7 @@ void main() {
     const uint w = lane + t * WG_X;
     if ((BR * D4) % WG_X == 0u || w < BR * D4) {
       const uint row = w / D4, d = w % D4;
-      const uint row_h = ROWS_ARE_HEADS != 0u ? row : 0u;
+      const uint row_h = ROWS_ARE_HEADS != 0u ? min(row, slab_heads - 1u) : 0u;
       const uint qi = clamp(i_first + (ROWS_ARE_HEADS != 0u ? 0u : row), seq.x, pc.queries - 1u);
       q_tile[row * Q_STRIDE + d] = load_q(query_row(bh + row_h, h + row_h, qi, seq) * D4 + d - pc.q_shift) * pc.scale;
     }
@@ -373,7 +375,7 @@ void main() {
     barrier();  // D
   }
 
-  if (!query_stored(i_first + rq, seq) || split >= pc.splits) return;
+  if (!query_stored(i_first + rq, seq) || split >= pc.splits || (ROWS_ARE_HEADS != 0u && r >= slab_heads)) return;
   const float inv = l > 0.0 ? 1.0 / l : 0.0;  // a fully masked row gives zeros
   const uint out_row = query_row(bh + rh, h_r, i, seq) * pc.splits + split;
   const uint out_word = out_row * D4 - pc.out_shift;
