@@ -171,8 +171,8 @@ TEST_F(AttentionFormatsGpu, DecodingAndPackedQueries) {
 
 // Decoding in every format, each key's row read whole (f16 and bf16 in 16-byte pairs of words when
 // head_dim / 4 is even, q8_0 by blocks when head_dim is a multiple of 64, fp8 a word per 4 values;
-// otherwise word by word), with the query heads of a kv head together (groups of 4 and 3, the latter
-// a slab of 3 heads) and in every bias mode that differs per head.
+// otherwise word by word), with the query heads of a kv head together (groups of 4, 8 and 3: on a
+// CPU device slabs of 4, 8 and 3 heads) and in every bias mode that differs per head.
 TEST_F(AttentionFormatsGpu, DecodingEveryFormatAndRowWidth) {
   std::mt19937 rng(2042);
   const AttentionBias biases[] = {AttentionBias::Alibi, AttentionBias::T5, AttentionBias::Shaw, AttentionBias::Kerple};
@@ -182,7 +182,7 @@ TEST_F(AttentionFormatsGpu, DecodingEveryFormatAndRowWidth) {
       for (std::uint32_t head_dim : {20u, 96u, 128u}) {
         if (f == CacheFormat::Q8_0 ? head_dim == 20 : head_dim == 96) continue;
         const bool paged = n % 2 == 0;
-        const std::uint32_t heads = n % 3 == 0 ? 6u : 8u;
+        const std::uint32_t heads = n % 3 == 0 ? 6u : n % 3 == 1 ? 16u : 8u;  // 16: a slab of 8 on a CPU device
         AttentionParams p{.batch = 2, .heads = heads, .kv_heads = 2, .queries = 1, .keys = 300, .head_dim = head_dim,
                           .dtype = n % 4 == 1 ? DType::F16 : DType::F32, .causal = true, .bias = biases[n % 4], .max_relative_position = 6};
         p.t5.bidirectional = false;

@@ -31,6 +31,9 @@ struct AttentionTiles {
   std::uint32_t subgroup;  // the device's subgroup size
   std::uint32_t decode_lanes;  // tiled: lanes of a workgroup that decodes (one query row)
   std::uint32_t prefill_keys = 32;  // tiled: the most keys of a prefill tile
+  // attention_fused decoding: the most query heads of one kv head a lane takes (a CPU device: 8,
+  // each key and value load a per-lane gather that they all share; 1 on a GPU)
+  std::uint32_t decode_rows = 1;
 };
 AttentionTiles attention_tiles(const Context& ctx);
 // The GPU class's tiles on a device of these limits (forced_lanes: a test's workgroup size, 0 none).
