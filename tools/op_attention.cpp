@@ -625,16 +625,21 @@ void register_benches(Registry& reg) {
     }
   }
   // Paged decoding: 8 sequences of 1k to 16k keys in a cache of 16- or 256-key blocks, beside the
-  // same keys held contiguously ([8, Hkv, 16384, D] with key lengths) in the same submission.
-  for (std::uint32_t block : {16u, 256u}) {
+  // same keys held contiguously ([8, Hkv, 16384, D] with key lengths) in the same submission; 8
+  // query heads over 2 kv heads, and 28 over 4 (Qwen2.5-7B's: groups of 7, in slabs of 4 and 3).
+  struct Paged {
+    std::uint32_t block, heads, kv_heads;
+  };
+  for (const Paged c : {Paged{16, 8, 2}, Paged{256, 8, 2}, Paged{16, 28, 4}}) {
+    const std::uint32_t block = c.block;
     const std::vector<std::uint32_t> lengths = {1024, 2048, 3072, 4096, 6144, 8192, 12288, 16384};
-    AttentionParams p{.batch = 8, .heads = 8, .kv_heads = 2, .queries = 1, .keys = 16384, .head_dim = 128, .dtype = DType::F16};
+    AttentionParams p{.batch = 8, .heads = c.heads, .kv_heads = c.kv_heads, .queries = 1, .keys = 16384, .head_dim = 128, .dtype = DType::F16};
     p.paged = {.block_size = block, .num_blocks = 0, .max_blocks = 16384 / block};
     std::uint64_t keys = 0;
     for (std::uint32_t L : lengths) keys += L;
     const std::uint64_t bytes = 2 * keys * p.kv_heads * p.head_dim * 2 + 2 * p.rows() * p.head_dim * 2;
     char shape[160];
-    std::snprintf(shape, sizeof shape, "[8,8/2,1,1k-16k,128] block %u f16", block);
+    std::snprintf(shape, sizeof shape, "[8,%u/%u,1,1k-16k,128] block %u f16", c.heads, c.kv_heads, block);
     reg.benches.push_back({"attention-paged", shape, bytes, Ceiling::Copy, false, [family = bias_tool(reg, p.bias), p, lengths](Context& ctx) {
                              auto d = std::make_shared<AttentionData>(random_data(family, p, 1));
                              make_paged(*d, lengths, 1);
