@@ -153,11 +153,11 @@ TEST(AttentionSplits, ChunksOfRowsKeepSlabsThatDoNotDivideTheGroup) {
   EXPECT_EQ(s.chunks, (std::vector<std::uint64_t>{0, 7, 14, 21, 28}));
   EXPECT_EQ(s.launch.slab_heads, 4u);
   for (std::size_t c = 0; c + 1 < s.chunks.size(); ++c) {
-    EXPECT_TRUE(attention_slab_starts(p, s.launch, s.chunks[c]));
-    EXPECT_EQ(attention_slabs(p, s.launch, s.chunks[c], s.chunks[c + 1]), 2u);
+    EXPECT_TRUE(attention_slab_starts(p, s.launch.slab_heads, s.chunks[c]));
+    EXPECT_EQ(attention_slabs(p, s.launch.slab_heads, s.chunks[c], s.chunks[c + 1]), 2u);
   }
-  EXPECT_FALSE(attention_slab_starts(p, s.launch, 4));  // inside a group: not a slab's start for a dispatch
-  EXPECT_EQ(attention_slabs(p, s.launch, 0, 28), 8u);
+  EXPECT_FALSE(attention_slab_starts(p, s.launch.slab_heads, 4));  // inside a group: not a slab's start for a dispatch
+  EXPECT_EQ(attention_slabs(p, s.launch.slab_heads, 0, 28), 8u);
 }
 
 // A decoding workgroup of fewer lanes than a kv head's query heads (lanes forced, as tests do)

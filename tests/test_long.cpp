@@ -44,6 +44,18 @@ struct LongCase {
 
 class LongGpu : public GpuTest, public ::testing::WithParamInterface<LongCase> {};
 
+// Attention over a paged cache of sequences of 100,352 and 61,000 keys (p's blocks: max_blocks
+// 392 of 256 keys) against the reference; the values vary over the keys (no stretch alike).
+void expect_paged_matches(Context& ctx, AttentionParams p, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  relpos::test::PagedInputs in = relpos::test::random_paged_inputs(rng, p, {100352, 61000}, 1);
+  for (std::size_t e = 0; e < in.v.size(); ++e) in.v[e] += 2.0f * static_cast<float>(e % 997) / 997;
+  const AttentionResult want = attention_reference(p, in.host());
+  const AttentionResult got = relpos::test::gpu_paged_attention(ctx, p, in);
+  EXPECT_LE(normalised_error(got.out, want.out), kTolF32);
+  EXPECT_LE(normalised_error(got.lse, want.lse), kTolF32);
+}
+
 // B·H·Q = 64 rows (the shape that went wrong from ~27,600 keys), one kv head shared by 8.
 TEST_P(LongGpu, FusedAttentionMatchesReference) {
   const LongCase c = GetParam();
@@ -98,17 +110,11 @@ INSTANTIATE_TEST_SUITE_P(Keys, LongGpu,
 TEST_F(LongGpu, PagedCacheOfAHundredThousandKeys) {
   for (Kernels kernels : {Kernels::Gpu, Kernels::Cpu}) {
     SCOPED_TRACE(kernels == Kernels::Gpu ? "gpu kernels" : "cpu kernels");
-    std::mt19937 rng(100352);
     AttentionParams p{.batch = 2, .heads = 4, .kv_heads = 1, .queries = 4, .head_dim = 64, .causal = true, .bias = AttentionBias::T5};
     p.t5.bidirectional = false;
     p.paged.block_size = 256;
     p.paged.max_blocks = 392;
-    relpos::test::PagedInputs in = relpos::test::random_paged_inputs(rng, p, {100352, 61000}, 1);
-    for (std::size_t e = 0; e < in.v.size(); ++e) in.v[e] += 2.0f * static_cast<float>(e % 997) / 997;  // no stretch alike
-    const AttentionResult want = attention_reference(p, in.host());
-    const AttentionResult got = relpos::test::gpu_paged_attention(gpu_kernels(kernels), p, in);
-    EXPECT_LE(normalised_error(got.out, want.out), kTolF32);
-    EXPECT_LE(normalised_error(got.lse, want.lse), kTolF32);
+    expect_paged_matches(gpu_kernels(kernels), p, 100352);
   }
 }
 
@@ -120,18 +126,12 @@ TEST_F(LongGpu, PagedCacheOfAHundredThousandKeys) {
 TEST_F(LongGpu, GroupedQueryDecodingOfAHundredThousandKeys) {
   for (AttentionBias bias : {AttentionBias::T5, AttentionBias::Shaw}) {
     SCOPED_TRACE(attention_bias_info(bias).name);
-    std::mt19937 rng(100353);
     AttentionParams p{.batch = 2, .heads = 4, .kv_heads = 1, .queries = 1, .head_dim = 128, .causal = true, .bias = bias,
                       .max_relative_position = 16};
     p.t5.bidirectional = false;
     p.paged.block_size = 256;
     p.paged.max_blocks = 392;
-    relpos::test::PagedInputs in = relpos::test::random_paged_inputs(rng, p, {100352, 61000}, 1);
-    for (std::size_t e = 0; e < in.v.size(); ++e) in.v[e] += 2.0f * static_cast<float>(e % 997) / 997;  // no stretch alike
-    const AttentionResult want = attention_reference(p, in.host());
-    const AttentionResult got = relpos::test::gpu_paged_attention(gpu_kernels(Kernels::Gpu), p, in);
-    EXPECT_LE(normalised_error(got.out, want.out), kTolF32);
-    EXPECT_LE(normalised_error(got.lse, want.lse), kTolF32);
+    expect_paged_matches(gpu_kernels(Kernels::Gpu), p, 100353);
   }
 }
 

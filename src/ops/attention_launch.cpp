@@ -235,6 +235,16 @@ std::uint32_t attention_tiled_max_split_keys(const AttentionTiles& tiles, const 
   return static_cast<std::uint32_t>(keys / align * align);
 }
 
+bool attention_slab_starts(const AttentionParams& p, std::uint32_t slab_heads, std::uint64_t bh) {
+  const std::uint32_t group = p.heads / p.kv_heads;
+  return group % slab_heads == 0 ? bh % slab_heads == 0 : bh % group == 0;
+}
+
+std::uint64_t attention_slabs(const AttentionParams& p, std::uint32_t slab_heads, std::uint64_t bh0, std::uint64_t bh1) {
+  const std::uint32_t group = p.heads / p.kv_heads;
+  return group % slab_heads == 0 ? (bh1 - bh0) / slab_heads : (bh1 - bh0) / group * div_up(group, slab_heads);
+}
+
 std::uint32_t attention_splits(const AttentionParams& p, const AttentionTiles& tiles) {
   const std::uint32_t max_keys = tiles.tiled ? attention_tiled_max_split_keys(tiles, p) : AttentionParams::kMaxKeysPerSplit;
   if (p.key_splits) {  // validate() checked it against kMaxKeysPerSplit
@@ -252,7 +262,7 @@ std::uint32_t attention_splits(const AttentionParams& p, const AttentionTiles& t
     const std::uint32_t row_heads = attention_tiled_row_heads(tiles, p);
     slab = !tiles.tiled ? decode_slab_heads(p, tiles.decode_rows) : row_heads > 1 ? row_heads : d.lanes ? d.heads : 1;
   }
-  const std::uint64_t items = p.rows() / p.heads * p.kv_heads * div_up(p.heads / p.kv_heads, slab);
+  const std::uint64_t items = p.rows() / p.heads * attention_slabs(p, slab, 0, p.heads);
   std::uint64_t by_items = 1;
   if (items < tiles.target_items) by_items = std::min<std::uint64_t>((tiles.target_items + items - 1) / items, p.keys / kMinSplitKeys);
   // The CPU class decoding: its lanes take a row's splits, so a workgroup's worth of them (where
@@ -268,16 +278,6 @@ std::uint32_t attention_splits(const AttentionParams& p, const AttentionTiles& t
 static_assert(std::has_single_bit(AttentionParams::kMaxKeysPerSplit));
 std::uint32_t split_length(std::uint32_t keys, std::uint32_t splits, std::uint32_t align) {
   return div_up(div_up(keys, splits), align) * align;
-}
-
-bool attention_slab_starts(const AttentionParams& p, const AttentionLaunch& l, std::uint64_t bh) {
-  const std::uint32_t group = p.heads / p.kv_heads;
-  return group % l.slab_heads == 0 ? bh % l.slab_heads == 0 : bh % group == 0;
-}
-
-std::uint64_t attention_slabs(const AttentionParams& p, const AttentionLaunch& l, std::uint64_t bh0, std::uint64_t bh1) {
-  const std::uint32_t group = p.heads / p.kv_heads;
-  return group % l.slab_heads == 0 ? (bh1 - bh0) / l.slab_heads : (bh1 - bh0) / group * div_up(group, l.slab_heads);
 }
 
 AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles& tiles, std::uint32_t S, bool share_heads) {

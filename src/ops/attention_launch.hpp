@@ -78,6 +78,12 @@ std::uint32_t attention_tiled_max_split_keys(const AttentionTiles& tiles, const 
 // Key splits per row for this shape (p.key_splits when given; the GPU kernels refuse one that
 // leaves a split longer than attention_tiled_max_split_keys).
 std::uint32_t attention_splits(const AttentionParams& p, const AttentionTiles& tiles);
+// A kv head's query heads go in slabs of `slab_heads` (AttentionLaunch::slab_heads), the last of
+// them smaller where that does not divide the group. A dispatch may start at (batch, head) row `bh`
+// when bh begins a slab (a group's first row where the slabs do not divide the group); the slabs
+// of rows [bh0, bh1) between two such rows.
+bool attention_slab_starts(const AttentionParams& p, std::uint32_t slab_heads, std::uint64_t bh);
+std::uint64_t attention_slabs(const AttentionParams& p, std::uint32_t slab_heads, std::uint64_t bh0, std::uint64_t bh1);
 
 // How one recording of attention_fused or attention_tiled covers the rows and splits.
 struct AttentionLaunch {
@@ -101,12 +107,6 @@ std::uint32_t split_length(std::uint32_t keys, std::uint32_t splits, std::uint32
 // share_heads false: one head per slab (where the recording's chunks of (batch, head) rows cannot
 // keep a kv head's query heads together).
 AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles& tiles, std::uint32_t splits, bool share_heads = true);
-// A kv head's query heads go in slabs of l.slab_heads, the last of them smaller where that does not
-// divide the group. A dispatch may start at (batch, head) row `bh` when bh begins a slab
-// (a group's first row where the slabs do not divide the group); the slabs of rows [bh0, bh1)
-// between two such rows.
-bool attention_slab_starts(const AttentionParams& p, const AttentionLaunch& l, std::uint64_t bh);
-std::uint64_t attention_slabs(const AttentionParams& p, const AttentionLaunch& l, std::uint64_t bh0, std::uint64_t bh1);
 
 // The push constants of a launch (shifts, bh_first and first_group 0). kv_stride: keys between two
 // (batch, kv head) slabs of k and v.

@@ -176,7 +176,7 @@ AttentionSchedule attention_schedule(const DeviceLimits& lim, const AttentionPar
   s.chunks = attention_chunks(lim, p, s.splits, kv_keys);
   // Every chunk starts a slab of heads (at a group where the slabs do not divide it), or the heads
   // go one by one.
-  if (!std::all_of(s.chunks.begin(), s.chunks.end(), [&](std::uint64_t cut) { return attention_slab_starts(p, s.launch, cut); }))
+  if (!std::all_of(s.chunks.begin(), s.chunks.end(), [&](std::uint64_t cut) { return attention_slab_starts(p, s.launch.slab_heads, cut); }))
     s.launch = attention_launch(p, tiles, s.splits, false);
   return s;
 }
@@ -255,7 +255,7 @@ void record_attention(Recorder& r, const AttentionParams& p, const AttentionSche
                                                .BLOCK_TABLE = block_table,
                                                .QUERY_LENGTHS = query_lengths,
                                                .KV_SCALES = kv_scales};
-    for_each_group_range(lim, attention_slabs(p, launch, bh0, bh1) * launch.groups_per_bh, [&](std::uint64_t first, std::uint32_t groups) {
+    for_each_group_range(lim, attention_slabs(p, launch.slab_heads, bh0, bh1) * launch.groups_per_bh, [&](std::uint64_t first, std::uint32_t groups) {
       pc.first_group = static_cast<std::uint32_t>(first);
       dispatch(r, sets, launch.shader, launch.spec, bindings, pc, groups);
     });

@@ -55,6 +55,7 @@ const uint EDGE_DOTS = D4;  // Shaw: the word of a q_tile row's padding that kee
 const uint WINDOW = RELPOS_ATTN_TILED_WINDOW(BR, BC);
 const uint OUT_STEP = RELPOS_ATTN_TILED_OUT_STEP(BIAS_MODE == RELPOS_ATTN_SHAW);
 const uint QUERY_ROWS = ROWS_ARE_HEADS != 0u ? 1u : BR;  // queries per workgroup
+const uint SLAB_HEADS = ROWS_ARE_HEADS != 0u ? BR : 1u;  // heads per workgroup
 
 #include "relpos/attention_bindings.glsl"
 
@@ -147,7 +148,7 @@ void main() {
   const uint lane = LANE, r = lane / LPR, s = lane % LPR;
   const uint g = pc.first_group + gl_WorkGroupID.x;
   // bh: the (batch, head) of row 0 (ROWS_ARE_HEADS: the first of the slab's BR, of one kv head).
-  const uint bh = slab_first_row(g / pc.groups_per_bh, ROWS_ARE_HEADS != 0u ? BR : 1u);
+  const uint bh = slab_first_row(g / pc.groups_per_bh, SLAB_HEADS);
   const uint rem = g % pc.groups_per_bh, q_tiles = pc.groups_per_bh / pc.split_groups;
   const uint split = rem / q_tiles, i_first = (rem % q_tiles) * QUERY_ROWS;
   const uint b = bh / pc.heads, h = bh % pc.heads;
@@ -173,7 +174,7 @@ void main() {
 
   // This lane's row: query i of head h_r (rows past the last query, or ROWS_ARE_HEADS past the
   // slab's last head, shadow it and store nothing).
-  const uint slab_heads = slab_heads_of(h, ROWS_ARE_HEADS != 0u ? BR : 1u);
+  const uint slab_heads = slab_heads_of(h, SLAB_HEADS);
   const uint rq = ROWS_ARE_HEADS != 0u ? 0u : r, rh = ROWS_ARE_HEADS != 0u ? min(r, slab_heads - 1u) : 0u;
   const uint h_r = h + rh;
   const uint i = clamp(i_first + rq, seq.x, pc.queries - 1u);
