@@ -11,6 +11,7 @@
 #include "ops/attention_launch.hpp"
 #include "ops/attention_record.hpp"
 #include "relpos_contract/attention.h"
+#include "relpos_push/loop_bound.h"
 #include "relpos/attention.hpp"
 #include "relpos/context.hpp"
 #include "relpos/error.hpp"
@@ -176,4 +177,35 @@ TEST(AttentionSplits, DecodingTakesNoMoreHeadsThanItsWorkgroupHasRows) {
         if (l.slab_heads > 1) EXPECT_EQ(constant(l, "BR"), l.slab_heads);
       }
     }
+}
+
+// The CPU class decoding: its lanes take a dispatch's items (a split of one slab each) as they come
+// free, up to push.rounds of them, so that one lane's loops over all its items stay within
+// RELPOS_MAX_LOOP_ITERATIONS (an item's at most 3 per key of its split, and a packed call's loop
+// over its sequences); a lane takes one at least. Other launches take one item a lane.
+TEST(AttentionSplits, DecodingLanesTakeItemsWithinTheLoopBound) {
+  const AttentionTiles cpu{false, 32, 4, 8, 64, false, 0, 0, 8, 32, 32, 8};
+  int several = 0;
+  for (const std::uint32_t keys : {1u, 129u, 4096u, 16384u, 65536u, 200000u})
+    for (const std::uint32_t batch : {1u, 8u, 300u})
+      for (const bool packed : {false, true}) {
+        AttentionParams p{.batch = batch, .heads = 8, .kv_heads = 2, .queries = 1, .keys = keys, .head_dim = 128};
+        if (packed) p.total_queries = batch;
+        SCOPED_TRACE(testing::Message() << "keys " << keys << " batch " << batch << (packed ? " packed" : ""));
+        const AttentionLaunch l = attention_launch(p, cpu, attention_splits(p, cpu));
+        const push::AttentionPush pc = attention_push(p, l, false, keys);
+        EXPECT_GE(pc.rounds, 1u);
+        if (!l.lane_splits) {
+          EXPECT_EQ(pc.rounds, 1u);
+          continue;
+        }
+        const std::uint64_t per_item = 3ull * pc.split_len + (packed ? batch : 0) + 1;
+        EXPECT_LE(pc.rounds * per_item, RELPOS_MAX_LOOP_ITERATIONS);
+        several += pc.rounds > 1;
+      }
+  EXPECT_GT(several, 0);
+  // Prefill takes one.
+  const AttentionParams prefill{.heads = 8, .kv_heads = 2, .queries = 64, .keys = 4096, .head_dim = 128};
+  const AttentionLaunch l = attention_launch(prefill, cpu, attention_splits(prefill, cpu));
+  EXPECT_EQ(attention_push(prefill, l, false, 4096).rounds, 1u);
 }

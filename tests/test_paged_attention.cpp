@@ -207,6 +207,25 @@ TEST_F(PagedAttentionGpu, LargeBlocksAndDecoding) {
     }
 }
 
+// Decoding on the CPU class, the lanes take the dispatch's items (a key split of one slab each) as
+// they come free, each lane up to a bound that keeps its loops over all of them within
+// RELPOS_MAX_LOOP_ITERATIONS: lavapipe leaves every loop of an invocation once it has run 65,535
+// iterations in all, which would drop keys of the item under way. 32 sequences of 32 heads, each
+// its own kv head, of 16,384 keys (4 blocks that every sequence's table names over and over, so the
+// cache stays small) in 32 splits of 512: 32,768 items of 64 key blocks each, where a thread's first
+// lanes would take over 2,000 items apiece if nothing bounded them.
+TEST_F(PagedAttentionGpu, DecodingLanesThatTakeManySplitsStayWithinTheLoopBound) {
+  std::mt19937 rng(2029);
+  AttentionParams p{.batch = 32, .heads = 32, .kv_heads = 32, .queries = 1, .head_dim = 4, .causal = true};
+  p.paged = {.block_size = 16, .num_blocks = 4, .max_blocks = 1024};
+  p.keys = p.paged.block_size * p.paged.max_blocks;
+  test::AttentionInputs a = test::random_attention_inputs(rng, p, p.paged.cache_elements(p.kv_heads, p.head_dim));
+  PagedInputs in{.q = a.q, .k = a.k, .v = a.v};
+  in.cache_lengths.assign(p.batch, static_cast<std::int32_t>(p.keys));
+  for (std::uint32_t n = 0; n < p.batch * p.paged.max_blocks; ++n) in.block_table.push_back(static_cast<std::int32_t>((n * 7 + n / 5) % 4));
+  expect_matches(gpu(), p, in);
+}
+
 // Forced key splits of an odd number of keys each (224 / 3 and / 5, 208 / 6: no whole number of
 // tiles or decoding steps, which a block of 16 or 32 keys holds 1 to 8 of): the GPU class starts
 // each split on a tile or step, so that none straddles two blocks (its keys are found from one

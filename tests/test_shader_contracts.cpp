@@ -118,8 +118,8 @@ TEST(ShaderContracts, TheCheckFindsEveryKindOfMismatch) {
   EXPECT_FALSE(with([](Spec& s, Slots&) { s.push_back({10, "EXTRA", SpecType::Uint, 0}); }).empty());
   EXPECT_FALSE(with([](Spec& s, Slots&) { s[0].type = SpecType::SizeY; }).empty());           // the wrong axis
   EXPECT_FALSE(with([](Spec& s, Slots&) { s[0].type = SpecType::Uint; }).empty());            // a workgroup size not declared
-  EXPECT_FALSE(with([](Spec&, Slots& b) { b.pop_back(); }).empty());                          // KV_SCALES missing
-  EXPECT_FALSE(with([](Spec&, Slots& b) { b.push_back({11, "EXTRA"}); }).empty());
+  EXPECT_FALSE(with([](Spec&, Slots& b) { b.pop_back(); }).empty());                          // WORK missing
+  EXPECT_FALSE(with([](Spec&, Slots& b) { b.push_back({12, "EXTRA"}); }).empty());
   // A contract of another kernel.
   EXPECT_FALSE(mismatches(shader_contract(ShaderId::attention_fused), tiled).empty());
   EXPECT_FALSE(mismatches({relpos::contract::WorkgroupSpec::declared, relpos::contract::DistanceRowBindings::declared},

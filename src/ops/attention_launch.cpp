@@ -397,6 +397,11 @@ push::AttentionPush attention_push(const AttentionParams& p, const AttentionLaun
   pc.num_blocks = p.paged.num_blocks;
   pc.max_blocks = p.paged.max_blocks;
   pc.total_queries = p.total_queries;
+  // attention_fused's lanes take items as they come free (lane_splits), each costing at most
+  // 3 * split_len loop iterations (and a packed call's loop over its sequences), and its round one.
+  pc.rounds = 1;
+  if (l.lane_splits)
+    pc.rounds = std::max<std::uint32_t>(1, RELPOS_MAX_LOOP_ITERATIONS / (3 * pc.split_len + (p.packed() ? p.batch : 0) + 1));
   return pc;
 }
 

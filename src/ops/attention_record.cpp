@@ -90,6 +90,7 @@ AttentionScratch make_attention_scratch(Context& ctx, const AttentionParams& env
   s.lse = &storage.make(env.rows() * 4, "lse");
   if (cache_format_scaled(env.cache())) s.kv_scales = &storage.make(std::uint64_t{env.kv_heads} * 8, "kv scales");
   if (partial_rows) {
+    s.work = &storage.make(kAttentionWorkSlots * 4, "decoding's item counters");
     s.partial_out = &storage.make(partial_rows * env.head_dim * 4, "partial results");
     s.partial_lse = &storage.make(partial_rows * 4, "partial lse");
   }
@@ -232,6 +233,17 @@ void record_attention(Recorder& r, const AttentionParams& p, const AttentionSche
     barrier(r);
   }
   push::AttentionPush pc = attention_push(p, launch, b.key_lengths != nullptr, kv_keys);
+  // Lane splits: each dispatch counts out its items on a counter of its own, zeroed before it.
+  const BufferSpan work = launch.lane_splits ? BufferSpan{s.work} : BufferSpan{dummy};
+  std::uint32_t dispatches = 0;
+  auto take_work_slot = [&] {
+    if (!launch.lane_splits) return;
+    pc.work_slot = dispatches++ % kAttentionWorkSlots;
+    if (pc.work_slot != 0) return;
+    if (dispatches > 1) barrier(r);  // the earlier dispatches have counted out theirs
+    fill_words(r, *s.work, 0, kAttentionWorkSlots * 4, 0);
+    barrier(r);
+  };
   for (std::size_t c = 0; c + 1 < schedule.chunks.size(); ++c) {
     const std::uint64_t bh0 = schedule.chunks[c], bh1 = schedule.chunks[c + 1];
     const auto bound = bounds(bh0, bh1);
@@ -254,9 +266,11 @@ void record_attention(Recorder& r, const AttentionParams& p, const AttentionSche
                                                .LENGTHS = lengths,
                                                .BLOCK_TABLE = block_table,
                                                .QUERY_LENGTHS = query_lengths,
-                                               .KV_SCALES = kv_scales};
+                                               .KV_SCALES = kv_scales,
+                                               .WORK = work};
     for_each_group_range(lim, attention_slabs(p, launch.slab_heads, bh0, bh1) * launch.groups_per_bh, [&](std::uint64_t first, std::uint32_t groups) {
       pc.first_group = static_cast<std::uint32_t>(first);
+      take_work_slot();
       dispatch(r, sets, launch.shader, launch.spec, bindings, pc, groups);
     });
   }

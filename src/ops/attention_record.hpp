@@ -17,6 +17,9 @@ class DescriptorSource;
 class OpStorage;
 
 // The buffers fused attention needs besides the caller's, made for the largest call it records.
+// Counters of attention_fused's decoding dispatches (binding WORK), zeroed before the first of a
+// recording and again after every kAttentionWorkSlots dispatches.
+inline constexpr std::uint32_t kAttentionWorkSlots = 16;
 struct AttentionScratch {
   const Buffer* dummy = nullptr;        // bound where a mode reads nothing
   const Buffer* partial_out = nullptr;  // float32 [rows, splits, D]: the key splits' results (null: no splits)
@@ -24,6 +27,7 @@ struct AttentionScratch {
   const Buffer* lse = nullptr;          // float32 [rows]: the log-sum-exp when the caller takes none
   const Buffer* rows = nullptr;         // the per-distance rows the family computes (null: none)
   const Buffer* kv_scales = nullptr;    // an fp8 cache's scales, float32 [2, kv_heads] (null: none)
+  const Buffer* work = nullptr;         // uint32 [kAttentionWorkSlots]: lane-split dispatches' item counters (null: no splits)
   bool kv_scales_written = false;       // a plan wrote them once (its steps' are the envelope's)
   std::unique_ptr<DistanceRows> bias_rows;
 };

@@ -14,7 +14,7 @@
 namespace relpos::detail {
 
 // The most storage buffers one shader binds (fused attention): what descriptor pools are sized for.
-inline constexpr std::uint32_t kMaxBindings = 11;
+inline constexpr std::uint32_t kMaxBindings = 12;
 inline constexpr std::uint32_t kMaxSpecConstants = 16;
 
 // A shader's specialisation constants (in constant_id order) and bindings (in slot order).

@@ -1,4 +1,4 @@
-// The bindings of fused attention (attention_fused.glsl, attention_tiled.glsl; the same eleven in both
+// The bindings of fused attention (attention_fused.glsl, attention_tiled.glsl; the same twelve in both
 // kernel classes, relpos_contract/attention.h). Needs D4, IN_HALF, KV_FORMAT and PAGED declared
 // before, and the push constants.
 // float32 storage is read as vec4 words, float16 and bfloat16 as uvec2 words (four halves); the
@@ -25,6 +25,7 @@ layout(std430, binding = BINDING_QUERY_LENGTHS) readonly buffer QueryLengths { i
 layout(std430, binding = BINDING_K) readonly buffer KWords { uint k_words[]; };
 layout(std430, binding = BINDING_V) readonly buffer VWords { uint v_words[]; };
 layout(std430, binding = BINDING_KV_SCALES) readonly buffer KvScales { float kv_scales[]; };  // fp8: [2, kv_heads]
+layout(std430, binding = BINDING_WORK) buffer Work { uint work[]; };  // decoding's counters (attention_fused)
 RELPOS_CACHE_READER(k_cache, k_words)
 RELPOS_CACHE_READER(v_cache, v_words)
 

@@ -17,15 +17,14 @@ const uint QUERY_ROWS = ROWS_ARE_HEADS != 0u ? 1u : ROWS;
 const uint SLAB_HEADS = ROWS_ARE_HEADS != 0u ? ROWS : 1u;
 
 #include "relpos/attention_bindings.glsl"
-void main() {
+// Lane `lane` of workgroup g (counted from the chunk's first) and its rows.
+void attend(const uint g, const uint lane) {
   const float NEG_INF = uintBitsToFloat(0xff800000u);
-  const uint lane = gl_LocalInvocationID.x;
   // Workgroup g covers WG_X * ROWS queries of one (batch, head) and one key split, so the key range
   // it walks is the same for all its lanes and their key loads share one address.
   // With one query (decoding), lanes take consecutive splits instead: their loads then fetch
   // different keys rather than the same one.
   // ROWS_ARE_HEADS: bh is the first of the slab's SLAB_HEADS (batch, head) rows, all of one kv head.
-  const uint g = pc.first_group + gl_WorkGroupID.x;
   const uint bh = slab_first_row(g / pc.groups_per_bh, SLAB_HEADS);
   const uint rem = g % pc.groups_per_bh, q_tiles = pc.groups_per_bh / pc.split_groups;
   const bool lane_splits = pc.lane_splits != 0u;
@@ -214,5 +213,23 @@ void main() {
     }
     const float shift = BIAS_MODE == RELPOS_ATTN_ALIBI ? near_bias[r] : 0.0;
     lse[out_row - pc.lse_shift] = l[r] > 0.0 ? (m[r] + log(l[r])) - shift : NEG_INF;
+  }
+}
+
+// Decoding (lane_splits), a dispatch's items (item t: lane t % WG_X of its group t / WG_X, one key
+// split of one slab) go to lanes as they come free, counted out by work[pc.work_slot] (zeroed before
+// the dispatch). A CPU device hands each of its threads an equal run of consecutive workgroups, so
+// where a batch's long sequences came last, one thread scored them while the other had finished
+// (lavapipe: 20 ms where the same work took 27 ms on one thread). Every lane takes an item at least,
+// and a dispatch has as many items as lanes, so every item is taken whatever the bound on rounds;
+// pc.rounds keeps a lane's loops, summed over its items, within RELPOS_MAX_LOOP_ITERATIONS.
+void main() {
+  const uint items = gl_NumWorkGroups.x * WG_X;
+  uint t = gl_WorkGroupID.x * WG_X + gl_LocalInvocationID.x;
+  for (uint round = 0u; round < pc.rounds; ++round) {
+    if (pc.lane_splits != 0u) t = atomicAdd(work[pc.work_slot], 1u);
+    if (t >= items) break;
+    attend(pc.first_group + t / WG_X, t % WG_X);
+    if (pc.lane_splits == 0u) break;
   }
 }

@@ -73,11 +73,13 @@
   X(8, KV_FORMAT, uint, 0u) /* k and v: a CacheFormat (CACHE_*) */ \
   X(9, HEADS, uint, 1u)     /* heads of one kv head per workgroup, each key read once for them */
 
-// The same eleven bindings in both kernel classes, so that one host path binds either. Shaw has no
+// The same twelve bindings in both kernel classes, so that one host path binds either. Shaw has no
 // other bias input: its rel_values take BIAS (one binding fewer for every shader: the runtime binds
-// at most kMaxBindings = 11, src/shaders/contracts.hpp). LENGTHS: key_lengths, or a paged cache's
+// at most kMaxBindings = 12, src/shaders/contracts.hpp). LENGTHS: key_lengths, or a paged cache's
 // cache_lengths. QUERY_LENGTHS: packed queries' lengths per sequence (AttentionParams::total_queries).
 // KV_SCALES: an fp8 cache's scales, float32 [2, kv_heads] (the keys', then the values').
+// WORK: uint32 counters, one per dispatch (push work_slot), of the items attention_fused's
+// decoding lanes have taken (lane_splits); the other kernels take none.
 #define RELPOS_BINDINGS_ATTENTION(X) \
   X(0, Q)                            \
   X(1, K)                            \
@@ -89,7 +91,8 @@
   X(7, LENGTHS)                      \
   X(8, BLOCK_TABLE)                  \
   X(9, QUERY_LENGTHS)                \
-  X(10, KV_SCALES)
+  X(10, KV_SCALES)                   \
+  X(11, WORK)
 
 // attention_merge.comp: one invocation per 4-element word of the merged output.
 #define RELPOS_SPEC_ATTENTION_MERGE(X) \

@@ -3,7 +3,8 @@
 // split of the keys: g % groups_per_bh = split group * (groups_per_bh / split_groups) + query tile.
 // attention_tiled (GPU kernels, shaders/include/relpos/attention_tiled.glsl): workgroup g takes BR
 // queries the same way, lanes never split.
-// lane_splits (one query): lane l of split group s takes split s * local_size + l.
+// lane_splits (one query): lane l of split group s takes split s * local_size + l (attention_fused:
+// the lanes take these items as they come free, attention_fused.glsl's main).
 // A dispatch binds each buffer from an aligned offset at or below the first element it uses;
 // *_shift is that offset in the units the binding is indexed in, subtracted from global indices.
 #ifndef RELPOS_PUSH_ATTENTION_H
@@ -49,6 +50,10 @@ RELPOS_PUSH_BEGIN(AttentionPush) {
   // Packed queries: q, out and lse rows are tokens [total_queries, heads] (0: [batch, heads,
   // queries]); sequence b's query_lengths[b] queries are the last rows of the envelope's queries.
   uint total_queries;
+  // attention_fused, lane_splits: the counter of this dispatch's items (binding WORK), and the
+  // most items a lane takes (attention_fused.glsl's main); 1 otherwise.
+  uint work_slot;
+  uint rounds;
 }
 RELPOS_PUSH_END(AttentionPush)
 
