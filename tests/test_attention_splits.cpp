@@ -4,6 +4,7 @@
 // the keys; and a split stays within kMaxKeysPerSplit and the kernel's loop bound.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <string_view>
@@ -181,28 +182,36 @@ TEST(AttentionSplits, DecodingTakesNoMoreHeadsThanItsWorkgroupHasRows) {
 
 // The CPU class decoding: its lanes take a dispatch's items (a split of one slab each) as they come
 // free, up to push.rounds of them, so that one lane's loops over all its items stay within
-// RELPOS_MAX_LOOP_ITERATIONS (an item's at most 3 per key of its split, and a packed call's loop
-// over its sequences); a lane takes one at least. Other launches take one item a lane.
+// RELPOS_MAX_LOOP_ITERATIONS, counted as lavapipe counts them, down to forced splits of 1 to 3
+// keys; a lane takes one at least. Other launches take one item a lane.
 TEST(AttentionSplits, DecodingLanesTakeItemsWithinTheLoopBound) {
   const AttentionTiles cpu{false, 32, 4, 8, 64, false, 0, 0, 8, 32, 32, 8};
   int several = 0;
   for (const std::uint32_t keys : {1u, 129u, 4096u, 16384u, 65536u, 200000u})
     for (const std::uint32_t batch : {1u, 8u, 300u})
-      for (const bool packed : {false, true}) {
-        AttentionParams p{.batch = batch, .heads = 8, .kv_heads = 2, .queries = 1, .keys = keys, .head_dim = 128};
-        if (packed) p.total_queries = batch;
-        SCOPED_TRACE(testing::Message() << "keys " << keys << " batch " << batch << (packed ? " packed" : ""));
-        const AttentionLaunch l = attention_launch(p, cpu, attention_splits(p, cpu));
-        const push::AttentionPush pc = attention_push(p, l, false, keys);
-        EXPECT_GE(pc.rounds, 1u);
-        if (!l.lane_splits) {
-          EXPECT_EQ(pc.rounds, 1u);
-          continue;
+      for (const std::uint32_t forced : {0u, 1u, 3u})  // forced splits of 1 to 3 keys
+        for (const bool packed : {false, true}) {
+          AttentionParams p{.batch = batch, .heads = 8, .kv_heads = 2, .queries = 1, .keys = keys, .head_dim = 128};
+          if (forced) p.key_splits = std::min(keys, std::min<std::uint32_t>(AttentionMergeParams::kMaxParts, (keys + forced - 1) / forced));
+          if (forced && std::uint64_t{p.key_splits} * AttentionParams::kMaxKeysPerSplit < keys) continue;
+          if (packed) p.total_queries = batch;
+          SCOPED_TRACE(testing::Message() << "keys " << keys << " batch " << batch << (packed ? " packed" : ""));
+          const AttentionLaunch l = attention_launch(p, cpu, attention_splits(p, cpu));
+          const push::AttentionPush pc = attention_push(p, l, false, keys);
+          EXPECT_GE(pc.rounds, 1u);
+          if (!l.lane_splits) {
+            EXPECT_EQ(pc.rounds, 1u);
+            continue;
+          }
+          // 2 passes over each key, 3 loop passes a block (its two over the keys, each with lavapipe's
+          // extra pass, and its own), the extra passes of the block loop and the round, and a packed
+          // call's loop over the earlier sequences (with its extra pass).
+          const std::uint64_t blocks = (pc.split_len + 7) / 8;
+          const std::uint64_t per_item = 2ull * pc.split_len + 3 * blocks + 2 + (packed ? batch + 1 : 0) + 1;
+          EXPECT_EQ(per_item, attention_fused_item_iterations(p, pc.split_len, 8));
+          EXPECT_LE(pc.rounds * per_item, RELPOS_MAX_LOOP_ITERATIONS);
+          several += pc.rounds > 1;
         }
-        const std::uint64_t per_item = 3ull * pc.split_len + (packed ? batch : 0) + 1;
-        EXPECT_LE(pc.rounds * per_item, RELPOS_MAX_LOOP_ITERATIONS);
-        several += pc.rounds > 1;
-      }
   EXPECT_GT(several, 0);
   // Prefill takes one.
   const AttentionParams prefill{.heads = 8, .kv_heads = 2, .queries = 64, .keys = 4096, .head_dim = 128};

@@ -39,7 +39,7 @@ struct DeviceLimits {
   std::uint32_t max_workgroup_invocations = 0;
   std::uint32_t max_shared_memory_bytes = 0;
   std::uint32_t max_push_constants_size = 0;
-  std::uint32_t max_storage_buffers_per_stage = 0;  // maxPerStageDescriptorStorageBuffers (fused attention binds 11)
+  std::uint32_t max_storage_buffers_per_stage = 0;  // maxPerStageDescriptorStorageBuffers (fused attention binds 12)
   std::uint64_t max_memory_allocation_size = 0;
   // The compute subgroup size kernels are planned with: the device's, or where its subgroups have
   // several sizes, the one relpos requires of the pipelines that use subgroup operations.

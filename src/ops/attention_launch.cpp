@@ -280,6 +280,18 @@ std::uint32_t split_length(std::uint32_t keys, std::uint32_t splits, std::uint32
   return div_up(div_up(keys, splits), align) * align;
 }
 
+std::uint64_t attention_fused_item_iterations(const AttentionParams& p, std::uint32_t split_len, std::uint32_t key_block) {
+  // lavapipe runs a loop's body once more to find every lane done (and once where none enters):
+  // the key blocks, each with its two loops over the block's keys; the packed call's loop over the
+  // earlier sequences; the round's own.
+  const std::uint64_t blocks = div_up(split_len, key_block);
+  return 2ull * split_len + 3 * blocks + 2 + (p.packed() ? p.batch + 1ull : 0) + 1;
+}
+
+std::uint32_t attention_fused_rounds(const AttentionParams& p, std::uint32_t split_len, std::uint32_t key_block) {
+  return static_cast<std::uint32_t>(std::max<std::uint64_t>(1, RELPOS_MAX_LOOP_ITERATIONS / attention_fused_item_iterations(p, split_len, key_block)));
+}
+
 AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles& tiles, std::uint32_t S, bool share_heads) {
   AttentionLaunch l{};
   l.splits = S;
@@ -367,10 +379,12 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
                                           .BIAS_MODE = mode,
                                           .PAGED = paged,
                                           .KV_FORMAT = static_cast<std::uint32_t>(p.cache()),
-                                          .ROWS_ARE_HEADS = l.slab_heads > 1 ? 1u : 0u};
+                                          .ROWS_ARE_HEADS = l.slab_heads > 1 ? 1u : 0u,
+                                          .LANE_SPLITS = l.lane_splits ? 1u : 0u};
   l.spec = spec;
   // Only the variant that shares loads declares the subgroup-shuffle capability.
   l.shader = spec.SHARE_LOADS ? ShaderId::attention_fused_shuffle : ShaderId::attention_fused;
+  if (l.lane_splits) l.rounds = attention_fused_rounds(p, split_length(p.keys, S, l.split_align), tiles.key_block);
   return l;
 }
 
@@ -378,7 +392,6 @@ push::AttentionPush attention_push(const AttentionParams& p, const AttentionLaun
   push::AttentionPush pc{};
   pc.groups_per_bh = l.groups_per_bh;
   pc.split_groups = l.split_groups;
-  pc.lane_splits = l.lane_splits ? 1 : 0;
   pc.splits = l.splits;
   pc.split_len = split_length(p.keys, l.splits, l.split_align);
   pc.heads = p.heads;
@@ -397,11 +410,7 @@ push::AttentionPush attention_push(const AttentionParams& p, const AttentionLaun
   pc.num_blocks = p.paged.num_blocks;
   pc.max_blocks = p.paged.max_blocks;
   pc.total_queries = p.total_queries;
-  // attention_fused's lanes take items as they come free (lane_splits), each costing at most
-  // 3 * split_len loop iterations (and a packed call's loop over its sequences), and its round one.
-  pc.rounds = 1;
-  if (l.lane_splits)
-    pc.rounds = std::max<std::uint32_t>(1, RELPOS_MAX_LOOP_ITERATIONS / (3 * pc.split_len + (p.packed() ? p.batch : 0) + 1));
+  pc.rounds = l.rounds;
   return pc;
 }
 

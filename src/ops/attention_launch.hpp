@@ -96,7 +96,15 @@ struct AttentionLaunch {
   std::uint32_t slab_heads;
   SpecValues spec;  // contract::AttentionTiledSpec or contract::AttentionFusedSpec
   ShaderId shader;
+  // attention_fused decoding (lane_splits): the most items (key splits of a slab) a lane takes, as
+  // they come free (attention_fused.glsl's main); 1 otherwise.
+  std::uint32_t rounds = 1;
 };
+// attention_fused: the loop iterations lavapipe counts for one item (a lane's rows over one split of
+// split_len keys, in blocks of key_block), and so the most items a lane may take within
+// RELPOS_MAX_LOOP_ITERATIONS (1 at least: a dispatch has a lane per item).
+std::uint64_t attention_fused_item_iterations(const AttentionParams& p, std::uint32_t split_len, std::uint32_t key_block);
+std::uint32_t attention_fused_rounds(const AttentionParams& p, std::uint32_t split_len, std::uint32_t key_block);
 // Keys per split: div_up(keys, splits) rounded up to a multiple of `align`, so that every split
 // starts on one (attention_decode's steps of a power-of-two number of keys then never straddle a
 // paged block; trailing splits may be empty).

@@ -17,8 +17,8 @@ class DescriptorSource;
 class OpStorage;
 
 // The buffers fused attention needs besides the caller's, made for the largest call it records.
-// Counters of attention_fused's decoding dispatches (binding WORK), zeroed before the first of a
-// recording and again after every kAttentionWorkSlots dispatches.
+// Counters of attention_fused's decoding dispatches (binding WORK), zeroed before a step's first
+// dispatch (each record_attention) and again after every kAttentionWorkSlots dispatches.
 inline constexpr std::uint32_t kAttentionWorkSlots = 16;
 struct AttentionScratch {
   const Buffer* dummy = nullptr;        // bound where a mode reads nothing

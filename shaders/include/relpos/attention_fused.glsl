@@ -27,7 +27,7 @@ void attend(const uint g, const uint lane) {
   // ROWS_ARE_HEADS: bh is the first of the slab's SLAB_HEADS (batch, head) rows, all of one kv head.
   const uint bh = slab_first_row(g / pc.groups_per_bh, SLAB_HEADS);
   const uint rem = g % pc.groups_per_bh, q_tiles = pc.groups_per_bh / pc.split_groups;
-  const bool lane_splits = pc.lane_splits != 0u;
+  const bool lane_splits = LANE_SPLITS != 0u;
   const uint split = lane_splits ? (rem / q_tiles) * WG_X + lane : rem / q_tiles;
   const uint i_first = lane_splits ? 0u : (rem % q_tiles) * WG_X * ROWS;
   const uint b = bh / pc.heads, h = bh % pc.heads;
@@ -216,20 +216,21 @@ void attend(const uint g, const uint lane) {
   }
 }
 
-// Decoding (lane_splits), a dispatch's items (item t: lane t % WG_X of its group t / WG_X, one key
+// Decoding (LANE_SPLITS), a dispatch's items (item t: lane t % WG_X of its group t / WG_X, one key
 // split of one slab) go to lanes as they come free, counted out by work[pc.work_slot] (zeroed before
-// the dispatch). A CPU device hands each of its threads an equal run of consecutive workgroups, so
+// the dispatch; other launches take their own item). A CPU device hands each of its threads an equal run of consecutive workgroups, so
 // where a batch's long sequences came last, one thread scored them while the other had finished
 // (lavapipe: 20 ms where the same work took 27 ms on one thread). Every lane takes an item at least,
 // and a dispatch has as many items as lanes, so every item is taken whatever the bound on rounds;
-// pc.rounds keeps a lane's loops, summed over its items, within RELPOS_MAX_LOOP_ITERATIONS.
+// pc.rounds keeps a lane's loops, summed over its items, within RELPOS_MAX_LOOP_ITERATIONS
+// (attention_fused_rounds, src/ops/attention_launch.hpp).
 void main() {
   const uint items = gl_NumWorkGroups.x * WG_X;
   uint t = gl_WorkGroupID.x * WG_X + gl_LocalInvocationID.x;
-  for (uint round = 0u; round < pc.rounds; ++round) {
-    if (pc.lane_splits != 0u) t = atomicAdd(work[pc.work_slot], 1u);
+  for (uint taken = 0u; taken < pc.rounds; ++taken) {
+    if (LANE_SPLITS != 0u) t = atomicAdd(work[pc.work_slot], 1u);
     if (t >= items) break;
     attend(pc.first_group + t / WG_X, t % WG_X);
-    if (pc.lane_splits == 0u) break;
+    if (LANE_SPLITS == 0u) break;  // a constant: prefill compiles as one pass, outside any loop
   }
 }

@@ -35,7 +35,8 @@
   X(7, BIAS_MODE, uint, 0u)                                                                \
   X(8, PAGED, uint, 0u)                                                                    \
   X(9, KV_FORMAT, uint, 0u)  /* k and v: a CacheFormat (CACHE_*, relpos/cache_format.glsl) */ \
-  X(10, ROWS_ARE_HEADS, uint, 0u) /* 1 (one query): a lane's rows are ROWS heads of one kv head */
+  X(10, ROWS_ARE_HEADS, uint, 0u) /* 1 (one query): a lane's rows are ROWS heads of one kv head */ \
+  X(11, LANE_SPLITS, uint, 0u) /* 1 (one query, several splits): lanes take a row's splits as they come free */
 
 // attention_tiled: a workgroup of WG_X = BR * LPR lanes owns BR query rows; keys are staged BC at
 // a time. SHUFFLE_LANES: lanes of a row whose maxima meet by subgroup shuffles, a power of two
@@ -78,8 +79,9 @@
 // at most kMaxBindings = 12, src/shaders/contracts.hpp). LENGTHS: key_lengths, or a paged cache's
 // cache_lengths. QUERY_LENGTHS: packed queries' lengths per sequence (AttentionParams::total_queries).
 // KV_SCALES: an fp8 cache's scales, float32 [2, kv_heads] (the keys', then the values').
-// WORK: uint32 counters, one per dispatch (push work_slot), of the items attention_fused's
-// decoding lanes have taken (lane_splits); the other kernels take none.
+// WORK: uint32 counters of the items attention_fused's decoding lanes have taken (LANE_SPLITS),
+// one for each dispatch of a step (push work_slot; 16, zeroed again after every 16 dispatches);
+// the GPU class binds a placeholder.
 #define RELPOS_BINDINGS_ATTENTION(X) \
   X(0, Q)                            \
   X(1, K)                            \

@@ -3,8 +3,8 @@
 // split of the keys: g % groups_per_bh = split group * (groups_per_bh / split_groups) + query tile.
 // attention_tiled (GPU kernels, shaders/include/relpos/attention_tiled.glsl): workgroup g takes BR
 // queries the same way, lanes never split.
-// lane_splits (one query): lane l of split group s takes split s * local_size + l (attention_fused:
-// the lanes take these items as they come free, attention_fused.glsl's main).
+// attention_fused's LANE_SPLITS (one query): lane l of split group s takes split s * local_size + l
+// (the lanes take these items as they come free, attention_fused.glsl's main).
 // A dispatch binds each buffer from an aligned offset at or below the first element it uses;
 // *_shift is that offset in the units the binding is indexed in, subtracted from global indices.
 #ifndef RELPOS_PUSH_ATTENTION_H
@@ -22,8 +22,7 @@ RELPOS_PUSH_BEGIN(AttentionPush) {
   uint first_group;    // flat workgroup index of this dispatch's first group (within the chunk)
   uint bh_first;       // first (batch * heads + head) of this chunk
   uint groups_per_bh;  // split_groups * div_up(queries, queries per workgroup)
-  uint split_groups;   // splits, or div_up(splits, local size) with lane_splits
-  uint lane_splits;
+  uint split_groups;   // splits, or div_up(splits, local size) with LANE_SPLITS
   uint splits;         // key splits per row; > 1: partial results [rows, splits, D] in float32
   uint split_len;      // keys per split
   uint heads;
@@ -50,8 +49,8 @@ RELPOS_PUSH_BEGIN(AttentionPush) {
   // Packed queries: q, out and lse rows are tokens [total_queries, heads] (0: [batch, heads,
   // queries]); sequence b's query_lengths[b] queries are the last rows of the envelope's queries.
   uint total_queries;
-  // attention_fused, lane_splits: the counter of this dispatch's items (binding WORK), and the
-  // most items a lane takes (attention_fused.glsl's main); 1 otherwise.
+  // attention_fused, LANE_SPLITS: the counter of this dispatch's items (binding WORK; 0 otherwise),
+  // and the most items a lane takes (attention_fused.glsl's main; 1 otherwise).
   uint work_slot;
   uint rounds;
 }
