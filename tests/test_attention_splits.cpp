@@ -218,3 +218,38 @@ TEST(AttentionSplits, DecodingLanesTakeItemsWithinTheLoopBound) {
   const AttentionLaunch l = attention_launch(prefill, cpu, attention_splits(prefill, cpu));
   EXPECT_EQ(attention_push(prefill, l, false, 4096).rounds, 1u);
 }
+
+// A packed call of more than one query on the CPU class: its sequences of one query decode in a
+// launch of their own (lanes taking the key splits, as many as a decoding call's), the call's
+// splits the larger of the two launches'; on the GPU class, and without packed queries, one launch.
+TEST(AttentionSplits, PackedCallsDecodeTheirSequencesOfOneQueryInALaunchOfTheirOwn) {
+  DeviceLimits lim;
+  lim.max_workgroup_invocations = 1024;
+  lim.max_workgroup_size[0] = 1024;
+  lim.max_workgroup_count[0] = 65535;
+  lim.max_shared_memory_bytes = 32768;
+  lim.subgroup_size = 8;
+  lim.min_storage_buffer_offset_alignment = 16;
+  lim.max_storage_buffer_range = 1u << 30;
+  const AttentionTiles cpu{false, 32, 4, 8, 64, false, 0, 0, 8, 32, 32, 8};
+  AttentionParams p{.batch = 8, .heads = 8, .kv_heads = 2, .queries = 256, .keys = 16384, .head_dim = 128, .dtype = DType::F16, .causal = true};
+  p.paged = {.block_size = 16, .num_blocks = 8192, .max_blocks = 1024};
+  p.total_queries = 263;
+  const AttentionSchedule s = attention_schedule(lim, p, cpu, p.keys);
+  ASSERT_TRUE(s.decoding.has_value());
+  EXPECT_TRUE(s.decoding->lane_splits);
+  EXPECT_EQ(constant(*s.decoding, "LANE_SPLITS"), 1u);
+  EXPECT_EQ(s.decoding->slab_heads, 4u);  // the 4 query heads of a kv head together
+  EXPECT_FALSE(s.launch.lane_splits);
+  EXPECT_LT(s.launch.splits, s.decoding->splits);
+  EXPECT_EQ(s.splits, s.decoding->splits);
+  // The same call unpacked, or with one query, or on the GPU class: one launch.
+  AttentionParams unpacked = p;
+  unpacked.total_queries = 0;
+  EXPECT_FALSE(attention_schedule(lim, unpacked, cpu, p.keys).decoding.has_value());
+  AttentionParams one = p;
+  one.queries = 1;
+  one.total_queries = 8;
+  EXPECT_FALSE(attention_schedule(lim, one, cpu, p.keys).decoding.has_value());
+  EXPECT_FALSE(attention_schedule(lim, p, gpu_tiles(32, 32768), p.keys).decoding.has_value());
+}

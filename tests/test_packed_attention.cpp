@@ -222,6 +222,32 @@ TEST_F(PackedAttentionGpu, ChunkedPrefillBesideDecoding) {
   }
 }
 
+// A packed step of more than one query on the CPU class: its sequences of one query decode in a
+// launch of their own, their keys split across lanes as a decoding call's (8 ways for 1024 keys),
+// and the other launch skips them, with fewer splits (its rows' other parts filled with an lse of
+// -inf). Every bias mode, f32 and f16, grouped-query heads and not, causal and not, an empty
+// sequence, one whose cache is shorter than the chunk of another.
+TEST_F(PackedAttentionGpu, SequencesOfOneQueryBesideAPrefillDecodeInTheirOwnLaunch) {
+  std::mt19937 rng(2034);
+  int n = 0;
+  for (AttentionBias bias : {AttentionBias::None, AttentionBias::T5, AttentionBias::Distance, AttentionBias::Alibi, AttentionBias::Shaw,
+                             AttentionBias::Dense, AttentionBias::Kerple, AttentionBias::Sandwich}) {
+    PackedCase c;
+    const bool gqa = n % 2 == 1;
+    c.p = AttentionParams{.batch = 5, .heads = gqa ? 8u : 4u, .kv_heads = gqa ? 2u : 4u, .queries = 21, .head_dim = 32,
+                          .dtype = n % 3 == 1 ? DType::F16 : DType::F32, .causal = n % 4 != 3, .bias = bias, .max_relative_position = 5};
+    c.p.t5.bidirectional = false;
+    c.p.sandwich_dim = 16;
+    c.p.paged.block_size = 16;
+    c.p.paged.max_blocks = 64;
+    c.p.total_queries = 21 + 1 + 1 + 0 + 4;
+    c.in = random_paged_inputs(rng, c.p, {300, 1024, 700, 50, 999});
+    c.in.query_lengths = {21, 1, 1, 0, 4};
+    ++n;
+    expect_matches(gpu_kernels(Kernels::Cpu), c);
+  }
+}
+
 // Lengths on the device are not checked: they are clamped into [0, queries], and no row past
 // total_queries is written (a plan's out buffer may be larger than its step's: the rows past the
 // step's 5 tokens keep what they held).

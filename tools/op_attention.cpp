@@ -677,6 +677,55 @@ void register_benches(Registry& reg) {
                              return attention_beside(d, c, "f16 cache");
                            }});
   }
+  // Chunked prefill beside decoding in one packed call (engines batch them): sequence 0 prefills 256
+  // queries at the end of its 1k keys, sequences 1-7 decode one query each over 2k-16k keys; beside
+  // the same work as two calls in one submission (the prefill alone, the 7 decodes alone).
+  {
+    const std::vector<std::uint32_t> lengths = {1024, 2048, 3072, 4096, 6144, 8192, 12288, 16384};
+    AttentionParams p{.batch = 8, .heads = 8, .kv_heads = 2, .queries = 256, .keys = 16384, .head_dim = 128, .dtype = DType::F16,
+                      .causal = true};
+    p.paged = {.block_size = 16, .num_blocks = 0, .max_blocks = 16384 / 16};
+    p.total_queries = 256 + 7;
+    std::uint64_t keys = 0;
+    for (std::uint32_t L : lengths) keys += L;
+    const std::uint64_t bytes = 2 * keys * p.kv_heads * p.head_dim * 2 + 2 * p.rows() * p.head_dim * 2;
+    reg.benches.push_back({"attention-mixed", "[8,8/2,256+7x1,1k-16k,128] block 16 f16", bytes, Ceiling::Copy, false,
+                           [family = bias_tool(reg, p.bias), p, lengths](Context& ctx) {
+                             auto d = std::make_shared<AttentionData>(random_data(family, p, 1));
+                             make_paged(*d, lengths, 1);
+                             d->query_lengths = {256, 1, 1, 1, 1, 1, 1, 1};
+                             d->upload(ctx);
+                             AttentionParams pp = p;  // the prefill alone
+                             pp.batch = 1;
+                             pp.total_queries = 0;
+                             auto prefill = std::make_shared<AttentionData>(random_data(family, pp, 2));
+                             make_paged(*prefill, {lengths[0]}, 2);
+                             prefill->upload(ctx);
+                             AttentionParams dp = p;  // the decodes alone
+                             dp.batch = 7;
+                             dp.queries = 1;
+                             dp.total_queries = 0;
+                             auto decode = std::make_shared<AttentionData>(random_data(family, dp, 3));
+                             make_paged(*decode, std::vector<std::uint32_t>(lengths.begin() + 1, lengths.end()), 3);
+                             decode->upload(ctx);
+                             BenchRun run;
+                             run.record = [d](Recorder& r) { attention(r, d->p, d->buffers()); };
+                             // The reference of the same work as two calls (of the packed call, it scores every
+                             // sequence's rows of the chunk: 43 s).
+                             run.cpu = [prefill, decode] {
+                               (void)attention_reference(prefill->p, prefill->host());
+                               (void)attention_reference(decode->p, decode->host());
+                             };
+                             run.baseline = "prefill and decodes apart";
+                             run.record_baseline = [prefill, decode](Recorder& r) {
+                               attention(r, prefill->p, prefill->buffers());
+                               attention(r, decode->p, decode->buffers());
+                             };
+                             run.keep = std::make_shared<std::vector<std::shared_ptr<AttentionData>>>(
+                                 std::vector<std::shared_ptr<AttentionData>>{d, prefill, decode});
+                             return run;
+                           }});
+  }
   // A paged decoding step through a plan beside attention() on the same inputs, in one submission:
   // both record through one path, so their GPU times should agree (T5 decoder bias, the engine's
   // shape: 8 sequences of 1k to 16k keys in 16-key blocks, 8 query and 2 kv heads, head_dim 128).

@@ -292,7 +292,7 @@ std::uint32_t attention_fused_rounds(const AttentionParams& p, std::uint32_t spl
   return static_cast<std::uint32_t>(std::max<std::uint64_t>(1, RELPOS_MAX_LOOP_ITERATIONS / attention_fused_item_iterations(p, split_len, key_block)));
 }
 
-AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles& tiles, std::uint32_t S, bool share_heads) {
+AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles& tiles, std::uint32_t S, bool share_heads, std::uint32_t parts) {
   AttentionLaunch l{};
   l.splits = S;
   l.slab_heads = 1;
@@ -300,7 +300,8 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
   const bool one_query = p.queries == 1;
   const std::uint32_t mode = bias_family(p.bias).kernel_mode;
   // Split keys leave float32 parts (the merge stores out).
-  const std::uint32_t in_half = storage_spec(p.dtype), out_half = S == 1 ? storage_spec(p.output_dtype()) : RELPOS_STORE_F32;
+  // Partial results (the call has several splits) are float32; a single split writes out itself.
+  const std::uint32_t in_half = storage_spec(p.dtype), out_half = std::max(S, parts) == 1 ? storage_spec(p.output_dtype()) : RELPOS_STORE_F32;
   const std::uint32_t paged = attention_paged_spec(p);
   // Decoding grouped-query heads: attention_tiled with the heads as rows where attention_decode
   // cannot hold them all (attention_tiled_row_heads).
@@ -393,6 +394,7 @@ push::AttentionPush attention_push(const AttentionParams& p, const AttentionLaun
   pc.groups_per_bh = l.groups_per_bh;
   pc.split_groups = l.split_groups;
   pc.splits = l.splits;
+  pc.part_stride = l.splits;
   pc.split_len = split_length(p.keys, l.splits, l.split_align);
   pc.heads = p.heads;
   pc.kv_group = p.heads / p.kv_heads;

@@ -114,7 +114,10 @@ std::uint32_t split_length(std::uint32_t keys, std::uint32_t splits, std::uint32
 // size, the dtypes and whether there is one query only.
 // share_heads false: one head per slab (where the recording's chunks of (batch, head) rows cannot
 // keep a kv head's query heads together).
-AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles& tiles, std::uint32_t splits, bool share_heads = true);
+// parts: the call's partial results per row, where a launch takes fewer splits than the call has
+// (a packed call's two launches, AttentionSchedule::decoding; 0: its own splits).
+AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles& tiles, std::uint32_t splits, bool share_heads = true,
+                                 std::uint32_t parts = 0);
 
 // The push constants of a launch (shifts, bh_first and first_group 0). kv_stride: keys between two
 // (batch, kv head) slabs of k and v.

@@ -169,16 +169,30 @@ void check_attention_device(const DeviceLimits& lim, const AttentionParams& env)
 AttentionSchedule attention_schedule(const DeviceLimits& lim, const AttentionParams& p, const AttentionTiles& tiles, std::uint32_t kv_keys) {
   AttentionSchedule s;
   s.splits = attention_splits(p, tiles);
+  // A packed call of several queries on the CPU class: a sequence of one query beside them would
+  // take one lane of a workgroup of queries, walking its keys alone (lavapipe, 8 sequences of 1k-16k
+  // keys with one query each in a call of up to 256: 1.1 s, against 13 ms as a decoding call).
+  // They decode in a launch of their own, with as many splits as a decoding call would take.
+  AttentionParams one = p;
+  one.queries = 1;
+  const bool mixed = !tiles.tiled && p.packed() && p.queries > 1;
+  const std::uint32_t one_splits = mixed ? attention_splits(one, tiles) : 1;
+  const std::uint32_t own_splits = s.splits;
+  s.splits = std::max(s.splits, one_splits);  // the partial results' parts: each launch's at most
   require(s.splits <= AttentionMergeParams::kMaxParts, "keys", str(p.keys),
           "need " + str(s.splits) + " key splits; at most " + str(AttentionMergeParams::kMaxParts) + " are merged");
   require(p.rows() * s.splits * (p.head_dim / 4) <= 0xffffffffull, "key_splits", str(s.splits),
           "makes batch * heads * queries * splits * head_dim / 4 partial words exceed 2^32");
-  s.launch = attention_launch(p, tiles, s.splits);
+  s.launch = attention_launch(p, tiles, own_splits, true, s.splits);
+  if (one_splits > 1) s.decoding = attention_launch(one, tiles, one_splits, true, s.splits);
   s.chunks = attention_chunks(lim, p, s.splits, kv_keys);
   // Every chunk starts a slab of heads (at a group where the slabs do not divide it), or the heads
   // go one by one.
-  if (!std::all_of(s.chunks.begin(), s.chunks.end(), [&](std::uint64_t cut) { return attention_slab_starts(p, s.launch.slab_heads, cut); }))
-    s.launch = attention_launch(p, tiles, s.splits, false);
+  auto slabs_start = [&](const AttentionLaunch& l) {
+    return std::all_of(s.chunks.begin(), s.chunks.end(), [&](std::uint64_t cut) { return attention_slab_starts(p, l.slab_heads, cut); });
+  };
+  if (!slabs_start(s.launch)) s.launch = attention_launch(p, tiles, own_splits, false, s.splits);
+  if (s.decoding && !slabs_start(*s.decoding)) s.decoding = attention_launch(one, tiles, one_splits, false, s.splits);
   return s;
 }
 
@@ -232,27 +246,49 @@ void record_attention(Recorder& r, const AttentionParams& p, const AttentionSche
     write_kv_scales(r, p, *s.kv_scales);
     barrier(r);
   }
-  push::AttentionPush pc = attention_push(p, launch, b.key_lengths != nullptr, kv_keys);
-  // Lane splits: each dispatch counts out its items on a counter of its own, zeroed before it.
-  const BufferSpan work = launch.lane_splits ? BufferSpan{s.work} : BufferSpan{dummy};
-  std::uint32_t dispatches = 0;
-  auto take_work_slot = [&] {
-    if (!launch.lane_splits) return;
-    pc.work_slot = dispatches++ % kAttentionWorkSlots;
-    if (pc.work_slot != 0) return;
-    if (dispatches > 1) barrier(r);  // the earlier dispatches have counted out theirs
+  // The launches: `launch`, and a packed call's decoding launch for its sequences of one query.
+  struct Pass {
+    const AttentionLaunch* launch;
+    push::AttentionPush pc;
+  };
+  std::vector<Pass> passes{{&launch, attention_push(p, launch, b.key_lengths != nullptr, kv_keys)}};
+  if (schedule.decoding) {
+    passes[0].pc.decoding_launch = 1;
+    passes.push_back({&*schedule.decoding, attention_push(p, *schedule.decoding, b.key_lengths != nullptr, kv_keys)});
+  }
+  for (Pass& x : passes) x.pc.part_stride = S;
+  // A launch of fewer splits than the call's leaves its rows' other parts to the lse of -inf they
+  // are filled with here, which the merge skips.
+  const bool fewer = std::any_of(passes.begin(), passes.end(), [&](const Pass& x) { return x.launch->splits < S; });
+  if (fewer) fill_words(r, *s.partial_lse, 0, p.rows() * S * 4, 0xff800000u);
+  // Lane splits: each dispatch counts out its items on a counter of its own, zeroed before the
+  // step's first dispatch (every dispatch binds them) and again once all are taken.
+  const bool counted = std::any_of(passes.begin(), passes.end(), [](const Pass& x) { return x.launch->lane_splits; });
+  const BufferSpan work = counted ? BufferSpan{s.work} : BufferSpan{dummy};
+  auto zero_counters = [&] {
     fill_words(r, *s.work, 0, kAttentionWorkSlots * 4, 0);
     barrier(r);
+  };
+  if (counted) zero_counters();
+  else if (fewer) barrier(r);
+  std::uint32_t dispatches = 0;
+  auto take_work_slot = [&](push::AttentionPush& pc) {
+    pc.work_slot = dispatches++ % kAttentionWorkSlots;
+    if (pc.work_slot != 0 || dispatches == 1) return;
+    barrier(r);  // the earlier dispatches have counted out theirs
+    zero_counters();
   };
   for (std::size_t c = 0; c + 1 < schedule.chunks.size(); ++c) {
     const std::uint64_t bh0 = schedule.chunks[c], bh1 = schedule.chunks[c + 1];
     const auto bound = bounds(bh0, bh1);
-    pc.bh_first = static_cast<std::uint32_t>(bh0);
-    pc.q_shift = bound[0].shift;
-    pc.kv_shift = bound[1].shift;
-    pc.out_shift = bound[2].shift;
-    pc.lse_shift = bound[3].shift;
-    pc.bias_shift = bound[4].shift;
+    for (Pass& x : passes) {
+      x.pc.bh_first = static_cast<std::uint32_t>(bh0);
+      x.pc.q_shift = bound[0].shift;
+      x.pc.kv_shift = bound[1].shift;
+      x.pc.out_shift = bound[2].shift;
+      x.pc.lse_shift = bound[3].shift;
+      x.pc.bias_shift = bound[4].shift;
+    }
     BufferSpan v_span = bound[1].span;
     v_span.buffer = b.v;  // v has k's layout: the same range
     const contract::AttentionBindings bindings{.Q = bound[0].span,
@@ -268,11 +304,14 @@ void record_attention(Recorder& r, const AttentionParams& p, const AttentionSche
                                                .QUERY_LENGTHS = query_lengths,
                                                .KV_SCALES = kv_scales,
                                                .WORK = work};
-    for_each_group_range(lim, attention_slabs(p, launch.slab_heads, bh0, bh1) * launch.groups_per_bh, [&](std::uint64_t first, std::uint32_t groups) {
-      pc.first_group = static_cast<std::uint32_t>(first);
-      take_work_slot();
-      dispatch(r, sets, launch.shader, launch.spec, bindings, pc, groups);
-    });
+    for (Pass& x : passes) {
+      const AttentionLaunch& l = *x.launch;
+      for_each_group_range(lim, attention_slabs(p, l.slab_heads, bh0, bh1) * l.groups_per_bh, [&](std::uint64_t first, std::uint32_t groups) {
+        x.pc.first_group = static_cast<std::uint32_t>(first);
+        if (l.lane_splits) take_work_slot(x.pc);
+        dispatch(r, sets, l.shader, l.spec, bindings, x.pc, groups);
+      });
+    }
   }
   if (S > 1) {
     barrier(r);

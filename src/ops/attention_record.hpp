@@ -4,6 +4,7 @@
 // (made once for its envelope), attention() with the recording's.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "bias/bias_family.hpp"
@@ -55,6 +56,10 @@ DistanceWindow attention_row_window(const AttentionParams& p);
 struct AttentionSchedule {
   std::uint32_t splits = 1;
   AttentionLaunch launch;
+  // A packed call of more than one query on the CPU class, with keys to split: its sequences of one
+  // query (decoding beside a prefill) in a launch of their own, whose lanes take their key splits as
+  // a decoding call's do; `launch` skips them. Both write the same splits.
+  std::optional<AttentionLaunch> decoding;
   std::vector<std::uint64_t> chunks;
 };
 AttentionSchedule attention_schedule(const DeviceLimits& lim, const AttentionParams& p, const AttentionTiles& tiles, std::uint32_t kv_keys);

@@ -29,16 +29,21 @@ void attend(const uint g, const uint lane) {
   const uint rem = g % pc.groups_per_bh, q_tiles = pc.groups_per_bh / pc.split_groups;
   const bool lane_splits = LANE_SPLITS != 0u;
   const uint split = lane_splits ? (rem / q_tiles) * WG_X + lane : rem / q_tiles;
-  const uint i_first = lane_splits ? 0u : (rem % q_tiles) * WG_X * ROWS;
+  // LANE_SPLITS: the one query of its sequence, the call's last row (0 where the call has one query;
+  // a packed call of more: its sequences of one query, which the other launch skips).
+  const uint i_first = lane_splits ? pc.queries - 1u : (rem % q_tiles) * WG_X * ROWS;
   const uint b = bh / pc.heads, h = bh % pc.heads;
   const uint M = pc.memory_prefix;
   // ROWS_ARE_HEADS: rows past the slab's heads (the last slab of a group that ROWS does not divide)
   // shadow its last head and store nothing.
   const uint slab_heads = slab_heads_of(h, SLAB_HEADS);
   // Packed queries: rows below seq.x are no query of this sequence (they shadow its first and store
-  // nothing); a workgroup with none of its own leaves at once, all lanes together.
+  // nothing); a workgroup with none of its own leaves at once, all lanes together, as does one whose
+  // sequence of one query the call's decoding launch takes (pc.decoding_launch), and a decoding
+  // lane whose sequence has not exactly one query.
   const uvec2 seq = sequence_rows(b);
-  if ((lane_splits ? 1u : i_first + WG_X * QUERY_ROWS) <= seq.x) return;
+  const bool single = seq.x + 1u == pc.queries;
+  if (lane_splits ? !single : i_first + WG_X * QUERY_ROWS <= seq.x || (pc.decoding_launch != 0u && single)) return;
 
   // Every mask is a bound on the keys: padding for the batch, causality for each query (memory
   // keys stay visible). The workgroup walks up to the bound of its last query.
@@ -71,7 +76,7 @@ void attend(const uint g, const uint lane) {
   float slope[ROWS];      // ALiBi: the row's head's
   [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
     const uint hr = h + min(r / QUERY_ROWS, slab_heads - 1u);  // the row's head
-    const uint i = lane_splits ? 0u : clamp(i_first + r % QUERY_ROWS * WG_X + lane, seq.x, pc.queries - 1u);
+    const uint i = lane_splits ? i_first : clamp(i_first + r % QUERY_ROWS * WG_X + lane, seq.x, pc.queries - 1u);
     const int i_abs = int(i) + q_off;
     lane_end[r] = pc.causal != 0u ? min(j_end, M + uint(max(i_abs + 1, 0))) : j_end;
     rp_base[r] = -int(M) - i_abs;
@@ -200,10 +205,10 @@ void attend(const uint g, const uint lane) {
 
   [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
     const uint hr = h + r / QUERY_ROWS;
-    const uint i = lane_splits ? 0u : i_first + r % QUERY_ROWS * WG_X + lane;
+    const uint i = lane_splits ? i_first : i_first + r % QUERY_ROWS * WG_X + lane;
     if (!query_stored(i, seq) || split >= pc.splits || r / QUERY_ROWS >= slab_heads) continue;
     const float inv = l[r] > 0.0 ? 1.0 / l[r] : 0.0;  // a fully masked row gives zeros
-    const uint out_row = query_row(bh + hr - h, hr, i, seq) * pc.splits + split;
+    const uint out_row = query_row(bh + hr - h, hr, i, seq) * pc.part_stride + split;
     const uint out_word = out_row * D4 - pc.out_shift;
     [[unroll]] for (uint d = 0u; d < D4; ++d) {
       vec4 x = acc[r * D4 + d];

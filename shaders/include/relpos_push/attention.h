@@ -53,6 +53,12 @@ RELPOS_PUSH_BEGIN(AttentionPush) {
   // and the most items a lane takes (attention_fused.glsl's main; 1 otherwise).
   uint work_slot;
   uint rounds;
+  // attention_fused, a packed call of more than one query with a decoding launch (LANE_SPLITS) for
+  // its sequences of one query: 1 in the other launch, which skips them; and the partial results'
+  // parts per row, the call's splits, of which a launch may take fewer (splits; the rest keep the
+  // lse of -inf they were filled with).
+  uint decoding_launch;
+  uint part_stride;
 }
 RELPOS_PUSH_END(AttentionPush)
 
