@@ -195,7 +195,7 @@ TEST(AttentionSplits, DecodingLanesTakeItemsWithinTheLoopBound) {
           if (forced) p.key_splits = std::min(keys, std::min<std::uint32_t>(AttentionMergeParams::kMaxParts, (keys + forced - 1) / forced));
           if (forced && std::uint64_t{p.key_splits} * AttentionParams::kMaxKeysPerSplit < keys) continue;
           if (packed) p.total_queries = batch;
-          SCOPED_TRACE(testing::Message() << "keys " << keys << " batch " << batch << (packed ? " packed" : ""));
+          SCOPED_TRACE(testing::Message() << "keys " << keys << " batch " << batch << " forced " << forced << (packed ? " packed" : ""));
           const AttentionLaunch l = attention_launch(p, cpu, attention_splits(p, cpu));
           const push::AttentionPush pc = attention_push(p, l, false, keys);
           EXPECT_GE(pc.rounds, 1u);

@@ -262,7 +262,9 @@ std::uint32_t attention_splits(const AttentionParams& p, const AttentionTiles& t
     const std::uint32_t row_heads = attention_tiled_row_heads(tiles, p);
     slab = !tiles.tiled ? decode_slab_heads(p, tiles.decode_rows) : row_heads > 1 ? row_heads : d.lanes ? d.heads : 1;
   }
-  const std::uint64_t items = p.rows() / p.heads * attention_slabs(p, slab, 0, p.heads);
+  // Rows per head: a packed call's most (batch * queries), not its tokens, so that a plan's steps
+  // take the splits its envelope planned for whatever their tokens.
+  const std::uint64_t items = std::uint64_t{p.batch} * p.queries * attention_slabs(p, slab, 0, p.heads);
   std::uint64_t by_items = 1;
   if (items < tiles.target_items) by_items = std::min<std::uint64_t>((tiles.target_items + items - 1) / items, p.keys / kMinSplitKeys);
   // The CPU class decoding: its lanes take a row's splits, so a workgroup's worth of them (where
@@ -299,8 +301,8 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
   l.split_align = 1;
   const bool one_query = p.queries == 1;
   const std::uint32_t mode = bias_family(p.bias).kernel_mode;
-  // Split keys leave float32 parts (the merge stores out).
-  // Partial results (the call has several splits) are float32; a single split writes out itself.
+  // Partial results (the call has several splits) are float32, which the merge stores as out; a
+  // call of a single split writes out itself.
   const std::uint32_t in_half = storage_spec(p.dtype), out_half = std::max(S, parts) == 1 ? storage_spec(p.output_dtype()) : RELPOS_STORE_F32;
   const std::uint32_t paged = attention_paged_spec(p);
   // Decoding grouped-query heads: attention_tiled with the heads as rows where attention_decode

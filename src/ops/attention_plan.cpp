@@ -142,6 +142,9 @@ void AttentionPlan::record(Recorder& r, const AttentionStep& step, const Attenti
   auto it = s.schedules.find({p.queries, S});
   if (it == s.schedules.end()) it = s.schedules.emplace(std::pair{p.queries, S}, detail::attention_schedule(lim, p, s.tiles, env.keys)).first;
   detail::AttentionSchedule& schedule = it->second;
+  // Splits follow the envelope's batch and queries, not a step's tokens: its partial results fit.
+  if (schedule.splits > 1 && (!s.scratch.partial_lse || p.rows() * schedule.splits * 4 > s.scratch.partial_lse->size()))
+    throw Error("internal: attention plan step needs more partial results than its envelope");
   // Every buffer of a step is bound whole (checked above): one chunk, whatever the keys.
 
   const auto op = detail::begin_op(r);

@@ -176,7 +176,11 @@ AttentionSchedule attention_schedule(const DeviceLimits& lim, const AttentionPar
   AttentionParams one = p;
   one.queries = 1;
   const bool mixed = !tiles.tiled && p.packed() && p.queries > 1;
-  const std::uint32_t one_splits = mixed ? attention_splits(one, tiles) : 1;
+  // Its rows take that many parts (float32, bound whole): within a binding and kMixedPartialBytes,
+  // for the most tokens the call may hold, or no decoding launch.
+  const std::uint64_t row_bytes = std::uint64_t{p.batch} * p.queries * p.heads * p.head_dim * 4;
+  const std::uint64_t room = std::min<std::uint64_t>(lim.max_storage_buffer_range, kMixedPartialBytes) / row_bytes;
+  const std::uint32_t one_splits = mixed ? static_cast<std::uint32_t>(std::min<std::uint64_t>(attention_splits(one, tiles), room)) : 1;
   const std::uint32_t own_splits = s.splits;
   s.splits = std::max(s.splits, one_splits);  // the partial results' parts: each launch's at most
   require(s.splits <= AttentionMergeParams::kMaxParts, "keys", str(p.keys),

@@ -53,12 +53,16 @@ DistanceWindow attention_row_window(const AttentionParams& p);
 // The key splits of a call, how it launches, and the chunks of (batch, head) slabs its dispatches
 // take (cuts: chunk c is [chunks[c], chunks[c + 1])); InvalidArgument where its splits go past the
 // merge's limits or one slab's ranges past a binding.
+// The most bytes of float32 partial results a packed call's decoding launch may add (its rows take
+// the decoding launch's parts): past it, its sequences of one query stay in the other launch.
+inline constexpr std::uint64_t kMixedPartialBytes = 256ull << 20;
 struct AttentionSchedule {
   std::uint32_t splits = 1;
   AttentionLaunch launch;
-  // A packed call of more than one query on the CPU class, with keys to split: its sequences of one
-  // query (decoding beside a prefill) in a launch of their own, whose lanes take their key splits as
-  // a decoding call's do; `launch` skips them. Both write the same splits.
+  // A packed call of more than one query on the CPU class, where a decoding call's keys would split:
+  // its sequences of one query (decoding beside a prefill) in a launch of their own, whose lanes
+  // take their key splits as a decoding call's do; `launch` skips them. Each launch takes its own
+  // splits; the partial results have `splits` parts a row, the most of the two.
   std::optional<AttentionLaunch> decoding;
   std::vector<std::uint64_t> chunks;
 };

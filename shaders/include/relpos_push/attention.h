@@ -23,7 +23,7 @@ RELPOS_PUSH_BEGIN(AttentionPush) {
   uint bh_first;       // first (batch * heads + head) of this chunk
   uint groups_per_bh;  // split_groups * div_up(queries, queries per workgroup)
   uint split_groups;   // splits, or div_up(splits, local size) with LANE_SPLITS
-  uint splits;         // key splits per row; > 1: partial results [rows, splits, D] in float32
+  uint splits;         // this launch's key splits per row (the call's: part_stride)
   uint split_len;      // keys per split
   uint heads;
   uint kv_group;       // heads / kv_heads
