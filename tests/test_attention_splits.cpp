@@ -42,6 +42,21 @@ AttentionTiles gpu_tiles(std::uint32_t subgroup, std::uint32_t shared_bytes, std
   return gpu_attention_tiles(lim, forced_lanes);
 }
 
+// Limits to record a call against: 1024 lanes a workgroup, subgroups of 8 that shuffle, 32 KiB of
+// shared memory, bindings of `range` bytes.
+DeviceLimits recording_limits(std::uint64_t range) {
+  DeviceLimits lim;
+  lim.max_workgroup_invocations = 1024;
+  lim.max_workgroup_size[0] = 1024;
+  lim.max_workgroup_count[0] = 65535;
+  lim.max_shared_memory_bytes = 32768;
+  lim.subgroup_size = 8;
+  lim.subgroup_shuffle = true;
+  lim.min_storage_buffer_offset_alignment = 16;
+  lim.max_storage_buffer_range = range;
+  return lim;
+}
+
 }  // namespace
 
 TEST(AttentionSplits, SplitsStartOnATileOrStepCoverTheKeysAndStayInBounds) {
@@ -140,15 +155,7 @@ TEST(AttentionSplits, DecodingReadsAKvHeadOnceForItsQueryHeads) {
 // a kv head (slabs of 4 and 3) the chunks start at groups, so the slabs stay: the dispatches count
 // them; a cut inside a group would make the heads go one by one.
 TEST(AttentionSplits, ChunksOfRowsKeepSlabsThatDoNotDivideTheGroup) {
-  DeviceLimits lim;
-  lim.max_workgroup_invocations = 1024;
-  lim.max_workgroup_size[0] = 1024;
-  lim.max_workgroup_count[0] = 65535;
-  lim.max_shared_memory_bytes = 32768;
-  lim.subgroup_size = 8;
-  lim.subgroup_shuffle = true;
-  lim.min_storage_buffer_offset_alignment = 16;
-  lim.max_storage_buffer_range = 200 * 1024;  // one kv head's keys and values of 300 keys (150 KiB)
+  const DeviceLimits lim = recording_limits(200 * 1024);  // one kv head's keys and values of 300 keys (150 KiB)
   const AttentionTiles tiles = gpu_attention_tiles(lim, 64);
   AttentionParams p{.batch = 2, .heads = 14, .kv_heads = 2, .queries = 1, .keys = 300, .head_dim = 128, .query_offset = 299, .causal = true};
   const AttentionSchedule s = attention_schedule(lim, p, tiles, p.keys);
@@ -223,14 +230,7 @@ TEST(AttentionSplits, DecodingLanesTakeItemsWithinTheLoopBound) {
 // launch of their own (lanes taking the key splits, as many as a decoding call's), the call's
 // splits the larger of the two launches'; on the GPU class, and without packed queries, one launch.
 TEST(AttentionSplits, PackedCallsDecodeTheirSequencesOfOneQueryInALaunchOfTheirOwn) {
-  DeviceLimits lim;
-  lim.max_workgroup_invocations = 1024;
-  lim.max_workgroup_size[0] = 1024;
-  lim.max_workgroup_count[0] = 65535;
-  lim.max_shared_memory_bytes = 32768;
-  lim.subgroup_size = 8;
-  lim.min_storage_buffer_offset_alignment = 16;
-  lim.max_storage_buffer_range = 1u << 30;
+  const DeviceLimits lim = recording_limits(1u << 30);
   const AttentionTiles cpu{false, 32, 4, 8, 64, false, 0, 0, 8, 32, 32, 8};
   AttentionParams p{.batch = 8, .heads = 8, .kv_heads = 2, .queries = 256, .keys = 16384, .head_dim = 128, .dtype = DType::F16, .causal = true};
   p.paged = {.block_size = 16, .num_blocks = 8192, .max_blocks = 1024};

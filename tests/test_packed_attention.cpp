@@ -304,6 +304,31 @@ TEST_F(PackedAttentionGpu, MismatchedBuffersAreRefusedBeforeRecording) {
   expect_invalid([&] { attention(r, unpacked, b.buffers()); }, "q buffer");
 }
 
+// A plan step's inputs: `full`'s cache with these cache and query lengths, q cut to their tokens
+// (p.total_queries set to their sum).
+PagedInputs step_inputs(AttentionParams& p, const PagedInputs& full, const std::vector<std::int32_t>& cache,
+                        const std::vector<std::int32_t>& query) {
+  p.total_queries = static_cast<std::uint32_t>(std::accumulate(query.begin(), query.end(), 0));
+  PagedInputs in = full;
+  in.cache_lengths = cache;
+  in.query_lengths = query;
+  in.q.resize(std::size_t{p.total_queries} * p.heads * p.head_dim);
+  return in;
+}
+
+// The plan's step gives what attention() gives, bit for bit, and the reference within float32's
+// tolerance.
+void expect_plan_step_matches(Context& ctx, AttentionPlan& plan, const AttentionParams& p, const PagedInputs& in) {
+  SCOPED_TRACE(describe(p, in));
+  PagedBuffers b(ctx, p, in);
+  run(ctx, [&](Recorder& r) { plan.record(r, {p.queries, p.keys, 0, p.total_queries}, b.buffers()); });
+  const AttentionResult planned = b.download(p);
+  const AttentionResult direct = gpu_paged_attention(ctx, p, in);
+  EXPECT_EQ(planned.out, direct.out);
+  EXPECT_EQ(planned.lse, direct.lse);
+  EXPECT_LE(normalised_error(planned.out, attention_reference(p, in.host()).out), kTolF32);
+}
+
 // A packed plan's steps give what attention() gives, bit for bit, as the batch's mix changes.
 TEST_F(PackedAttentionGpu, PlanStepsMatchAttention) {
   Context& ctx = gpu();
@@ -324,20 +349,9 @@ TEST_F(PackedAttentionGpu, PlanStepsMatchAttention) {
     for (const Mix& m : {Mix{24, {24, 60, 1}, {24, 1, 1}}, Mix{1, {25, 61, 2}, {1, 1, 0}}, Mix{9, {100, 9, 128}, {1, 9, 3}}}) {
       AttentionParams p = env;
       p.queries = m.queries;
-      p.total_queries = static_cast<std::uint32_t>(std::accumulate(m.query.begin(), m.query.end(), 0));
-      PagedInputs in = full;
-      in.cache_lengths = m.cache;
-      in.query_lengths = m.query;
-      in.q.resize(std::size_t{p.total_queries} * p.heads * p.head_dim);
+      PagedInputs in = step_inputs(p, full, m.cache, m.query);
       if (bias == AttentionBias::Distance) in.bias = random_floats(rng, std::size_t{p.heads} * (p.queries + p.keys - 1));
-      SCOPED_TRACE(describe(p, in));
-      PagedBuffers b(ctx, p, in);
-      run(ctx, [&](Recorder& r) { plan.record(r, {p.queries, p.keys, 0, p.total_queries}, b.buffers()); });
-      const AttentionResult planned = b.download(p);
-      const AttentionResult direct = gpu_paged_attention(ctx, p, in);
-      EXPECT_EQ(planned.out, direct.out);
-      EXPECT_EQ(planned.lse, direct.lse);
-      EXPECT_LE(normalised_error(planned.out, attention_reference(p, in.host()).out), kTolF32);
+      expect_plan_step_matches(ctx, plan, p, in);
     }
     PagedBuffers b(ctx, env, full);
     expect_invalid([&] { Recorder r(ctx); plan.record(r, {env.queries, env.keys, 0, env.total_queries + 1}, b.buffers()); }, "total_queries");
@@ -364,19 +378,7 @@ TEST_F(PackedAttentionGpu, PlanStepsWithADecodingLaunch) {
   for (const Mix& m : {Mix{{65536, 1500, 9, 700}, {1, 0, 0, 0}}, Mix{{65536, 1500, 9, 700}, {2, 1, 2, 1}},
                        Mix{{600, 65536, 2, 40000}, {1, 1, 1, 2}}, Mix{{65536, 1500, 9, 700}, {1, 0, 0, 0}}}) {
     AttentionParams p = env;
-    p.total_queries = static_cast<std::uint32_t>(std::accumulate(m.query.begin(), m.query.end(), 0));
-    PagedInputs in = full;
-    in.cache_lengths = m.cache;
-    in.query_lengths = m.query;
-    in.q.resize(std::size_t{p.total_queries} * p.heads * p.head_dim);
-    SCOPED_TRACE(describe(p, in));
-    PagedBuffers b(ctx, p, in);
-    run(ctx, [&](Recorder& r) { plan.record(r, {p.queries, p.keys, 0, p.total_queries}, b.buffers()); });
-    const AttentionResult planned = b.download(p);
-    const AttentionResult direct = gpu_paged_attention(ctx, p, in);
-    EXPECT_EQ(planned.out, direct.out);
-    EXPECT_EQ(planned.lse, direct.lse);
-    EXPECT_LE(normalised_error(planned.out, attention_reference(p, in.host()).out), kTolF32);
+    expect_plan_step_matches(ctx, plan, p, step_inputs(p, full, m.cache, m.query));
   }
 }
 

@@ -589,6 +589,16 @@ BenchRun attention_beside(std::shared_ptr<AttentionData> d, std::shared_ptr<Atte
 // Multiply-adds of q·kᵀ and p·v: 4·B·H·Q·K·D floating-point operations.
 double gflop(const AttentionParams& p) { return 4.0 * p.rows() * p.keys * p.head_dim / 1e9; }
 
+// The engine's batch in the paged benches: 8 sequences of 1k to 16k keys (54,272 in all).
+const std::vector<std::uint32_t> kEngineLengths = {1024, 2048, 3072, 4096, 6144, 8192, 12288, 16384};
+// The bytes a step over that batch moves: k and v rows of row_bytes for each key of each kv head,
+// and float16 q and out.
+std::uint64_t engine_step_bytes(const AttentionParams& p, std::uint64_t row_bytes) {
+  std::uint64_t keys = 0;
+  for (std::uint32_t n : kEngineLengths) keys += n;
+  return 2 * keys * p.kv_heads * row_bytes + 2 * p.rows() * p.head_dim * 2;
+}
+
 void register_benches(Registry& reg) {
   auto add = [&](AttentionParams p, bool in_short) {
     const AttentionBiasTool& family = bias_tool(reg, p.bias);
@@ -632,23 +642,20 @@ void register_benches(Registry& reg) {
   };
   for (const Paged c : {Paged{16, 8, 2}, Paged{256, 8, 2}, Paged{16, 28, 4}}) {
     const std::uint32_t block = c.block;
-    const std::vector<std::uint32_t> lengths = {1024, 2048, 3072, 4096, 6144, 8192, 12288, 16384};
     AttentionParams p{.batch = 8, .heads = c.heads, .kv_heads = c.kv_heads, .queries = 1, .keys = 16384, .head_dim = 128, .dtype = DType::F16};
     p.paged = {.block_size = block, .num_blocks = 0, .max_blocks = 16384 / block};
-    std::uint64_t keys = 0;
-    for (std::uint32_t L : lengths) keys += L;
-    const std::uint64_t bytes = 2 * keys * p.kv_heads * p.head_dim * 2 + 2 * p.rows() * p.head_dim * 2;
+    const std::uint64_t bytes = engine_step_bytes(p, p.head_dim * 2);
     char shape[160];
     std::snprintf(shape, sizeof shape, "[8,%u/%u,1,1k-16k,128] block %u f16", c.heads, c.kv_heads, block);
-    reg.benches.push_back({"attention-paged", shape, bytes, Ceiling::Copy, false, [family = bias_tool(reg, p.bias), p, lengths](Context& ctx) {
+    reg.benches.push_back({"attention-paged", shape, bytes, Ceiling::Copy, false, [family = bias_tool(reg, p.bias), p](Context& ctx) {
                              auto d = std::make_shared<AttentionData>(random_data(family, p, 1));
-                             make_paged(*d, lengths, 1);
+                             make_paged(*d, kEngineLengths, 1);
                              d->upload(ctx);
                              AttentionParams cp = p;  // the contiguous baseline: the same keys per sequence
                              cp.paged = {};
                              cp.query_offset = cp.keys - 1;
                              auto c = std::make_shared<AttentionData>(random_data(family, cp, 2));
-                             c->lengths = lengths;
+                             c->lengths = kEngineLengths;
                              c->upload(ctx);
                              return attention_beside(d, c, "contiguous");
                            }});
@@ -657,18 +664,15 @@ void register_benches(Registry& reg) {
   // in one submission: the bytes a step reads are the cache's (q8_0 34/64 of f16's, fp8 half), and
   // on a memory-bound device the step's time follows them.
   for (CacheFormat f : {CacheFormat::BF16, CacheFormat::Q8_0, CacheFormat::FP8_E4M3}) {
-    const std::vector<std::uint32_t> lengths = {1024, 2048, 3072, 4096, 6144, 8192, 12288, 16384};
     AttentionParams p{.batch = 8, .heads = 8, .kv_heads = 2, .queries = 1, .keys = 16384, .head_dim = 128, .dtype = DType::F16};
     p.paged = {.block_size = 16, .num_blocks = 0, .max_blocks = 16384 / 16};
-    std::uint64_t keys = 0;
-    for (std::uint32_t L : lengths) keys += L;
-    const std::uint64_t bytes = 2 * keys * p.kv_heads * cache_row_bytes(f, p.head_dim) + 2 * p.rows() * p.head_dim * 2;
+    const std::uint64_t bytes = engine_step_bytes(p, cache_row_bytes(f, p.head_dim));
     const std::string shape = "[8,8/2,1,1k-16k,128] block 16 " + std::string(cache_format_name(f)) + " cache, f16 q";
-    reg.benches.push_back({"attention-paged", shape, bytes, Ceiling::Copy, false, [family = bias_tool(reg, p.bias), p, lengths, f](Context& ctx) {
+    reg.benches.push_back({"attention-paged", shape, bytes, Ceiling::Copy, false, [family = bias_tool(reg, p.bias), p, f](Context& ctx) {
                              auto c = std::make_shared<AttentionData>(random_data(family, p, 1));  // the f16 cache
-                             make_paged(*c, lengths, 1);
+                             make_paged(*c, kEngineLengths, 1);
                              auto d = std::make_shared<AttentionData>(random_data(family, p, 1));  // the same values, encoded
-                             make_paged(*d, lengths, 1);
+                             make_paged(*d, kEngineLengths, 1);
                              d->p.cache_format = f;
                              if (cache_format_scaled(f)) d->p.k_scales = d->p.v_scales = std::vector<float>(p.kv_heads, 1.0f / 128);
                              encode_caches(*d);
@@ -681,32 +685,29 @@ void register_benches(Registry& reg) {
   // queries at the end of its 1k keys, sequences 1-7 decode one query each over 2k-16k keys; beside
   // the same work as two calls in one submission (the prefill alone, the 7 decodes alone).
   {
-    const std::vector<std::uint32_t> lengths = {1024, 2048, 3072, 4096, 6144, 8192, 12288, 16384};
     AttentionParams p{.batch = 8, .heads = 8, .kv_heads = 2, .queries = 256, .keys = 16384, .head_dim = 128, .dtype = DType::F16,
                       .causal = true};
     p.paged = {.block_size = 16, .num_blocks = 0, .max_blocks = 16384 / 16};
     p.total_queries = 256 + 7;
-    std::uint64_t keys = 0;
-    for (std::uint32_t L : lengths) keys += L;
-    const std::uint64_t bytes = 2 * keys * p.kv_heads * p.head_dim * 2 + 2 * p.rows() * p.head_dim * 2;
+    const std::uint64_t bytes = engine_step_bytes(p, p.head_dim * 2);
     reg.benches.push_back({"attention-mixed", "[8,8/2,256+7x1,1k-16k,128] block 16 f16", bytes, Ceiling::Copy, false,
-                           [family = bias_tool(reg, p.bias), p, lengths](Context& ctx) {
+                           [family = bias_tool(reg, p.bias), p](Context& ctx) {
                              auto d = std::make_shared<AttentionData>(random_data(family, p, 1));
-                             make_paged(*d, lengths, 1);
+                             make_paged(*d, kEngineLengths, 1);
                              d->query_lengths = {256, 1, 1, 1, 1, 1, 1, 1};
                              d->upload(ctx);
                              AttentionParams pp = p;  // the prefill alone
                              pp.batch = 1;
                              pp.total_queries = 0;
                              auto prefill = std::make_shared<AttentionData>(random_data(family, pp, 2));
-                             make_paged(*prefill, {lengths[0]}, 2);
+                             make_paged(*prefill, {kEngineLengths[0]}, 2);
                              prefill->upload(ctx);
                              AttentionParams dp = p;  // the decodes alone
                              dp.batch = 7;
                              dp.queries = 1;
                              dp.total_queries = 0;
                              auto decode = std::make_shared<AttentionData>(random_data(family, dp, 3));
-                             make_paged(*decode, std::vector<std::uint32_t>(lengths.begin() + 1, lengths.end()), 3);
+                             make_paged(*decode, std::vector<std::uint32_t>(kEngineLengths.begin() + 1, kEngineLengths.end()), 3);
                              decode->upload(ctx);
                              BenchRun run;
                              run.record = [d](Recorder& r) { attention(r, d->p, d->buffers()); };
@@ -730,18 +731,15 @@ void register_benches(Registry& reg) {
   // both record through one path, so their GPU times should agree (T5 decoder bias, the engine's
   // shape: 8 sequences of 1k to 16k keys in 16-key blocks, 8 query and 2 kv heads, head_dim 128).
   {
-    const std::vector<std::uint32_t> lengths = {1024, 2048, 3072, 4096, 6144, 8192, 12288, 16384};
     AttentionParams p{.batch = 8, .heads = 8, .kv_heads = 2, .queries = 1, .keys = 16384, .head_dim = 128, .dtype = DType::F16,
                       .causal = true, .bias = AttentionBias::T5};
     p.t5.bidirectional = false;
     p.paged = {.block_size = 16, .num_blocks = 0, .max_blocks = 16384 / 16};
-    std::uint64_t keys = 0;
-    for (std::uint32_t L : lengths) keys += L;
-    const std::uint64_t bytes = 2 * keys * p.kv_heads * p.head_dim * 2 + 2 * p.rows() * p.head_dim * 2;
+    const std::uint64_t bytes = engine_step_bytes(p, p.head_dim * 2);
     reg.benches.push_back({"attention-plan", "[8,8/2,1,1k-16k,128] t5 block 16 f16", bytes, Ceiling::Copy, false,
-                           [family = bias_tool(reg, p.bias), p, lengths](Context& ctx) {
+                           [family = bias_tool(reg, p.bias), p](Context& ctx) {
                              auto d = std::make_shared<AttentionData>(random_data(family, p, 1));
-                             make_paged(*d, lengths, 1);
+                             make_paged(*d, kEngineLengths, 1);
                              d->upload(ctx);
                              auto plan = std::make_shared<AttentionPlan>(ctx, d->p);
                              BenchRun run;
