@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -255,11 +256,12 @@ void record_attention(Recorder& r, const AttentionParams& p, const AttentionSche
     const AttentionLaunch* launch;
     push::AttentionPush pc;
   };
-  std::vector<Pass> passes{{&launch, attention_push(p, launch, b.key_lengths != nullptr, kv_keys)}};
+  std::array<Pass, 2> all{Pass{&launch, attention_push(p, launch, b.key_lengths != nullptr, kv_keys)}};
   if (schedule.decoding) {
-    passes[0].pc.decoding_launch = 1;
-    passes.push_back({&*schedule.decoding, attention_push(p, *schedule.decoding, b.key_lengths != nullptr, kv_keys)});
+    all[0].pc.decoding_launch = 1;
+    all[1] = {&*schedule.decoding, attention_push(p, *schedule.decoding, b.key_lengths != nullptr, kv_keys)};
   }
+  const std::span<Pass> passes(all.data(), schedule.decoding ? 2 : 1);  // (no allocation in a step's recording)
   for (Pass& x : passes) x.pc.part_stride = S;
   // A launch of fewer splits than the call's leaves its rows' other parts to the lse of -inf they
   // are filled with here, which the merge skips.

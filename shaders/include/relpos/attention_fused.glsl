@@ -223,8 +223,9 @@ void attend(const uint g, const uint lane) {
 
 // Decoding (LANE_SPLITS), a dispatch's items (item t: lane t % WG_X of its group t / WG_X, one key
 // split of one slab) go to lanes as they come free, counted out by work[pc.work_slot] (zeroed before
-// the dispatch; other launches take their own item). A CPU device hands each of its threads an equal run of consecutive workgroups, so
-// where a batch's long sequences came last, one thread scored them while the other had finished
+// the dispatch; other launches take their own item). A CPU device hands each of its threads an
+// equal run of consecutive workgroups, so where a batch's long sequences came last, one thread
+// scored them while the other had finished
 // (lavapipe: 20 ms where the same work took 27 ms on one thread). Every lane takes an item at least,
 // and a dispatch has as many items as lanes, so every item is taken whatever the bound on rounds;
 // pc.rounds keeps a lane's loops, summed over its items, within RELPOS_MAX_LOOP_ITERATIONS
