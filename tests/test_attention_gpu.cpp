@@ -275,6 +275,23 @@ TEST_F(AttentionGpu, DecodingSplitsKeysAndMerges) {
   expect_matches(gpu(), p, random_inputs(rng, p));
 }
 
+// A few queries against a long cache (speculative decoding's drafts): the CPU class decodes up to
+// 16 as it decodes one (a lane takes one query over one key split); 17 take query rows.
+TEST_F(AttentionGpu, AFewQueriesSplitKeysAsDecodingDoes) {
+  std::mt19937 rng(8);
+  int n = 0;
+  for (AttentionBias mode : kModes)
+    for (const std::uint32_t queries : {2u, 5u, 16u, 17u}) {
+      AttentionParams p{.batch = 2, .heads = 4, .kv_heads = 2, .queries = queries, .keys = 701, .head_dim = 20,
+                        .dtype = n++ % 2 ? DType::F16 : DType::F32, .scale = 1.0f, .query_offset = 701 - 5 - std::int64_t{queries},
+                        .causal = true, .memory_prefix = 5, .bias = mode, .max_relative_position = 3};
+      p.t5.bidirectional = false;
+      Inputs in = random_inputs(rng, p);
+      in.lengths = {690, 333};
+      expect_matches(gpu_kernels(Kernels::Cpu), p, in);
+    }
+}
+
 // T5 in the tile equals the unfused pipeline's bias: t5_bias materialised on the GPU, then fed to
 // the fused op as a dense bias. The same float values take the same path: bit-exact.
 TEST_F(AttentionGpu, T5MatchesMaterialisedGpuBias) {

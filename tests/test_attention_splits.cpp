@@ -220,16 +220,25 @@ TEST(AttentionSplits, DecodingLanesTakeItemsWithinTheLoopBound) {
           several += pc.rounds > 1;
         }
   EXPECT_GT(several, 0);
+  // A plan's launch serves steps of more keys with its splits: their lanes take fewer rounds.
+  const AttentionParams small{.heads = 8, .kv_heads = 2, .queries = 1, .keys = 4096, .head_dim = 128};
+  AttentionParams large = small;
+  large.keys = 200000;
+  const AttentionLaunch few_keys = attention_launch(small, cpu, 32);
+  const push::AttentionPush pc = attention_push(large, few_keys, false, large.keys);
+  EXPECT_LE(pc.rounds * attention_fused_item_iterations(large, pc.split_len, 8), RELPOS_MAX_LOOP_ITERATIONS);
+  EXPECT_LT(pc.rounds, attention_push(small, few_keys, false, small.keys).rounds);
   // Prefill takes one.
   const AttentionParams prefill{.heads = 8, .kv_heads = 2, .queries = 64, .keys = 4096, .head_dim = 128};
   const AttentionLaunch l = attention_launch(prefill, cpu, attention_splits(prefill, cpu));
   EXPECT_EQ(attention_push(prefill, l, false, 4096).rounds, 1u);
 }
 
-// A packed call of more than one query on the CPU class: its sequences of one query decode in a
-// launch of their own (lanes taking the key splits, as many as a decoding call's), the call's
-// splits the larger of the two launches'; on the GPU class, and without packed queries, one launch.
-TEST(AttentionSplits, PackedCallsDecodeTheirSequencesOfOneQueryInALaunchOfTheirOwn) {
+// A packed call of more than kDecodedQueries queries on the CPU class: its sequences of up to that
+// many decode in a launch of their own (lanes taking the key splits, as many as a decoding call's,
+// one item for each of a sequence's last kDecodedQueries queries), the call's splits the larger of
+// the two launches'; on the GPU class, and without packed queries, one launch.
+TEST(AttentionSplits, PackedCallsDecodeTheirSequencesOfAFewQueriesInALaunchOfTheirOwn) {
   const DeviceLimits lim = recording_limits(1u << 30);
   const AttentionTiles cpu{false, 32, 4, 8, 64, false, 0, 0, 8, 32, 32, 8};
   AttentionParams p{.batch = 8, .heads = 8, .kv_heads = 2, .queries = 256, .keys = 16384, .head_dim = 128, .dtype = DType::F16, .causal = true};
@@ -240,6 +249,8 @@ TEST(AttentionSplits, PackedCallsDecodeTheirSequencesOfOneQueryInALaunchOfTheirO
   EXPECT_TRUE(s.decoding->lane_splits);
   EXPECT_EQ(constant(*s.decoding, "LANE_SPLITS"), 1u);
   EXPECT_EQ(s.decoding->slab_heads, 4u);  // the 4 query heads of a kv head together
+  EXPECT_EQ(s.decoding->decoded_queries, kDecodedQueries);
+  EXPECT_EQ(s.decoding->groups_per_bh, s.decoding->split_groups * kDecodedQueries);
   EXPECT_FALSE(s.launch.lane_splits);
   EXPECT_LT(s.launch.splits, s.decoding->splits);
   EXPECT_EQ(s.splits, s.decoding->splits);
@@ -252,4 +263,40 @@ TEST(AttentionSplits, PackedCallsDecodeTheirSequencesOfOneQueryInALaunchOfTheirO
   one.total_queries = 8;
   EXPECT_FALSE(attention_schedule(lim, one, cpu, p.keys).decoding.has_value());
   EXPECT_FALSE(attention_schedule(lim, p, gpu_tiles(32, 32768), p.keys).decoding.has_value());
+}
+
+// A call of 2 to kDecodedQueries queries on the CPU class, packed or not, decodes them all in one
+// launch: a lane takes one query of a slab of a kv head's query heads over one key split, as a
+// decoding call's lanes do. One more query, unpacked: query rows. Few keys: query rows.
+TEST(AttentionSplits, CallsOfAFewQueriesDecodeThemAll) {
+  const DeviceLimits lim = recording_limits(1u << 30);
+  const AttentionTiles cpu{false, 32, 4, 8, 64, false, 0, 0, 8, 32, 32, 8};
+  for (const bool packed : {false, true})
+    for (const std::uint32_t queries : {2u, 7u, kDecodedQueries, kDecodedQueries + 1}) {
+      SCOPED_TRACE(testing::Message() << queries << " queries" << (packed ? ", packed" : ""));
+      AttentionParams p{.batch = 8, .heads = 8, .kv_heads = 2, .queries = queries, .keys = 16384, .head_dim = 128, .dtype = DType::F16};
+      if (packed) {
+        p.paged = {.block_size = 16, .num_blocks = 8192, .max_blocks = 1024};
+        p.total_queries = 8 * queries;
+      }
+      AttentionParams one = p;
+      one.queries = 1;
+      one.total_queries = packed ? 8 : 0;
+      const AttentionSchedule s = attention_schedule(lim, p, cpu, p.keys);
+      if (queries > kDecodedQueries) {
+        EXPECT_FALSE(s.launch.lane_splits);
+        EXPECT_EQ(s.decoding.has_value(), packed);  // for the packed call's sequences of fewer
+        continue;
+      }
+      EXPECT_FALSE(s.decoding.has_value());
+      EXPECT_TRUE(s.launch.lane_splits);
+      EXPECT_EQ(s.launch.slab_heads, 4u);
+      EXPECT_EQ(s.launch.decoded_queries, queries);
+      EXPECT_EQ(s.splits, attention_splits(one, cpu));
+      EXPECT_EQ(s.launch.groups_per_bh, s.launch.split_groups * queries);
+    }
+  AttentionParams few_keys{.batch = 8, .heads = 8, .kv_heads = 2, .queries = 4, .keys = 200, .head_dim = 128};
+  EXPECT_FALSE(attention_schedule(lim, few_keys, cpu, few_keys.keys).launch.lane_splits);
+  few_keys.key_splits = 2;  // forced: the lanes take them
+  EXPECT_TRUE(attention_schedule(lim, few_keys, cpu, few_keys.keys).launch.lane_splits);
 }

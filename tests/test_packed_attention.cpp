@@ -222,30 +222,36 @@ TEST_F(PackedAttentionGpu, ChunkedPrefillBesideDecoding) {
   }
 }
 
-// A packed step of more than one query on the CPU class: its sequences of one query decode in a
-// launch of their own, their keys split across lanes as a decoding call's (8 ways for 1024 keys),
-// and the other launch skips them, with fewer splits (its rows' other parts filled with an lse of
-// -inf). Every bias mode, f32 and f16, grouped-query heads and not, causal and not, an empty
-// sequence, one whose cache is shorter than the chunk of another.
-TEST_F(PackedAttentionGpu, SequencesOfOneQueryBesideAPrefillDecodeInTheirOwnLaunch) {
+// A packed step on the CPU class: its sequences of up to kDecodedQueries (16) queries decode, their
+// keys split across lanes as a decoding call's (8 ways for 1024 keys), a lane taking one query; in
+// a call of more queries, in a launch of their own, and the other launch skips them, with fewer
+// splits (its rows' other parts filled with an lse of -inf). Every bias mode, f32 and f16,
+// grouped-query heads and not, causal and not, an empty sequence, one whose cache is shorter than
+// the chunk of another, sequences of 16 and 17 queries.
+TEST_F(PackedAttentionGpu, SequencesOfAFewQueriesDecode) {
   std::mt19937 rng(2034);
   int n = 0;
   for (AttentionBias bias : {AttentionBias::None, AttentionBias::T5, AttentionBias::Distance, AttentionBias::Alibi, AttentionBias::Shaw,
-                             AttentionBias::Dense, AttentionBias::Kerple, AttentionBias::Sandwich}) {
-    PackedCase c;
-    const bool gqa = n % 2 == 1;
-    c.p = AttentionParams{.batch = 5, .heads = gqa ? 8u : 4u, .kv_heads = gqa ? 2u : 4u, .queries = 21, .head_dim = 32,
-                          .dtype = n % 3 == 1 ? DType::F16 : DType::F32, .causal = n % 4 != 3, .bias = bias, .max_relative_position = 5};
-    c.p.t5.bidirectional = false;
-    c.p.sandwich_dim = 16;
-    c.p.paged.block_size = 16;
-    c.p.paged.max_blocks = 64;
-    c.p.total_queries = 21 + 1 + 1 + 0 + 4;
-    c.in = random_paged_inputs(rng, c.p, {300, 1024, 700, 50, 999});
-    c.in.query_lengths = {21, 1, 1, 0, 4};
-    ++n;
-    expect_matches(gpu_kernels(Kernels::Cpu), c);
-  }
+                             AttentionBias::Dense, AttentionBias::Kerple, AttentionBias::Sandwich})
+    for (const bool all_few : {false, true}) {
+      PackedCase c;
+      const bool gqa = n % 2 == 1;
+      c.p = AttentionParams{.batch = 7, .heads = gqa ? 8u : 4u, .kv_heads = gqa ? 2u : 4u, .queries = all_few ? 16u : 21u, .head_dim = 32,
+                            .dtype = n % 3 == 1 ? DType::F16 : DType::F32, .causal = n % 4 != 3, .bias = bias, .max_relative_position = 5};
+      c.p.t5.bidirectional = false;
+      c.p.sandwich_dim = 16;
+      c.p.paged.block_size = 16;
+      c.p.paged.max_blocks = 64;
+      const std::vector<std::int32_t> lengths = all_few ? std::vector<std::int32_t>{16, 1, 3, 0, 4, 9, 2}
+                                                        : std::vector<std::int32_t>{21, 1, 16, 0, 4, 17, 2};
+      c.p.total_queries = 0;
+      for (std::int32_t q : lengths) c.p.total_queries += q;
+      c.in = random_paged_inputs(rng, c.p, {300, 1024, 700, 50, 999, 640, 130});
+      c.in.query_lengths = lengths;
+      ++n;
+      SCOPED_TRACE(testing::Message() << (all_few ? "every sequence decodes" : "beside sequences of 21 and 17 queries"));
+      expect_matches(gpu_kernels(Kernels::Cpu), c);
+    }
 }
 
 // Lengths on the device are not checked: they are clamped into [0, queries], and no row past

@@ -727,6 +727,30 @@ void register_benches(Registry& reg) {
                              return run;
                            }});
   }
+  // Sequences of a few queries each (speculative decoding's drafts, a chunk's tail) in one packed
+  // call, beside the decoding step of one query each over the same caches, in one submission (on a
+  // CPU device, up to 16 queries a sequence decode; 32 take workgroups of query rows).
+  for (const std::uint32_t n : {2u, 8u, 16u, 32u}) {
+    AttentionParams p{.batch = 8, .heads = 8, .kv_heads = 2, .queries = n, .keys = 16384, .head_dim = 128, .dtype = DType::F16,
+                      .causal = true};
+    p.paged = {.block_size = 16, .num_blocks = 0, .max_blocks = 16384 / 16};
+    p.total_queries = 8 * n;
+    const std::uint64_t bytes = engine_step_bytes(p, p.head_dim * 2);
+    const std::string shape = "[8,8/2,8x" + std::to_string(n) + ",1k-16k,128] block 16 f16";
+    reg.benches.push_back({"attention-drafts", shape, bytes, Ceiling::Copy, false, [family = bias_tool(reg, p.bias), p, n](Context& ctx) {
+                             auto d = std::make_shared<AttentionData>(random_data(family, p, 1));
+                             make_paged(*d, kEngineLengths, 1);
+                             d->query_lengths.assign(8, static_cast<std::int32_t>(n));
+                             d->upload(ctx);
+                             AttentionParams dp = p;  // one query each
+                             dp.queries = 1;
+                             dp.total_queries = 0;
+                             auto decode = std::make_shared<AttentionData>(random_data(family, dp, 1));
+                             make_paged(*decode, kEngineLengths, 1);
+                             decode->upload(ctx);
+                             return attention_beside(d, decode, "one query each");
+                           }});
+  }
   // A paged decoding step through a plan beside attention() on the same inputs, in one submission:
   // both record through one path, so their GPU times should agree (T5 decoder bias, the engine's
   // shape: 8 sequences of 1k to 16k keys in 16-key blocks, 8 query and 2 kv heads, head_dim 128).

@@ -387,7 +387,7 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
   l.spec = spec;
   // Only the variant that shares loads declares the subgroup-shuffle capability.
   l.shader = spec.SHARE_LOADS ? ShaderId::attention_fused_shuffle : ShaderId::attention_fused;
-  if (l.lane_splits) l.rounds = attention_fused_rounds(p, split_length(p.keys, S, l.split_align), tiles.key_block);
+  l.key_block = tiles.key_block;
   return l;
 }
 
@@ -414,7 +414,8 @@ push::AttentionPush attention_push(const AttentionParams& p, const AttentionLaun
   pc.num_blocks = p.paged.num_blocks;
   pc.max_blocks = p.paged.max_blocks;
   pc.total_queries = p.total_queries;
-  pc.rounds = l.rounds;
+  // A plan's launch serves steps of any keys for its splits: the lanes' rounds follow the step's.
+  pc.rounds = l.lane_splits ? attention_fused_rounds(p, pc.split_len, l.key_block) : 1;
   return pc;
 }
 

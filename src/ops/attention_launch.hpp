@@ -96,9 +96,13 @@ struct AttentionLaunch {
   std::uint32_t slab_heads;
   SpecValues spec;  // contract::AttentionTiledSpec or contract::AttentionFusedSpec
   ShaderId shader;
-  // attention_fused decoding (lane_splits): the most items (key splits of a slab) a lane takes, as
-  // they come free (attention_fused.glsl's main); 1 otherwise.
-  std::uint32_t rounds = 1;
+  // attention_fused: keys per softmax rescale, from which attention_push finds the most items (key
+  // splits of a slab) a decoding lane (lane_splits) takes as they come free for a call's keys
+  // (attention_fused.glsl's main; pc.rounds).
+  std::uint32_t key_block = 0;
+  // lane_splits: the queries of a sequence it takes, its last ones, an item each per split; the
+  // sequences of more are another launch's (AttentionSchedule). Counted in groups_per_bh.
+  std::uint32_t decoded_queries = 1;
 };
 // attention_fused: the loop iterations lavapipe counts for one item (a lane's rows over one split of
 // split_len keys, in blocks of key_block), and so the most items a lane may take within

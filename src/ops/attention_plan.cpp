@@ -29,9 +29,9 @@ struct AttentionPlan::State {
   std::uint32_t max_splits = 1;
   std::unique_ptr<detail::PlanStorage> storage;  // the scratch and the descriptor sets
   detail::AttentionScratch scratch;
-  // The launches of the step shapes recorded so far, by (queries, key splits): only the keys per
-  // split change between steps of one entry.
-  std::map<std::pair<std::uint32_t, std::uint32_t>, detail::AttentionSchedule> schedules;
+  // The launches of the step shapes recorded so far, by their queries and key splits: only the keys
+  // per split change between steps of one entry.
+  std::map<detail::ScheduleSplits, detail::AttentionSchedule> schedules;
 };
 
 namespace {
@@ -137,11 +137,11 @@ void AttentionPlan::record(Recorder& r, const AttentionStep& step, const Attenti
 
   const DeviceLimits& lim = s.ctx->limits();
   detail::check_attention_buffers(lim, p, env, b, detail::BufferFit::Step);
-  const std::uint32_t S = detail::attention_splits(p, s.tiles);
-  if (S > s.max_splits) throw Error("internal: attention plan step needs more splits than its envelope");
-  auto it = s.schedules.find({p.queries, S});
-  if (it == s.schedules.end()) it = s.schedules.emplace(std::pair{p.queries, S}, detail::attention_schedule(lim, p, s.tiles, env.keys)).first;
+  const detail::ScheduleSplits key = detail::attention_schedule_splits(lim, p, s.tiles);
+  auto it = s.schedules.find(key);
+  if (it == s.schedules.end()) it = s.schedules.emplace(key, detail::attention_schedule(lim, p, s.tiles, env.keys)).first;
   detail::AttentionSchedule& schedule = it->second;
+  if (schedule.splits > s.max_splits) throw Error("internal: attention plan step needs more splits than its envelope");
   // Splits follow the envelope's batch and queries, not a step's tokens: its partial results fit.
   if (schedule.splits > 1 && (!s.scratch.partial_lse || p.rows() * schedule.splits * 4 > s.scratch.partial_lse->size()))
     throw Error("internal: attention plan step needs more partial results than its envelope");

@@ -167,37 +167,55 @@ void check_attention_device(const DeviceLimits& lim, const AttentionParams& env)
   }
 }
 
-AttentionSchedule attention_schedule(const DeviceLimits& lim, const AttentionParams& p, const AttentionTiles& tiles, std::uint32_t kv_keys) {
-  AttentionSchedule s;
-  s.splits = attention_splits(p, tiles);
-  // A packed call of several queries on the CPU class: a sequence of one query beside them would
-  // take one lane of a workgroup of queries, walking its keys alone (lavapipe, 8 sequences of 1k-16k
-  // keys with one query each in a call of up to 256: 1.1 s, against 13 ms as a decoding call).
-  // They decode in a launch of their own, with as many splits as a decoding call would take.
+ScheduleSplits attention_schedule_splits(const DeviceLimits& lim, const AttentionParams& p, const AttentionTiles& tiles) {
+  ScheduleSplits k;
+  k.queries = p.queries;
+  k.own = attention_splits(p, tiles);
+  // A call of several queries on the CPU class: a sequence of a few beside them, or a call of a few
+  // queries, would take a workgroup of 128 query rows (lavapipe, a packed call of 8 sequences of
+  // 1k-16k keys with one query each beside a prefill of 256: 1.1 s, against 13 ms as a decoding
+  // call). They decode, with as many splits as a decoding call would take.
+  k.decoded = !tiles.tiled && p.queries > 1 && (p.packed() || p.queries <= kDecodedQueries) ? std::min(p.queries, kDecodedQueries) : 0;
+  if (!k.decoded) return k;
   AttentionParams one = p;
   one.queries = 1;
-  const bool mixed = !tiles.tiled && p.packed() && p.queries > 1;
   // Its rows take that many parts (float32, bound whole): within a binding and kMixedPartialBytes,
   // for the most tokens the call may hold, or no decoding launch.
   const std::uint64_t row_bytes = std::uint64_t{p.batch} * p.queries * p.heads * p.head_dim * 4;
   const std::uint64_t room = std::min<std::uint64_t>(lim.max_storage_buffer_range, kMixedPartialBytes) / row_bytes;
-  const std::uint32_t one_splits = mixed ? static_cast<std::uint32_t>(std::min<std::uint64_t>(attention_splits(one, tiles), room)) : 1;
-  const std::uint32_t own_splits = s.splits;
-  s.splits = std::max(s.splits, one_splits);  // the partial results' parts: each launch's at most
+  k.decoding = static_cast<std::uint32_t>(std::min<std::uint64_t>(attention_splits(one, tiles), room));
+  if (k.decoding < 2) k.decoding = k.decoded = 0;  // a decoding launch of one split: one lane walks the keys
+  return k;
+}
+
+AttentionSchedule attention_schedule(const DeviceLimits& lim, const AttentionParams& p, const AttentionTiles& tiles, std::uint32_t kv_keys) {
+  AttentionSchedule s;
+  const ScheduleSplits k = attention_schedule_splits(lim, p, tiles);
+  const bool alone = k.decoded == p.queries;  // every sequence decodes
+  s.splits = alone ? k.decoding : std::max(k.own, k.decoding);  // the partial results' parts: each launch's at most
   require(s.splits <= AttentionMergeParams::kMaxParts, "keys", str(p.keys),
           "need " + str(s.splits) + " key splits; at most " + str(AttentionMergeParams::kMaxParts) + " are merged");
   require(p.rows() * s.splits * (p.head_dim / 4) <= 0xffffffffull, "key_splits", str(s.splits),
           "makes batch * heads * queries * splits * head_dim / 4 partial words exceed 2^32");
-  s.launch = attention_launch(p, tiles, own_splits, true, s.splits);
-  if (one_splits > 1) s.decoding = attention_launch(one, tiles, one_splits, true, s.splits);
+  AttentionParams one = p;
+  one.queries = 1;
+  auto decoding = [&](bool share_heads) {
+    AttentionLaunch l = attention_launch(one, tiles, k.decoding, share_heads, s.splits);
+    l.decoded_queries = k.decoded;
+    l.groups_per_bh *= k.decoded;
+    return l;
+  };
+  auto queries = [&](bool share_heads) { return alone ? decoding(share_heads) : attention_launch(p, tiles, k.own, share_heads, s.splits); };
+  s.launch = queries(true);
+  if (k.decoded && !alone) s.decoding = decoding(true);
   s.chunks = attention_chunks(lim, p, s.splits, kv_keys);
   // Every chunk starts a slab of heads (at a group where the slabs do not divide it), or the heads
   // go one by one.
   auto slabs_start = [&](const AttentionLaunch& l) {
     return std::all_of(s.chunks.begin(), s.chunks.end(), [&](std::uint64_t cut) { return attention_slab_starts(p, l.slab_heads, cut); });
   };
-  if (!slabs_start(s.launch)) s.launch = attention_launch(p, tiles, own_splits, false, s.splits);
-  if (s.decoding && !slabs_start(*s.decoding)) s.decoding = attention_launch(one, tiles, one_splits, false, s.splits);
+  if (!slabs_start(s.launch)) s.launch = queries(false);
+  if (s.decoding && !slabs_start(*s.decoding)) s.decoding = decoding(false);
   return s;
 }
 
@@ -251,18 +269,23 @@ void record_attention(Recorder& r, const AttentionParams& p, const AttentionSche
     write_kv_scales(r, p, *s.kv_scales);
     barrier(r);
   }
-  // The launches: `launch`, and a packed call's decoding launch for its sequences of one query.
+  // The launches: `launch`, and a packed call's decoding launch for its sequences of a few queries.
   struct Pass {
     const AttentionLaunch* launch;
     push::AttentionPush pc;
   };
   std::array<Pass, 2> all{Pass{&launch, attention_push(p, launch, b.key_lengths != nullptr, kv_keys)}};
   if (schedule.decoding) {
-    all[0].pc.decoding_launch = 1;
+    all[0].pc.decoding_queries = schedule.decoding->decoded_queries;
     all[1] = {&*schedule.decoding, attention_push(p, *schedule.decoding, b.key_lengths != nullptr, kv_keys)};
   }
   const std::span<Pass> passes(all.data(), schedule.decoding ? 2 : 1);  // (no allocation in a step's recording)
-  for (Pass& x : passes) x.pc.part_stride = S;
+  for (Pass& x : passes) {
+    x.pc.part_stride = S;
+    // attention_fused (a CPU device's threads each take a run of consecutive workgroups): one
+    // dispatch range of the whole call's rows takes its sequences in turns.
+    if (!x.launch->lane_splits && x.launch->key_block && schedule.chunks.size() == 2 && p.batch > 1) x.pc.interleave = p.batch;
+  }
   // A launch of fewer splits than the call's leaves its rows' other parts to the lse of -inf they
   // are filled with here, which the merge skips.
   const bool fewer = std::any_of(passes.begin(), passes.end(), [&](const Pass& x) { return x.launch->splits < S; });

@@ -2,6 +2,7 @@
 // The one path of fused attention: attention() and AttentionPlan::record check a call's buffers,
 // schedule it and record it through these, the plan with its own scratch and descriptor sets
 // (made once for its envelope), attention() with the recording's.
+#include <compare>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -53,19 +54,33 @@ DistanceWindow attention_row_window(const AttentionParams& p);
 // The key splits of a call, how it launches, and the chunks of (batch, head) slabs its dispatches
 // take (cuts: chunk c is [chunks[c], chunks[c + 1])); InvalidArgument where its splits go past the
 // merge's limits or one slab's ranges past a binding.
-// The most bytes of float32 partial results a packed call's decoding launch may add (its rows take
-// the decoding launch's parts): past it, its sequences of one query stay in the other launch.
+// The CPU class decodes sequences of up to kDecodedQueries queries (a chunk's tail, speculative
+// decoding's drafts) as it decodes one: a lane takes one query of its kv head's query heads over one
+// key split. A workgroup of query rows (128 of them) costs the same with 2 of them as with 128.
+inline constexpr std::uint32_t kDecodedQueries = 16;
+// The most bytes of float32 partial results a decoding launch may add to a call of several queries
+// (its rows take the decoding launch's parts): past it, the call keeps one launch of query rows.
 inline constexpr std::uint64_t kMixedPartialBytes = 256ull << 20;
 struct AttentionSchedule {
   std::uint32_t splits = 1;
+  // A call of at most kDecodedQueries queries on the CPU class, where a decoding call's keys would
+  // split, decodes them all (launch.decoded_queries: the call's queries).
   AttentionLaunch launch;
-  // A packed call of more than one query on the CPU class, where a decoding call's keys would split:
-  // its sequences of one query (decoding beside a prefill) in a launch of their own, whose lanes
-  // take their key splits as a decoding call's do; `launch` skips them. Each launch takes its own
-  // splits; the partial results have `splits` parts a row, the most of the two.
+  // A packed call of more: its sequences of at most kDecodedQueries (decoding beside a prefill) in
+  // a launch of their own, whose lanes take their key splits as a decoding call's do; `launch`
+  // skips them. Each launch takes its own splits; the partial results have `splits` parts a row,
+  // the most of the two.
   std::optional<AttentionLaunch> decoding;
   std::vector<std::uint64_t> chunks;
 };
+// What a call's schedule follows beside the device (a plan keeps one per value): its queries, the
+// splits of its launch of query rows, and where it decodes sequences of a few queries, how many
+// and over how many splits (0: none).
+struct ScheduleSplits {
+  std::uint32_t queries = 0, own = 1, decoded = 0, decoding = 0;
+  auto operator<=>(const ScheduleSplits&) const = default;
+};
+ScheduleSplits attention_schedule_splits(const DeviceLimits& lim, const AttentionParams& p, const AttentionTiles& tiles);
 AttentionSchedule attention_schedule(const DeviceLimits& lim, const AttentionParams& p, const AttentionTiles& tiles, std::uint32_t kv_keys);
 // The chunks whose bindings fit the device, k and v holding kv_keys keys per (batch, kv head).
 std::vector<std::uint64_t> attention_chunks(const DeviceLimits& lim, const AttentionParams& p, std::uint32_t splits, std::uint32_t kv_keys);

@@ -29,9 +29,10 @@ void attend(const uint g, const uint lane) {
   const uint rem = g % pc.groups_per_bh, q_tiles = pc.groups_per_bh / pc.split_groups;
   const bool lane_splits = LANE_SPLITS != 0u;
   const uint split = lane_splits ? (rem / q_tiles) * WG_X + lane : rem / q_tiles;
-  // LANE_SPLITS: the one query of its sequence, the call's last row (0 where the call has one query;
-  // a packed call of more: its sequences of one query, which the other launch skips).
-  const uint i_first = lane_splits ? pc.queries - 1u : (rem % q_tiles) * WG_X * ROWS;
+  // LANE_SPLITS: one query of a sequence of at most q_tiles, counted from the call's last row (a
+  // sequence's queries are its last rows); a call of more queries has another launch for the
+  // sequences of more, and that launch skips these.
+  const uint i_first = lane_splits ? pc.queries - 1u - rem % q_tiles : (rem % q_tiles) * WG_X * ROWS;
   const uint b = bh / pc.heads, h = bh % pc.heads;
   const uint M = pc.memory_prefix;
   // ROWS_ARE_HEADS: rows past the slab's heads (the last slab of a group that ROWS does not divide)
@@ -39,11 +40,12 @@ void attend(const uint g, const uint lane) {
   const uint slab_heads = slab_heads_of(h, SLAB_HEADS);
   // Packed queries: rows below seq.x are no query of this sequence (they shadow its first and store
   // nothing); a workgroup with none of its own leaves at once, all lanes together, as does one whose
-  // sequence of one query the call's decoding launch takes (pc.decoding_launch), and a decoding
-  // lane whose sequence has not exactly one query.
+  // sequence the call's decoding launch takes (pc.decoding_queries), and a decoding lane whose query
+  // its sequence does not have, or whose sequence has more than the launch takes.
   const uvec2 seq = sequence_rows(b);
-  const bool single = seq.x + 1u == pc.queries;
-  if (lane_splits ? !single : i_first + WG_X * QUERY_ROWS <= seq.x || (pc.decoding_launch != 0u && single)) return;
+  const uint seq_queries = pc.queries - seq.x;
+  if (lane_splits ? i_first < seq.x || seq_queries > q_tiles
+                  : i_first + WG_X * QUERY_ROWS <= seq.x || seq_queries <= pc.decoding_queries) return;
 
   // Every mask is a bound on the keys: padding for the batch, causality for each query (memory
   // keys stay visible). The workgroup walks up to the bound of its last query.
@@ -52,7 +54,7 @@ void attend(const uint g, const uint lane) {
   const int q_off = sequence_query_offset(seq_keys);
   uint j_end = min(seq_keys, j_begin + pc.split_len);
   if (pc.causal != 0u) {
-    const int last_abs = int(min(i_first + WG_X * QUERY_ROWS, pc.queries) - 1u) + q_off;
+    const int last_abs = int(lane_splits ? i_first : min(i_first + WG_X * QUERY_ROWS, pc.queries) - 1u) + q_off;
     j_end = min(j_end, M + uint(max(last_abs + 1, 0)));
   }
 
@@ -230,13 +232,21 @@ void attend(const uint g, const uint lane) {
 // and a dispatch has as many items as lanes, so every item is taken whatever the bound on rounds;
 // pc.rounds keeps a lane's loops, summed over its items, within RELPOS_MAX_LOOP_ITERATIONS
 // (attention_fused_rounds, src/ops/attention_launch.hpp).
+// Other launches: with pc.interleave (the batch), workgroup n takes the turn of sequence n % batch,
+// so that each thread's run holds a share of every sequence's workgroups, however their costs lie
+// (a packed call's one long prefill, a ragged batch's longest sequence).
+uint group_of(const uint n) {
+  if (pc.interleave == 0u) return n;
+  const uint per_sequence = pc.groups_per_bh * pc.kv_heads * ((pc.kv_group + SLAB_HEADS - 1u) / SLAB_HEADS);
+  return n % pc.interleave * per_sequence + n / pc.interleave;
+}
 void main() {
   const uint items = gl_NumWorkGroups.x * WG_X;
   uint t = gl_WorkGroupID.x * WG_X + gl_LocalInvocationID.x;
   for (uint taken = 0u; taken < pc.rounds; ++taken) {
     if (LANE_SPLITS != 0u) t = atomicAdd(work[pc.work_slot], 1u);
     if (t >= items) break;
-    attend(pc.first_group + t / WG_X, t % WG_X);
+    attend(group_of(pc.first_group + t / WG_X), t % WG_X);
     if (LANE_SPLITS == 0u) break;  // a constant: prefill compiles as one pass, outside any loop
   }
 }

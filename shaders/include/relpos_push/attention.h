@@ -3,8 +3,9 @@
 // split of the keys: g % groups_per_bh = split group * (groups_per_bh / split_groups) + query tile.
 // attention_tiled (GPU kernels, shaders/include/relpos/attention_tiled.glsl): workgroup g takes BR
 // queries the same way, lanes never split.
-// attention_fused's LANE_SPLITS (one query): lane l of split group s takes split s * local_size + l
-// (the lanes take these items as they come free, attention_fused.glsl's main).
+// attention_fused's LANE_SPLITS (decoding a few queries a sequence): lane l of split group s takes
+// split s * local_size + l, and query tile t a sequence's query t from its last (the lanes take these
+// items as they come free, attention_fused.glsl's main).
 // A dispatch binds each buffer from an aligned offset at or below the first element it uses;
 // *_shift is that offset in the units the binding is indexed in, subtracted from global indices.
 #ifndef RELPOS_PUSH_ATTENTION_H
@@ -53,12 +54,15 @@ RELPOS_PUSH_BEGIN(AttentionPush) {
   // and the most items a lane takes (attention_fused.glsl's main; 1 otherwise).
   uint work_slot;
   uint rounds;
-  // attention_fused, a packed call of more than one query with a decoding launch (LANE_SPLITS) for
-  // its sequences of one query: 1 in the other launch, which skips them; and the partial results'
-  // parts per row, the call's splits, of which a launch may take fewer (splits; the rest keep the
-  // lse of -inf they were filled with).
-  uint decoding_launch;
+  // attention_fused, a packed call with a decoding launch (LANE_SPLITS) for its sequences of a few
+  // queries: in the other launch, which skips them, the most queries such a sequence has (0: no
+  // decoding launch); and the partial results' parts per row, the call's splits, of which a launch
+  // may take fewer (splits; the rest keep the lse of -inf they were filled with).
+  uint decoding_queries;
   uint part_stride;
+  // attention_fused without LANE_SPLITS, a dispatch of the whole call: its batch, whose sequences'
+  // workgroups then take turns (attention_fused.glsl's main; 0: in order).
+  uint interleave;
 }
 RELPOS_PUSH_END(AttentionPush)
 
