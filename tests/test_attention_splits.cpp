@@ -237,7 +237,9 @@ TEST(AttentionSplits, DecodingLanesTakeItemsWithinTheLoopBound) {
 // A packed call of more than kDecodedQueries queries on the CPU class: its sequences of up to that
 // many decode in a launch of their own (lanes taking the key splits, as many as a decoding call's,
 // one item for each of a sequence's last kDecodedQueries queries), the call's splits the larger of
-// the two launches'; on the GPU class, and without packed queries, one launch.
+// the two launches'. The GPU class: its sequences of one query, through its decoding kernels (none
+// where the decoding launch would be attention_tiled with query rows). Without packed queries, one
+// launch.
 TEST(AttentionSplits, PackedCallsDecodeTheirSequencesOfAFewQueriesInALaunchOfTheirOwn) {
   const DeviceLimits lim = recording_limits(1u << 30);
   const AttentionTiles cpu{false, 32, 4, 8, 64, false, 0, 0, 8, 32, 32, 8};
@@ -262,7 +264,27 @@ TEST(AttentionSplits, PackedCallsDecodeTheirSequencesOfAFewQueriesInALaunchOfThe
   one.queries = 1;
   one.total_queries = 8;
   EXPECT_FALSE(attention_schedule(lim, one, cpu, p.keys).decoding.has_value());
-  EXPECT_FALSE(attention_schedule(lim, p, gpu_tiles(32, 32768), p.keys).decoding.has_value());
+  for (const std::uint32_t subgroup : {8u, 32u}) {  // attention_tiled with heads as rows; attention_decode
+    const AttentionSchedule g = attention_schedule(lim, p, gpu_tiles(subgroup, 32768), p.keys);
+    ASSERT_TRUE(g.decoding.has_value());
+    EXPECT_TRUE(g.decoding->decodes);
+    EXPECT_EQ(g.decoding->decoded_queries, 1u);
+    EXPECT_EQ(g.decoding->groups_per_bh, g.decoding->split_groups);
+    EXPECT_EQ(g.decoding->shader, subgroup == 8 ? ShaderId::attention_tiled_shuffle_paged : ShaderId::attention_decode_paged);
+    EXPECT_FALSE(g.launch.decodes);
+    EXPECT_EQ(g.splits, g.decoding->splits);
+  }
+  // No subgroup shuffles (no attention_decode), and no grouped-query heads to take as rows: one query
+  // takes attention_tiled's query rows, which cannot take a sequence's last query alone.
+  DeviceLimits plain;
+  plain.max_workgroup_invocations = plain.max_workgroup_size[0] = 1024;
+  plain.max_shared_memory_bytes = 32768;
+  plain.subgroup_size = 32;
+  AttentionParams mha = p;
+  mha.kv_heads = mha.heads;
+  EXPECT_TRUE(attention_schedule(lim, p, gpu_attention_tiles(plain, 0), p.keys).decoding.has_value());  // heads as rows
+  EXPECT_FALSE(attention_schedule(lim, mha, gpu_attention_tiles(plain, 0), p.keys).decoding.has_value());
+  EXPECT_TRUE(attention_schedule(lim, mha, gpu_tiles(32, 32768), p.keys).decoding.has_value());  // attention_decode
 }
 
 // A call of 2 to kDecodedQueries queries on the CPU class, packed or not, decodes them all in one

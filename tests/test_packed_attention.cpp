@@ -225,11 +225,15 @@ TEST_F(PackedAttentionGpu, ChunkedPrefillBesideDecoding) {
 // A packed step on the CPU class: its sequences of up to kDecodedQueries (16) queries decode, their
 // keys split across lanes as a decoding call's (8 ways for 1024 keys), a lane taking one query; in
 // a call of more queries, in a launch of their own, and the other launch skips them, with fewer
-// splits (its rows' other parts filled with an lse of -inf). Every bias mode, f32 and f16,
-// grouped-query heads and not, causal and not, an empty sequence, one whose cache is shorter than
-// the chunk of another, sequences of 16 and 17 queries.
+// splits (its rows' other parts filled with an lse of -inf). On the GPU class, its sequences of one
+// query, through attention_decode, and without subgroup shuffles attention_tiled with heads as
+// rows. Every bias mode, f32 and f16, grouped-query heads and not, causal and not,
+// an empty sequence, one whose cache is shorter than the chunk of another, sequences of 16 and 17
+// queries.
 TEST_F(PackedAttentionGpu, SequencesOfAFewQueriesDecode) {
   std::mt19937 rng(2034);
+  // No subgroup shuffles: no attention_decode, so attention_tiled takes grouped-query heads as rows.
+  Context no_shuffles = relpos::test::gpu_kernels_tiles(32768, 0, 0, false);
   int n = 0;
   for (AttentionBias bias : {AttentionBias::None, AttentionBias::T5, AttentionBias::Distance, AttentionBias::Alibi, AttentionBias::Shaw,
                              AttentionBias::Dense, AttentionBias::Kerple, AttentionBias::Sandwich})
@@ -251,6 +255,8 @@ TEST_F(PackedAttentionGpu, SequencesOfAFewQueriesDecode) {
       ++n;
       SCOPED_TRACE(testing::Message() << (all_few ? "every sequence decodes" : "beside sequences of 21 and 17 queries"));
       expect_matches(gpu_kernels(Kernels::Cpu), c);
+      expect_matches(gpu_kernels(Kernels::Gpu), c);
+      if (gqa) expect_matches(no_shuffles, c);
     }
 }
 

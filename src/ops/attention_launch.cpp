@@ -311,6 +311,7 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
   if (tiles.tiled && one_query && row_heads == 1) {
     if (const AttentionDecodeShape d = attention_decode_shape(tiles, p); d.lanes) {
       l.lane_splits = false;
+      l.decodes = true;
       l.lanes = d.lanes;
       l.slab_heads = share_heads ? d.heads : 1;
       l.rows_per_group = 1;
@@ -341,6 +342,7 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
     l.lanes = t.lanes;
     l.rows_per_group = t.rows;
     l.slab_heads = row_heads;
+    l.decodes = row_heads > 1;
     l.split_groups = S;
     l.groups_per_bh = S * detail::div_up(p.queries, row_heads > 1 ? 1 : t.rows);
     l.spec = contract::AttentionTiledSpec{.WG_X = t.lanes,
@@ -388,6 +390,7 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
   // Only the variant that shares loads declares the subgroup-shuffle capability.
   l.shader = spec.SHARE_LOADS ? ShaderId::attention_fused_shuffle : ShaderId::attention_fused;
   l.key_block = tiles.key_block;
+  l.decodes = l.lane_splits;
   return l;
 }
 

@@ -100,8 +100,11 @@ struct AttentionLaunch {
   // splits of a slab) a decoding lane (lane_splits) takes as they come free for a call's keys
   // (attention_fused.glsl's main; pc.rounds).
   std::uint32_t key_block = 0;
-  // lane_splits: the queries of a sequence it takes, its last ones, an item each per split; the
-  // sequences of more are another launch's (AttentionSchedule). Counted in groups_per_bh.
+  // Its kernel takes one query of a sequence in each of groups_per_bh's query tiles, counted from
+  // the sequence's last (attention_fused's lane splits, attention_decode, attention_tiled with heads
+  // as rows), and leaves the sequences of more than decoded_queries to another launch
+  // (AttentionSchedule; decoded_queries is counted in groups_per_bh).
+  bool decodes = false;
   std::uint32_t decoded_queries = 1;
 };
 // attention_fused: the loop iterations lavapipe counts for one item (a lane's rows over one split of

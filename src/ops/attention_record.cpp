@@ -167,6 +167,12 @@ void check_attention_device(const DeviceLimits& lim, const AttentionParams& env)
   }
 }
 
+// The decoding launch's shape: one query of each sequence (its push constants take the call's).
+static AttentionParams one_query(AttentionParams p) {
+  p.queries = 1;
+  return p;
+}
+
 ScheduleSplits attention_schedule_splits(const DeviceLimits& lim, const AttentionParams& p, const AttentionTiles& tiles) {
   ScheduleSplits k;
   k.queries = p.queries;
@@ -174,11 +180,14 @@ ScheduleSplits attention_schedule_splits(const DeviceLimits& lim, const Attentio
   // A call of several queries on the CPU class: a sequence of a few beside them, or a call of a few
   // queries, would take a workgroup of 128 query rows (lavapipe, a packed call of 8 sequences of
   // 1k-16k keys with one query each beside a prefill of 256: 1.1 s, against 13 ms as a decoding
-  // call). They decode, with as many splits as a decoding call would take.
-  k.decoded = !tiles.tiled && p.queries > 1 && (p.packed() || p.queries <= kDecodedQueries) ? std::min(p.queries, kDecodedQueries) : 0;
+  // call). They decode, with as many splits as a decoding call would take. The GPU class: a
+  // packed call's sequences of one query, which would take a tile of 16 query rows with the
+  // call's few splits (one workgroup walking a long sequence's keys), where a tile of several
+  // queries reads each key once for them all.
+  if (tiles.tiled) k.decoded = p.packed() && p.queries > 1 ? 1 : 0;
+  else k.decoded = p.queries > 1 && (p.packed() || p.queries <= kDecodedQueries) ? std::min(p.queries, kDecodedQueries) : 0;
   if (!k.decoded) return k;
-  AttentionParams one = p;
-  one.queries = 1;
+  const AttentionParams one = one_query(p);
   // Its rows take that many parts (float32, bound whole): within a binding and kMixedPartialBytes,
   // for the most tokens the call may hold, or no decoding launch.
   const std::uint64_t row_bytes = std::uint64_t{p.batch} * p.queries * p.heads * p.head_dim * 4;
@@ -197,8 +206,7 @@ AttentionSchedule attention_schedule(const DeviceLimits& lim, const AttentionPar
           "need " + str(s.splits) + " key splits; at most " + str(AttentionMergeParams::kMaxParts) + " are merged");
   require(p.rows() * s.splits * (p.head_dim / 4) <= 0xffffffffull, "key_splits", str(s.splits),
           "makes batch * heads * queries * splits * head_dim / 4 partial words exceed 2^32");
-  AttentionParams one = p;
-  one.queries = 1;
+  const AttentionParams one = one_query(p);
   auto decoding = [&](bool share_heads) {
     AttentionLaunch l = attention_launch(one, tiles, k.decoding, share_heads, s.splits);
     l.decoded_queries = k.decoded;
@@ -216,6 +224,9 @@ AttentionSchedule attention_schedule(const DeviceLimits& lim, const AttentionPar
   };
   if (!slabs_start(s.launch)) s.launch = queries(false);
   if (s.decoding && !slabs_start(*s.decoding)) s.decoding = decoding(false);
+  // A GPU-class launch of one query whose kernel is attention_tiled with query rows (a device
+  // without subgroup shuffles, or heads one by one) cannot: the call keeps one launch.
+  if (s.decoding && !s.decoding->decodes) s.decoding.reset();
   return s;
 }
 

@@ -62,7 +62,9 @@ void main() {
   // bh: the first of the workgroup's HEADS (batch, head) rows, all of one kv head.
   const uint bh = slab_first_row(g / pc.groups_per_bh, HEADS);
   const uint rem = g % pc.groups_per_bh, q_tiles = pc.groups_per_bh / pc.split_groups;
-  const uint split = rem / q_tiles, i_first = rem % q_tiles;
+  // A sequence's query rem % q_tiles from its last (a decoding call's one; a packed call's decoding
+  // launch: its sequences of one query, the call's last row, which the other launch skips).
+  const uint split = rem / q_tiles, i_first = pc.queries - 1u - rem % q_tiles;
   const uint b = bh / pc.heads, h = bh % pc.heads;
   const uint M = pc.memory_prefix;
   // Head c of the slab is h + hc[c]: heads past the slab's (the last slab of a group that HEADS
@@ -71,9 +73,10 @@ void main() {
   uint hc[HEADS];
   [[unroll]] for (uint c = 0u; c < HEADS; ++c) hc[c] = min(c, slab_heads - 1u);
   // Packed queries: a row below seq.x is no query of this sequence; a workgroup without its own
-  // leaves before the barrier, all lanes together.
+  // leaves before the barrier, all lanes together, as does one whose sequence has more queries than
+  // the launch takes.
   const uvec2 seq = sequence_rows(b);
-  if (i_first + 1u <= seq.x) return;
+  if (i_first < seq.x || pc.queries - seq.x > q_tiles) return;
 
   // The keys of the workgroup: its split, cut by the batch's length and by the causal bound of its
   // query (memory keys stay visible). Uniform over the workgroup.
@@ -276,7 +279,7 @@ void main() {
         wh += scale_of[u] * part_stat[u * 4u + 3u];
       }
       const float inv = lt > 0.0 ? 1.0 / lt : 0.0;  // a fully masked row gives zeros
-      const uint out_row = query_row(bh + hc[c], h + hc[c], i, seq) * pc.splits + split;
+      const uint out_row = query_row(bh + hc[c], h + hc[c], i, seq) * pc.part_stride + split;
       const uint out_word = out_row * D4 - pc.out_shift;
       [[unroll]] for (uint t = 0u; t < (D4 + WG_X - 1u) / WG_X; ++t) {
         const uint d = lane + t * WG_X;

@@ -150,13 +150,20 @@ void main() {
   // bh: the (batch, head) of row 0 (ROWS_ARE_HEADS: the first of the slab's BR, of one kv head).
   const uint bh = slab_first_row(g / pc.groups_per_bh, SLAB_HEADS);
   const uint rem = g % pc.groups_per_bh, q_tiles = pc.groups_per_bh / pc.split_groups;
-  const uint split = rem / q_tiles, i_first = (rem % q_tiles) * QUERY_ROWS;
+  // ROWS_ARE_HEADS (one query a sequence): a sequence's query rem % q_tiles from its last, the
+  // call's last row, as attention_decode takes it.
+  const uint split = rem / q_tiles;
+  const uint i_first = ROWS_ARE_HEADS != 0u ? pc.queries - 1u - rem % q_tiles : (rem % q_tiles) * QUERY_ROWS;
   const uint b = bh / pc.heads, h = bh % pc.heads;
   const uint M = pc.memory_prefix;
   // Packed queries: rows below seq.x are no query of this sequence (they shadow its first and store
-  // nothing); a workgroup with none of its own leaves before any barrier, all lanes together.
+  // nothing); a workgroup with none of its own leaves before any barrier, all lanes together, as
+  // does one whose sequence the call's decoding launch takes (pc.decoding_queries), and with
+  // ROWS_ARE_HEADS (a decoding launch) one whose sequence has more queries than it takes.
   const uvec2 seq = sequence_rows(b);
-  if (i_first + QUERY_ROWS <= seq.x) return;
+  const uint seq_queries = pc.queries - seq.x;
+  if (ROWS_ARE_HEADS != 0u ? i_first < seq.x || seq_queries > q_tiles
+                           : i_first + QUERY_ROWS <= seq.x || seq_queries <= pc.decoding_queries) return;
 
   // The keys of the workgroup: its split, cut by the batch's length and by the causal bound of its
   // last query (memory keys stay visible). Uniform over the workgroup.
@@ -378,7 +385,7 @@ void main() {
 
   if (!query_stored(i_first + rq, seq) || split >= pc.splits || (ROWS_ARE_HEADS != 0u && r >= slab_heads)) return;
   const float inv = l > 0.0 ? 1.0 / l : 0.0;  // a fully masked row gives zeros
-  const uint out_row = query_row(bh + rh, h_r, i, seq) * pc.splits + split;
+  const uint out_row = query_row(bh + rh, h_r, i, seq) * pc.part_stride + split;
   const uint out_word = out_row * D4 - pc.out_shift;
   [[unroll]] for (uint k = 0u; k < OWNED; ++k) {
     const uint d = s + k * LPR;

@@ -54,10 +54,11 @@ RELPOS_PUSH_BEGIN(AttentionPush) {
   // and the most items a lane takes (attention_fused.glsl's main; 1 otherwise).
   uint work_slot;
   uint rounds;
-  // attention_fused, a packed call with a decoding launch (LANE_SPLITS) for its sequences of a few
-  // queries: in the other launch, which skips them, the most queries such a sequence has (0: no
-  // decoding launch); and the partial results' parts per row, the call's splits, of which a launch
-  // may take fewer (splits; the rest keep the lse of -inf they were filled with).
+  // A packed call with a decoding launch for its sequences of a few queries (attention_fused's
+  // LANE_SPLITS; one query: attention_decode, attention_tiled's ROWS_ARE_HEADS): in the other
+  // launch, which skips them, the most queries such a sequence has (0: no decoding launch); and the
+  // partial results' parts per row, the call's splits, of which a launch may take fewer (splits;
+  // the rest keep the lse of -inf they were filled with).
   uint decoding_queries;
   uint part_stride;
   // attention_fused without LANE_SPLITS, a dispatch of the whole call: its batch, whose sequences'
