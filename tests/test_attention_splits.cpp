@@ -321,4 +321,12 @@ TEST(AttentionSplits, CallsOfAFewQueriesDecodeThemAll) {
   EXPECT_FALSE(attention_schedule(lim, few_keys, cpu, few_keys.keys).launch.lane_splits);
   few_keys.key_splits = 2;  // forced: the lanes take them
   EXPECT_TRUE(attention_schedule(lim, few_keys, cpu, few_keys.keys).launch.lane_splits);
+  // The decoding launch's partial results stay within kDecodingPartialBytes: fewer splits (134 MB a
+  // part here), or query rows where not even 2 fit.
+  AttentionParams many{.batch = 2048, .heads = 8, .kv_heads = 2, .queries = 16, .keys = 16384, .head_dim = 128};
+  const AttentionSchedule capped = attention_schedule(lim, many, cpu, many.keys);
+  EXPECT_TRUE(capped.launch.lane_splits);
+  EXPECT_EQ(capped.splits, 2u);
+  many.batch = 4096;
+  EXPECT_FALSE(attention_schedule(lim, many, cpu, many.keys).launch.lane_splits);
 }

@@ -188,10 +188,10 @@ ScheduleSplits attention_schedule_splits(const DeviceLimits& lim, const Attentio
   else k.decoded = p.queries > 1 && (p.packed() || p.queries <= kDecodedQueries) ? std::min(p.queries, kDecodedQueries) : 0;
   if (!k.decoded) return k;
   const AttentionParams one = one_query(p);
-  // Its rows take that many parts (float32, bound whole): within a binding and kMixedPartialBytes,
+  // Its rows take that many parts (float32, bound whole): within a binding and kDecodingPartialBytes,
   // for the most tokens the call may hold, or no decoding launch.
   const std::uint64_t row_bytes = std::uint64_t{p.batch} * p.queries * p.heads * p.head_dim * 4;
-  const std::uint64_t room = std::min<std::uint64_t>(lim.max_storage_buffer_range, kMixedPartialBytes) / row_bytes;
+  const std::uint64_t room = std::min<std::uint64_t>(lim.max_storage_buffer_range, kDecodingPartialBytes) / row_bytes;
   k.decoding = static_cast<std::uint32_t>(std::min<std::uint64_t>(attention_splits(one, tiles), room));
   if (k.decoding < 2) k.decoding = k.decoded = 0;  // a decoding launch of one split: one lane walks the keys
   return k;

@@ -60,7 +60,7 @@ DistanceWindow attention_row_window(const AttentionParams& p);
 inline constexpr std::uint32_t kDecodedQueries = 16;
 // The most bytes of float32 partial results a decoding launch may add to a call of several queries
 // (its rows take the decoding launch's parts): past it, the call keeps one launch of query rows.
-inline constexpr std::uint64_t kMixedPartialBytes = 256ull << 20;
+inline constexpr std::uint64_t kDecodingPartialBytes = 256ull << 20;
 struct AttentionSchedule {
   std::uint32_t splits = 1;
   // A call of at most kDecodedQueries queries on the CPU class, where a decoding call's keys would
