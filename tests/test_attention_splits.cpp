@@ -329,4 +329,11 @@ TEST(AttentionSplits, CallsOfAFewQueriesDecodeThemAll) {
   EXPECT_EQ(capped.splits, 2u);
   many.batch = 4096;
   EXPECT_FALSE(attention_schedule(lim, many, cpu, many.keys).launch.lane_splits);
+  // Never fewer than the keys need: 2 splits of 32,768 keys would run a lane's loops past
+  // RELPOS_MAX_LOOP_ITERATIONS.
+  many.batch = 2048;
+  many.keys = 65536;
+  const AttentionSchedule long_keys = attention_schedule(lim, many, cpu, many.keys);
+  EXPECT_FALSE(long_keys.launch.lane_splits);
+  EXPECT_LE((many.keys + long_keys.splits - 1) / long_keys.splits, AttentionParams::kMaxKeysPerSplit);
 }

@@ -371,24 +371,24 @@ TEST_F(PackedAttentionGpu, PlanStepsMatchAttention) {
   }
 }
 
-// Plan steps whose packed calls take a decoding launch beside the other (keys that a decoding call
-// splits, on the CPU class): steps of one query count but different tokens, in either order, take
-// the splits the envelope planned for (they follow its batch and queries, not the step's tokens),
-// and match attention() bit for bit.
+// Plan steps whose packed calls take a decoding launch beside the other (17 queries, keys that a
+// decoding call splits, on the CPU class): steps of one query count but different tokens, in either
+// order, take the splits the envelope planned for (they follow its batch and queries, not the
+// step's tokens), and match attention() bit for bit.
 TEST_F(PackedAttentionGpu, PlanStepsWithADecodingLaunch) {
   Context& ctx = gpu_kernels(Kernels::Cpu);
   std::mt19937 rng(2035);
-  AttentionParams env{.batch = 4, .heads = 8, .kv_heads = 1, .queries = 2, .head_dim = 8, .causal = true, .bias = AttentionBias::Alibi};
+  AttentionParams env{.batch = 4, .heads = 8, .kv_heads = 1, .queries = 17, .head_dim = 8, .causal = true, .bias = AttentionBias::Alibi};
   env.paged.block_size = 32;
   env.paged.max_blocks = 2048;  // 65,536 keys: 8 splits a row at least
-  env.total_queries = 8;
+  env.total_queries = 4 * 17;
   const PagedInputs full = random_paged_inputs(rng, env, {65536, 65536, 65536, 65536});
   AttentionPlan plan(ctx, env);
   struct Mix {
     std::vector<std::int32_t> cache, query;
   };
-  for (const Mix& m : {Mix{{65536, 1500, 9, 700}, {1, 0, 0, 0}}, Mix{{65536, 1500, 9, 700}, {2, 1, 2, 1}},
-                       Mix{{600, 65536, 2, 40000}, {1, 1, 1, 2}}, Mix{{65536, 1500, 9, 700}, {1, 0, 0, 0}}}) {
+  for (const Mix& m : {Mix{{65536, 1500, 9, 700}, {1, 0, 0, 0}}, Mix{{65536, 1500, 9, 700}, {17, 1, 2, 1}}, Mix{{600, 65536, 2, 40000}, {1, 1, 1, 17}},
+                       Mix{{65536, 1500, 9, 700}, {1, 0, 0, 0}}}) {
     AttentionParams p = env;
     expect_plan_step_matches(ctx, plan, p, step_inputs(p, full, m.cache, m.query));
   }

@@ -53,8 +53,8 @@ AttentionPlan::AttentionPlan(Context& ctx, const AttentionParams& envelope) : st
   detail::check_attention_device(ctx.limits(), env);
   s.tiles = detail::attention_tiles(ctx);
 
-  // The splits only grow with the keys and shrink with the queries: each query count's largest
-  // step has the most partial results.
+  // A query count's splits only grow with the keys: its step of the envelope's keys has the most
+  // partial results.
   std::uint64_t partial_rows = 0;
   for (std::uint32_t q = 1; q <= env.queries; ++q) {
     AttentionParams p = env;

@@ -193,13 +193,20 @@ ScheduleSplits attention_schedule_splits(const DeviceLimits& lim, const Attentio
   const std::uint64_t row_bytes = std::uint64_t{p.batch} * p.queries * p.heads * p.head_dim * 4;
   const std::uint64_t room = std::min<std::uint64_t>(lim.max_storage_buffer_range, kDecodingPartialBytes) / row_bytes;
   k.decoding = static_cast<std::uint32_t>(std::min<std::uint64_t>(attention_splits(one, tiles), room));
-  if (k.decoding < 2) k.decoding = k.decoded = 0;  // a decoding launch of one split: one lane walks the keys
+  // None where the room leaves fewer splits than the keys need (a split past the kernels' loop
+  // bounds), where one split is left (one lane would walk the keys), or where the GPU class's kernel
+  // of one query takes query rows (no attention_decode, no heads as rows), which cannot take a
+  // sequence's last query alone.
+  const std::uint32_t max_keys = tiles.tiled ? attention_tiled_max_split_keys(tiles, one) : AttentionParams::kMaxKeysPerSplit;
+  if (k.decoding < 2 || div_up(p.keys, k.decoding) > max_keys || !attention_launch(one, tiles, k.decoding).decodes) k.decoding = k.decoded = 0;
   return k;
 }
 
-AttentionSchedule attention_schedule(const DeviceLimits& lim, const AttentionParams& p, const AttentionTiles& tiles, std::uint32_t kv_keys) {
+namespace {
+
+AttentionSchedule schedule_with(const DeviceLimits& lim, const AttentionParams& p, const AttentionTiles& tiles, std::uint32_t kv_keys,
+                                const ScheduleSplits& k) {
   AttentionSchedule s;
-  const ScheduleSplits k = attention_schedule_splits(lim, p, tiles);
   const bool alone = k.decoded == p.queries;  // every sequence decodes
   s.splits = alone ? k.decoding : std::max(k.own, k.decoding);  // the partial results' parts: each launch's at most
   require(s.splits <= AttentionMergeParams::kMaxParts, "keys", str(p.keys),
@@ -224,9 +231,20 @@ AttentionSchedule attention_schedule(const DeviceLimits& lim, const AttentionPar
   };
   if (!slabs_start(s.launch)) s.launch = queries(false);
   if (s.decoding && !slabs_start(*s.decoding)) s.decoding = decoding(false);
-  // A GPU-class launch of one query whose kernel is attention_tiled with query rows (a device
-  // without subgroup shuffles, or heads one by one) cannot: the call keeps one launch.
-  if (s.decoding && !s.decoding->decodes) s.decoding.reset();
+  return s;
+}
+
+}  // namespace
+
+AttentionSchedule attention_schedule(const DeviceLimits& lim, const AttentionParams& p, const AttentionTiles& tiles, std::uint32_t kv_keys) {
+  ScheduleSplits k = attention_schedule_splits(lim, p, tiles);
+  AttentionSchedule s = schedule_with(lim, p, tiles, kv_keys, k);
+  // The GPU class's heads one by one (chunks that cut a kv head's slabs) without attention_decode
+  // take query rows, which cannot decode: the call keeps one launch, and its own splits.
+  if (s.decoding && !s.decoding->decodes) {
+    k.decoded = k.decoding = 0;
+    s = schedule_with(lim, p, tiles, kv_keys, k);
+  }
   return s;
 }
 

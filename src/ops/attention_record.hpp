@@ -59,7 +59,8 @@ DistanceWindow attention_row_window(const AttentionParams& p);
 // key split. A workgroup of query rows (128 of them) costs the same with 2 of them as with 128.
 inline constexpr std::uint32_t kDecodedQueries = 16;
 // The most bytes of float32 partial results a decoding launch may add to a call of several queries
-// (its rows take the decoding launch's parts): past it, the call keeps one launch of query rows.
+// (its rows take the decoding launch's parts): it caps the launch's splits, and where fewer than
+// the keys need (or than 2) fit, the call keeps one launch of query rows.
 inline constexpr std::uint64_t kDecodingPartialBytes = 256ull << 20;
 struct AttentionSchedule {
   std::uint32_t splits = 1;
