@@ -194,11 +194,9 @@ ScheduleSplits attention_schedule_splits(const DeviceLimits& lim, const Attentio
   const std::uint64_t room = std::min<std::uint64_t>(lim.max_storage_buffer_range, kDecodingPartialBytes) / row_bytes;
   k.decoding = static_cast<std::uint32_t>(std::min<std::uint64_t>(attention_splits(one, tiles), room));
   // None where the room leaves fewer splits than the keys need (a split past the kernels' loop
-  // bounds), where one split is left (one lane would walk the keys), or where the GPU class's kernel
-  // of one query takes query rows (no attention_decode, no heads as rows), which cannot take a
-  // sequence's last query alone.
+  // bounds), or where one split is left (one lane would walk the keys).
   const std::uint32_t max_keys = tiles.tiled ? attention_tiled_max_split_keys(tiles, one) : AttentionParams::kMaxKeysPerSplit;
-  if (k.decoding < 2 || div_up(p.keys, k.decoding) > max_keys || !attention_launch(one, tiles, k.decoding).decodes) k.decoding = k.decoded = 0;
+  if (k.decoding < 2 || div_up(p.keys, k.decoding) > max_keys) k.decoding = k.decoded = 0;
   return k;
 }
 
@@ -239,8 +237,10 @@ AttentionSchedule schedule_with(const DeviceLimits& lim, const AttentionParams& 
 AttentionSchedule attention_schedule(const DeviceLimits& lim, const AttentionParams& p, const AttentionTiles& tiles, std::uint32_t kv_keys) {
   ScheduleSplits k = attention_schedule_splits(lim, p, tiles);
   AttentionSchedule s = schedule_with(lim, p, tiles, kv_keys, k);
-  // The GPU class's heads one by one (chunks that cut a kv head's slabs) without attention_decode
-  // take query rows, which cannot decode: the call keeps one launch, and its own splits.
+  // The GPU class's kernel of one query takes query rows where it has neither attention_decode nor
+  // a kv head's heads as rows (no subgroup shuffles and no grouped-query heads, or chunks that cut a
+  // kv head's slabs); those cannot take a sequence's last query alone: the call keeps one launch, and
+  // its own splits.
   if (s.decoding && !s.decoding->decodes) {
     k.decoded = k.decoding = 0;
     s = schedule_with(lim, p, tiles, kv_keys, k);
