@@ -589,7 +589,7 @@ BenchRun attention_beside(std::shared_ptr<AttentionData> d, std::shared_ptr<Atte
 // Multiply-adds of q·kᵀ and p·v: 4·B·H·Q·K·D floating-point operations.
 double gflop(const AttentionParams& p) { return 4.0 * p.rows() * p.keys * p.head_dim / 1e9; }
 
-// The engine's batch in the paged benches: 8 sequences of 1k to 16k keys (54,272 in all).
+// The engine's batch in the paged benches: 8 sequences of 1k to 16k keys (53,248 in all).
 const std::vector<std::uint32_t> kEngineLengths = {1024, 2048, 3072, 4096, 6144, 8192, 12288, 16384};
 // The bytes a step over that batch moves: k and v rows of row_bytes for each key of each kv head,
 // and float16 q and out.
@@ -597,6 +597,13 @@ std::uint64_t engine_step_bytes(const AttentionParams& p, std::uint64_t row_byte
   std::uint64_t keys = 0;
   for (std::uint32_t n : kEngineLengths) keys += n;
   return 2 * keys * p.kv_heads * row_bytes + 2 * p.rows() * p.head_dim * 2;
+}
+// That batch's step: head_dim 128, f16, `queries` a sequence, a paged cache of `block`-key blocks
+// with room for 16,384 keys a sequence.
+AttentionParams engine_params(std::uint32_t queries, std::uint32_t block = 16, std::uint32_t heads = 8, std::uint32_t kv_heads = 2) {
+  AttentionParams p{.batch = 8, .heads = heads, .kv_heads = kv_heads, .queries = queries, .keys = 16384, .head_dim = 128, .dtype = DType::F16};
+  p.paged = {.block_size = block, .num_blocks = 0, .max_blocks = 16384 / block};
+  return p;
 }
 
 void register_benches(Registry& reg) {
@@ -642,8 +649,7 @@ void register_benches(Registry& reg) {
   };
   for (const Paged c : {Paged{16, 8, 2}, Paged{256, 8, 2}, Paged{16, 28, 4}}) {
     const std::uint32_t block = c.block;
-    AttentionParams p{.batch = 8, .heads = c.heads, .kv_heads = c.kv_heads, .queries = 1, .keys = 16384, .head_dim = 128, .dtype = DType::F16};
-    p.paged = {.block_size = block, .num_blocks = 0, .max_blocks = 16384 / block};
+    const AttentionParams p = engine_params(1, block, c.heads, c.kv_heads);
     const std::uint64_t bytes = engine_step_bytes(p, p.head_dim * 2);
     char shape[160];
     std::snprintf(shape, sizeof shape, "[8,%u/%u,1,1k-16k,128] block %u f16", c.heads, c.kv_heads, block);
@@ -664,8 +670,7 @@ void register_benches(Registry& reg) {
   // in one submission: the bytes a step reads are the cache's (q8_0 34/64 of f16's, fp8 half), and
   // on a memory-bound device the step's time follows them.
   for (CacheFormat f : {CacheFormat::BF16, CacheFormat::Q8_0, CacheFormat::FP8_E4M3}) {
-    AttentionParams p{.batch = 8, .heads = 8, .kv_heads = 2, .queries = 1, .keys = 16384, .head_dim = 128, .dtype = DType::F16};
-    p.paged = {.block_size = 16, .num_blocks = 0, .max_blocks = 16384 / 16};
+    const AttentionParams p = engine_params(1);
     const std::uint64_t bytes = engine_step_bytes(p, cache_row_bytes(f, p.head_dim));
     const std::string shape = "[8,8/2,1,1k-16k,128] block 16 " + std::string(cache_format_name(f)) + " cache, f16 q";
     reg.benches.push_back({"attention-paged", shape, bytes, Ceiling::Copy, false, [family = bias_tool(reg, p.bias), p, f](Context& ctx) {
@@ -685,9 +690,8 @@ void register_benches(Registry& reg) {
   // queries at the end of its 1k keys, sequences 1-7 decode one query each over 2k-16k keys; beside
   // the same work as two calls in one submission (the prefill alone, the 7 decodes alone).
   {
-    AttentionParams p{.batch = 8, .heads = 8, .kv_heads = 2, .queries = 256, .keys = 16384, .head_dim = 128, .dtype = DType::F16,
-                      .causal = true};
-    p.paged = {.block_size = 16, .num_blocks = 0, .max_blocks = 16384 / 16};
+    AttentionParams p = engine_params(256);
+    p.causal = true;
     p.total_queries = 256 + 7;
     const std::uint64_t bytes = engine_step_bytes(p, p.head_dim * 2);
     reg.benches.push_back({"attention-mixed", "[8,8/2,256+7x1,1k-16k,128] block 16 f16", bytes, Ceiling::Copy, false,
@@ -731,9 +735,8 @@ void register_benches(Registry& reg) {
   // call, beside the decoding step of one query each over the same caches, in one submission (on a
   // CPU device, up to 16 queries a sequence decode; 32 take workgroups of query rows).
   for (const std::uint32_t n : {2u, 8u, 16u, 32u}) {
-    AttentionParams p{.batch = 8, .heads = 8, .kv_heads = 2, .queries = n, .keys = 16384, .head_dim = 128, .dtype = DType::F16,
-                      .causal = true};
-    p.paged = {.block_size = 16, .num_blocks = 0, .max_blocks = 16384 / 16};
+    AttentionParams p = engine_params(n);
+    p.causal = true;
     p.total_queries = 8 * n;
     const std::uint64_t bytes = engine_step_bytes(p, p.head_dim * 2);
     const std::string shape = "[8,8/2,8x" + std::to_string(n) + ",1k-16k,128] block 16 f16";
@@ -755,10 +758,10 @@ void register_benches(Registry& reg) {
   // both record through one path, so their GPU times should agree (T5 decoder bias, the engine's
   // shape: 8 sequences of 1k to 16k keys in 16-key blocks, 8 query and 2 kv heads, head_dim 128).
   {
-    AttentionParams p{.batch = 8, .heads = 8, .kv_heads = 2, .queries = 1, .keys = 16384, .head_dim = 128, .dtype = DType::F16,
-                      .causal = true, .bias = AttentionBias::T5};
+    AttentionParams p = engine_params(1);
+    p.causal = true;
+    p.bias = AttentionBias::T5;
     p.t5.bidirectional = false;
-    p.paged = {.block_size = 16, .num_blocks = 0, .max_blocks = 16384 / 16};
     const std::uint64_t bytes = engine_step_bytes(p, p.head_dim * 2);
     reg.benches.push_back({"attention-plan", "[8,8/2,1,1k-16k,128] t5 block 16 f16", bytes, Ceiling::Copy, false,
                            [family = bias_tool(reg, p.bias), p](Context& ctx) {
