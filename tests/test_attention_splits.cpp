@@ -337,3 +337,44 @@ TEST(AttentionSplits, CallsOfAFewQueriesDecodeThemAll) {
   EXPECT_FALSE(long_keys.launch.lane_splits);
   EXPECT_LE((many.keys + long_keys.splits - 1) / long_keys.splits, AttentionParams::kMaxKeysPerSplit);
 }
+
+// The GPU class splits keys until its workgroups (in decoding workgroups' worth) hold every lane the
+// device keeps resident twice over, where the device says how many (an H100's 132 SMs of 64 warps:
+// 270,336 invocations), else until 1024; a prefill workgroup of 16 query rows and 256 lanes counts
+// as four.
+TEST(AttentionSplits, GpuSplitsFillTheDevice) {
+  DeviceLimits lim;
+  lim.max_workgroup_invocations = 1024;
+  lim.max_workgroup_size[0] = 1024;
+  lim.max_shared_memory_bytes = 49152;
+  lim.subgroup_size = 32;
+  lim.subgroup_shuffle = true;
+  const AttentionTiles plain = gpu_attention_tiles(lim, 0);
+  EXPECT_EQ(plain.target_items, 1024u);
+  lim.resident_invocations = 132ull * 64 * 32;
+  const AttentionTiles h100 = gpu_attention_tiles(lim, 0);
+  EXPECT_EQ(h100.target_items, 8448u);
+  ASSERT_EQ(h100.lanes, 256u);
+  ASSERT_EQ(h100.decode_lanes, 64u);
+
+  // The engine's step: 8 sequences over a 16k envelope, 8/2 heads (2 slabs of 4 a sequence) and
+  // 28/4 (8 slabs: 4 + 3 per kv head); at most 16384 / 128 splits.
+  AttentionParams p{.batch = 8, .heads = 8, .kv_heads = 2, .queries = 1, .keys = 16384, .head_dim = 128, .dtype = DType::F16};
+  EXPECT_EQ(attention_splits(p, plain), 64u);  // 1024 / 16 slabs
+  EXPECT_EQ(attention_splits(p, h100), 128u);
+  p.heads = 28;
+  p.kv_heads = 4;
+  EXPECT_EQ(attention_splits(p, plain), 16u);  // 1024 / 64
+  EXPECT_EQ(attention_splits(p, h100), 128u);
+  // 8 queries a sequence: one workgroup of 16 rows per sequence and head, 4 items each.
+  p.heads = 8;
+  p.kv_heads = 2;
+  p.queries = 8;
+  EXPECT_EQ(attention_splits(p, plain), 4u);               // 1024 / (8 * 8 * 4)
+  EXPECT_EQ(attention_splits(p, h100), 33u);               // 8448 / 256
+  p.queries = 17;                                          // two workgroups of rows
+  EXPECT_EQ(attention_splits(p, h100), 17u);               // 8448 / 512
+  p.queries = 1024;  // a prefill fills the device by itself
+  p.keys = 4096;
+  EXPECT_EQ(attention_splits(p, h100), 1u);
+}

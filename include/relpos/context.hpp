@@ -46,6 +46,10 @@ struct DeviceLimits {
   std::uint32_t subgroup_size = 0;
   // Compute shaders may use subgroupShuffle (GroupNonUniformShuffle), at subgroup_size.
   bool subgroup_shuffle = false;
+  // Invocations the device keeps resident at once (its cores times the subgroups each holds times
+  // their width), where it says: VK_NV_shader_sm_builtins or VK_AMD_shader_core_properties. 0: not
+  // known.
+  std::uint64_t resident_invocations = 0;
   double timestamp_period_ns = 0.0;
   bool timestamps = false;  // the compute queue supports timestamp queries
 };

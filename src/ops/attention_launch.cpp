@@ -29,6 +29,10 @@ constexpr std::uint32_t kMergeGroup = 64;
 // At least this many keys per split, so that the merge stays small beside the attention itself.
 constexpr std::uint32_t kMinSplitKeys = 128;
 
+// attention_tiled's query rows per prefill workgroup (at most: a workgroup of fewer lanes takes a
+// row a lane).
+constexpr std::uint32_t kPrefillRows = 16;
+
 // attention_decode: keys each group of lanes scores per step, between two rescales (4: the loads of
 // 4 keys in flight per lane, 2 words each, 32 registers at most).
 constexpr std::uint32_t kDecodeKeysPerGroup = 4;
@@ -61,7 +65,7 @@ std::uint32_t storage_spec(DType t) { return t == DType::F16 ? RELPOS_STORE_F16 
 
 }  // namespace
 
-AttentionTiles gpu_attention_tiles(const DeviceLimits& lim, std::uint32_t forced_lanes) {
+AttentionTiles gpu_attention_tiles(const DeviceLimits& lim, std::uint32_t forced_lanes, std::uint32_t shuffle_lanes) {
   const std::uint32_t sub = std::max<std::uint32_t>(lim.subgroup_size, 1);
   const std::uint32_t cap = std::min<std::uint32_t>(lim.max_workgroup_invocations, lim.max_workgroup_size[0]);
   AttentionTiles t{};
@@ -75,9 +79,20 @@ AttentionTiles gpu_attention_tiles(const DeviceLimits& lim, std::uint32_t forced
   t.lanes = forced_lanes ? forced_lanes : std::min<std::uint32_t>(cap, prefill);
   t.decode_lanes = forced_lanes ? forced_lanes : std::min<std::uint32_t>(cap, 64);
   t.rows = 1;
-  t.target_items = 1024;
+  // Enough decoding workgroups' worth of work to hold every lane the device keeps resident twice
+  // over (a ragged batch leaves many of a split's workgroups with no keys): on an H100 (2026-11-27,
+  // the paged decode bench) 128 splits ran 1.13-1.18x (8/2 heads) and 1.95x (28/4) faster than the
+  // 64 and 16 of a fixed 1024 workgroups, which stays where the device does not say.
+  t.target_items = lim.resident_invocations ? static_cast<std::uint32_t>(std::min<std::uint64_t>(2 * lim.resident_invocations / t.decode_lanes, 1u << 20))
+                                            : 1024;
   t.shared_budget = std::min<std::uint32_t>(lim.max_shared_memory_bytes, 32 * 1024);
-  t.shuffle_subgroup = lim.subgroup_shuffle && std::has_single_bit(sub) && t.lanes % sub == 0 && t.decode_lanes % sub == 0 ? sub : 0;
+  // Shuffles within groups of at most shuffle_lanes (a test's narrower subgroups) still stay inside
+  // a subgroup: the device's subgroup size is a multiple of any smaller power of two.
+  const std::uint32_t shuffle = shuffle_lanes ? std::min(sub, shuffle_lanes) : sub;
+  t.shuffle_subgroup = lim.subgroup_shuffle && std::has_single_bit(sub) && std::has_single_bit(shuffle) && t.lanes % sub == 0 &&
+                               t.decode_lanes % sub == 0
+                           ? shuffle
+                           : 0;
   t.subgroup = sub;
   // Prefill tiles of 16 keys (1 score per lane of a row) where relpos pins the subgroup to 8 lanes
   // (Intel's Xe-LP and Xe-HPG: the compiler picks SIMD8 where a SIMD16 lane's half of the register
@@ -92,7 +107,10 @@ AttentionTiles gpu_attention_tiles(const DeviceLimits& lim, std::uint32_t forced
 // 4 rows to share those loads. attention_tiled (the GPU class): gpu_attention_tiles.
 AttentionTiles attention_tiles(const Context& ctx) {
   const DeviceLimits& lim = ctx.limits();
-  if (ctx.tuning().kernels == Kernels::Gpu) return gpu_attention_tiles(lim, detail::device_of(ctx)->gpu_attention_lanes);
+  if (ctx.tuning().kernels == Kernels::Gpu) {
+    const Device& d = *detail::device_of(ctx);
+    return gpu_attention_tiles(lim, d.gpu_attention_lanes, d.gpu_shuffle_lanes);
+  }
   const std::uint32_t sub = std::max<std::uint32_t>(lim.subgroup_size, 1);
   const std::uint32_t cap = std::min<std::uint32_t>(lim.max_workgroup_invocations, lim.max_workgroup_size[0]);
   const bool cpu = ctx.device_info().type == DeviceType::Cpu;
@@ -128,7 +146,7 @@ std::optional<AttentionTiledShape> tiled_shape_within(const AttentionTiles& tile
   const std::uint32_t group = one_query ? tiles.decode_lanes : tiles.lanes;
   // A row per head: a workgroup of fewer lanes than the slab's heads would leave some undone.
   if (one_query && row_heads > group) return std::nullopt;
-  const std::uint32_t rows = std::min<std::uint32_t>(one_query ? std::max<std::uint32_t>(row_heads, 1) : 16, group);
+  const std::uint32_t rows = std::min<std::uint32_t>(one_query ? std::max<std::uint32_t>(row_heads, 1) : kPrefillRows, group);
   const std::uint32_t lanes = group / rows * rows, lanes_per_row = lanes / rows;
   // Decoding, the row maxima of the largest power of two of lanes dividing the row and the subgroup
   // meet by shuffles (tiles.lanes is a whole number of subgroups where shuffle_subgroup is set):
@@ -263,8 +281,14 @@ std::uint32_t attention_splits(const AttentionParams& p, const AttentionTiles& t
     slab = !tiles.tiled ? decode_slab_heads(p, tiles.decode_rows) : row_heads > 1 ? row_heads : d.lanes ? d.heads : 1;
   }
   // Rows per head: a packed call's most (batch * queries), not its tokens, so that a plan's steps
-  // take the splits its envelope planned for whatever their tokens.
-  const std::uint64_t items = std::uint64_t{p.batch} * p.queries * attention_slabs(p, slab, 0, p.heads);
+  // take the splits its envelope planned for whatever their tokens. The GPU class counts
+  // workgroups in decoding workgroups' worth: a prefill workgroup takes kPrefillRows query rows
+  // with its lanes (8 sequences of 8 queries over 1k-16k keys took 2 splits as 512 rows, and 5 ms
+  // on an H100 where a step of one query each took 0.34).
+  const bool gpu_prefill = tiles.tiled && p.queries > 1;
+  const std::uint64_t row_groups = gpu_prefill ? div_up(p.queries, std::min(kPrefillRows, tiles.lanes)) : p.queries;
+  const std::uint64_t weight = gpu_prefill ? std::max<std::uint32_t>(tiles.lanes / tiles.decode_lanes, 1) : 1;
+  const std::uint64_t items = std::uint64_t{p.batch} * row_groups * attention_slabs(p, slab, 0, p.heads) * weight;
   std::uint64_t by_items = 1;
   if (items < tiles.target_items) by_items = std::min<std::uint64_t>((tiles.target_items + items - 1) / items, p.keys / kMinSplitKeys);
   // The CPU class decoding: its lanes take a row's splits, so a workgroup's worth of them (where

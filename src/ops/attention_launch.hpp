@@ -20,8 +20,9 @@ class DescriptorSource;
 struct AttentionTiles {
   bool tiled;
   std::uint32_t lanes, rows, key_block;
-  // Rows times key splits below which the keys are split: enough workgroups to fill the device
-  // (a CPU device runs a few threads, and each workgroup costs it a task).
+  // Items times key splits below which the keys are split: enough to fill the device (a CPU
+  // device runs a few threads, and each workgroup costs it a task). Items: the CPU class's query
+  // rows (a lane's), the GPU class's workgroups in decoding workgroups' worth (attention_splits).
   std::uint32_t target_items;
   bool share_loads;  // key blocks loaded one key per subgroup lane and shuffled (SHARE_LOADS)
   std::uint32_t shared_budget;  // tiled: bytes of shared memory a workgroup may take
@@ -37,7 +38,8 @@ struct AttentionTiles {
 };
 AttentionTiles attention_tiles(const Context& ctx);
 // The GPU class's tiles on a device of these limits (forced_lanes: a test's workgroup size, 0 none).
-AttentionTiles gpu_attention_tiles(const DeviceLimits& lim, std::uint32_t forced_lanes);
+// shuffle_lanes: a test's narrower subgroup shuffles (0: the device's subgroup).
+AttentionTiles gpu_attention_tiles(const DeviceLimits& lim, std::uint32_t forced_lanes, std::uint32_t shuffle_lanes = 0);
 
 // attention_tiled's workgroup: `rows` queries of one (batch, head), lanes / rows lanes per query,
 // keys staged `key_tile` at a time, `shared_bytes` of shared memory; the row maxima of

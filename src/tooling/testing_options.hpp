@@ -24,6 +24,9 @@ struct TestingOptions {
   // The lanes of the GPU attention kernel's workgroups (0 = its own choice; a power of two up to
   // 64): fewer lanes per query row than any device would get.
   std::uint32_t gpu_attention_lanes = 0;
+  // The GPU class's subgroup shuffles within at most this many lanes (0 = the subgroup; a power of
+  // two): the kernels a device of narrower subgroups gets (lavapipe's 8) on a wider one.
+  std::uint32_t gpu_shuffle_lanes = 0;
 };
 
 // A Context made from `options`, then changed by `testing` before anything uses it.

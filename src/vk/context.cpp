@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "vk/access.hpp"
 #include "vk/device.hpp"
@@ -183,12 +184,28 @@ std::string lower(std::string s) {
   return s;
 }
 
+bool device_has_extension(const Device& d, const char* name) {
+  std::uint32_t n = 0;
+  d.fn.vkEnumerateDeviceExtensionProperties(d.physical, nullptr, &n, nullptr);
+  std::vector<VkExtensionProperties> avail(n);
+  d.fn.vkEnumerateDeviceExtensionProperties(d.physical, nullptr, &n, avail.data());
+  return std::any_of(avail.begin(), avail.end(), [&](const VkExtensionProperties& e) { return std::strcmp(e.extensionName, name) == 0; });
+}
+
 void read_limits(Device& d) {
   const InstanceFunctions& fn = d.fn;
   VkPhysicalDeviceSubgroupProperties sub{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
   VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &sub};
   VkPhysicalDeviceMaintenance3Properties m3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
   sub.pNext = &m3;
+  // The device's cores, where an extension states them (chained only where the device has it).
+  VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
+  VkPhysicalDeviceShaderCorePropertiesAMD core{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD};
+  const bool has_sm = device_has_extension(d, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME);
+  const bool has_core = device_has_extension(d, VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME);
+  void** tail = &m3.pNext;
+  if (has_sm) *std::exchange(tail, &sm.pNext) = &sm;
+  if (has_core) *std::exchange(tail, &core.pNext) = &core;
   fn.vkGetPhysicalDeviceProperties2(d.physical, &p2);
   const VkPhysicalDeviceLimits& l = p2.properties.limits;
   DeviceLimits& o = d.limits;
@@ -206,6 +223,10 @@ void read_limits(Device& d) {
   o.subgroup_size = sub.subgroupSize;
   o.subgroup_shuffle = (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0 &&
                        (sub.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) != 0;
+  if (has_sm) o.resident_invocations = std::uint64_t{sm.shaderSMCount} * sm.shaderWarpsPerSM * sub.subgroupSize;
+  if (has_core)
+    o.resident_invocations = std::uint64_t{core.shaderEngineCount} * core.shaderArraysPerEngineCount * core.computeUnitsPerShaderArray *
+                             core.simdPerComputeUnit * core.wavefrontsPerSimd * core.wavefrontSize;
   o.timestamp_period_ns = l.timestampPeriod;
   std::uint32_t n = 0;
   fn.vkGetPhysicalDeviceQueueFamilyProperties(d.physical, &n, nullptr);
@@ -227,14 +248,7 @@ struct SubgroupSizes {
 SubgroupSizes subgroup_sizes(const Device& d, std::uint32_t instance_version) {
   SubgroupSizes s;
   const bool core = instance_version >= VK_API_VERSION_1_3 && d.info.api_version >= VK_API_VERSION_1_3;
-  bool extension = false;
-  if (!core) {
-    std::uint32_t n = 0;
-    d.fn.vkEnumerateDeviceExtensionProperties(d.physical, nullptr, &n, nullptr);
-    std::vector<VkExtensionProperties> avail(n);
-    d.fn.vkEnumerateDeviceExtensionProperties(d.physical, nullptr, &n, avail.data());
-    for (const auto& e : avail) extension = extension || std::strcmp(e.extensionName, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME) == 0;
-  }
+  const bool extension = !core && device_has_extension(d, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
   if (!(core || extension) || !d.fn.vkGetPhysicalDeviceFeatures2) return s;
   VkPhysicalDeviceSubgroupSizeControlProperties props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES};
   VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &props};

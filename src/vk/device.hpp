@@ -140,6 +140,7 @@ struct Device {
   // only for contexts relpos creates.
   Tuning tuning{DistanceExpansion::Auto, Kernels::Cpu, false, false};
   std::uint32_t gpu_attention_lanes = 0;  // TestingOptions: attention_tiled's lanes, 0 = its own choice
+  std::uint32_t gpu_shuffle_lanes = 0;    // TestingOptions: the GPU class's shuffles within this many lanes, 0 = the subgroup
   // Where the device's compute subgroups may have several sizes: the size every pipeline whose
   // shader uses subgroup operations is created with (full subgroups), limits.subgroup_size; 0 where
   // there is one size (or the device states no range), and none is asked.

@@ -94,7 +94,7 @@ Context& gpu_kernels(Kernels kernels) {
 }
 
 Context gpu_kernels_tiles(std::uint32_t shared_bytes, std::uint32_t lanes, std::uint32_t workgroups, bool subgroup_shuffles,
-                          std::uint32_t binding_range) {
+                          std::uint32_t binding_range, std::uint32_t shuffle_lanes) {
   ContextOptions o = validated_options();
   o.tuning.kernels = Kernels::Gpu;
   detail::TestingOptions t;
@@ -103,6 +103,7 @@ Context gpu_kernels_tiles(std::uint32_t shared_bytes, std::uint32_t lanes, std::
   t.max_workgroup_count = workgroups;
   t.no_subgroup_shuffles = !subgroup_shuffles;
   t.max_storage_buffer_range = binding_range;
+  t.gpu_shuffle_lanes = shuffle_lanes;
   return detail::testing_context(o, t);
 }
 

@@ -37,8 +37,10 @@ Context& gpu_kernels(Kernels kernels);
 // shuffles. (The caller destroys it within the test: several validated contexts destroyed at exit
 // crashed the layer, 1.3.239.)
 // binding_range: maxStorageBufferRange lowered to it (0: the device's), so that calls go in chunks.
+// shuffle_lanes: the kernels' shuffles within at most that many lanes (0: the subgroup), so that a
+// device of wide subgroups runs the kernels a narrow one gets.
 Context gpu_kernels_tiles(std::uint32_t shared_bytes, std::uint32_t lanes, std::uint32_t workgroups = 0, bool subgroup_shuffles = true,
-                          std::uint32_t binding_range = 0);
+                          std::uint32_t binding_range = 0, std::uint32_t shuffle_lanes = 0);
 
 // The options of every validated context here (validation on, messages collected for GpuTest):
 // for contexts a test makes itself, such as one per rank of an in-process ring.
