@@ -378,3 +378,20 @@ TEST(AttentionSplits, GpuSplitsFillTheDevice) {
   p.keys = 4096;
   EXPECT_EQ(attention_splits(p, h100), 1u);
 }
+
+// The CPU class's query rows: a row per lane before a lane takes more, so that a call of a few
+// tens of queries runs no rows that only shadow its last query (row r of lane n is query
+// r * lanes + n).
+TEST(AttentionSplits, CpuClassLanesTakeARowEachBeforeMore) {
+  const DeviceLimits lim = recording_limits(1u << 30);
+  const AttentionTiles cpu{false, 32, 4, 8, 64, false, 0, 0, 8, 32, 32, 8};
+  for (const auto [queries, rows] : {std::pair{17u, 1u}, {32u, 1u}, {33u, 2u}, {64u, 2u}, {65u, 4u}, {1024u, 4u}}) {
+    SCOPED_TRACE(testing::Message() << queries << " queries");
+    const AttentionParams p{.batch = 8, .heads = 8, .kv_heads = 2, .queries = queries, .keys = 4096, .head_dim = 128, .dtype = DType::F16};
+    const AttentionSchedule s = attention_schedule(lim, p, cpu, p.keys);
+    ASSERT_FALSE(s.launch.lane_splits);
+    EXPECT_EQ(constant(s.launch, "ROWS"), rows);
+    EXPECT_EQ(s.launch.rows_per_group, 32u * rows);
+    EXPECT_EQ(s.launch.groups_per_bh, s.launch.split_groups * ((queries + 32 * rows - 1) / (32 * rows)));
+  }
+}

@@ -393,7 +393,11 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
   l.lanes = l.lane_splits ? std::min(tiles.lanes, div_up(S, sub) * sub) : one_query ? 1 : tiles.lanes;
   // Decoding: a lane's rows are heads of one kv head (as many as a lane takes queries otherwise).
   l.slab_heads = one_query && share_heads ? decode_slab_heads(p, tiles.decode_rows) : 1;
-  const std::uint32_t rows_per_lane = one_query ? l.slab_heads : tiles.rows;
+  // Query rows a lane takes: a row per lane before a lane takes more (row r of lane n is query
+  // r * lanes + n), so that a call of few queries (17-64: the decoding launch takes fewer) runs no
+  // rows that only shadow its last query.
+  const std::uint32_t rows_per_lane =
+      one_query ? l.slab_heads : std::min(tiles.rows, std::bit_ceil(std::max<std::uint32_t>(div_up(p.queries, l.lanes), 1)));
   l.rows_per_group = l.lanes * rows_per_lane;
   l.split_groups = l.lane_splits ? detail::div_up(S, l.lanes) : S;
   l.groups_per_bh = l.split_groups * detail::div_up(p.queries, l.rows_per_group);
