@@ -186,6 +186,19 @@ void main() {
     if (BLOCK_BASES && ((j0 + STEP) & block_mask) == 0u && j0 + STEP < j_end) base = block_base(b, hk, (j0 + STEP) >> PAGED);
     // Uniform control flow: every lane of the workgroup shuffles.
     [[unroll]] for (uint t = 0u; t < HEADS * KEYS; ++t) x[t] = group_sum(x[t]);
+    // Each key's bias per head (row or dense), every load issued before any is used: under the
+    // memory-prefix test below, each head's load waited for the one before it (ACO, navi21: four
+    // waits a step). Loaded here, not with the keys, so that they hold no registers over the
+    // shuffles (there they cost navi21 1-2 waves per SIMD).
+    float key_bias[HEADS * KEYS];
+    [[unroll]] for (uint u = 0u; u < KEYS; ++u) {
+      const uint j = j0 + grp + u * GROUPS;
+      [[unroll]] for (uint c = 0u; c < HEADS; ++c) {
+        key_bias[c * KEYS + u] = 0.0;
+        if (BIAS_MODE == RELPOS_ATTN_ROW) key_bias[c * KEYS + u] = bias[min(row_base[c] + j, uint(bias.length()) - 1u)];
+        if (BIAS_MODE == RELPOS_ATTN_DENSE) key_bias[c * KEYS + u] = bias[dense_base[c] + min(j, j_end - 1u)];
+      }
+    }
     [[unroll]] for (uint c = 0u; c < HEADS; ++c) {
       float step_max = NEG_INF;
       [[unroll]] for (uint u = 0u; u < KEYS; ++u) {
@@ -193,10 +206,8 @@ void main() {
         float s = x[c * KEYS + u];
         if (j >= M && BIAS_MODE != RELPOS_ATTN_NONE) {
           const int rp = int(j) + rp_base;
-          if (BIAS_MODE == RELPOS_ATTN_ROW) {
-            s += bias[min(row_base[c] + j, uint(bias.length()) - 1u)];
-          } else if (BIAS_MODE == RELPOS_ATTN_DENSE) {
-            s += bias[dense_base[c] + min(j, j_end - 1u)];
+          if (BIAS_MODE == RELPOS_ATTN_ROW || BIAS_MODE == RELPOS_ATTN_DENSE) {
+            s += key_bias[c * KEYS + u];
           } else if (BIAS_MODE == RELPOS_ATTN_ALIBI) {
             precise const float bj = slope[c] * float(abs(rp));  // the float32 bias, as the reference defines it
             s -= bj - near_bias[c];                               // near bj: exact (Sterbenz)
