@@ -237,7 +237,7 @@ TEST(AttentionSplits, DecodingLanesTakeItemsWithinTheLoopBound) {
 // A packed call of more than kDecodedQueries queries on the CPU class: its sequences of up to that
 // many decode in a launch of their own (lanes taking the key splits, as many as a decoding call's,
 // one item for each of a sequence's last kDecodedQueries queries), the call's splits the larger of
-// the two launches'. The GPU class: its sequences of one query, through its decoding kernels (none
+// the two launches'. The GPU class: its sequences of up to kGpuDecodedQueries, through its decoding kernels (none
 // where the decoding launch would be attention_tiled with query rows). Without packed queries, one
 // launch.
 TEST(AttentionSplits, PackedCallsDecodeTheirSequencesOfAFewQueriesInALaunchOfTheirOwn) {
@@ -268,8 +268,8 @@ TEST(AttentionSplits, PackedCallsDecodeTheirSequencesOfAFewQueriesInALaunchOfThe
     const AttentionSchedule g = attention_schedule(lim, p, gpu_tiles(subgroup, 32768), p.keys);
     ASSERT_TRUE(g.decoding.has_value());
     EXPECT_TRUE(g.decoding->decodes);
-    EXPECT_EQ(g.decoding->decoded_queries, 1u);
-    EXPECT_EQ(g.decoding->groups_per_bh, g.decoding->split_groups);
+    EXPECT_EQ(g.decoding->decoded_queries, kGpuDecodedQueries);
+    EXPECT_EQ(g.decoding->groups_per_bh, g.decoding->split_groups * kGpuDecodedQueries);
     EXPECT_EQ(g.decoding->shader, subgroup == 8 ? ShaderId::attention_tiled_shuffle_paged : ShaderId::attention_decode_paged);
     EXPECT_FALSE(g.launch.decodes);
     EXPECT_EQ(g.splits, g.decoding->splits);
@@ -317,6 +317,32 @@ TEST(AttentionSplits, CallsOfAFewQueriesDecodeThemAll) {
       EXPECT_EQ(s.splits, attention_splits(one, cpu));
       EXPECT_EQ(s.launch.groups_per_bh, s.launch.split_groups * queries);
     }
+  // The GPU class: calls of up to kGpuDecodedQueries through attention_decode (subgroups of 32) or
+  // heads as rows (8); one more, or no kernel that decodes (no shuffles, no grouped-query heads):
+  // query rows.
+  for (const std::uint32_t subgroup : {8u, 32u})
+    for (const std::uint32_t queries : {2u, kGpuDecodedQueries, kGpuDecodedQueries + 1}) {
+      SCOPED_TRACE(testing::Message() << queries << " queries, subgroups of " << subgroup);
+      const AttentionParams p{.batch = 8, .heads = 8, .kv_heads = 2, .queries = queries, .keys = 16384, .head_dim = 128, .dtype = DType::F16};
+      const AttentionSchedule s = attention_schedule(lim, p, gpu_tiles(subgroup, 32768), p.keys);
+      EXPECT_FALSE(s.decoding.has_value());
+      EXPECT_EQ(s.launch.decodes, queries <= kGpuDecodedQueries);
+      EXPECT_EQ(s.launch.decoded_queries, queries <= kGpuDecodedQueries ? queries : 1u);
+      if (queries <= kGpuDecodedQueries) {
+        EXPECT_EQ(s.launch.shader, subgroup == 8 ? ShaderId::attention_tiled_shuffle : ShaderId::attention_decode);
+        EXPECT_EQ(s.launch.groups_per_bh, s.launch.split_groups * queries);
+      }
+    }
+  {
+    DeviceLimits plain;
+    plain.max_workgroup_invocations = plain.max_workgroup_size[0] = 1024;
+    plain.max_shared_memory_bytes = 32768;
+    plain.subgroup_size = 32;
+    const AttentionParams mha{.batch = 8, .heads = 8, .kv_heads = 8, .queries = 2, .keys = 16384, .head_dim = 128};
+    const AttentionSchedule s = attention_schedule(lim, mha, gpu_attention_tiles(plain, 0), mha.keys);
+    EXPECT_FALSE(s.launch.decodes);
+    EXPECT_EQ(s.launch.groups_per_bh, s.launch.split_groups);  // one tile of query rows a head
+  }
   AttentionParams few_keys{.batch = 8, .heads = 8, .kv_heads = 2, .queries = 4, .keys = 200, .head_dim = 128};
   EXPECT_FALSE(attention_schedule(lim, few_keys, cpu, few_keys.keys).launch.lane_splits);
   few_keys.key_splits = 2;  // forced: the lanes take them

@@ -177,15 +177,13 @@ ScheduleSplits attention_schedule_splits(const DeviceLimits& lim, const Attentio
   ScheduleSplits k;
   k.queries = p.queries;
   k.own = attention_splits(p, tiles);
-  // A call of several queries on the CPU class: a sequence of a few beside them, or a call of a few
-  // queries, would take a workgroup of 128 query rows (lavapipe, a packed call of 8 sequences of
-  // 1k-16k keys with one query each beside a prefill of 256: 1.1 s, against 13 ms as a decoding
-  // call). They decode, with as many splits as a decoding call would take. The GPU class: a
-  // packed call's sequences of one query, which would take a tile of 16 query rows with the
-  // call's few splits (one workgroup walking a long sequence's keys), where a tile of several
-  // queries reads each key once for them all.
-  if (tiles.tiled) k.decoded = p.packed() && p.queries > 1 ? 1 : 0;
-  else k.decoded = p.queries > 1 && (p.packed() || p.queries <= kDecodedQueries) ? std::min(p.queries, kDecodedQueries) : 0;
+  // A call of several queries: a sequence of a few beside them, or a call of a few queries, would
+  // take a workgroup of query rows (CPU class: 128 of them; lavapipe, a packed call of 8 sequences
+  // of 1k-16k keys with one query each beside a prefill of 256: 1.1 s, against 13 ms as a
+  // decoding call; GPU class: a tile of 16, kGpuDecodedQueries). They decode, with as many splits
+  // as a decoding call would take.
+  const std::uint32_t most = tiles.tiled ? kGpuDecodedQueries : kDecodedQueries;
+  k.decoded = p.queries > 1 && (p.packed() || p.queries <= most) ? std::min(p.queries, most) : 0;
   if (!k.decoded) return k;
   const AttentionParams one = one_query(p);
   // Its rows take that many parts (float32, bound whole): within a binding and kDecodingPartialBytes,
@@ -239,9 +237,9 @@ AttentionSchedule attention_schedule(const DeviceLimits& lim, const AttentionPar
   AttentionSchedule s = schedule_with(lim, p, tiles, kv_keys, k);
   // The GPU class's kernel of one query takes query rows where it has neither attention_decode nor
   // a kv head's heads as rows (no subgroup shuffles and no grouped-query heads, or chunks that cut a
-  // kv head's slabs); those cannot take a sequence's last query alone: the call keeps one launch, and
-  // its own splits.
-  if (s.decoding && !s.decoding->decodes) {
+  // kv head's slabs); those cannot take a sequence's queries counted from its last: the call keeps
+  // one launch of query rows, and its own splits.
+  if (k.decoded && !(s.decoding ? s.decoding->decodes : s.launch.decodes)) {
     k.decoded = k.decoding = 0;
     s = schedule_with(lim, p, tiles, kv_keys, k);
   }

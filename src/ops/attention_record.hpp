@@ -58,16 +58,22 @@ DistanceWindow attention_row_window(const AttentionParams& p);
 // decoding's drafts) as it decodes one: a lane takes one query of its kv head's query heads over one
 // key split. A workgroup of query rows (128 of them) costs the same with 2 of them as with 128.
 inline constexpr std::uint32_t kDecodedQueries = 16;
+// The GPU class decodes sequences of up to kGpuDecodedQueries: a tile of 16 query rows reads each
+// key once for all of them, but with 2 it left 14 rows idle and took 4.8x the time of one query a
+// sequence (H100, 8 sequences over 1k-16k keys, 2026-11-27), where decoding each query costs at
+// most one query's step each; at 8 the tile took 4.9x, less than 8 queries' steps.
+inline constexpr std::uint32_t kGpuDecodedQueries = 4;
 // The most bytes of float32 partial results a decoding launch may add to a call of several queries
 // (its rows take the decoding launch's parts): it caps the launch's splits, and where fewer than
 // the keys need (or than 2) fit, the call keeps one launch of query rows.
 inline constexpr std::uint64_t kDecodingPartialBytes = 256ull << 20;
 struct AttentionSchedule {
   std::uint32_t splits = 1;
-  // A call of at most kDecodedQueries queries on the CPU class, where a decoding call's keys would
-  // split, decodes them all (launch.decoded_queries: the call's queries).
+  // A call of at most kDecodedQueries queries on the CPU class (kGpuDecodedQueries on the GPU
+  // class), where a decoding call's keys would split, decodes them all (launch.decoded_queries: the
+  // call's queries).
   AttentionLaunch launch;
-  // A packed call of more: its sequences of at most kDecodedQueries (decoding beside a prefill) in
+  // A packed call of more: its sequences of at most that many (decoding beside a prefill) in
   // a launch of their own, whose lanes take their key splits as a decoding call's do; `launch`
   // skips them. Each launch takes its own splits; the partial results have `splits` parts a row,
   // the most of the two.
