@@ -294,6 +294,17 @@ TEST_F(AttentionGpu, AFewQueriesSplitKeysAsDecodingDoes) {
         in.lengths = {690, 333};
         expect_matches(gpu_kernels(kernels), p, in);
       }
+  // The GPU class without subgroup shuffles: no attention_decode, the kv head's query heads as rows
+  // of attention_tiled, each workgroup one of the 3 queries.
+  Context no_shuffles = test::gpu_kernels_tiles(32768, 64, 0, false);
+  for (AttentionBias mode : kModes) {
+    AttentionParams p{.batch = 2, .heads = 4, .kv_heads = 2, .queries = 3, .keys = 701, .head_dim = 20, .scale = 1.0f,
+                      .query_offset = 701 - 5 - 3, .causal = true, .memory_prefix = 5, .bias = mode, .max_relative_position = 3};
+    p.t5.bidirectional = false;
+    Inputs in = random_inputs(rng, p);
+    in.lengths = {690, 333};
+    expect_matches(no_shuffles, p, in);
+  }
 }
 
 // T5 in the tile equals the unfused pipeline's bias: t5_bias materialised on the GPU, then fed to

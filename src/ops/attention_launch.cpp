@@ -81,7 +81,7 @@ AttentionTiles gpu_attention_tiles(const DeviceLimits& lim, std::uint32_t forced
   t.rows = 1;
   // Enough decoding workgroups' worth of work to hold every lane the device keeps resident twice
   // over (a ragged batch leaves many of a split's workgroups with no keys): on an H100 (2026-11-27,
-  // the paged decode bench) 128 splits ran 1.13-1.18x (8/2 heads) and 1.95x (28/4) faster than the
+  // the paged decode bench) 128 splits ran 1.12-1.18x (8/2 heads) and 1.95x (28/4) faster than the
   // 64 and 16 of a fixed 1024 workgroups, which stays where the device does not say.
   t.target_items = lim.resident_invocations ? static_cast<std::uint32_t>(std::min<std::uint64_t>(2 * lim.resident_invocations / t.decode_lanes, 1u << 20))
                                             : 1024;
