@@ -30,28 +30,32 @@ std::uint32_t constant(const AttentionLaunch& l, std::string_view name) {
   return 0;
 }
 
-// The GPU class's tiles on a device of this subgroup size and shared memory (1024 lanes a
-// workgroup, subgroup shuffles).
-AttentionTiles gpu_tiles(std::uint32_t subgroup, std::uint32_t shared_bytes, std::uint32_t forced_lanes = 0) {
+// A GPU of this subgroup size and shared memory, 1024 lanes a workgroup, with or without subgroup
+// shuffles.
+DeviceLimits gpu_limits(std::uint32_t subgroup, std::uint32_t shared_bytes, bool shuffles = true) {
   DeviceLimits lim;
   lim.max_workgroup_invocations = 1024;
   lim.max_workgroup_size[0] = 1024;
   lim.max_shared_memory_bytes = shared_bytes;
   lim.subgroup_size = subgroup;
-  lim.subgroup_shuffle = true;
-  return gpu_attention_tiles(lim, forced_lanes);
+  lim.subgroup_shuffle = shuffles;
+  return lim;
 }
+
+// The GPU class's tiles on such a device (with shuffles).
+AttentionTiles gpu_tiles(std::uint32_t subgroup, std::uint32_t shared_bytes, std::uint32_t forced_lanes = 0) {
+  return gpu_attention_tiles(gpu_limits(subgroup, shared_bytes), forced_lanes);
+}
+
+// The CPU class's tiles on lavapipe: 32 lanes of 4 query rows, subgroups of 8, 8 heads a decoding
+// lane.
+const AttentionTiles kCpuTiles{false, 32, 4, 8, 64, false, 0, 0, 8, 32, 32, 8};
 
 // Limits to record a call against: 1024 lanes a workgroup, subgroups of 8 that shuffle, 32 KiB of
 // shared memory, bindings of `range` bytes.
 DeviceLimits recording_limits(std::uint64_t range) {
-  DeviceLimits lim;
-  lim.max_workgroup_invocations = 1024;
-  lim.max_workgroup_size[0] = 1024;
+  DeviceLimits lim = gpu_limits(8, 32768);
   lim.max_workgroup_count[0] = 65535;
-  lim.max_shared_memory_bytes = 32768;
-  lim.subgroup_size = 8;
-  lim.subgroup_shuffle = true;
   lim.min_storage_buffer_offset_alignment = 16;
   lim.max_storage_buffer_range = range;
   return lim;
@@ -192,7 +196,7 @@ TEST(AttentionSplits, DecodingTakesNoMoreHeadsThanItsWorkgroupHasRows) {
 // RELPOS_MAX_LOOP_ITERATIONS, counted as lavapipe counts them, down to forced splits of 1 to 3
 // keys; a lane takes one at least. Other launches take one item a lane.
 TEST(AttentionSplits, DecodingLanesTakeItemsWithinTheLoopBound) {
-  const AttentionTiles cpu{false, 32, 4, 8, 64, false, 0, 0, 8, 32, 32, 8};
+  const AttentionTiles& cpu = kCpuTiles;
   int several = 0;
   for (const std::uint32_t keys : {1u, 129u, 4096u, 16384u, 65536u, 200000u})
     for (const std::uint32_t batch : {1u, 8u, 300u})
@@ -242,7 +246,7 @@ TEST(AttentionSplits, DecodingLanesTakeItemsWithinTheLoopBound) {
 // launch.
 TEST(AttentionSplits, PackedCallsDecodeTheirSequencesOfAFewQueriesInALaunchOfTheirOwn) {
   const DeviceLimits lim = recording_limits(1u << 30);
-  const AttentionTiles cpu{false, 32, 4, 8, 64, false, 0, 0, 8, 32, 32, 8};
+  const AttentionTiles& cpu = kCpuTiles;
   AttentionParams p{.batch = 8, .heads = 8, .kv_heads = 2, .queries = 256, .keys = 16384, .head_dim = 128, .dtype = DType::F16, .causal = true};
   p.paged = {.block_size = 16, .num_blocks = 8192, .max_blocks = 1024};
   p.total_queries = 263;
@@ -276,14 +280,11 @@ TEST(AttentionSplits, PackedCallsDecodeTheirSequencesOfAFewQueriesInALaunchOfThe
   }
   // No subgroup shuffles (no attention_decode), and no grouped-query heads to take as rows: one query
   // takes attention_tiled's query rows, which cannot take a sequence's last query alone.
-  DeviceLimits plain;
-  plain.max_workgroup_invocations = plain.max_workgroup_size[0] = 1024;
-  plain.max_shared_memory_bytes = 32768;
-  plain.subgroup_size = 32;
+  const AttentionTiles plain = gpu_attention_tiles(gpu_limits(32, 32768, false), 0);
   AttentionParams mha = p;
   mha.kv_heads = mha.heads;
-  EXPECT_TRUE(attention_schedule(lim, p, gpu_attention_tiles(plain, 0), p.keys).decoding.has_value());  // heads as rows
-  EXPECT_FALSE(attention_schedule(lim, mha, gpu_attention_tiles(plain, 0), p.keys).decoding.has_value());
+  EXPECT_TRUE(attention_schedule(lim, p, plain, p.keys).decoding.has_value());  // heads as rows
+  EXPECT_FALSE(attention_schedule(lim, mha, plain, p.keys).decoding.has_value());
   EXPECT_TRUE(attention_schedule(lim, mha, gpu_tiles(32, 32768), p.keys).decoding.has_value());  // attention_decode
 }
 
@@ -292,7 +293,7 @@ TEST(AttentionSplits, PackedCallsDecodeTheirSequencesOfAFewQueriesInALaunchOfThe
 // decoding call's lanes do. One more query, unpacked: query rows. Few keys: query rows.
 TEST(AttentionSplits, CallsOfAFewQueriesDecodeThemAll) {
   const DeviceLimits lim = recording_limits(1u << 30);
-  const AttentionTiles cpu{false, 32, 4, 8, 64, false, 0, 0, 8, 32, 32, 8};
+  const AttentionTiles& cpu = kCpuTiles;
   for (const bool packed : {false, true})
     for (const std::uint32_t queries : {2u, 7u, kDecodedQueries, kDecodedQueries + 1}) {
       SCOPED_TRACE(testing::Message() << queries << " queries" << (packed ? ", packed" : ""));
@@ -334,12 +335,8 @@ TEST(AttentionSplits, CallsOfAFewQueriesDecodeThemAll) {
       }
     }
   {
-    DeviceLimits plain;
-    plain.max_workgroup_invocations = plain.max_workgroup_size[0] = 1024;
-    plain.max_shared_memory_bytes = 32768;
-    plain.subgroup_size = 32;
     const AttentionParams mha{.batch = 8, .heads = 8, .kv_heads = 8, .queries = 2, .keys = 16384, .head_dim = 128};
-    const AttentionSchedule s = attention_schedule(lim, mha, gpu_attention_tiles(plain, 0), mha.keys);
+    const AttentionSchedule s = attention_schedule(lim, mha, gpu_attention_tiles(gpu_limits(32, 32768, false), 0), mha.keys);
     EXPECT_FALSE(s.launch.decodes);
     EXPECT_EQ(s.launch.groups_per_bh, s.launch.split_groups);  // one tile of query rows a head
   }
@@ -369,12 +366,7 @@ TEST(AttentionSplits, CallsOfAFewQueriesDecodeThemAll) {
 // 270,336 invocations), else until 1024; a prefill workgroup of 16 query rows and 256 lanes counts
 // as four.
 TEST(AttentionSplits, GpuSplitsFillTheDevice) {
-  DeviceLimits lim;
-  lim.max_workgroup_invocations = 1024;
-  lim.max_workgroup_size[0] = 1024;
-  lim.max_shared_memory_bytes = 49152;
-  lim.subgroup_size = 32;
-  lim.subgroup_shuffle = true;
+  DeviceLimits lim = gpu_limits(32, 49152);
   const AttentionTiles plain = gpu_attention_tiles(lim, 0);
   EXPECT_EQ(plain.target_items, 1024u);
   lim.resident_invocations = 132ull * 64 * 32;
@@ -410,7 +402,7 @@ TEST(AttentionSplits, GpuSplitsFillTheDevice) {
 // r * lanes + n).
 TEST(AttentionSplits, CpuClassLanesTakeARowEachBeforeMore) {
   const DeviceLimits lim = recording_limits(1u << 30);
-  const AttentionTiles cpu{false, 32, 4, 8, 64, false, 0, 0, 8, 32, 32, 8};
+  const AttentionTiles& cpu = kCpuTiles;
   for (const auto [queries, rows] : {std::pair{17u, 1u}, {32u, 1u}, {33u, 2u}, {64u, 2u}, {65u, 4u}, {1024u, 4u}}) {
     SCOPED_TRACE(testing::Message() << queries << " queries");
     const AttentionParams p{.batch = 8, .heads = 8, .kv_heads = 2, .queries = queries, .keys = 4096, .head_dim = 128, .dtype = DType::F16};

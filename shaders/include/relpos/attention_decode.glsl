@@ -62,8 +62,9 @@ void main() {
   // bh: the first of the workgroup's HEADS (batch, head) rows, all of one kv head.
   const uint bh = slab_first_row(g / pc.groups_per_bh, HEADS);
   const uint rem = g % pc.groups_per_bh, q_tiles = pc.groups_per_bh / pc.split_groups;
-  // A sequence's query rem % q_tiles from its last (a decoding call's one; a packed call's decoding
-  // launch: its sequences of one query, the call's last row, which the other launch skips).
+  // A sequence's query rem % q_tiles from its last (a decoding call's one; a call of a few queries
+  // or a packed call's decoding launch: its sequences of up to q_tiles, whose queries are the call's
+  // last rows, which the other launch skips).
   const uint split = rem / q_tiles, i_first = pc.queries - 1u - rem % q_tiles;
   const uint b = bh / pc.heads, h = bh % pc.heads;
   const uint M = pc.memory_prefix;

@@ -150,8 +150,8 @@ void main() {
   // bh: the (batch, head) of row 0 (ROWS_ARE_HEADS: the first of the slab's BR, of one kv head).
   const uint bh = slab_first_row(g / pc.groups_per_bh, SLAB_HEADS);
   const uint rem = g % pc.groups_per_bh, q_tiles = pc.groups_per_bh / pc.split_groups;
-  // ROWS_ARE_HEADS (one query a sequence): a sequence's query rem % q_tiles from its last, the
-  // call's last row, as attention_decode takes it.
+  // ROWS_ARE_HEADS (a decoding launch): a sequence's query rem % q_tiles from its last, as
+  // attention_decode takes it.
   const uint split = rem / q_tiles;
   const uint i_first = ROWS_ARE_HEADS != 0u ? pc.queries - 1u - rem % q_tiles : (rem % q_tiles) * QUERY_ROWS;
   const uint b = bh / pc.heads, h = bh % pc.heads;

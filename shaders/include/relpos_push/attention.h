@@ -55,7 +55,7 @@ RELPOS_PUSH_BEGIN(AttentionPush) {
   uint work_slot;
   uint rounds;
   // A packed call with a decoding launch for its sequences of a few queries (attention_fused's
-  // LANE_SPLITS; one query: attention_decode, attention_tiled's ROWS_ARE_HEADS): in the other
+  // LANE_SPLITS; attention_decode, attention_tiled's ROWS_ARE_HEADS): in the other
   // launch, which skips them, the most queries such a sequence has (0: no decoding launch); and the
   // partial results' parts per row, the call's splits, of which a launch may take fewer (splits;
   // the rest keep the lse of -inf they were filled with).
