@@ -215,6 +215,21 @@ TEST_F(AttentionFormatsGpu, DecodingGroupsThatNoSlabDivides) {
       }
 }
 
+// attention_decode loads a step's values with its keys where a lane's registers hold both; where
+// they do not (Shaw over an f32 cache at head_dim 128 in subgroups of 8: a key's words, its rel_keys
+// row and its value would take 48 registers), one key a step, its value loaded after the weights.
+// That form, contiguous and paged, split or not (AttentionSplits checks which shapes take it).
+TEST_F(AttentionFormatsGpu, DecodingWithValuesLoadedAfterTheWeights) {
+  std::mt19937 rng(2051);
+  for (const bool paged : {false, true}) {
+    AttentionParams p{.batch = 2, .heads = 2, .kv_heads = 2, .queries = 1, .keys = 300, .head_dim = 128, .causal = true,
+                      .bias = AttentionBias::Shaw, .max_relative_position = 6};
+    if (!paged) p.query_offset = p.keys - 1;
+    if (paged) p.key_splits = 3;
+    expect_format_case(Kernels::Gpu, rng, p, CacheFormat::F32, paged ? std::vector<std::int32_t>{300, 129} : std::vector<std::int32_t>{});
+  }
+}
+
 // Grouped-query heads that attention_decode cannot hold together (head_dim 128 in subgroups of 8,
 // as dg2 and lavapipe run it; head_dim 256 in subgroups of up to 16): attention_tiled decodes them
 // with a row per query head, so that each staged key and value serves every query head of its kv

@@ -155,6 +155,64 @@ TEST(AttentionSplits, DecodingReadsAKvHeadOnceForItsQueryHeads) {
   EXPECT_GT(by_tiled, 0);
 }
 
+// A decoding step waits on memory, so attention_decode takes as many keys a step as a lane's
+// registers hold in flight, loading their values with them where that saves a round trip: a lane
+// of each group holds at most 16 + 16 / heads registers of a step's loads (its words of each key as
+// loaded, of Shaw's rel_keys row near the diagonal, and with VALUES_WITH_KEYS of each value) and 16
+// scores (a key's per head). Both forms are picked (each a path of the kernel).
+TEST(AttentionSplits, DecodingStepsLoadAsManyKeysAsTheirRegistersHold) {
+  const auto loaded = [](CacheFormat f) -> std::uint32_t {
+    return f == CacheFormat::F32 ? 4 : f == CacheFormat::Q8_0 ? 3 : f == CacheFormat::FP8_E4M3 ? 1 : 2;
+  };
+  int with_values = 0, after_weights = 0;
+  for (const std::uint32_t subgroup : {8u, 16u, 32u, 64u})
+    for (const std::uint32_t head_dim : {64u, 96u, 128u})
+      for (const CacheFormat f : {CacheFormat::F32, CacheFormat::F16, CacheFormat::Q8_0, CacheFormat::FP8_E4M3})
+        for (const AttentionBias bias : {AttentionBias::T5, AttentionBias::Shaw})
+          for (const std::uint32_t kv_heads : {8u, 4u, 2u}) {
+            AttentionParams p{.batch = 2, .heads = 8, .kv_heads = kv_heads, .queries = 1, .keys = 4096, .head_dim = head_dim, .bias = bias};
+            p.cache_format = f;
+            SCOPED_TRACE(testing::Message() << "subgroup " << subgroup << " D " << head_dim << " " << cache_format_name(f) << " "
+                                            << attention_bias_info(bias).name << " 8/" << kv_heads);
+            const AttentionDecodeShape d = attention_decode_shape(gpu_tiles(subgroup, 32768), p);
+            if (!d.lanes) continue;
+            const std::uint32_t words = (head_dim / 4 + d.lanes_per_key - 1) / d.lanes_per_key, budget = 16 + 16 / d.heads;
+            const std::uint32_t key_loaded = loaded(f) + (bias == AttentionBias::Shaw ? 4 : 0);
+            // (One key, values after the weights, whatever it takes: the least a step loads.)
+            if (d.keys > 1 || d.values_with_keys) EXPECT_LE(d.keys * words * (key_loaded + d.values_with_keys * loaded(f)), budget);
+            EXPECT_LE(d.keys * d.heads, 16u);
+            EXPECT_LE(d.keys, 8u);
+            // No choice in those bounds takes fewer round trips a key (values with the keys: one a
+            // step, else two); of two that tie, the values with the keys.
+            for (std::uint32_t k = 1; k <= 8 && k * d.heads <= 16; k *= 2)
+              for (std::uint32_t v = 0; v <= 1; ++v)
+                if (k * words * (key_loaded + v * loaded(f)) <= budget) {
+                  EXPECT_GE((2 - v) * d.keys, (2 - d.values_with_keys) * k) << k << " keys, values " << v;
+                  if ((2 - v) * d.keys == (2 - d.values_with_keys) * k) EXPECT_GE(d.values_with_keys, v) << k << " keys";
+                }
+            (d.values_with_keys ? with_values : after_weights)++;
+          }
+  EXPECT_GT(with_values, 0);
+  EXPECT_GT(after_weights, 0);
+  // The H100's paged decode bench (subgroups of 32, 8/2 heads, head_dim 128, f16 cache): 4 heads of
+  // a word a lane, 4 keys a step with their values (against 2 keys, values after the weights: 1.25x
+  // the share of the copy ceiling). Subgroups of 8 at head_dim 128 (4 words a lane), one head, Shaw
+  // over an f32 cache: a key with its value and its rel_keys row would take 48 registers, so one key
+  // a step, its value after the weights.
+  AttentionParams p{.batch = 8, .heads = 8, .kv_heads = 2, .queries = 1, .keys = 16384, .head_dim = 128, .dtype = DType::F16};
+  AttentionDecodeShape d = attention_decode_shape(gpu_tiles(32, 49152), p);
+  EXPECT_EQ(d.heads, 4u);
+  EXPECT_EQ(d.keys, 4u);
+  EXPECT_EQ(d.values_with_keys, 1u);
+  p.heads = p.kv_heads = 8;
+  p.dtype = DType::F32;
+  p.bias = AttentionBias::Shaw;
+  d = attention_decode_shape(gpu_tiles(8, 32768), p);
+  EXPECT_EQ(d.heads, 1u);
+  EXPECT_EQ(d.keys, 1u);
+  EXPECT_EQ(d.values_with_keys, 0u);
+}
+
 // Bindings too small for the whole call cut it into chunks of (batch, head) rows. With 7 query heads
 // a kv head (slabs of 4 and 3) the chunks start at groups, so the slabs stay: the dispatches count
 // them; a cut inside a group would make the heads go one by one.

@@ -33,9 +33,27 @@ constexpr std::uint32_t kMinSplitKeys = 128;
 // row a lane).
 constexpr std::uint32_t kPrefillRows = 16;
 
-// attention_decode: keys each group of lanes scores per step, between two rescales (4: the loads of
-// 4 keys in flight per lane, 2 words each, 32 registers at most).
-constexpr std::uint32_t kDecodeKeysPerGroup = 4;
+// attention_decode: at most this many keys for each group of lanes a step (between two rescales)
+// and this many scores a lane (a key's for each head).
+constexpr std::uint32_t kDecodeKeysPerGroup = 8, kDecodeScores = 16;
+
+// attention_decode: registers of a lane for a step's loads in flight (its words of the keys and
+// values as loaded), fewer with more heads, each of which holds its query and output words and its
+// scores: 32 for one head, 20 for 4 (the most without spills on Xe2 and within 128 VGPRs on
+// RDNA2 with Mesa 22.3 at head_dim 64 to 128; 24 spilled Shaw's 4 heads on Xe2).
+std::uint32_t decode_load_registers(std::uint32_t heads) { return 16 + 16 / heads; }
+
+// Registers a word of 4 values of the cache takes as loaded (before decoding).
+std::uint32_t loaded_registers(CacheFormat f) {
+  switch (f) {
+    case CacheFormat::F32: return 4;
+    case CacheFormat::F16:
+    case CacheFormat::BF16: return 2;
+    case CacheFormat::Q8_0: return 3;  // the block's scale and the one or two words of the int8
+    case CacheFormat::FP8_E4M3: return 1;
+  }
+  return 4;
+}
 
 // Per key the CPU kernel runs one iteration of each of its two key loops, plus one of the block
 // loop per key block: at most 3 per key, with room left for its fixed-size loops.
@@ -207,12 +225,23 @@ AttentionDecodeShape attention_decode_shape(const AttentionTiles& tiles, const A
   // Fewer groups where their parts would not fit the shared memory (attention_tiled where none do).
   while (kg * 2 <= most && RELPOS_ATTN_DECODE_SHARED_BYTES(lanes / kg, D4) > tiles.shared_budget) kg *= 2;
   if (RELPOS_ATTN_DECODE_SHARED_BYTES(lanes / kg, D4) > tiles.shared_budget) return {};
-  // With several heads, half the keys per step: each key's scores are per head. So with 4 words of
-  // a q8_0 row per lane, whose decoding holds a scale and two words per word in flight (Intel's
-  // compiler spilled 4 keys of them at SIMD8 and SIMD16).
-  const bool wide_q8 = p.cache() == CacheFormat::Q8_0 && div_up(D4, kg) > 2;
-  const std::uint32_t keys = heads > 1 || wide_q8 ? kDecodeKeysPerGroup / 2 : kDecodeKeysPerGroup;
-  return {lanes, kg, keys, RELPOS_ATTN_DECODE_SHARED_BYTES(lanes / kg, D4), heads};
+  // Keys per step and whether its values load with its keys: the fewest memory round trips per key
+  // (values with the keys: one a step, else two) within the registers for loads in flight and for
+  // scores; where two tie, the values with the keys (fewer scores held). A decoding step waits on
+  // memory: on an H100 (2026-11-27, the paged decode bench, 8/2 heads: 4 heads of a word a lane) 4
+  // keys with their values took 1.24-1.29x the share of the copy ceiling of 2 keys whose values
+  // loaded after the weights (f16, bf16 and q8_0 caches; fp8 1.0x).
+  // Shaw's keys near the diagonal add a float32 row of rel_keys to each key's loads.
+  const std::uint32_t words = div_up(D4, kg), loaded = loaded_registers(p.cache());
+  const std::uint32_t key_loaded = loaded + (bias_family(p.bias).kernel_mode == RELPOS_ATTN_SHAW ? 4 : 0);
+  std::uint32_t keys = 1, with_values = 0;
+  for (std::uint32_t k = 1; k <= kDecodeKeysPerGroup && heads * k <= kDecodeScores; k *= 2)
+    for (std::uint32_t v = 0; v <= 1; ++v)
+      if (k * words * (key_loaded + v * loaded) <= decode_load_registers(heads) && (2 - v) * keys < (2 - with_values) * k) {
+        keys = k;
+        with_values = v;
+      }
+  return {lanes, kg, keys, RELPOS_ATTN_DECODE_SHARED_BYTES(lanes / kg, D4), heads, with_values};
 }
 
 std::uint32_t attention_tiled_row_heads(const AttentionTiles& tiles, const AttentionParams& p) {
@@ -350,7 +379,8 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
                                              .BIAS_MODE = mode,
                                              .PAGED = paged,
                                              .KV_FORMAT = static_cast<std::uint32_t>(p.cache()),
-                                             .HEADS = l.slab_heads};
+                                             .HEADS = l.slab_heads,
+                                             .VALUES_WITH_KEYS = d.values_with_keys};
       l.shader = paged ? ShaderId::attention_decode_paged : ShaderId::attention_decode;
       // Splits start on a step (RELPOS_ATTN_TILED_BLOCK_BASES: a step then lies in one block).
       const std::uint32_t step = RELPOS_ATTN_DECODE_STEP_KEYS(d.lanes / d.lanes_per_key, d.keys);

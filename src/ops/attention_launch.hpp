@@ -62,7 +62,7 @@ std::uint32_t attention_paged_spec(const AttentionParams& p);
 // lanes 0 where the device cannot run it (no subgroup shuffles in compute shaders, or a workgroup
 // that is not a whole number of subgroups): attention_tiled decodes there.
 struct AttentionDecodeShape {
-  std::uint32_t lanes, lanes_per_key, keys, shared_bytes, heads;
+  std::uint32_t lanes, lanes_per_key, keys, shared_bytes, heads, values_with_keys;
 };
 AttentionDecodeShape attention_decode_shape(const AttentionTiles& tiles, const AttentionParams& p);
 // Decoding grouped-query heads (GPU class): the heads of one kv head that a workgroup takes

@@ -53,32 +53,52 @@ void set_kv_scales(uint hk) {
 // load_kv_row read whole words at known shifts). (No && or ||: glslang makes a specialisation
 // constant's a branch, outside any function.)
 const bool Q8_ROWS_ON_WORDS = (KV_FORMAT == CACHE_Q8_0 ? 1u : 0u) * (D4 % 16u == 0u ? 1u : 0u) != 0u;
-vec4 load_kv(uint w, bool values) {
-  if (KV_FORMAT == CACHE_F32) return values ? v32[w] : k32[w];
-  if (KV_FORMAT == CACHE_F16) return unpack4(values ? v16[w] : k16[w]);
-  if (KV_FORMAT == CACHE_BF16) return unpack4_bf16(values ? v16[w] : k16[w]);
-  if (KV_FORMAT == CACHE_FP8_E4M3) {
-    // A row is head_dim bytes, D4 words: word w of the cache holds the 4 values of word w.
-    const uint b = values ? v_words[w] : k_words[w];
-    return vec4(cache_decode_fp8x2(b & 0xffffu), cache_decode_fp8x2(b >> 16)) * (values ? v_row_scale : k_row_scale);
-  }
+// Word w of k or v in two halves: kv_fetch issues its loads and keeps their bits (up to 4 words),
+// kv_decode makes the four floats of them (w again: where a q8_0 word lies in its block). The
+// decoding kernel fetches a step's values with its keys and decodes each where it is used: a word
+// decoded where it is loaded makes the compiler wait for the load there.
+uvec4 kv_fetch(uint w, bool values) {
+  if (KV_FORMAT == CACHE_F32) return floatBitsToUint(values ? v32[w] : k32[w]);
+  if (KV_FORMAT == CACHE_F16 || KV_FORMAT == CACHE_BF16) return uvec4(values ? v16[w] : k16[w], 0u, 0u);
+  if (KV_FORMAT == CACHE_FP8_E4M3) return uvec4(values ? v_words[w] : k_words[w], 0u, 0u, 0u);  // a row: D4 words
   if (Q8_ROWS_ON_WORDS) {
     // Block k = d4 / 8 starts in word `first` (2 bytes in where k is odd); its scale is that
     // word's low (even) or high (odd) half, and value word t = d4 % 8 is word first + t + 1
     // (odd) or the high half of first + t and the low half of first + t + 1 (even).
     const uint d4 = w % D4, k = d4 / 8u, t = d4 % 8u;
     const uint first = (w / D4) * (KV_ROW_BYTES / 4u) + (k * 34u) / 4u;
-    const bool odd = (k & 1u) != 0u;
-    const uint x0 = values ? v_words[first] : k_words[first];
-    const uint lo = values ? v_words[first + t] : k_words[first + t];
-    const uint hi = values ? v_words[first + t + 1u] : k_words[first + t + 1u];
-    const float d = cache_decode_f16(odd ? x0 >> 16 : x0);
-    const uint q = odd ? hi : (lo >> 16) | (hi << 16);
-    return d * vec4(q8_value(q, 0u), q8_value(q, 1u), q8_value(q, 2u), q8_value(q, 3u));
+    return values ? uvec4(v_words[first], v_words[first + t], v_words[first + t + 1u], 0u)
+                  : uvec4(k_words[first], k_words[first + t], k_words[first + t + 1u], 0u);
   }
-  const uint row_byte = (w / D4) * KV_ROW_BYTES, d4 = w % D4;
-  return values ? v_cache_decode4(KV_FORMAT, row_byte, d4, v_row_scale) : k_cache_decode4(KV_FORMAT, row_byte, d4, k_row_scale);
+  // Other q8_0 rows: the word holding the scale, and the one or two holding the 4 int8 (2 bytes
+  // into a word where the block starts 2 bytes into one; the second is read only then, as it may
+  // lie past the cache).
+  const uint blk = (w / D4) * KV_ROW_BYTES + (w % D4 / 8u) * 34u, at = blk + 2u + (w % D4 % 8u) * 4u;
+  const uint x0 = values ? v_words[blk >> 2] : k_words[blk >> 2];
+  const uint lo = values ? v_words[at >> 2] : k_words[at >> 2];
+  const uint hi = (at & 3u) == 0u ? 0u : values ? v_words[(at >> 2) + 1u] : k_words[(at >> 2) + 1u];
+  return uvec4(x0, lo, hi, 0u);
 }
+vec4 kv_decode(uvec4 r, uint w, bool values) {
+  if (KV_FORMAT == CACHE_F32) return uintBitsToFloat(r);
+  if (KV_FORMAT == CACHE_F16) return unpack4(r.xy);
+  if (KV_FORMAT == CACHE_BF16) return unpack4_bf16(r.xy);
+  if (KV_FORMAT == CACHE_FP8_E4M3)
+    return vec4(cache_decode_fp8x2(r.x & 0xffffu), cache_decode_fp8x2(r.x >> 16)) * (values ? v_row_scale : k_row_scale);
+  float d;
+  uint q;
+  if (Q8_ROWS_ON_WORDS) {
+    const bool odd = ((w % D4 / 8u) & 1u) != 0u;
+    d = cache_decode_f16(odd ? r.x >> 16 : r.x);
+    q = odd ? r.z : (r.y >> 16) | (r.z << 16);
+  } else {
+    const uint blk = (w / D4) * KV_ROW_BYTES + (w % D4 / 8u) * 34u;
+    d = cache_decode_f16(r.x >> ((blk & 2u) * 8u));
+    q = (blk & 2u) != 0u ? r.y : (r.y >> 16) | (r.z << 16);  // the int8 start on a word where the block does not
+  }
+  return d * vec4(q8_value(q, 0u), q8_value(q, 1u), q8_value(q, 2u), q8_value(q, 3u));
+}
+vec4 load_kv(uint w, bool values) { return kv_decode(kv_fetch(w, values), w, values); }
 vec4 load_k(uint w) { return load_kv(w, false); }
 vec4 load_v(uint w) { return load_kv(w, true); }
 

@@ -45,10 +45,24 @@ const bool BLOCK_BASES = RELPOS_ATTN_TILED_BLOCK_BASES(PAGED, STEP);
 shared vec4 part_acc[RELPOS_ATTN_DECODE_PART_WORDS(GROUPS, D4)];  // [GROUPS][D4]
 shared float part_stat[RELPOS_ATTN_DECODE_PART_STATS(GROUPS)];    // [GROUPS][m, l, w_lo, w_hi]
 
-// The K/V load interface: word `at` of k or v as four floats, a cache format decoded
-// (attention_bindings.glsl's load_kv).
-vec4 key_at(uint at) { return load_k(at); }
-vec4 value_at(uint at) { return load_v(at); }
+// The first word of key u of the group's KEYS keys of the step from key j0 (past the end: the last
+// key again, finite and masked), each found once (paged: one table load per key, or with
+// BLOCK_BASES none: `base` is the first word of the step's block).
+uint step_key_word(uint j0, uint u, uint j_end, uint base, uint kv_word, uint b, uint hk, uint grp) {
+  if (!BLOCK_BASES) return key_word(kv_word, b, hk, min(j0 + grp + u * GROUPS, j_end - 1u));
+  // One address per lane, the others a uniform stride on. Within a block a later key lies further
+  // on, so where the step holds the last key (j_end - 1), a key past it is clamped to it by its
+  // address (uniform).
+  const uint key_stride = pc.kv_heads * D4, block_mask = (1u << PAGED) - 1u;
+  const uint first = base + ((j0 & block_mask) + grp) * key_stride;  // a multiply per step, not a register held
+  const uint last = j_end - j0 <= STEP ? base + ((j_end - 1u) & block_mask) * key_stride : 0xffffffffu;
+  return min(first + u * (GROUPS * key_stride), last);
+}
+
+// The bits of word d of a key or value from word `at` (a word past the head: zero, never used).
+// (A function of one word: a step's words as an out parameter, an array sized by specialisation
+// constants, came back wrong on lavapipe with groups of 3 and 4 heads at head_dim 32.)
+uvec4 fetch_word(uint at, uint d, bool values) { return D4 % KG == 0u || d < D4 ? kv_fetch(at + d, values) : uvec4(0u); }
 
 float group_sum(float x) {
   [[unroll]] for (uint bit = 1u; bit < KG; bit <<= 1) x += subgroupShuffleXor(x, bit);
@@ -145,20 +159,16 @@ void main() {
   // and the words between two keys of a block.
   uint base = 0u;
   if (BLOCK_BASES && j_begin < j_end) base = block_base(b, hk, j_begin >> PAGED);
-  const uint key_stride = pc.kv_heads * D4, block_mask = (1u << PAGED) - 1u;
+  const uint block_mask = (1u << PAGED) - 1u;
   for (uint j0 = j_begin; j0 < j_end; j0 += STEP) {
-    // The group's KEYS keys (past the end: the last key again, finite and masked), each found once
-    // (paged: one table load per key or one per block, not one per word).
+    // The step's keys' words and (VALUES_WITH_KEYS) values' as loaded, all loads issued before any
+    // is used: decoded where used.
     uint at[KEYS];
-    if (BLOCK_BASES) {
-      // One address per lane, the others a uniform stride on. Within a block a later key lies
-      // further on, so where the step holds the last key (j_end - 1), a key past it is clamped to
-      // it by its address (uniform).
-      const uint first = base + ((j0 & block_mask) + grp) * key_stride;  // a multiply per step, not a register held
-      const uint last = j_end - j0 <= STEP ? base + ((j_end - 1u) & block_mask) * key_stride : 0xffffffffu;
-      [[unroll]] for (uint u = 0u; u < KEYS; ++u) at[u] = min(first + u * (GROUPS * key_stride), last);
-    } else {
-      [[unroll]] for (uint u = 0u; u < KEYS; ++u) at[u] = key_word(kv_word, b, hk, min(j0 + grp + u * GROUPS, j_end - 1u));
+    [[unroll]] for (uint u = 0u; u < KEYS; ++u) at[u] = step_key_word(j0, u, j_end, base, kv_word, b, hk, grp);
+    uvec4 key_bits[KEYS * QW], value_bits[KEYS * QW];
+    [[unroll]] for (uint t = 0u; t < KEYS * QW; ++t) {
+      key_bits[t] = fetch_word(at[t / QW], e + t % QW * KG, false);
+      value_bits[t] = VALUES_WITH_KEYS != 0u ? fetch_word(at[t / QW], e + t % QW * KG, true) : uvec4(0u);
     }
     // Each key's words loaded once, scored against every head's query.
     float x[HEADS * KEYS];
@@ -168,7 +178,7 @@ void main() {
       [[unroll]] for (uint k = 0u; k < QW; ++k) {
         const uint d = e + k * KG;
         if (D4 % KG == 0u || d < D4) {
-          const vec4 key = key_at(at[u] + d);
+          const vec4 key = kv_decode(key_bits[u * QW + k], at[u] + d, false);
           [[unroll]] for (uint c = 0u; c < HEADS; ++c) x[c * KEYS + u] += dot(q[c * QW + k], key);
         }
       }
@@ -240,7 +250,7 @@ void main() {
       [[unroll]] for (uint k = 0u; k < QW; ++k) {
         const uint d = e + k * KG;
         if (D4 % KG == 0u || d < D4) {
-          const vec4 value = value_at(at[u] + d);
+          const vec4 value = kv_decode(VALUES_WITH_KEYS != 0u ? value_bits[u * QW + k] : kv_fetch(at[u] + d, true), at[u] + d, true);
           [[unroll]] for (uint c = 0u; c < HEADS; ++c) acc[c * QW + k] += x[c * KEYS + u] * value;
         }
       }

@@ -72,7 +72,8 @@
   X(6, BIAS_MODE, uint, 0u) /* RELPOS_ATTN_*: only its own code is compiled */ \
   X(7, PAGED, uint, 0u)                                                        \
   X(8, KV_FORMAT, uint, 0u) /* k and v: a CacheFormat (CACHE_*) */ \
-  X(9, HEADS, uint, 1u)     /* heads of one kv head per workgroup, each key read once for them */
+  X(9, HEADS, uint, 1u)     /* heads of one kv head per workgroup, each key read once for them */ \
+  X(10, VALUES_WITH_KEYS, uint, 1u) /* 1: a step's values load with its keys, 0: after its weights */
 
 // The same twelve bindings in both kernel classes, so that one host path binds either. Shaw has no
 // other bias input: its rel_values take BIAS (one binding fewer for every shader: the runtime binds
