@@ -24,20 +24,25 @@ void main() {
   const uint w = pc.first + gl_GlobalInvocationID.x;
   if (w >= pc.end) return;
   const uint row = w / D4, d = w % D4;
-  float m = NEG_INF;
-  for (uint n = 0u; n < pc.parts; ++n) m = max(m, in_lse[n * pc.lse_part_stride + row * pc.lse_row_stride - pc.lse_shift]);
+  // One pass, rescaled where the maximum rises: each part's lse is read once (a packed call's
+  // prefill rows hold a few parts of many, the rest -inf: their reads were most of the merge on
+  // lavapipe).
+  float m = NEG_INF, sum = 0.0;
   vec4 acc = vec4(0.0);
-  float sum = 0.0;
-  if (m != NEG_INF) {
-    for (uint n = 0u; n < pc.parts; ++n) {
-      const float l = in_lse[n * pc.lse_part_stride + row * pc.lse_row_stride - pc.lse_shift];
-      if (l == NEG_INF) continue;
-      const float e = exp(l - m);
-      sum += e;
-      acc += e * load_part(n * pc.part_stride + row * pc.row_stride + d - pc.in_shift);
+  for (uint n = 0u; n < pc.parts; ++n) {
+    const float l = in_lse[n * pc.lse_part_stride + row * pc.lse_row_stride - pc.lse_shift];
+    if (l == NEG_INF) continue;
+    if (l > m) {
+      const float c = m == NEG_INF ? 0.0 : exp(m - l);
+      acc *= c;
+      sum *= c;
+      m = l;
     }
-    acc /= sum;
+    const float e = exp(l - m);
+    sum += e;
+    acc += e * load_part(n * pc.part_stride + row * pc.row_stride + d - pc.in_shift);
   }
+  if (m != NEG_INF) acc /= sum;
   if (OUT_HALF != RELPOS_STORE_F32) o16[w - pc.out_shift] = pack4_storage(OUT_HALF, acc);
   else o32[w - pc.out_shift] = acc;
   if (d == 0u) out_lse[row - pc.lse_out_shift] = m == NEG_INF ? NEG_INF : m + log(sum);

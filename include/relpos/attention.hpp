@@ -236,7 +236,7 @@ struct AttentionMergeParams {
   std::uint64_t rows = 0;
   std::uint32_t head_dim = 0;  // a multiple of 4, at most AttentionParams::kMaxHeadDim
   DType dtype = DType::F32;    // of the partial and merged outputs: F32, F16 or BF16 (lse is always float32)
-  // The GPU merge loops over the parts twice in each invocation, within the shader loop bound.
+  // The GPU merge loops over the parts in each invocation: half the shader loop bound.
   static constexpr std::uint32_t kMaxParts = 16384;
   void validate() const;
 };

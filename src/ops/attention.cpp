@@ -42,8 +42,8 @@ void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& b)
 void attention_merge(Recorder& r, const AttentionMergeParams& p, const Buffer& partial_out, const Buffer& partial_lse,
                      const Buffer& out, const Buffer* lse) {
   p.validate();
-  // attention_merge.comp loops over the parts twice in each invocation (their largest lse, then
-  // the weighted sum).
+  // attention_merge.comp loops over the parts once in each invocation; the published limit is
+  // half the bound (it looped twice before), which leaves room for a second pass.
   constexpr std::uint32_t max_parts = AttentionMergeParams::kMaxParts;
   static_assert(2 * max_parts <= RELPOS_MAX_LOOP_ITERATIONS);
   require(p.parts <= max_parts, "parts", std::to_string(p.parts),
