@@ -216,17 +216,25 @@ TEST_F(AttentionFormatsGpu, DecodingGroupsThatNoSlabDivides) {
 }
 
 // attention_decode loads a step's values with its keys where a lane's registers hold both; where
-// they do not (Shaw over an f32 cache at head_dim 128 in subgroups of 8: a key's words, its rel_keys
-// row and its value would take 48 registers), one key a step, its value loaded after the weights.
-// That form, contiguous and paged, split or not (AttentionSplits checks which shapes take it).
+// they do not (Shaw over an f32 cache at head_dim 128 with shuffles within 8 lanes, as lavapipe's
+// and dg2's subgroups: a key's and its value's 4 words each, with their rel_keys and rel_values
+// rows, would take 64 registers),
+// one key a step, its value loaded after the weights. That form, contiguous and paged, split or not
+// (AttentionSplits checks which shapes take it), on any device: shuffles within 8 lanes also lie
+// within a wider subgroup.
 TEST_F(AttentionFormatsGpu, DecodingWithValuesLoadedAfterTheWeights) {
   std::mt19937 rng(2051);
+  Context ctx = test::gpu_kernels_tiles(32768, 64, 0, true, 0, 8);
   for (const bool paged : {false, true}) {
     AttentionParams p{.batch = 2, .heads = 2, .kv_heads = 2, .queries = 1, .keys = 300, .head_dim = 128, .causal = true,
                       .bias = AttentionBias::Shaw, .max_relative_position = 6};
     if (!paged) p.query_offset = p.keys - 1;
-    if (paged) p.key_splits = 3;
-    expect_format_case(Kernels::Gpu, rng, p, CacheFormat::F32, paged ? std::vector<std::int32_t>{300, 129} : std::vector<std::int32_t>{});
+    if (paged) {
+      p.key_splits = 3;
+      p.paged.block_size = 16;
+      p.paged.max_blocks = (p.keys + 15) / 16;
+    }
+    expect_matches(ctx, paged ? make_case(rng, p, CacheFormat::F32, true, {300, 129}) : make_case(rng, p, CacheFormat::F32, false));
   }
 }
 

@@ -38,10 +38,10 @@ constexpr std::uint32_t kPrefillRows = 16;
 constexpr std::uint32_t kDecodeKeysPerGroup = 8, kDecodeScores = 16;
 
 // attention_decode: registers of a lane for a step's loads in flight (its words of the keys and
-// values as loaded), fewer with more heads, each of which holds its query and output words and its
-// scores: 32 for one head, 20 for 4 (the most without spills on Xe2 and within 128 VGPRs on
-// RDNA2 with Mesa 22.3 at head_dim 64 to 128; 24 spilled Shaw's 4 heads on Xe2).
-std::uint32_t decode_load_registers(std::uint32_t heads) { return 16 + 16 / heads; }
+// values as loaded), fewer with several heads, each of which holds its query and output words and
+// its scores: 32 for one head, 24 for more (32 with 4 heads spilled on Xe2 (bmg, lnl) and took
+// navi21 with Mesa 22.3 past 128 VGPRs at head_dim 64).
+std::uint32_t decode_load_registers(std::uint32_t heads) { return heads == 1 ? 32 : 24; }
 
 // Registers a word of 4 values of the cache takes as loaded (before decoding).
 std::uint32_t loaded_registers(CacheFormat f) {
@@ -227,17 +227,20 @@ AttentionDecodeShape attention_decode_shape(const AttentionTiles& tiles, const A
   if (RELPOS_ATTN_DECODE_SHARED_BYTES(lanes / kg, D4) > tiles.shared_budget) return {};
   // Keys per step and whether its values load with its keys: the fewest memory round trips per key
   // (values with the keys: one a step, else two) within the registers for loads in flight and for
-  // scores; where two tie, the values with the keys (fewer scores held). A decoding step waits on
-  // memory: on an H100 (2026-11-27, the paged decode bench, 8/2 heads: 4 heads of a word a lane) 4
-  // keys with their values took 1.24-1.29x the share of the copy ceiling of 2 keys whose values
-  // loaded after the weights (f16, bf16 and q8_0 caches; fp8 1.0x).
-  // Shaw's keys near the diagonal add a float32 row of rel_keys to each key's loads.
-  const std::uint32_t words = div_up(D4, kg), loaded = loaded_registers(p.cache());
-  const std::uint32_t key_loaded = loaded + (bias_family(p.bias).kernel_mode == RELPOS_ATTN_SHAW ? 4 : 0);
+  // scores; where two tie, the values with the keys (fewer registers of decoded words: 8 keys
+  // after the weights took navi21 from 9 waves to 5 where 4 with their values keep 9). A decoding
+  // step waits on memory: on an H100 (2026-11-27, the paged decode bench, 8/2 heads: 4 heads of a
+  // word a lane) 4 keys a step with their values took 1.24-1.29x the share of the copy ceiling of 2
+  // (f16, bf16 and q8_0 caches; fp8 1.0x); with the keys held, loading the values with them
+  // measured the same there (its compiler hoists the loads itself; ACO does not).
+  // Shaw's keys near the diagonal add a float32 row of rel_keys to each key's loads, and one of
+  // rel_values to each value's.
+  const std::uint32_t words = div_up(D4, kg);
+  const std::uint32_t loaded = loaded_registers(p.cache()) + (bias_family(p.bias).kernel_mode == RELPOS_ATTN_SHAW ? 4 : 0);
   std::uint32_t keys = 1, with_values = 0;
   for (std::uint32_t k = 1; k <= kDecodeKeysPerGroup && heads * k <= kDecodeScores; k *= 2)
     for (std::uint32_t v = 0; v <= 1; ++v)
-      if (k * words * (key_loaded + v * loaded) <= decode_load_registers(heads) && (2 - v) * keys < (2 - with_values) * k) {
+      if (k * words * loaded * (1 + v) <= decode_load_registers(heads) && (2 - v) * keys < (2 - with_values) * k) {
         keys = k;
         with_values = v;
       }

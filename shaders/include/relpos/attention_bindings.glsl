@@ -70,9 +70,10 @@ uvec4 kv_fetch(uint w, bool values) {
     return values ? uvec4(v_words[first], v_words[first + t], v_words[first + t + 1u], 0u)
                   : uvec4(k_words[first], k_words[first + t], k_words[first + t + 1u], 0u);
   }
-  // Other q8_0 rows: the word holding the scale, and the one or two holding the 4 int8 (2 bytes
-  // into a word where the block starts 2 bytes into one; the second is read only then, as it may
-  // lie past the cache).
+  // Other q8_0 rows: the word holding the scale, and the one or two holding the 4 int8 (a block
+  // starts on an even byte: where it starts on a word, its int8 start 2 bytes into one and take a
+  // second word, of the same block; where it starts 2 bytes in, theirs are one whole word, and the
+  // word after it, which may lie past the cache, is not read).
   const uint blk = (w / D4) * KV_ROW_BYTES + (w % D4 / 8u) * 34u, at = blk + 2u + (w % D4 % 8u) * 4u;
   const uint x0 = values ? v_words[blk >> 2] : k_words[blk >> 2];
   const uint lo = values ? v_words[at >> 2] : k_words[at >> 2];
