@@ -43,7 +43,7 @@ void attention_merge(Recorder& r, const AttentionMergeParams& p, const Buffer& p
                      const Buffer& out, const Buffer* lse) {
   p.validate();
   // attention_merge.comp loops over the parts once in each invocation; the published limit is
-  // half the bound (it looped twice before), which leaves room for a second pass.
+  // half the bound, which leaves room for a second pass.
   constexpr std::uint32_t max_parts = AttentionMergeParams::kMaxParts;
   static_assert(2 * max_parts <= RELPOS_MAX_LOOP_ITERATIONS);
   require(p.parts <= max_parts, "parts", std::to_string(p.parts),

@@ -113,7 +113,8 @@ vec4 load_v(uint w) { return load_kv(w, true); }
 //     rows are D4 words.
 //   q8_0 with rows on words (Q8_ROWS_ON_WORDS): each block is the 9 words it overlaps, 9 loads for
 //     32 values (word by word: a scale and two words per 4).
-//   fp8: a row (head_dim bytes) starts on a word, so each 4 values are one load.
+//   Others word by word (load_kv; fp8: a row, head_dim bytes, starts on a word, so each 4 values
+//     are one load already).
 // (No && or ||: glslang makes a specialisation constant's a branch, outside any function.)
 const bool KV_PAIRS = (KV_FORMAT == CACHE_F16 ? 1u : KV_FORMAT == CACHE_BF16 ? 1u : 0u) * (D4 % 2u == 0u ? 1u : 0u) != 0u;
 layout(std430, binding = BINDING_K) readonly buffer KPairs { uvec4 k_pairs[]; };
@@ -122,8 +123,8 @@ void load_kv_row(uint w, bool values, out vec4 row[D4]) {
   if (KV_PAIRS) {
     [[unroll]] for (uint d = 0u; d < D4; d += 2u) {
       const uvec4 u = values ? v_pairs[(w + d) / 2u] : k_pairs[(w + d) / 2u];
-      row[d] = KV_FORMAT == CACHE_BF16 ? unpack4_bf16(u.xy) : unpack4(u.xy);
-      row[d + 1u] = KV_FORMAT == CACHE_BF16 ? unpack4_bf16(u.zw) : unpack4(u.zw);
+      row[d] = kv_decode(uvec4(u.xy, 0u, 0u), w + d, values);
+      row[d + 1u] = kv_decode(uvec4(u.zw, 0u, 0u), w + d + 1u, values);
     }
   } else if (Q8_ROWS_ON_WORDS) {
     const uint row_word = (w / D4) * (KV_ROW_BYTES / 4u);
@@ -131,19 +132,13 @@ void load_kv_row(uint w, bool values, out vec4 row[D4]) {
       const uint first = row_word + (k * 34u) / 4u;  // the word holding the block's first byte
       uint x[9];
       [[unroll]] for (uint t = 0u; t < 9u; ++t) x[t] = values ? v_words[first + t] : k_words[first + t];
+      // kv_decode's q8_0 words, the scale decoded once for the block's 8.
       const bool odd = (k & 1u) != 0u;  // the block starts 2 bytes into word `first`
       const float d = cache_decode_f16(odd ? x[0] >> 16 : x[0]);
       [[unroll]] for (uint t = 0u; t < 8u; ++t) {
         const uint q = odd ? x[t + 1u] : (x[t] >> 16) | (x[t + 1u] << 16);
         row[k * 8u + t] = d * vec4(q8_value(q, 0u), q8_value(q, 1u), q8_value(q, 2u), q8_value(q, 3u));
       }
-    }
-  } else if (KV_FORMAT == CACHE_FP8_E4M3) {
-    const uint row_word = w / D4 * D4;  // head_dim bytes: D4 words
-    const float scale = values ? v_row_scale : k_row_scale;
-    [[unroll]] for (uint d = 0u; d < D4; ++d) {
-      const uint b = values ? v_words[row_word + d] : k_words[row_word + d];
-      row[d] = vec4(cache_decode_fp8x2(b & 0xffffu), cache_decode_fp8x2(b >> 16)) * scale;
     }
   } else {
     [[unroll]] for (uint d = 0u; d < D4; ++d) row[d] = load_kv(w + d, values);
