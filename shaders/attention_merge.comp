@@ -3,6 +3,7 @@
 // word of the merged output. Parts with lse = -inf (every key masked) weigh nothing; a row masked
 // in every part gives zeros and -inf.
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 #include "relpos_contract/attention.h"
 #include "relpos_push/attention_merge.h"
 #include "relpos/storage16.glsl"
@@ -24,23 +25,36 @@ void main() {
   const uint w = pc.first + gl_GlobalInvocationID.x;
   if (w >= pc.end) return;
   const uint row = w / D4, d = w % D4;
-  // One pass, rescaled where the maximum rises: each part's lse is read once (a packed call's
-  // prefill rows hold a few parts of many, the rest -inf: their reads were most of the merge on
-  // lavapipe).
+  // One pass over the parts, CHUNK at a time, rescaled where the maximum rises: each part's lse is
+  // read once (a packed call's prefill rows hold a few parts of many, the rest -inf: their reads
+  // were most of the merge on lavapipe), and a chunk's lse loads, then its parts' loads, are issued
+  // together, so that the loop waits on memory twice a chunk, not twice a part (a decoding step's
+  // 128 parts a row, one at a time, were most of that step on an H100).
+  const uint CHUNK = 8u;
   float m = NEG_INF, sum = 0.0;
   vec4 acc = vec4(0.0);
-  for (uint n = 0u; n < pc.parts; ++n) {
-    const float l = in_lse[n * pc.lse_part_stride + row * pc.lse_row_stride - pc.lse_shift];
-    if (l == NEG_INF) continue;
-    if (l > m) {
-      const float c = m == NEG_INF ? 0.0 : exp(m - l);
+  for (uint n0 = 0u; n0 < pc.parts; n0 += CHUNK) {
+    float l[CHUNK];
+    [[unroll]] for (uint i = 0u; i < CHUNK; ++i)
+      l[i] = n0 + i < pc.parts ? in_lse[(n0 + i) * pc.lse_part_stride + row * pc.lse_row_stride - pc.lse_shift] : NEG_INF;
+    // A part whose keys were all masked (or that had none) may hold anything: never read.
+    vec4 v[CHUNK];
+    [[unroll]] for (uint i = 0u; i < CHUNK; ++i)
+      v[i] = l[i] == NEG_INF ? vec4(0.0) : load_part((n0 + i) * pc.part_stride + row * pc.row_stride + d - pc.in_shift);
+    float top = l[0];
+    [[unroll]] for (uint i = 1u; i < CHUNK; ++i) top = max(top, l[i]);
+    if (top == NEG_INF) continue;
+    if (top > m) {
+      const float c = m == NEG_INF ? 0.0 : exp(m - top);
       acc *= c;
       sum *= c;
-      m = l;
+      m = top;
     }
-    const float e = exp(l - m);
-    sum += e;
-    acc += e * load_part(n * pc.part_stride + row * pc.row_stride + d - pc.in_shift);
+    [[unroll]] for (uint i = 0u; i < CHUNK; ++i) {
+      const float e = l[i] == NEG_INF ? 0.0 : exp(l[i] - m);
+      sum += e;
+      acc += e * v[i];
+    }
   }
   if (m != NEG_INF) acc /= sum;
   if (OUT_HALF != RELPOS_STORE_F32) o16[w - pc.out_shift] = pack4_storage(OUT_HALF, acc);

@@ -371,6 +371,42 @@ TEST_F(AttentionGpu, MergeOpMatchesWholeKeyRange) {
   }
 }
 
+// The merge takes the parts a chunk at a time: any count (one chunk, a chunk +-1, two and a
+// part), and a part whose lse is -inf is never read, whatever it holds (a split with no keys
+// writes nothing); a row with every part -inf gives zeros and -inf.
+TEST_F(AttentionGpu, MergeSkipsMaskedPartsWhateverTheyHold) {
+  std::mt19937 rng(31);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  for (const std::uint32_t parts : {1u, 7u, 8u, 9u, 17u}) {
+    const std::uint32_t rows = 3, D = 8;
+    auto parts_out = random_floats(rng, std::size_t{parts} * rows * D, -1.0f, 1.0f);
+    auto parts_lse = random_floats(rng, std::size_t{parts} * rows, -20.0f, 5.0f);
+    auto held = parts_out;  // what the masked parts hold: NaN and infinities
+    for (std::uint32_t n = 0; n < parts; ++n)
+      for (std::uint32_t row = 0; row < rows; ++row) {
+        float& l = parts_lse[std::size_t{n} * rows + row];
+        if (row == 2 || (n % 3 == 1 && parts > 1)) l = -inf;  // row 2: masked in every part
+        if (l != -inf) continue;
+        for (std::uint32_t d = 0; d < D; ++d) {
+          const std::size_t at = (std::size_t{n} * rows + row) * D + d;
+          parts_out[at] = 0.0f;
+          held[at] = d % 2 ? nan : inf;
+        }
+      }
+    const AttentionMergeParams mp{parts, rows, D, DType::F32};
+    Buffer po = make_buffer(gpu(), held), pl = make_buffer(gpu(), parts_lse);
+    Buffer out(gpu(), rows * D * 4), lse(gpu(), rows * 4);
+    run(gpu(), [&](Recorder& r) { attention_merge(r, mp, po, pl, out, &lse); });
+    const AttentionResult want = attention_merge_reference(mp, parts_out, parts_lse);
+    const auto got = out.download<float>(rows * D);
+    const auto got_lse = lse.download<float>(rows);
+    EXPECT_LE(normalised_error(got, want.out), kTolF32) << parts << " parts";
+    EXPECT_LE(normalised_error(got_lse, want.lse), kTolF32) << parts << " parts";
+    for (std::uint32_t d = 0; d < D; ++d) EXPECT_EQ(got[2 * D + d], 0.0f) << parts << " parts";
+    EXPECT_EQ(got_lse[2], -inf) << parts << " parts";
+  }
+}
+
 // The merge loops over the parts in each invocation: up to RELPOS_MAX_LOOP_ITERATIONS / 2 = 16384
 // parts merge correctly (parts with lse = -inf among them), one more is refused by name.
 TEST_F(AttentionGpu, MergeOfTheMostPartsAndTooMany) {
