@@ -137,6 +137,14 @@ TEST(Cli, BenchJsonHasTheDocumentedFields) {
     EXPECT_NE(r.output.find(field), std::string::npos) << field << " in " << r.output;
 }
 
+// --skip-cpu times no CPU reference; --hold-ms runs the op before timing it (on any device).
+TEST(Cli, BenchSkipsTheCpuReferenceAndHoldsTheClockOnRequest) {
+  auto r = tool("bench --json --filter t5-bias --repeat 1 --short --skip-cpu --hold-ms 50");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("\"cpu_ms\": 0.0"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("\"speedup_vs_cpu\": 0.0"), std::string::npos) << r.output;
+}
+
 // Cases whose target is a ratio to another implementation time it in the same submission.
 TEST(Cli, BenchJsonReportsTheSameSubmissionBaseline) {
   auto r = tool("bench --json --filter attention --repeat 1 --short");
@@ -627,6 +635,7 @@ TEST(Cli, NumbersNameTheFlagTheValueAndTheLimit) {
            {"run alibi-slopes --heads 4 --max-bias 1e999 --out " + temp("n.npy"), "--max-bias = 1e999: must be a finite number in"},
            {"run sinusoidal --positions 4 --dim 8 --max-wavelength 0x10 --out " + temp("n.npy"), "--max-wavelength = 0x10: must be a finite number in"},
            {"bench --repeat 0", "--repeat = 0: must be a whole number in [1, 1000]"},
+           {"bench --hold-ms -1", "--hold-ms = -1: must be a whole number in [0, 60000]"},
            {"--device 99999999999999999999999 devices", "device index 99999999999999999999999 is out of range"},
        }) {
     auto r = tool(args);

@@ -18,7 +18,7 @@ namespace relpos::tool {
 int devices_command(const std::string& selector);
 int check_command(Registry& reg, const std::string& filter, bool quick);
 int fuzz_command(Registry& reg, const FuzzOptions& options);
-int bench_command(Registry& reg, const std::string& filter, bool json, bool short_run, int repeat);
+int bench_command(Registry& reg, const BenchOptions& options);
 int stats_command(Registry& reg, const std::string& filter, bool json, const std::string& head_dims, bool summary);
 
 namespace {
@@ -179,14 +179,18 @@ int main(int argc, char** argv) {
   auto* fuzz = app.add_subcommand("fuzz", "differential fuzzing: random ops, shapes and parameters against the CPU reference");
   add_fuzz_options(*fuzz, fuzz_options);
 
-  std::string bench_filter;
-  bool json = false, short_run = false;
+  BenchOptions bench_options;
   int repeat = 0;
   auto* bench = app.add_subcommand("bench", "benchmark the shaders: GPU timestamps, ceilings and CPU reference");
-  bench->add_flag("--json", json, "print a JSON list of records");
-  bench->add_flag("--short", short_run, "only the short benchmark (what the main command runs)");
-  bench->add_option("--filter", bench_filter, "only ops whose name contains this");
+  bench->add_flag("--json", bench_options.json, "print a JSON list of records");
+  bench->add_flag("--short", bench_options.short_run, "only the short benchmark (what the main command runs)");
+  bench->add_option("--filter", bench_options.filter, "only ops whose name contains this");
+  bench->add_flag("--skip-cpu", bench_options.skip_cpu, "do not time the CPU reference (cpu_ms 0)");
   add_number(*bench, "--repeat", repeat, "timed repetitions (default 10, 5 with --short)", 1, 1000);
+  add_number(*bench, "--hold-ms", bench_options.hold_ms,
+             "run each op this many milliseconds before timing it, so that a GPU's clock is the one it holds under load "
+             "(default 500 on a GPU, 0 on a CPU device)",
+             0, 60000);
 
   PlotOptions plot_options;
   auto* plot = app.add_subcommand("plot", "draw one [Q, K] slice of a .npy array as a heat map PNG (no device needed)");
@@ -204,7 +208,10 @@ int main(int argc, char** argv) {
     else if (*fuzz) status = fuzz_command(reg, fuzz_options);
     else if (*stats) status = stats_command(reg, stats_filter, stats_json, stats_head_dims, stats_summary);
     else if (*plot) status = plot_command(plot_options);
-    else if (*bench) status = bench_command(reg, bench_filter, json, short_run, repeat ? repeat : (short_run ? 5 : 10));
+    else if (*bench) {
+      bench_options.repeat = repeat ? repeat : (bench_options.short_run ? 5 : 10);
+      status = bench_command(reg, bench_options);
+    }
     else
       for (const auto& r : reg.runs)
         if (*r.cmd) {
