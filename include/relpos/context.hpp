@@ -31,6 +31,9 @@ struct DeviceInfo {
 };
 
 // The limits relpos plans its dispatches with: read from the device, never assumed.
+// A PCI vendor id (DeviceLimits::vendor_id).
+inline constexpr std::uint32_t kVendorNvidia = 0x10de;
+
 struct DeviceLimits {
   std::uint64_t max_storage_buffer_range = 0;
   std::uint64_t min_storage_buffer_offset_alignment = 0;
@@ -50,6 +53,9 @@ struct DeviceLimits {
   // their width), where it says: VK_NV_shader_sm_builtins or VK_AMD_shader_core_properties. 0: not
   // known.
   std::uint64_t resident_invocations = 0;
+  // The PCI vendor (VkPhysicalDeviceProperties::vendorID): kernels' register budgets follow the
+  // vendor's compiler.
+  std::uint32_t vendor_id = 0;
   double timestamp_period_ns = 0.0;
   bool timestamps = false;  // the compute queue supports timestamp queries
 };

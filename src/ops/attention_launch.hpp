@@ -35,6 +35,12 @@ struct AttentionTiles {
   // attention_fused decoding: the most query heads of one kv head a lane takes (a CPU device: 8,
   // each key and value load a per-lane gather that they all share; 1 on a GPU)
   std::uint32_t decode_rows = 1;
+  // attention_decode: registers of a lane for a step's loads in flight (its words of the keys and
+  // values as loaded) with one head and with more (each of which holds its query and output words
+  // and its scores), and for its scores (a key's for each head). The default is what AMD's and
+  // Intel's compilers hold: 32 of loads with 4 heads spilled on Xe2 (bmg, lnl) and took navi21 with
+  // Mesa 22.3 past 128 VGPRs at head_dim 64; 32 scores went past them too.
+  std::uint32_t decode_loads_one_head = 32, decode_loads = 24, decode_scores = 16;
 };
 AttentionTiles attention_tiles(const Context& ctx);
 // The GPU class's tiles on a device of these limits (forced_lanes: a test's workgroup size, 0 none).

@@ -227,6 +227,7 @@ void read_limits(Device& d) {
   if (has_core)
     o.resident_invocations = std::uint64_t{core.shaderEngineCount} * core.shaderArraysPerEngineCount * core.computeUnitsPerShaderArray *
                              core.simdPerComputeUnit * core.wavefrontsPerSimd * core.wavefrontSize;
+  o.vendor_id = p2.properties.vendorID;
   o.timestamp_period_ns = l.timestampPeriod;
   std::uint32_t n = 0;
   fn.vkGetPhysicalDeviceQueueFamilyProperties(d.physical, &n, nullptr);
