@@ -1,7 +1,8 @@
 #version 450
-// Log-sum-exp merge of attention computed over disjoint key blocks: one invocation per 4-element
-// word of the merged output. Parts with lse = -inf (every key masked) weigh nothing; a row masked
-// in every part gives zeros and -inf.
+// Log-sum-exp merge of attention computed over disjoint key blocks: PART_LANES invocations per
+// 4-element word of the merged output, each merging every PART_LANES-th chunk of the parts, met
+// through shared memory. Parts with lse = -inf (every key masked) weigh nothing; a row masked in
+// every part gives zeros and -inf.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #include "relpos_contract/attention.h"
@@ -20,10 +21,19 @@ layout(std430, binding = BINDING_LSE) writeonly buffer OutLse { float out_lse[];
 
 vec4 load_part(uint w) { return IN_HALF != RELPOS_STORE_F32 ? unpack4_storage(IN_HALF, in16[w]) : in32[w]; }
 
+// Each lane's running maximum and sum, and its sums of the parts, for the lanes of its word
+// (PART_LANES > 1).
+const uint WORDS = WG_X / PART_LANES;  // words a workgroup
+shared vec2 lane_stats[WG_X];
+shared vec4 lane_acc[WG_X];
+
 void main() {
   const float NEG_INF = uintBitsToFloat(0xff800000u);
-  const uint w = pc.first + gl_GlobalInvocationID.x;
-  if (w >= pc.end) return;
+  // Lane t takes word t % WORDS of the workgroup's (consecutive lanes read consecutive words of a
+  // part) and every PART_LANES-th chunk of its parts from chunk t / WORDS.
+  const uint t = gl_LocalInvocationID.x, share = t / WORDS;
+  const uint w = pc.first + gl_WorkGroupID.x * WORDS + t % WORDS;
+  const bool live = w < pc.end;  // (no early return: the lanes meet at a barrier)
   const uint row = w / D4, d = w % D4;
   // One pass over the parts, CHUNK at a time, rescaled where the maximum rises: each part's lse is
   // read once (a packed call's prefill rows hold a few parts of many, the rest -inf: their reads
@@ -33,7 +43,7 @@ void main() {
   const uint CHUNK = 8u;
   float m = NEG_INF, sum = 0.0;
   vec4 acc = vec4(0.0);
-  for (uint n0 = 0u; n0 < pc.parts; n0 += CHUNK) {
+  for (uint n0 = share * CHUNK; live && n0 < pc.parts; n0 += CHUNK * PART_LANES) {
     float l[CHUNK];
     [[unroll]] for (uint i = 0u; i < CHUNK; ++i)
       l[i] = n0 + i < pc.parts ? in_lse[(n0 + i) * pc.lse_part_stride + row * pc.lse_row_stride - pc.lse_shift] : NEG_INF;
@@ -56,6 +66,29 @@ void main() {
       acc += e * v[i];
     }
   }
+  if (PART_LANES > 1u) {
+    // Each lane writes its own slot; after the barrier the first lane of each word reads the
+    // slots of its word's other lanes, which nothing writes again.
+    lane_stats[t] = vec2(m, sum);
+    lane_acc[t] = acc;
+    barrier();
+    if (share != 0u) return;
+    float top = m;
+    [[unroll]] for (uint j = 1u; j < PART_LANES; ++j) top = max(top, lane_stats[t + j * WORDS].x);
+    if (top != NEG_INF) {
+      acc = vec4(0.0);
+      sum = 0.0;
+      [[unroll]] for (uint j = 0u; j < PART_LANES; ++j) {
+        const vec2 ms = lane_stats[t + j * WORDS];
+        if (ms.x == NEG_INF) continue;
+        const float c = exp(ms.x - top);
+        sum += ms.y * c;
+        acc += lane_acc[t + j * WORDS] * c;
+      }
+    }
+    m = top;
+  }
+  if (!live) return;
   if (m != NEG_INF) acc /= sum;
   if (OUT_HALF != RELPOS_STORE_F32) o16[w - pc.out_shift] = pack4_storage(OUT_HALF, acc);
   else o32[w - pc.out_shift] = acc;

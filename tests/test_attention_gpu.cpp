@@ -359,15 +359,18 @@ TEST_F(AttentionGpu, MergeOpMatchesWholeKeyRange) {
       parts_lse.insert(parts_lse.end(), part.lse.begin(), part.lse.end());
     }
     const AttentionMergeParams mp{3, rows, p.head_dim, dtype};
-    Buffer po = make_float_buffer(gpu(), parts_out, dtype), pl = make_buffer(gpu(), parts_lse);
-    Buffer out(gpu(), rows * D * dtype_size(dtype)), lse(gpu(), rows * 4);
-    run(gpu(), [&](Recorder& r) { attention_merge(r, mp, po, pl, out, &lse); });
-    const AttentionResult want = attention_reference(p, in.host());
-    const double tol = dtype == DType::F32 ? kTolF32 : 2 * tolerance(dtype);  // f16, bf16: the parts are rounded too
-    EXPECT_LE(normalised_error(download_floats(out, rows * D, dtype), want.out), tol) << dtype_name(dtype);
-    EXPECT_LE(normalised_error(lse.download<float>(rows), want.lse), kTolF32);
-    const AttentionResult ref_merge = attention_merge_reference(mp, rounded_to_storage(parts_out, dtype), parts_lse);
-    EXPECT_LE(normalised_error(download_floats(out, rows * D, dtype), ref_merge.out), tolerance(dtype));
+    for (const Kernels kernels : {Kernels::Cpu, Kernels::Gpu}) {  // one lane a word, or 8 sharing its parts
+      Context& ctx = gpu_kernels(kernels);
+      Buffer po = make_float_buffer(ctx, parts_out, dtype), pl = make_buffer(ctx, parts_lse);
+      Buffer out(ctx, rows * D * dtype_size(dtype)), lse(ctx, rows * 4);
+      run(ctx, [&](Recorder& r) { attention_merge(r, mp, po, pl, out, &lse); });
+      const AttentionResult want = attention_reference(p, in.host());
+      const double tol = dtype == DType::F32 ? kTolF32 : 2 * tolerance(dtype);  // f16, bf16: the parts are rounded too
+      EXPECT_LE(normalised_error(download_floats(out, rows * D, dtype), want.out), tol) << dtype_name(dtype);
+      EXPECT_LE(normalised_error(lse.download<float>(rows), want.lse), kTolF32);
+      const AttentionResult ref_merge = attention_merge_reference(mp, rounded_to_storage(parts_out, dtype), parts_lse);
+      EXPECT_LE(normalised_error(download_floats(out, rows * D, dtype), ref_merge.out), tolerance(dtype));
+    }
   }
 }
 
@@ -377,7 +380,7 @@ TEST_F(AttentionGpu, MergeOpMatchesWholeKeyRange) {
 TEST_F(AttentionGpu, MergeSkipsMaskedPartsWhateverTheyHold) {
   std::mt19937 rng(31);
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
-  for (const std::uint32_t parts : {1u, 7u, 8u, 9u, 17u}) {
+  for (const std::uint32_t parts : {1u, 7u, 8u, 9u, 17u, 63u, 64u, 65u, 129u}) {
     const std::uint32_t rows = 3, D = 8;
     auto parts_out = random_floats(rng, std::size_t{parts} * rows * D, -1.0f, 1.0f);
     auto parts_lse = random_floats(rng, std::size_t{parts} * rows, -20.0f, 5.0f);
@@ -394,16 +397,20 @@ TEST_F(AttentionGpu, MergeSkipsMaskedPartsWhateverTheyHold) {
         }
       }
     const AttentionMergeParams mp{parts, rows, D, DType::F32};
-    Buffer po = make_buffer(gpu(), held), pl = make_buffer(gpu(), parts_lse);
-    Buffer out(gpu(), rows * D * 4), lse(gpu(), rows * 4);
-    run(gpu(), [&](Recorder& r) { attention_merge(r, mp, po, pl, out, &lse); });
     const AttentionResult want = attention_merge_reference(mp, parts_out, parts_lse);
-    const auto got = out.download<float>(rows * D);
-    const auto got_lse = lse.download<float>(rows);
-    EXPECT_LE(normalised_error(got, want.out), kTolF32) << parts << " parts";
-    EXPECT_LE(normalised_error(got_lse, want.lse), kTolF32) << parts << " parts";
-    for (std::uint32_t d = 0; d < D; ++d) EXPECT_EQ(got[2 * D + d], 0.0f) << parts << " parts";
-    EXPECT_EQ(got_lse[2], -inf) << parts << " parts";
+    for (const Kernels kernels : {Kernels::Cpu, Kernels::Gpu}) {
+      SCOPED_TRACE(testing::Message() << parts << " parts, " << (kernels == Kernels::Gpu ? "gpu" : "cpu") << " kernels");
+      Context& ctx = gpu_kernels(kernels);
+      Buffer po = make_buffer(ctx, held), pl = make_buffer(ctx, parts_lse);
+      Buffer out(ctx, rows * D * 4), lse(ctx, rows * 4);
+      run(ctx, [&](Recorder& r) { attention_merge(r, mp, po, pl, out, &lse); });
+      const auto got = out.download<float>(rows * D);
+      const auto got_lse = lse.download<float>(rows);
+      EXPECT_LE(normalised_error(got, want.out), kTolF32);
+      EXPECT_LE(normalised_error(got_lse, want.lse), kTolF32);
+      for (std::uint32_t d = 0; d < D; ++d) EXPECT_EQ(got[2 * D + d], 0.0f);
+      EXPECT_EQ(got_lse[2], -inf);
+    }
   }
 }
 
@@ -416,12 +423,15 @@ TEST_F(AttentionGpu, MergeOfTheMostPartsAndTooMany) {
   auto parts_lse = random_floats(rng, std::size_t{parts} * rows, -20.0f, 5.0f);
   for (std::size_t n = 0; n < parts_lse.size(); n += 7) parts_lse[n] = -std::numeric_limits<float>::infinity();
   const AttentionMergeParams mp{parts, rows, D, DType::F32};
-  Buffer po = make_buffer(gpu(), parts_out), pl = make_buffer(gpu(), parts_lse);
-  Buffer out(gpu(), rows * D * 4), lse(gpu(), rows * 4);
-  run(gpu(), [&](Recorder& r) { attention_merge(r, mp, po, pl, out, &lse); });
   const AttentionResult want = attention_merge_reference(mp, parts_out, parts_lse);
-  EXPECT_LE(normalised_error(out.download<float>(rows * D), want.out), kTolF32);
-  EXPECT_LE(normalised_error(lse.download<float>(rows), want.lse), kTolF32);
+  for (const Kernels kernels : {Kernels::Cpu, Kernels::Gpu}) {
+    Context& ctx = gpu_kernels(kernels);
+    Buffer po = make_buffer(ctx, parts_out), pl = make_buffer(ctx, parts_lse);
+    Buffer out(ctx, rows * D * 4), lse(ctx, rows * 4);
+    run(ctx, [&](Recorder& r) { attention_merge(r, mp, po, pl, out, &lse); });
+    EXPECT_LE(normalised_error(out.download<float>(rows * D), want.out), kTolF32);
+    EXPECT_LE(normalised_error(lse.download<float>(rows), want.lse), kTolF32);
+  }
 
   const AttentionMergeParams too_many{parts + 1, 1, D, DType::F32};
   Buffer po2(gpu(), std::uint64_t{parts + 1} * D * 4), pl2(gpu(), std::uint64_t{parts + 1} * 4), out2(gpu(), D * 4);

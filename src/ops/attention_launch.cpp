@@ -115,6 +115,9 @@ AttentionTiles gpu_attention_tiles(const DeviceLimits& lim, std::uint32_t forced
   // 4 heads of a word a lane, clock held) 48 of loads and 32 scores (8 keys a step with their
   // values for f16, bf16, fp8 and q8_0 caches) took 0.94x the time of the default's 4 keys (f16),
   // 0.90x (q8_0) and 0.83x (fp8); 64 and 64 (16 keys) took 1.07x (f16).
+  // The merge: 8 lanes a word, each merging every 8th chunk of its parts, so that a decoding step's
+  // merge (128 parts a row on an H100) waits on memory for 2 chunks a lane, not 16.
+  t.merge_part_lanes = 8;
   if (lim.vendor_id == kVendorNvidia) {
     t.decode_loads_one_head = t.decode_loads = 48;
     t.decode_scores = 32;
@@ -486,15 +489,19 @@ push::AttentionPush attention_push(const AttentionParams& p, const AttentionLaun
   return pc;
 }
 
-SpecValues attention_merge_spec(std::uint32_t head_dim, DType in_dtype, DType out_dtype) {
-  return contract::AttentionMergeSpec{
-      .WG_X = kMergeGroup, .D4 = head_dim / 4, .IN_HALF = storage_spec(in_dtype), .OUT_HALF = storage_spec(out_dtype)};
+SpecValues attention_merge_spec(std::uint32_t head_dim, DType in_dtype, DType out_dtype, std::uint32_t part_lanes) {
+  return contract::AttentionMergeSpec{.WG_X = kMergeGroup,
+                                      .D4 = head_dim / 4,
+                                      .IN_HALF = storage_spec(in_dtype),
+                                      .OUT_HALF = storage_spec(out_dtype),
+                                      .PART_LANES = part_lanes};
 }
 
 void record_attention_merge(Recorder& r, const AttentionMergeLayout& m, std::uint64_t rows, std::uint32_t head_dim, const Buffer& out,
                             DType out_dtype, const Buffer& lse, DescriptorSource* sets) {
   const DeviceLimits& lim = r.context().limits();
-  const std::uint32_t D4 = head_dim / 4, group = kMergeGroup;
+  const std::uint32_t part_lanes = attention_tiles(r.context()).merge_part_lanes;
+  const std::uint32_t D4 = head_dim / 4, group = kMergeGroup / part_lanes;  // words a workgroup
   const std::uint32_t in_word = dtype_size(m.in_dtype) * 4, out_word = dtype_size(out_dtype) * 4;
   auto bounds = [&](std::uint64_t r0, std::uint64_t r1) {
     const std::uint64_t in_end = (r1 - 1) * m.row_stride + std::uint64_t{m.parts - 1} * m.part_stride + D4;
@@ -526,7 +533,7 @@ void record_attention_merge(Recorder& r, const AttentionMergeLayout& m, std::uin
     pc.lse_shift = b[1].shift;
     pc.out_shift = b[2].shift;
     pc.lse_out_shift = b[3].shift;
-    const SpecValues spec = attention_merge_spec(head_dim, m.in_dtype, out_dtype);
+    const SpecValues spec = attention_merge_spec(head_dim, m.in_dtype, out_dtype, part_lanes);
     detail::for_each_group_range(lim, detail::div_up((r1 - r0) * D4, group), [&](std::uint64_t first, std::uint32_t groups) {
       pc.first = static_cast<std::uint32_t>(r0 * D4 + first * group);
       detail::dispatch(r, sets, ShaderId::attention_merge, spec,

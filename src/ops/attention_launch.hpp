@@ -41,6 +41,10 @@ struct AttentionTiles {
   // Intel's compilers hold: 32 of loads with 4 heads spilled on Xe2 (bmg, lnl) and took navi21 with
   // Mesa 22.3 past 128 VGPRs at head_dim 64; 32 scores went past them too.
   std::uint32_t decode_loads_one_head = 32, decode_loads = 24, decode_scores = 16;
+  // attention_merge: lanes that share a word's parts (PART_LANES). A GPU's merge has few words (a
+  // decoding step: rows times head_dim / 4) and many parts each; a CPU device runs a workgroup's
+  // lanes one after another, so there its barrier would only cost.
+  std::uint32_t merge_part_lanes = 1;
 };
 AttentionTiles attention_tiles(const Context& ctx);
 // The GPU class's tiles on a device of these limits (forced_lanes: a test's workgroup size, 0 none).
@@ -150,6 +154,6 @@ struct AttentionMergeLayout {
 void record_attention_merge(Recorder& r, const AttentionMergeLayout& m, std::uint64_t rows, std::uint32_t head_dim, const Buffer& out,
                             DType out_dtype, const Buffer& lse, DescriptorSource* sets = nullptr);
 // The merge's specialisation constants.
-SpecValues attention_merge_spec(std::uint32_t head_dim, DType in_dtype, DType out_dtype);
+SpecValues attention_merge_spec(std::uint32_t head_dim, DType in_dtype, DType out_dtype, std::uint32_t part_lanes);
 
 }  // namespace relpos::detail

@@ -83,7 +83,7 @@ AttentionPlan::AttentionPlan(Context& ctx, const AttentionParams& envelope) : st
       dev->pipeline(l.shader, l.spec);
     }
   }
-  if (s.max_splits > 1) dev->pipeline(detail::ShaderId::attention_merge, detail::attention_merge_spec(env.head_dim, DType::F32, env.dtype));
+  if (s.max_splits > 1) dev->pipeline(detail::ShaderId::attention_merge, detail::attention_merge_spec(env.head_dim, DType::F32, env.dtype, s.tiles.merge_part_lanes));
 }
 
 AttentionPlan::~AttentionPlan() = default;

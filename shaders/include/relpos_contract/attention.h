@@ -97,12 +97,14 @@
   X(10, KV_SCALES)                   \
   X(11, WORK)
 
-// attention_merge.comp: one invocation per 4-element word of the merged output.
+// attention_merge.comp: PART_LANES invocations per 4-element word of the merged output, each
+// merging a share of the parts (WG_X / PART_LANES words a workgroup).
 #define RELPOS_SPEC_ATTENTION_MERGE(X) \
   X(0, WG_X, size_x, 64u)              \
   X(1, D4, uint, 16u)                  \
   X(2, IN_HALF, uint, 0u)  /* the parts: RELPOS_STORE_* */ \
-  X(3, OUT_HALF, uint, 0u) /* out: RELPOS_STORE_* */
+  X(3, OUT_HALF, uint, 0u) /* out: RELPOS_STORE_* */ \
+  X(4, PART_LANES, uint, 1u)
 #define RELPOS_BINDINGS_ATTENTION_MERGE(X) \
   X(0, PARTS)                              \
   X(1, PARTS_LSE)                          \
