@@ -161,6 +161,11 @@ TEST(AttentionSplits, DecodingReadsAKvHeadOnceForItsQueryHeads) {
 // of each key and, with VALUES_WITH_KEYS, of each value as loaded; Shaw's rel_keys and rel_values
 // rows near the diagonal 4 more each) and 16 scores (a key's per head). Both forms are picked
 // (each a path of the kernel).
+// The GPU class's merge takes 8 lanes a word (the merge tests run it on both classes).
+TEST(AttentionSplits, GpuMergeSharesEachWordsPartsAmongLanes) {
+  for (const std::uint32_t subgroup : {8u, 32u, 64u}) EXPECT_EQ(gpu_tiles(subgroup, 32768).merge_part_lanes, 8u);
+}
+
 TEST(AttentionSplits, DecodingStepsLoadAsManyKeysAsTheirRegistersHold) {
   const auto loaded = [](CacheFormat f, AttentionBias bias) -> std::uint32_t {
     return (f == CacheFormat::F32 ? 4 : f == CacheFormat::Q8_0 ? 3 : f == CacheFormat::FP8_E4M3 ? 1 : 2) + (bias == AttentionBias::Shaw ? 4 : 0);
@@ -183,7 +188,7 @@ TEST(AttentionSplits, DecodingStepsLoadAsManyKeysAsTheirRegistersHold) {
               if (!d.lanes) continue;
               const bool nvidia = vendor == kVendorNvidia;
               const std::uint32_t words = (head_dim / 4 + d.lanes_per_key - 1) / d.lanes_per_key;
-              const std::uint32_t budget = nvidia ? 48 : d.heads == 1 ? 32 : 24, scores = nvidia ? 32 : 16;
+              const std::uint32_t budget = d.heads == 1 ? 32 : nvidia ? 48 : 24, scores = nvidia ? 32 : 16;
               const std::uint32_t word = loaded(f, bias);
               // (One key, values after the weights, whatever it takes: the least a step loads.)
               if (d.keys > 1 || d.values_with_keys) EXPECT_LE(d.keys * words * word * (1 + d.values_with_keys), budget);

@@ -75,19 +75,20 @@ struct BenchCase {
   std::function<BenchRun(Context&)> prepare;
 };
 
-// A `relpos run` subcommand and what it does once its options are parsed.
 // relpos bench's flags.
 struct BenchOptions {
   std::string filter;  // only ops whose name contains this
   bool json = false, short_run = false;
   bool skip_cpu = false;  // no CPU reference timed (cpu_ms 0)
   int repeat = 10;
-  // Milliseconds each op runs untimed before its timed submission, so that a GPU that lowers its
-  // clocks between short submissions times at the clock it holds under load; -1: 500 on a GPU, 0
+  // Milliseconds each case's streams (the op, the ceilings, a baseline) run untimed before the
+  // timed submission, so that a GPU that lowers its clocks between short submissions times at the
+  // clock it holds under load (none where the warm-up alone took that long); -1: 500 on a GPU, 0
   // on a CPU device.
   int hold_ms = -1;
 };
 
+// A `relpos run` subcommand and what it does once its options are parsed.
 struct RunCommand {
   CLI::App* cmd;
   std::function<void()> action;

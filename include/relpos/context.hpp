@@ -30,10 +30,10 @@ struct DeviceInfo {
   bool has_compute = false;  // a queue family with compute
 };
 
-// The limits relpos plans its dispatches with: read from the device, never assumed.
 // A PCI vendor id (DeviceLimits::vendor_id).
 inline constexpr std::uint32_t kVendorNvidia = 0x10de;
 
+// The limits relpos plans its dispatches with: read from the device, never assumed.
 struct DeviceLimits {
   std::uint64_t max_storage_buffer_range = 0;
   std::uint64_t min_storage_buffer_offset_alignment = 0;

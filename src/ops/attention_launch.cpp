@@ -110,16 +110,17 @@ AttentionTiles gpu_attention_tiles(const DeviceLimits& lim, std::uint32_t forced
   // file would not hold a tile's work): with 32, dg2 compiled 19 of its 102 prefill pipelines at
   // head_dim 64-128 at SIMD8 (float16 and bf16 caches at 96-128, Shaw), with 16 only 4.
   if (sub == 8) t.prefill_keys = 16;
+  // The merge: 8 lanes a word, each merging every 8th chunk of its parts, so that a decoding step's
+  // merge (128 parts a row on an H100) waits on memory for 2 chunks a lane, not 16.
+  t.merge_part_lanes = 8;
   // attention_decode's registers for a step's loads in flight and its scores (AttentionTiles).
   // NVIDIA's compiler has 255 a thread: on an H100 (2026-11-27, the paged decode bench at 8/2 heads,
   // 4 heads of a word a lane, clock held) 48 of loads and 32 scores (8 keys a step with their
   // values for f16, bf16, fp8 and q8_0 caches) took 0.94x the time of the default's 4 keys (f16),
-  // 0.90x (q8_0) and 0.83x (fp8); 64 and 64 (16 keys) took 1.07x (f16).
-  // The merge: 8 lanes a word, each merging every 8th chunk of its parts, so that a decoding step's
-  // merge (128 parts a row on an H100) waits on memory for 2 chunks a lane, not 16.
-  t.merge_part_lanes = 8;
+  // 0.90x (q8_0) and 0.83x (fp8); 64 and 64 (16 keys) took 1.07x (f16). One head keeps 32 of
+  // loads (not measured there).
   if (lim.vendor_id == kVendorNvidia) {
-    t.decode_loads_one_head = t.decode_loads = 48;
+    t.decode_loads = 48;
     t.decode_scores = 32;
   }
   return t;
