@@ -330,6 +330,18 @@ TEST_F(AttentionGpu, T5MatchesMaterialisedGpuBias) {
   EXPECT_LE(normalised_error(fused.out, attention_reference(p, in.host()).out), kTolF32);
 }
 
+namespace {
+// attention_merge of these parts on `ctx` (whose kernel class picks the merge's lanes a word):
+// the merged output and lse.
+AttentionResult gpu_merge(Context& ctx, const AttentionMergeParams& mp, const std::vector<float>& parts_out,
+                          const std::vector<float>& parts_lse) {
+  Buffer po = make_float_buffer(ctx, parts_out, mp.dtype), pl = make_buffer(ctx, parts_lse);
+  Buffer out(ctx, mp.rows * mp.head_dim * dtype_size(mp.dtype)), lse(ctx, mp.rows * 4);
+  run(ctx, [&](Recorder& r) { attention_merge(r, mp, po, pl, out, &lse); });
+  return {download_floats(out, mp.rows * mp.head_dim, mp.dtype), lse.download<float>(mp.rows)};
+}
+}  // namespace
+
 // attention_merge over results computed on separate key blocks (as ring attention or several
 // devices would) equals attention over the whole key range.
 TEST_F(AttentionGpu, MergeOpMatchesWholeKeyRange) {
@@ -359,17 +371,14 @@ TEST_F(AttentionGpu, MergeOpMatchesWholeKeyRange) {
       parts_lse.insert(parts_lse.end(), part.lse.begin(), part.lse.end());
     }
     const AttentionMergeParams mp{3, rows, p.head_dim, dtype};
+    const AttentionResult want = attention_reference(p, in.host());
+    const AttentionResult ref_merge = attention_merge_reference(mp, rounded_to_storage(parts_out, dtype), parts_lse);
     for (const Kernels kernels : {Kernels::Cpu, Kernels::Gpu}) {  // one lane a word, or 8 sharing its parts
-      Context& ctx = gpu_kernels(kernels);
-      Buffer po = make_float_buffer(ctx, parts_out, dtype), pl = make_buffer(ctx, parts_lse);
-      Buffer out(ctx, rows * D * dtype_size(dtype)), lse(ctx, rows * 4);
-      run(ctx, [&](Recorder& r) { attention_merge(r, mp, po, pl, out, &lse); });
-      const AttentionResult want = attention_reference(p, in.host());
+      const AttentionResult got = gpu_merge(gpu_kernels(kernels), mp, parts_out, parts_lse);
       const double tol = dtype == DType::F32 ? kTolF32 : 2 * tolerance(dtype);  // f16, bf16: the parts are rounded too
-      EXPECT_LE(normalised_error(download_floats(out, rows * D, dtype), want.out), tol) << dtype_name(dtype);
-      EXPECT_LE(normalised_error(lse.download<float>(rows), want.lse), kTolF32);
-      const AttentionResult ref_merge = attention_merge_reference(mp, rounded_to_storage(parts_out, dtype), parts_lse);
-      EXPECT_LE(normalised_error(download_floats(out, rows * D, dtype), ref_merge.out), tolerance(dtype));
+      EXPECT_LE(normalised_error(got.out, want.out), tol) << dtype_name(dtype);
+      EXPECT_LE(normalised_error(got.lse, want.lse), kTolF32);
+      EXPECT_LE(normalised_error(got.out, ref_merge.out), tolerance(dtype));
     }
   }
 }
@@ -402,16 +411,11 @@ TEST_F(AttentionGpu, MergeSkipsMaskedPartsWhateverTheyHold) {
     const AttentionResult want = attention_merge_reference(mp, parts_out, parts_lse);
     for (const Kernels kernels : {Kernels::Cpu, Kernels::Gpu}) {
       SCOPED_TRACE(testing::Message() << parts << " parts, " << (kernels == Kernels::Gpu ? "gpu" : "cpu") << " kernels");
-      Context& ctx = gpu_kernels(kernels);
-      Buffer po = make_buffer(ctx, held), pl = make_buffer(ctx, parts_lse);
-      Buffer out(ctx, rows * D * 4), lse(ctx, rows * 4);
-      run(ctx, [&](Recorder& r) { attention_merge(r, mp, po, pl, out, &lse); });
-      const auto got = out.download<float>(rows * D);
-      const auto got_lse = lse.download<float>(rows);
-      EXPECT_LE(normalised_error(got, want.out), kTolF32);
-      EXPECT_LE(normalised_error(got_lse, want.lse), kTolF32);
-      for (std::uint32_t d = 0; d < D; ++d) EXPECT_EQ(got[2 * D + d], 0.0f);
-      EXPECT_EQ(got_lse[2], -inf);
+      const AttentionResult got = gpu_merge(gpu_kernels(kernels), mp, held, parts_lse);
+      EXPECT_LE(normalised_error(got.out, want.out), kTolF32);
+      EXPECT_LE(normalised_error(got.lse, want.lse), kTolF32);
+      for (std::uint32_t d = 0; d < D; ++d) EXPECT_EQ(got.out[2 * D + d], 0.0f);
+      EXPECT_EQ(got.lse[2], -inf);
     }
   }
 }
@@ -427,12 +431,9 @@ TEST_F(AttentionGpu, MergeOfTheMostPartsAndTooMany) {
   const AttentionMergeParams mp{parts, rows, D, DType::F32};
   const AttentionResult want = attention_merge_reference(mp, parts_out, parts_lse);
   for (const Kernels kernels : {Kernels::Cpu, Kernels::Gpu}) {
-    Context& ctx = gpu_kernels(kernels);
-    Buffer po = make_buffer(ctx, parts_out), pl = make_buffer(ctx, parts_lse);
-    Buffer out(ctx, rows * D * 4), lse(ctx, rows * 4);
-    run(ctx, [&](Recorder& r) { attention_merge(r, mp, po, pl, out, &lse); });
-    EXPECT_LE(normalised_error(out.download<float>(rows * D), want.out), kTolF32);
-    EXPECT_LE(normalised_error(lse.download<float>(rows), want.lse), kTolF32);
+    const AttentionResult got = gpu_merge(gpu_kernels(kernels), mp, parts_out, parts_lse);
+    EXPECT_LE(normalised_error(got.out, want.out), kTolF32);
+    EXPECT_LE(normalised_error(got.lse, want.lse), kTolF32);
   }
 
   const AttentionMergeParams too_many{parts + 1, 1, D, DType::F32};
