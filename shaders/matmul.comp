@@ -63,7 +63,11 @@ void main() {
       [[unroll]] for (uint r = 0u; r < RM; ++r) acc[r] += load_a(a_row[r] + c) * b;
     }
   }
-  uint c0 = pc.c_base + z * pc.c_bs;
-  for (uint r = 0; r < RM && row0 + r < pc.m; ++r)
-    for (uint s = 0; s < 4u && col0 + s < pc.n; ++s) store_c(c0 + (row0 + r) * pc.c_rs + col0 + s, pc.alpha * acc[r][s]);
+  // Unrolled, each element under its own bound: a loop bounded by the matrix made acc[r][s] an
+  // indexed array, which NVK's compiler kept in 128 bytes of local memory.
+  const uint c0 = pc.c_base + z * pc.c_bs, m = pc.m, n = pc.n, c_rs = pc.c_rs;
+  const float alpha = pc.alpha;
+  [[unroll]] for (uint r = 0u; r < RM; ++r)
+    [[unroll]] for (uint s = 0u; s < 4u; ++s)
+      if (row0 + r < m && col0 + s < n) store_c(c0 + (row0 + r) * c_rs + col0 + s, alpha * acc[r][s]);
 }

@@ -3,8 +3,9 @@
 // navi10, navi21, vega10 (the system's Mesa 22.3) and navi31, navi21-mesa25 (Mesa 25); Intel's (ANV
 // through Mesa's no-op DRM shim, Mesa 25) on dg2, bmg, lnl, tgl; NVIDIA's (NVK and the nouveau shim,
 // built by `prepare --nvidia`) on turing and ampere. No driver failure; no spilled register anywhere
-// on AMD and Intel (issue 27's target: the prefill spills on Intel at main a70c059 closed by the
-// attention kernels' rewrite), and on NVIDIA none outside one known gap (in_known_gap); the GPU
+// or local memory anywhere (issue 27's target: the prefill spills on Intel at main a70c059 closed by
+// the attention kernels' rewrite; NVK's local memory for matmul's accumulator closed by its unrolled
+// store); the GPU
 // attention kernels within 128 VGPRs up to head_dim 128 on Mesa 22.3, their tiles and parts in
 // shared memory, decoding with every lane holding a word of the head; an occupancy for every pipeline
 // (relpos stats --summary) where the driver reports shared memory; each fused attention record's use.
@@ -58,17 +59,6 @@ bool spills(const nlohmann::json& s) {
   return false;
 }
 
-// NVIDIA's known gap (NVK's compiler NAK, Mesa 25.0.7): the `matmul` kernel for products that are
-// not quad-aligned (VEC4 0) keeps its 8 x vec4 accumulator in 128 bytes of local (scratch) memory,
-// because its store loop indexes acc[r][s] by a column bounded by the matrix width (shaders/matmul.comp).
-bool in_nvidia_scratch_gap(const nlohmann::json& j) { return j["pipeline"] == "matmul" && j["variant"].value("VEC4", 1u) == 0; }
-
-// The known gap of `target`'s compiler that `j` falls in, if any.
-bool in_known_gap(const std::string& target, const nlohmann::json& j) {
-  if (kNvidia.count(target)) return in_nvidia_scratch_gap(j);
-  return false;
-}
-
 std::string describe(const nlohmann::json& j) {
   return j["pipeline"].get<std::string>() + " " + j.value("use", "") + " " + j["variant"].dump() + " " + j["stats"].dump();
 }
@@ -86,21 +76,13 @@ TEST_P(GpuCompiler, EveryPipelineWithoutSpillsAndAttentionInShapeForGpus) {
   const auto lines = stats(env, "stats --json --summary --head-dims 64,80,96,128,256");
   std::set<std::string> ops;
   std::set<std::uint32_t> tiled_head_dims;
-  std::size_t shuffled = 0, paged = 0, gap = 0, gap_spilling = 0;
+  std::size_t shuffled = 0, paged = 0;
   for (const auto& j : lines) {
     const std::string what = describe(j);
     const std::string pipeline = j["pipeline"].get<std::string>(), op = j["op"].get<std::string>();
     ops.insert(op);
     const auto& s = j["stats"];
-    if (in_known_gap(target, j)) {
-      ++gap;
-      if (spills(s)) {
-        ++gap_spilling;
-        std::printf("known gap on %s: %s\n", target.c_str(), what.c_str());
-      }
-    } else {
-      EXPECT_FALSE(spills(s)) << what;
-    }
+    EXPECT_FALSE(spills(s)) << what;
     EXPECT_NE(pipeline, "attention_fused") << "a GPU gets the GPU kernel class: " << what;
     EXPECT_EQ(j.contains("use"), op == "attention") << "fused attention's records, and only they, say which shape they serve: " << what;
     if (!nvidia) {  // NVK reports no shared memory: no occupancy there
@@ -132,11 +114,6 @@ TEST_P(GpuCompiler, EveryPipelineWithoutSpillsAndAttentionInShapeForGpus) {
   // Each op that owns a pipeline no op surveyed before it created (T5's row shader is t5-buckets'; the expansion ALiBi's).
   for (const char* op : {"attention", "unfused-attention", "shaw-attention", "t5-buckets", "alibi-bias", "kerple-bias", "sandwich-bias", "fourier-bias", "rope", "kv-append"})
     EXPECT_TRUE(ops.count(op)) << op;
-  if (nvidia) {
-    EXPECT_GT(gap, 0u);
-    EXPECT_GT(gap_spilling, 0u) << "nothing spills on " << target << " any more: the known gap is closed, remove it from in_known_gap";
-    std::printf("%s: %zu of the %zu pipelines in the known gap spill\n", target.c_str(), gap_spilling, gap);
-  }
 }
 
 // Issue 27's Intel target: on dg2 prefill at head_dim <= 128 compiled SIMD16 or wider (no spills
