@@ -155,17 +155,17 @@ TEST(AttentionSplits, DecodingReadsAKvHeadOnceForItsQueryHeads) {
   EXPECT_GT(by_tiled, 0);
 }
 
-// A decoding step waits on memory, so attention_decode takes as many keys a step as a lane's
-// registers hold in flight, loading their values with them where that saves a round trip: a lane
-// of each group holds at most 32 registers of a step's loads with one head, 24 with more (its words
-// of each key and, with VALUES_WITH_KEYS, of each value as loaded; Shaw's rel_keys and rel_values
-// rows near the diagonal 4 more each) and 16 scores (a key's per head). Both forms are picked
-// (each a path of the kernel).
 // The GPU class's merge takes 8 lanes a word (the merge tests run it on both classes).
 TEST(AttentionSplits, GpuMergeSharesEachWordsPartsAmongLanes) {
   for (const std::uint32_t subgroup : {8u, 32u, 64u}) EXPECT_EQ(gpu_tiles(subgroup, 32768).merge_part_lanes, 8u);
 }
 
+// A decoding step waits on memory, so attention_decode takes as many keys a step as a lane's
+// registers hold in flight, loading their values with them where that saves a round trip: a lane
+// of each group holds at most 32 registers of a step's loads with one head, 24 with more (48 on
+// NVIDIA) (its words of each key and, with VALUES_WITH_KEYS, of each value as loaded; Shaw's
+// rel_keys and rel_values rows near the diagonal 4 more each) and 16 scores (32 on NVIDIA; a key's
+// per head). Both forms are picked (each a path of the kernel).
 TEST(AttentionSplits, DecodingStepsLoadAsManyKeysAsTheirRegistersHold) {
   const auto loaded = [](CacheFormat f, AttentionBias bias) -> std::uint32_t {
     return (f == CacheFormat::F32 ? 4 : f == CacheFormat::Q8_0 ? 3 : f == CacheFormat::FP8_E4M3 ? 1 : 2) + (bias == AttentionBias::Shaw ? 4 : 0);

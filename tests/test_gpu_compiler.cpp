@@ -2,13 +2,13 @@
 // relpos would use on a GPU, for the head sizes models use: AMD's (RADV's ACO, null hardware) on
 // navi10, navi21, vega10 (the system's Mesa 22.3) and navi31, navi21-mesa25 (Mesa 25); Intel's (ANV
 // through Mesa's no-op DRM shim, Mesa 25) on dg2, bmg, lnl, tgl; NVIDIA's (NVK and the nouveau shim,
-// built by `prepare --nvidia`) on turing and ampere. No driver failure; no spilled register anywhere
-// or local memory anywhere (issue 27's target: the prefill spills on Intel at main a70c059 closed by
-// the attention kernels' rewrite; NVK's local memory for matmul's accumulator closed by its unrolled
-// store); the GPU
-// attention kernels within 128 VGPRs up to head_dim 128 on Mesa 22.3, their tiles and parts in
-// shared memory, decoding with every lane holding a word of the head; an occupancy for every pipeline
-// (relpos stats --summary) where the driver reports shared memory; each fused attention record's use.
+// built by `prepare --nvidia`) on turing and ampere. No driver failure; no spilled register or
+// local (scratch) memory anywhere (issue 27's target: the prefill spills on Intel at main a70c059
+// closed by the attention kernels' rewrite; NVK's local memory for matmul's accumulator closed by
+// its unrolled store); the GPU attention kernels within 128 VGPRs up to head_dim 128 on Mesa 22.3,
+// their tiles and parts in shared memory, decoding with every lane holding a word of the head; an
+// occupancy for every pipeline (relpos stats --summary) where the driver reports shared memory;
+// each fused attention record's use.
 // A target that is not prepared here is skipped, saying why; one that is prepared must work.
 #include <gtest/gtest.h>
 
