@@ -62,7 +62,7 @@ void check_cache_scales(CacheFormat f, std::span<const float> scales, std::uint3
           "must hold one float32 scale per kv head (kv_heads = " + std::to_string(kv_heads) + ") for an fp8_e4m3 cache");
   for (std::size_t h = 0; h < scales.size(); ++h)
     require(std::isfinite(scales[h]) && scales[h] > 0.0f && std::isfinite(1.0f / scales[h]), name + "[" + std::to_string(h) + "]",
-            std::to_string(scales[h]), "must be finite and > 0 (with a finite 1 / scale)");
+            detail::number_text(scales[h]), "must be finite and > 0 (with a finite 1 / scale)");
 }
 
 std::uint16_t float_to_bf16(float x) {

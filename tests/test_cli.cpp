@@ -424,6 +424,17 @@ TEST(Cli, AttentionBadInputGivesClearErrors) {
            temp("q3.npy") + " --out " + temp("x.npy"));
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.output.find("--slopes"), std::string::npos) << r.output;
+  // A bias file of the right count but transposed would put its values in the wrong places.
+  write_f32("dense_kq.npy", std::vector<float>(3 * 4 * 2), {3, 4, 2});
+  r = tool("run attention --q " + temp("q3.npy") + " --k " + temp("kv3.npy") + " --v " + temp("kv3.npy") + " --bias dense --bias-tensor " +
+           temp("dense_kq.npy") + " --out " + temp("x.npy"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("--bias-tensor " + temp("dense_kq.npy") + ": shape [3, 4, 2] must be [3, 2, 4]"), std::string::npos) << r.output;
+  write_f32("row_t.npy", std::vector<float>(5 * 3), {5, 3});
+  r = tool("run attention --q " + temp("q3.npy") + " --k " + temp("kv3.npy") + " --v " + temp("kv3.npy") + " --bias distance --distance-row " +
+           temp("row_t.npy") + " --out " + temp("x.npy"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("shape [5, 3] must be [3, 5]"), std::string::npos) << r.output;
 }
 
 // The paged form: --k-cache, --v-cache, --block-table, --cache-lengths in place of --k and --v.
@@ -513,6 +524,27 @@ TEST(Cli, AttentionWithPackedQueries) {
   r = tool(args + " --query-lengths " + temp("qlengths.npy"));  // sums to 59, q holds 5 tokens
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.output.find("query_lengths"), std::string::npos) << r.output;
+  // Lengths that are not one per sequence, and packed queries of no tokens.
+  write_npy(temp("q2d.npy"), DType::I32, std::vector<std::uint64_t>{3, 1}, query_lengths.data());
+  r = tool(args + " --query-lengths " + temp("q2d.npy"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("--query-lengths " + temp("q2d.npy") + ": must be int32 [batch]"), std::string::npos) << r.output;
+  const std::vector<std::int32_t> four = {1, 1, 1, 1};
+  write_npy(temp("q4.npy"), DType::I32, std::vector<std::uint64_t>{4}, four.data());
+  write_f32("qq4.npy", std::vector<float>(4 * 2 * 8), {4, 2, 8});
+  r = tool("run attention --q " + temp("qq4.npy") + " --k-cache " + temp("qkcache.npy") + " --v-cache " + temp("qkcache.npy") +
+           " --block-table " + temp("qtable.npy") + " --cache-lengths " + temp("qlengths.npy") + " --query-lengths " + temp("q4.npy") +
+           " --out " + temp("qatt.npy"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("B = 4 (--query-lengths' sequences)"), std::string::npos) << r.output;
+  const std::vector<std::int32_t> none = {0, 0, 0};
+  write_npy(temp("q0.npy"), DType::I32, std::vector<std::uint64_t>{3}, none.data());
+  write_f32("qq0.npy", std::vector<float>{}, {0, 2, 8});
+  r = tool("run attention --q " + temp("qq0.npy") + " --k-cache " + temp("qkcache.npy") + " --v-cache " + temp("qkcache.npy") +
+           " --block-table " + temp("qtable.npy") + " --cache-lengths " + temp("qlengths.npy") + " --query-lengths " + temp("q0.npy") +
+           " --out " + temp("qatt.npy"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("holds 0 tokens"), std::string::npos) << r.output;
 }
 
 // Caches in a --kv-dtype: q8_0 as ggml's blocks (uint8 [num_blocks, block_size, Hkv, D/32*34]) and

@@ -209,4 +209,27 @@ TEST(KvAppendCli, BadInputIsRefusedNamingTheParameter) {
   EXPECT_NE(r.output.find("multiple of 32"), std::string::npos) << r.output;
 }
 
+// Ragged appends: every row of --k must be a sequence's, and per-sequence counts are one per sequence.
+TEST(KvAppendCli, RaggedCountsMustCoverTheRowsOneASequence) {
+  Files c = write_case(CacheFormat::F16, 64, true, false, "rag_");  // counts {4, 0, 1}: 5 rows
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string a = c.args;
+    a.replace(a.find(from), from.size(), to);
+    return a;
+  };
+  const std::vector<std::int32_t> fewer = {3, 0, 1};
+  write_npy(temp("rag_nt4.npy"), DType::I32, std::vector<std::uint64_t>{3}, fewer.data());
+  auto r = tool(with(temp("rag_nt.npy"), temp("rag_nt4.npy")));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("sum to 4, --k " + temp("rag_k.npy") + " holds 5 tokens"), std::string::npos) << r.output;
+  write_npy(temp("rag_nt2d.npy"), DType::I32, std::vector<std::uint64_t>{3, 1}, c.counts.data());
+  r = tool(with(temp("rag_nt.npy"), temp("rag_nt2d.npy")));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("--new-tokens " + temp("rag_nt2d.npy") + ": must be int32 [batch]"), std::string::npos) << r.output;
+  write_npy(temp("rag_l2d.npy"), DType::I32, std::vector<std::uint64_t>{1, 3}, c.lengths.data());
+  r = tool(with(temp("rag_l.npy"), temp("rag_l2d.npy")));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("--cache-lengths " + temp("rag_l2d.npy") + ": must be int32 [batch]"), std::string::npos) << r.output;
+}
+
 }  // namespace

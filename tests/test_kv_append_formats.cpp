@@ -241,6 +241,8 @@ TEST_F(KvAppendFormats, BadInputIsRefusedBeforeRecording) {
   bad = c.p;
   bad.k_scales[0] = INFINITY;
   expect_invalid([&] { bad.validate(); }, "k_scales[0]");
+  bad.k_scales[0] = 1e-45f;  // a denormal: 1 / scale overflows; the message shows the value, not 0.000000
+  expect_invalid([&] { bad.validate(); }, "k_scales[0] = 1.40129846e-45");
   bad = c.p;
   bad.cache_format = CacheFormat::Q8_0;
   bad.head_dim = 48;
@@ -258,6 +260,10 @@ TEST_F(KvAppendFormats, BadInputIsRefusedBeforeRecording) {
   expect_invalid([&] { check_append_table(c.p, c.table, c.lengths, std::vector<std::int32_t>{0, 4}); }, "new_tokens[1]");
   expect_invalid([&] { check_append_table(c.p, c.table, c.lengths, std::vector<std::int32_t>{3, 3, 3}); }, "batch = 2");
   expect_invalid([&] { check_append_table(c.p, c.table, std::vector<std::int32_t>{31, 0}, std::vector<std::int32_t>{2, 0}); }, "cache_lengths[0]");
+  // A later sequence's own row and length are named, not the first's.
+  expect_invalid([&] { check_append_table(c.p, std::vector<std::int32_t>{0, 0, 0, -1}, std::vector<std::int32_t>{0, 16}, std::vector<std::int32_t>{0, 2}); },
+                 "block_table[1][1]");
+  expect_invalid([&] { check_append_table(c.p, c.table, std::vector<std::int32_t>{0, 31}, std::vector<std::int32_t>{0, 2}); }, "cache_lengths[1]");
   bad = c.p;
   bad.lengths_include_new = true;
   expect_invalid([&] { check_append_table(bad, c.table, std::vector<std::int32_t>{1, 0}, std::vector<std::int32_t>{2, 0}); }, "cache_lengths[0]");

@@ -58,6 +58,13 @@ std::vector<std::uint8_t> read_cache_npy(const std::string& flag, const std::str
   return {a.bytes.begin(), a.bytes.end()};
 }
 
+std::vector<std::int32_t> read_sequence_counts(const std::string& flag, const std::string& path) {
+  const NpyArray a = read_npy(path);
+  if (a.shape.size() != 1)
+    throw InvalidArgument(flag + " " + path + ": must be int32 [batch] (one per sequence), got " + std::to_string(a.shape.size()) + "-D");
+  return a.to_i32(flag + " " + path);
+}
+
 void write_cache_npy(const std::string& path, CacheFormat format, const std::vector<std::uint64_t>& shape, const std::vector<std::uint8_t>& bytes) {
   std::vector<std::uint64_t> stored_shape = shape;
   const Stored s = stored(format);

@@ -17,6 +17,9 @@ CacheFormat cache_format_flag(const std::string& name);
 // or a q8_0 / fp8 row's bytes); `shape` gets the shape with head_dim last. InvalidArgument naming
 // `flag` for a file of another element type or row length.
 std::vector<std::uint8_t> read_cache_npy(const std::string& flag, const std::string& path, CacheFormat format, std::vector<std::uint64_t>& shape);
+// A paged call's per-sequence int32 counts (--cache-lengths, --query-lengths, --new-tokens): a 1-D
+// array, one per sequence; InvalidArgument naming `flag` for any other shape.
+std::vector<std::int32_t> read_sequence_counts(const std::string& flag, const std::string& path);
 // Writes the cache's bytes as read_cache_npy reads them; `shape` with head_dim last.
 void write_cache_npy(const std::string& path, CacheFormat format, const std::vector<std::uint64_t>& shape, const std::vector<std::uint8_t>& bytes);
 

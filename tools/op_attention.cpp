@@ -119,19 +119,20 @@ void read_paged_cache(const RunArgs& a, AttentionData& d, const std::vector<std:
   std::vector<std::uint64_t> ks;
   read_caches(d, "--k-cache", a.k_cache, "--v-cache", a.v_cache, ks);
   if (ks[3] != qs[3]) throw InvalidArgument("--k-cache: head_dim must equal --q's (" + std::to_string(qs[3]) + "), got " + std::to_string(ks[3]));
-  const NpyArray table = read_npy(a.block_table), lengths = read_npy(a.cache_lengths);
+  const NpyArray table = read_npy(a.block_table);
+  d.cache_lengths = read_sequence_counts("--cache-lengths", a.cache_lengths);
+  // B: --q's batch, or with packed queries the sequences --query-lengths counts.
+  const std::string batch = "B = " + std::to_string(qs[0]) + (a.query_lengths.empty() ? " (--q's batch)" : " (--query-lengths' sequences)");
   if (table.shape.size() != 2 || table.shape[0] != qs[0])
-    throw InvalidArgument("--block-table " + a.block_table + ": must be [B, max_blocks] with B = " + std::to_string(qs[0]) + ", got " +
-                          shape_text(table.shape));
-  if (lengths.shape.size() != 1 || lengths.shape[0] != qs[0])
-    throw InvalidArgument("--cache-lengths " + a.cache_lengths + ": must be [B] with B = " + std::to_string(qs[0]) + ", got " + shape_text(lengths.shape));
+    throw InvalidArgument("--block-table " + a.block_table + ": must be [B, max_blocks] with " + batch + ", got " + shape_text(table.shape));
+  if (d.cache_lengths.size() != qs[0])
+    throw InvalidArgument("--cache-lengths " + a.cache_lengths + ": must be [B] with " + batch + ", got [" + std::to_string(d.cache_lengths.size()) + "]");
   p.paged.num_blocks = dimension32("--k-cache num_blocks", ks[0]);
   p.paged.block_size = dimension32("--k-cache block_size", ks[1]);
   p.paged.max_blocks = dimension32("--block-table max_blocks", table.shape[1]);
   p.kv_heads = dimension32("--k-cache heads", ks[2]);
   p.keys = dimension32("max_blocks * block_size", std::uint64_t{p.paged.max_blocks} * p.paged.block_size);
   d.block_table = table.to_i32("--block-table " + a.block_table);
-  d.cache_lengths = lengths.to_i32("--cache-lengths " + a.cache_lengths);
 }
 
 void add_attention_run(CLI::App& run, Registry& reg) {
@@ -180,10 +181,12 @@ void add_attention_run(CLI::App& run, Registry& reg) {
                         p.dtype = a->dtype == "f16" ? DType::F16 : a->dtype == "bf16" ? DType::BF16 : DType::F32;
                         std::vector<std::uint64_t> qs, ks, vs;
                         if (!a->query_lengths.empty()) {  // packed [total_q, H, D]: B from the lengths, Q their most
-                          d.query_lengths = read_npy(a->query_lengths).to_i32("--query-lengths " + a->query_lengths);
+                          d.query_lengths = read_sequence_counts("--query-lengths", a->query_lengths);
                           std::vector<std::uint64_t> tokens;
                           d.q = read_floats("--q", a->q, 3, tokens);
                           if (d.query_lengths.empty()) throw InvalidArgument("--query-lengths " + a->query_lengths + ": must hold one length per sequence, got none");
+                          if (tokens[0] == 0)  // total_queries 0 would read as a call without packed queries
+                            throw InvalidArgument("--q " + a->q + ": holds 0 tokens; packed queries (--query-lengths) take at least one");
                           const std::int32_t most = *std::max_element(d.query_lengths.begin(), d.query_lengths.end());
                           qs = {d.query_lengths.size(), tokens[1], static_cast<std::uint64_t>(std::max(most, 1)), tokens[2]};
                           p.total_queries = dimension32("--q tokens", tokens[0]);
@@ -901,9 +904,13 @@ AttentionBiasTool file_bias(AttentionBias bias, const char* flag, const char* he
   t.add_flags = [=](CLI::App& cmd) {
     auto path = std::make_shared<std::string>();
     cmd.add_option(flag, *path, help);
-    return std::function<void(AttentionParams&, BiasInputs&)>([=](AttentionParams&, BiasInputs& in) {
+    return std::function<void(AttentionParams&, BiasInputs&)>([=](AttentionParams& p, BiasInputs& in) {
       std::vector<std::uint64_t> shape;
       in.bias = read_floats(flag, *path, dims, shape);
+      // The shape, not only the count: a transposed file holds as many values, in the wrong places.
+      if (shape != p.bias_shape())
+        throw InvalidArgument(std::string(flag) + " " + *path + ": shape " + shape_text(shape) + " must be " + shape_text(p.bias_shape()) +
+                              " (" + help + ")");
     });
   };
   return t;

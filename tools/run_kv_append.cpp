@@ -35,7 +35,7 @@ std::vector<float> read_scales(const std::string& flag, const std::string& path)
 
 void run_kv_append(KvAppendCli& c) {
   const NpyArray k = read_npy(c.k), v = read_npy(c.v);
-  const NpyArray table = read_npy(c.table), lengths = read_npy(c.lengths);
+  const NpyArray table = read_npy(c.table);
   KvAppendParams p;
   p.ragged = !c.new_tokens.empty();
   if (k.descr != "<f4" && k.descr != "<f2") throw InvalidArgument("--k " + c.k + ": dtype " + k.descr + " must be float32 or float16");
@@ -50,13 +50,19 @@ void run_kv_append(KvAppendCli& c) {
   p.kv_heads = dimension32("--k kv_heads", k.shape[p.ragged ? 1 : 1]);
   p.head_dim = dimension32("--k head_dim", k.shape.back());
   p.heads = p.kv_heads;
-  const std::vector<std::int32_t> table_v = table.to_i32("--block-table " + c.table), lengths_v = lengths.to_i32("--cache-lengths " + c.lengths);
+  const std::vector<std::int32_t> table_v = table.to_i32("--block-table " + c.table), lengths_v = read_sequence_counts("--cache-lengths", c.lengths);
   std::vector<std::int32_t> counts;
   if (p.ragged) {
-    counts = read_npy(c.new_tokens).to_i32("--new-tokens " + c.new_tokens);
+    counts = read_sequence_counts("--new-tokens", c.new_tokens);
     p.packed_tokens = dimension32("--k total_tokens", k.shape[0]);
     std::int32_t most = 1;
-    for (std::int32_t n : counts) most = std::max(most, n);
+    std::int64_t sum = 0;
+    for (std::int32_t n : counts) most = std::max(most, n), sum += n;
+    // Every row of --k is a sequence's: rows past the counts' sum would be dropped unread.
+    const bool counted = std::all_of(counts.begin(), counts.end(), [](std::int32_t n) { return n >= 0; });  // else the op names the entry
+    if (counted && static_cast<std::uint64_t>(sum) < k.shape[0])
+      throw InvalidArgument("--new-tokens " + c.new_tokens + ": sum to " + std::to_string(sum) + ", --k " + c.k + " holds " +
+                            std::to_string(k.shape[0]) + " tokens (they must match)");
     p.new_tokens = static_cast<std::uint32_t>(most);
   } else {
     if (k.shape[0] != p.batch) throw InvalidArgument("--k " + c.k + ": batch " + std::to_string(k.shape[0]) + " must be --block-table's " + std::to_string(p.batch));

@@ -141,7 +141,9 @@ struct AttentionParams {
   // Rows of q, out and lse: batch * heads * queries, or total_queries * heads when packed.
   std::uint64_t rows() const { return packed() ? std::uint64_t{total_queries} * heads : std::uint64_t{batch} * heads * queries; }
   DType output_dtype() const { return out_dtype.value_or(dtype); }
-  // Number of floats the bias input holds for this mode (0 for None and Shaw).
+  // The shape of the bias input's floats for this mode, outermost first (empty for None and Shaw),
+  // and their number (0 for those).
+  std::vector<std::uint64_t> bias_shape() const;
   std::uint64_t bias_elements() const;
   // The query offset the per-distance rows are laid out for: query_offset, or keys - queries +
   // query_offset with a paged cache (whose sequences' offsets lie at or below it, so that their rp

@@ -20,8 +20,9 @@ class OpStorage;
 struct BiasFamily {
   AttentionBiasInfo info;
   std::uint32_t kernel_mode = 0;  // RELPOS_ATTN_*: how the kernels read the bias (relpos_push/attention.h)
-  // float32 values of the bias input (AttentionBuffers::bias) for p; null: the family takes none.
-  std::uint64_t (*input_elements)(const AttentionParams& p) = nullptr;
+  // The shape of the bias input's float32 values (AttentionBuffers::bias) for p, outermost first;
+  // null: the family takes none.
+  std::vector<std::uint64_t> (*input_shape)(const AttentionParams& p) = nullptr;
   // Checks of the family's own fields of AttentionParams (part of AttentionParams::validate).
   void (*validate)(const AttentionParams& p) = nullptr;
   // Checks of the input's values where they are on the host (the reference; the tool).

@@ -19,7 +19,7 @@ namespace detail {
 extern const BiasFamily kAlibiBias{
     .info = {.bias = AttentionBias::Alibi, .name = "alibi", .input = "float32 [heads] slopes"},
     .kernel_mode = RELPOS_ATTN_ALIBI,
-    .input_elements = [](const AttentionParams& p) { return std::uint64_t{p.heads}; },
+    .input_shape = [](const AttentionParams& p) { return std::vector<std::uint64_t>{p.heads}; },
     // A slope is a parameter, not data: inf or NaN has no meaning (inf * 0 at rp = 0 is NaN).
     .check_input =
         [](const AttentionParams&, std::span<const float> in) {

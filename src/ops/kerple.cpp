@@ -28,7 +28,7 @@ std::unique_ptr<DistanceRows> kerple_rows(Context& ctx, KerpleVariant variant) {
 extern const BiasFamily kKerpleBias{
     .info = {.bias = AttentionBias::Kerple, .name = "kerple", .input = "float32 [2, heads]: r1 then r2"},
     .kernel_mode = RELPOS_ATTN_ROW,
-    .input_elements = [](const AttentionParams& p) { return std::uint64_t{2} * p.heads; },
+    .input_shape = [](const AttentionParams& p) { return std::vector<std::uint64_t>{2, p.heads}; },
     .check_input =
         [](const AttentionParams& p, std::span<const float> in) {
           KerpleParams k;

@@ -49,7 +49,7 @@ std::unique_ptr<DistanceRows> sandwich_rows(Context& ctx, std::uint32_t dim, OpS
 extern const BiasFamily kSandwichBias{
     .info = {.bias = AttentionBias::Sandwich, .name = "sandwich", .input = "float32 [heads] scales"},
     .kernel_mode = RELPOS_ATTN_ROW,
-    .input_elements = [](const AttentionParams& p) { return std::uint64_t{p.heads}; },
+    .input_shape = [](const AttentionParams& p) { return std::vector<std::uint64_t>{p.heads}; },
     .validate =
         [](const AttentionParams& p) {
           require(p.sandwich_dim >= 2 && p.sandwich_dim % 2 == 0 && p.sandwich_dim <= SandwichParams::kMaxDim, "sandwich_dim",

@@ -122,7 +122,7 @@ void require_t5_table_binding(const DeviceLimits& lim, const T5Params& p) {
 extern const BiasFamily kT5Bias{
     .info = {.bias = AttentionBias::T5, .name = "t5", .input = "float32 [num_buckets, heads]"},
     .kernel_mode = RELPOS_ATTN_ROW,
-    .input_elements = [](const AttentionParams& p) { return std::uint64_t{p.t5.num_buckets} * p.heads; },
+    .input_shape = [](const AttentionParams& p) { return std::vector<std::uint64_t>{p.t5.num_buckets, p.heads}; },
     .validate = [](const AttentionParams& p) { p.t5_row_params().validate(); },
     .check_device = [](const DeviceLimits& lim, const AttentionParams& p) { require_t5_table_binding(lim, p.t5_row_params()); },
     .bias_at = [](const AttentionParams& p, std::span<const float> in, std::uint32_t h, std::uint32_t, std::uint32_t, std::int64_t rp) {

@@ -1,7 +1,9 @@
 // AttentionParams and AttentionMergeParams: the checks, the bias input's size and the layout of
 // the per-distance rows; the host check of a paged cache's block table.
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <numeric>
 #include <string>
 
 #include "bias/bias_family.hpp"
@@ -32,9 +34,14 @@ std::uint64_t AttentionParams::kv_bytes() const {
   return rows * cache_row_bytes(cache(), head_dim);
 }
 
+std::vector<std::uint64_t> AttentionParams::bias_shape() const {
+  const auto shape = detail::bias_family(bias).input_shape;
+  return shape ? shape(*this) : std::vector<std::uint64_t>{};
+}
+
 std::uint64_t AttentionParams::bias_elements() const {
-  const auto elements = detail::bias_family(bias).input_elements;
-  return elements ? elements(*this) : 0;
+  const std::vector<std::uint64_t> shape = bias_shape();
+  return shape.empty() ? 0 : std::accumulate(shape.begin(), shape.end(), std::uint64_t{1}, std::multiplies<>());
 }
 
 T5Params AttentionParams::t5_row_params() const {
@@ -49,7 +56,7 @@ T5Params AttentionParams::t5_row_params() const {
 
 void check_block_table(const AttentionParams& p, std::span<const std::int32_t> block_table, std::span<const std::int32_t> cache_lengths) {
   require(p.paged.enabled(), "paged.block_size", "0", "must be set for a block table");
-  detail::check_paged_table(p.paged, p.batch, block_table, cache_lengths, 0);
+  detail::check_paged_table(p.paged, p.batch, block_table, cache_lengths);
 }
 
 void check_query_lengths(const AttentionParams& p, std::span<const std::int32_t> query_lengths, std::span<const std::int32_t> cache_lengths) {

@@ -2,6 +2,7 @@
 // Argument checks shared by every operation: a failed check names the parameter, its value and
 // the limit it broke.
 #include <cstdint>
+#include <cstdio>
 #include <initializer_list>
 #include <string>
 
@@ -12,6 +13,14 @@ namespace relpos::detail {
 
 inline void require(bool ok, const std::string& parameter, const std::string& value, const std::string& limit) {
   if (!ok) throw InvalidArgument(parameter + " = " + value + ": " + limit);
+}
+
+// A real value as a message shows it: 9 significant digits, so that 1e-45 or 1.0000001 read as
+// what was given (std::to_string prints 6 decimals: 0.000000, 1.000000).
+inline std::string number_text(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.9g", v);
+  return text;
 }
 
 // A float storage that every op takes: f32 or f16 (bf16 is fused attention's only).

@@ -85,7 +85,8 @@ void check_append_table(const KvAppendParams& p, std::span<const std::int32_t> b
   }
   if (!p.ragged) {
     require(new_tokens.empty(), "new_tokens", str(new_tokens.size()) + " values", "are only given with ragged");
-    detail::check_paged_table(p.paged, p.batch, block_table, cache_lengths, p.new_tokens);
+    const std::vector<std::int32_t> appended(p.batch, static_cast<std::int32_t>(p.new_tokens));
+    detail::check_paged_table(p.paged, p.batch, block_table, cache_lengths, appended);
     return;
   }
   require(new_tokens.size() == p.batch, "new_tokens", str(new_tokens.size()) + " values", "must hold batch = " + str(p.batch));
@@ -96,23 +97,7 @@ void check_append_table(const KvAppendParams& p, std::span<const std::int32_t> b
     sum += static_cast<std::uint64_t>(new_tokens[b]);
   }
   require(sum <= p.packed_tokens, "sum of new_tokens", str(sum), "must be <= packed_tokens = " + str(p.packed_tokens));
-  require(block_table.size() == std::uint64_t{p.batch} * p.paged.max_blocks, "block_table", str(block_table.size()) + " values",
-          "must hold batch * max_blocks = " + str(std::uint64_t{p.batch} * p.paged.max_blocks));
-  require(cache_lengths.size() == p.batch, "cache_lengths", str(cache_lengths.size()) + " values", "must hold batch = " + str(p.batch));
-  // Each sequence's own new keys: its length and the entries they land in.
-  for (std::uint32_t b = 0; b < p.batch; ++b) {
-    if (new_tokens[b] == 0) {
-      require(cache_lengths[b] >= 0 && static_cast<std::uint32_t>(cache_lengths[b]) <= p.capacity(), "cache_lengths[" + str(b) + "]",
-              std::to_string(cache_lengths[b]), "must be in [0, max_blocks * block_size = " + str(p.capacity()) + "]");
-      continue;
-    }
-    const std::span<const std::int32_t> row = block_table.subspan(std::size_t{b} * p.paged.max_blocks, p.paged.max_blocks);
-    try {
-      detail::check_paged_table(p.paged, 1, row, cache_lengths.subspan(b, 1), static_cast<std::uint32_t>(new_tokens[b]));
-    } catch (const InvalidArgument& e) {
-      throw InvalidArgument("sequence " + str(b) + " (new_tokens[" + str(b) + "] = " + std::to_string(new_tokens[b]) + "): " + e.what());
-    }
-  }
+  detail::check_paged_table(p.paged, p.batch, block_table, cache_lengths, new_tokens);
 }
 
 }  // namespace relpos

@@ -8,10 +8,11 @@
 
 namespace relpos::detail {
 
-// Sequence b holds cache_lengths[b] keys. An op that reads the cache (new_tokens = 0) follows
-// the entries of every block those keys occupy; one that appends new_tokens keys follows only
-// those of the blocks the new keys land in, and each length must leave room for them.
+// Sequence b holds cache_lengths[b] keys. An op that reads the cache (`appended` empty) follows
+// the entries of every block those keys occupy; one that appends `appended[b]` keys to sequence b
+// (batch counts, each >= 0) follows only those of the blocks the new keys land in, and each length
+// must leave room for them.
 void check_paged_table(const PagedKv& paged, std::uint32_t batch, std::span<const std::int32_t> block_table,
-                       std::span<const std::int32_t> cache_lengths, std::uint32_t new_tokens);
+                       std::span<const std::int32_t> cache_lengths, std::span<const std::int32_t> appended = {});
 
 }  // namespace relpos::detail

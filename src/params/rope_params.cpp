@@ -19,7 +19,7 @@ using detail::require;
 constexpr std::int64_t kMaxPosition = std::numeric_limits<std::int32_t>::max();
 
 void require_finite(double v, const char* name, bool ok, const std::string& limit) {
-  require(std::isfinite(v) && ok, name, std::to_string(v), limit);
+  require(std::isfinite(v) && ok, name, detail::number_text(v), limit);
 }
 
 void validate_scaling(const RopeScalingParams& s, std::uint32_t d) {
@@ -39,7 +39,7 @@ void validate_scaling(const RopeScalingParams& s, std::uint32_t d) {
   } else {
     require_finite(s.low_freq_factor, "scaling.low_freq_factor", s.low_freq_factor > 0.0, "must be finite and > 0");
     require_finite(s.high_freq_factor, "scaling.high_freq_factor", s.high_freq_factor > s.low_freq_factor,
-                   "must be finite and > low_freq_factor = " + std::to_string(s.low_freq_factor));
+                   "must be finite and > low_freq_factor = " + detail::number_text(s.low_freq_factor));
   }
 }
 
@@ -110,7 +110,7 @@ void RopeParams::validate() const {
   const std::uint32_t d = rot_dim();
   require(d % 2 == 0, "rotary_dim", std::to_string(d), "must be even (features rotate in pairs)");
   require(d <= head_dim, "rotary_dim", std::to_string(d), "must be <= head_dim = " + std::to_string(head_dim));
-  require(std::isfinite(base) && base > 1.0, "base", std::to_string(base), "must be finite and > 1");
+  require(std::isfinite(base) && base > 1.0, "base", detail::number_text(base), "must be finite and > 1");
   require(position_offset >= -kMaxPosition && position_offset <= kMaxPosition - (std::int64_t{seq} - 1), "position_offset",
           std::to_string(position_offset), "puts positions position_offset + s, s < seq = " + std::to_string(seq) +
               ", outside +-(2^31 - 1) (positions are int32)");
