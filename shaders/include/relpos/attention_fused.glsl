@@ -183,24 +183,43 @@ void attend(const uint g, const uint lane) {
       w_hi[r] *= alpha;
       [[unroll]] for (uint d = 0u; d < D4; ++d) acc[r * D4 + d] *= alpha;
     }
-    if (SHARE_LOADS != 0u) [[unroll]] for (uint d = 0u; d < D4; ++d) mine[d] = load_v(mine_word + d);
-    for (uint u = 0u; u < u_end; ++u) {
-      const uint j = j0 + u;
+    if (SHARE_LOADS != 0u) {
+      // Each output word takes the block's values in turn, so that it is read and written once a
+      // block, not once a key (lavapipe: the fused step 1.1-1.16x faster); the same sums in the
+      // same order.
+      [[unroll]] for (uint d = 0u; d < D4; ++d) mine[d] = load_v(mine_word + d);
+      float weight[ROWS * KEY_BLOCK];
+      [[unroll]] for (uint r = 0u; r < ROWS; ++r) [[unroll]] for (uint u = 0u; u < KEY_BLOCK; ++u) {
+        const float s = sc[r * KEY_BLOCK + u];
+        weight[r * KEY_BLOCK + u] = s == NEG_INF ? 0.0 : exp(s - m[r]);
+        l[r] += weight[r * KEY_BLOCK + u];
+      }
+      [[unroll]] for (uint d = 0u; d < D4; ++d) [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+        vec4 a = acc[r * D4 + d];
+        [[unroll]] for (uint u = 0u; u < KEY_BLOCK; ++u) a += weight[r * KEY_BLOCK + u] * SHARED_LOAD(mine[d], u);
+        acc[r * D4 + d] = a;
+      }
+    } else for (uint u = 0u; u < u_end; ++u) {
       vec4 value[D4];
-      const uint value_at = SHARE_LOADS != 0u ? 0u : key_word(kv_word, b, hk, j);
-      if (SHARE_LOADS == 0u) load_kv_row(value_at, true, value);
-      else [[unroll]] for (uint d = 0u; d < D4; ++d) value[d] = SHARE_LOADS != 0u ? SHARED_LOAD(mine[d], u) : load_v(value_at + d);
+      load_kv_row(key_word(kv_word, b, hk, j0 + u), true, value);
       [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
         const float s = sc[r * KEY_BLOCK + u];
         const float p = s == NEG_INF ? 0.0 : exp(s - m[r]);
         l[r] += p;
         [[unroll]] for (uint d = 0u; d < D4; ++d) acc[r * D4 + d] += p * value[d];
-        if (BIAS_MODE == RELPOS_ATTN_SHAW && j >= M && p > 0.0) {
-          const uint idx = uint(clamp(int(j) + rp_base[r], -kk, kk) + kk);
-          if (idx == 0u) w_lo[r] += p;
-          else if (idx == last_rel) w_hi[r] += p;
-          else [[unroll]] for (uint d = 0u; d < D4; ++d) acc[r * D4 + d] += p * rel_values[idx * D4 + d];
-        }
+      }
+    }
+    // Shaw's buckets take the block's weights after its values: the edges' sums, and near the
+    // diagonal an interior bucket's row of rel_values (unrolled: no loop iterations to count).
+    if (BIAS_MODE == RELPOS_ATTN_SHAW) [[unroll]] for (uint u = 0u; u < KEY_BLOCK; ++u) if (u < u_end) [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+      const uint j = j0 + u;
+      const float s = sc[r * KEY_BLOCK + u];
+      const float p = s == NEG_INF ? 0.0 : exp(s - m[r]);
+      if (j >= M && p > 0.0) {
+        const uint idx = uint(clamp(int(j) + rp_base[r], -kk, kk) + kk);
+        if (idx == 0u) w_lo[r] += p;
+        else if (idx == last_rel) w_hi[r] += p;
+        else [[unroll]] for (uint d = 0u; d < D4; ++d) acc[r * D4 + d] += p * rel_values[idx * D4 + d];
       }
     }
   }
