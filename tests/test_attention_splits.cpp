@@ -319,6 +319,28 @@ TEST(AttentionSplits, DecodingLanesTakeItemsWithinTheLoopBound) {
   EXPECT_EQ(attention_push(prefill, l, false, 4096).rounds, 1u);
 }
 
+// Shaw on a CPU device: its interior buckets in slots of a power of two (up to kShawSlots), whose
+// two loops over the buckets a decoding lane's rounds count; more buckets read rel_keys and
+// rel_values per key as before.
+TEST(AttentionSplits, ShawSlotsOnACpuDeviceAndTheirLoops) {
+  const AttentionTiles& cpu = kCpuTiles;
+  AttentionParams p{.batch = 8, .heads = 8, .kv_heads = 2, .queries = 1, .keys = 200000, .head_dim = 128, .bias = AttentionBias::Shaw};
+  p.max_relative_position = 16;  // 31 buckets
+  const AttentionLaunch l = attention_launch(p, cpu, attention_splits(p, cpu));
+  ASSERT_TRUE(l.lane_splits);
+  EXPECT_TRUE(l.shaw_slots);
+  EXPECT_EQ(constant(l, "SHAW_SLOTS"), 32u);
+  const push::AttentionPush pc = attention_push(p, l, false, p.keys);
+  EXPECT_EQ(attention_fused_item_iterations(p, pc.split_len, 8, true), attention_fused_item_iterations(p, pc.split_len, 8) + 2 * 32);
+  EXPECT_LE(pc.rounds * attention_fused_item_iterations(p, pc.split_len, 8, true), RELPOS_MAX_LOOP_ITERATIONS);
+  p.max_relative_position = 32;  // 63 buckets: the most slots
+  EXPECT_EQ(constant(attention_launch(p, cpu, attention_splits(p, cpu)), "SHAW_SLOTS"), kShawSlots);
+  p.max_relative_position = 33;
+  EXPECT_FALSE(attention_launch(p, cpu, attention_splits(p, cpu)).shaw_slots);
+  p.bias = AttentionBias::None;
+  EXPECT_EQ(constant(attention_launch(p, cpu, attention_splits(p, cpu)), "SHAW_SLOTS"), 0u);
+}
+
 // A packed call of more than kDecodedQueries queries on the CPU class: its sequences of up to that
 // many decode in a launch of their own (lanes taking the key splits, as many as a decoding call's,
 // one item for each of a sequence's last kDecodedQueries queries), the call's splits the larger of

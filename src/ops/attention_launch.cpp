@@ -345,16 +345,25 @@ std::uint32_t split_length(std::uint32_t keys, std::uint32_t splits, std::uint32
   return div_up(div_up(keys, splits), align) * align;
 }
 
-std::uint64_t attention_fused_item_iterations(const AttentionParams& p, std::uint32_t split_len, std::uint32_t key_block) {
+std::uint64_t attention_fused_item_iterations(const AttentionParams& p, std::uint32_t split_len, std::uint32_t key_block, bool shaw_slots) {
   // lavapipe runs a loop's body once more to find every lane done (and once where none enters):
   // the key blocks, each with its two loops over the block's keys; the packed call's loop over the
-  // earlier sequences; the round's own.
+  // earlier sequences; the round's own; with Shaw's slots, the two loops over the interior buckets.
   const std::uint64_t blocks = div_up(split_len, key_block);
-  return 2ull * split_len + 3 * blocks + 2 + (p.packed() ? p.batch + 1ull : 0) + 1;
+  const std::uint64_t buckets = shaw_slots ? 2 * (2ull * p.max_relative_position - 1 + 1) : 0;
+  return 2ull * split_len + 3 * blocks + 2 + (p.packed() ? p.batch + 1ull : 0) + 1 + buckets;
 }
 
-std::uint32_t attention_fused_rounds(const AttentionParams& p, std::uint32_t split_len, std::uint32_t key_block) {
-  return static_cast<std::uint32_t>(std::max<std::uint64_t>(1, RELPOS_MAX_LOOP_ITERATIONS / attention_fused_item_iterations(p, split_len, key_block)));
+std::uint32_t attention_fused_rounds(const AttentionParams& p, std::uint32_t split_len, std::uint32_t key_block, bool shaw_slots) {
+  return static_cast<std::uint32_t>(
+      std::max<std::uint64_t>(1, RELPOS_MAX_LOOP_ITERATIONS / attention_fused_item_iterations(p, split_len, key_block, shaw_slots)));
+}
+
+std::uint32_t attention_shaw_slots(const AttentionParams& p, const AttentionTiles& tiles) {
+  const bool cpu_device = !tiles.tiled && tiles.rows > 1;  // attention_tiles: 4 rows a lane on a CPU device
+  const std::uint64_t buckets = 2 * std::uint64_t{p.max_relative_position} - 1;
+  // A power of two that holds them: each block rescales every slot.
+  return p.bias == AttentionBias::Shaw && cpu_device && buckets <= kShawSlots ? std::max<std::uint32_t>(std::bit_ceil(static_cast<std::uint32_t>(buckets)), 4) : 0;
 }
 
 AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles& tiles, std::uint32_t S, bool share_heads, std::uint32_t parts) {
@@ -453,11 +462,13 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
                                           .PAGED = paged,
                                           .KV_FORMAT = static_cast<std::uint32_t>(p.cache()),
                                           .ROWS_ARE_HEADS = l.slab_heads > 1 ? 1u : 0u,
-                                          .LANE_SPLITS = l.lane_splits ? 1u : 0u};
+                                          .LANE_SPLITS = l.lane_splits ? 1u : 0u,
+                                          .SHAW_SLOTS = attention_shaw_slots(p, tiles)};
   l.spec = spec;
   // Only the variant that shares loads declares the subgroup-shuffle capability.
   l.shader = spec.SHARE_LOADS ? ShaderId::attention_fused_shuffle : ShaderId::attention_fused;
   l.key_block = tiles.key_block;
+  l.shaw_slots = spec.SHAW_SLOTS != 0;
   l.decodes = l.lane_splits;
   return l;
 }
@@ -486,7 +497,7 @@ push::AttentionPush attention_push(const AttentionParams& p, const AttentionLaun
   pc.max_blocks = p.paged.max_blocks;
   pc.total_queries = p.total_queries;
   // A plan's launch serves steps of any keys for its splits: the lanes' rounds follow the step's.
-  pc.rounds = l.lane_splits ? attention_fused_rounds(p, pc.split_len, l.key_block) : 1;
+  pc.rounds = l.lane_splits ? attention_fused_rounds(p, pc.split_len, l.key_block, l.shaw_slots) : 1;
   return pc;
 }
 

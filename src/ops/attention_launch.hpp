@@ -112,6 +112,7 @@ struct AttentionLaunch {
   // splits of a slab) a decoding lane (lane_splits) takes as they come free for a call's keys
   // (attention_fused.glsl's main; pc.rounds).
   std::uint32_t key_block = 0;
+  bool shaw_slots = false;  // attention_fused: SHAW_SLOTS (attention_shaw_slots)
   // Its kernel takes one query of a sequence in each of groups_per_bh's query tiles, counted from
   // the sequence's last (attention_fused's lane splits, attention_decode, attention_tiled with heads
   // as rows), and leaves the sequences of more than decoded_queries to another launch
@@ -122,8 +123,15 @@ struct AttentionLaunch {
 // attention_fused: the loop iterations lavapipe counts for one item (a lane's rows over one split of
 // split_len keys, in blocks of key_block), and so the most items a lane may take within
 // RELPOS_MAX_LOOP_ITERATIONS (1 at least: a dispatch has a lane per item).
-std::uint64_t attention_fused_item_iterations(const AttentionParams& p, std::uint32_t split_len, std::uint32_t key_block);
-std::uint32_t attention_fused_rounds(const AttentionParams& p, std::uint32_t split_len, std::uint32_t key_block);
+std::uint64_t attention_fused_item_iterations(const AttentionParams& p, std::uint32_t split_len, std::uint32_t key_block, bool shaw_slots = false);
+std::uint32_t attention_fused_rounds(const AttentionParams& p, std::uint32_t split_len, std::uint32_t key_block, bool shaw_slots = false);
+
+// Shaw's interior buckets (2 * max_relative_position - 1) in a lane's local arrays (SHAW_SLOTS) on
+// a CPU device, where reading a bucket's rel_keys and rel_values rows for each key near the
+// diagonal runs those per-lane loads under a lane mask for every key; kShawSlots where they fit,
+// else 0.
+inline constexpr std::uint32_t kShawSlots = 64;
+std::uint32_t attention_shaw_slots(const AttentionParams& p, const AttentionTiles& tiles);
 // Keys per split: div_up(keys, splits) rounded up to a multiple of `align`, so that every split
 // starts on one (attention_decode's steps of a power-of-two number of keys then never straddle a
 // paged block; trailing splits may be empty).

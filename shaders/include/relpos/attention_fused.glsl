@@ -15,6 +15,12 @@ const bool SHARE_BIAS = SHARE_LOADS != 0u && BIAS_MODE == RELPOS_ATTN_ROW;
 // Query rows per lane, and heads per workgroup slab: ROWS of each, one or the other.
 const uint QUERY_ROWS = ROWS_ARE_HEADS != 0u ? 1u : ROWS;
 const uint SLAB_HEADS = ROWS_ARE_HEADS != 0u ? ROWS : 1u;
+// SHAW_SLOTS: each row's interior buckets 1 .. 2k - 1 in local arrays: q·rel_keys[bucket] computed
+// once an item, and the weights of the bucket's keys summed (rescaled with the output) and applied
+// to rel_values[bucket] once at the end. Otherwise each key near the diagonal reads its bucket's
+// rows, and a CPU device runs those per-lane loads under a lane mask for every key.
+const uint SLOTS = SHAW_SLOTS != 0u ? SHAW_SLOTS : 1u;
+const bool SHAW_LOCAL = BIAS_MODE == RELPOS_ATTN_SHAW && SHAW_SLOTS != 0u;
 
 #include "relpos/attention_bindings.glsl"
 // Lane `lane` of workgroup g (counted from the chunk's first) and its rows.
@@ -76,6 +82,7 @@ void attend(const uint g, const uint lane) {
   int rp_base[ROWS];  // rp = j + rp_base
   float near_bias[ROWS];  // ALiBi: alibi_near_bias of the row's keys in this split
   float slope[ROWS];      // ALiBi: the row's head's
+  float rel_score[ROWS * SLOTS], rel_weight[ROWS * SLOTS];  // SHAW_LOCAL: bucket t + 1 of row r at r * SLOTS + t
   [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
     const uint hr = h + min(r / QUERY_ROWS, slab_heads - 1u);  // the row's head
     const uint i = lane_splits ? i_first : clamp(i_first + r % QUERY_ROWS * WG_X + lane, seq.x, pc.queries - 1u);
@@ -106,6 +113,12 @@ void attend(const uint g, const uint lane) {
         p_hi[r] += dot(q[r * D4 + d], rel_keys[last_rel * D4 + d]);
       }
     }
+    if (SHAW_LOCAL) [[unroll]] for (uint t = 0u; t < SLOTS; ++t) rel_weight[r * SLOTS + t] = 0.0;
+  }
+  if (SHAW_LOCAL) for (uint t = 0u; t + 1u < last_rel; ++t) [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+    float pr = 0.0;
+    [[unroll]] for (uint d = 0u; d < D4; ++d) pr += dot(q[r * D4 + d], rel_keys[(t + 1u) * D4 + d]);
+    rel_score[r * SLOTS + t] = pr;
   }
 
   for (uint j0 = j_begin; j0 < j_end; j0 += KEY_BLOCK) {
@@ -161,6 +174,7 @@ void attend(const uint g, const uint lane) {
             const uint idx = uint(clamp(rp, -kk, kk) + kk);
             if (idx == 0u) x += p_lo[r];
             else if (idx == last_rel) x += p_hi[r];
+            else if (SHAW_LOCAL) x += rel_score[r * SLOTS + idx - 1u];
             else {  // near the diagonal only; unrolled, so it takes nothing of the loop bound
               float pr = 0.0;
               [[unroll]] for (uint d = 0u; d < D4; ++d) pr += dot(q[r * D4 + d], rel_keys[idx * D4 + d]);
@@ -182,6 +196,7 @@ void attend(const uint g, const uint lane) {
       w_lo[r] *= alpha;
       w_hi[r] *= alpha;
       [[unroll]] for (uint d = 0u; d < D4; ++d) acc[r * D4 + d] *= alpha;
+      if (SHAW_LOCAL) [[unroll]] for (uint t = 0u; t < SLOTS; ++t) rel_weight[r * SLOTS + t] *= alpha;
     }
     if (SHARE_LOADS != 0u) {
       // Each output word takes the block's values in turn, so that it is read and written once a
@@ -219,9 +234,15 @@ void attend(const uint g, const uint lane) {
         const uint idx = uint(clamp(int(j) + rp_base[r], -kk, kk) + kk);
         if (idx == 0u) w_lo[r] += p;
         else if (idx == last_rel) w_hi[r] += p;
+        else if (SHAW_LOCAL) rel_weight[r * SLOTS + idx - 1u] += p;
         else [[unroll]] for (uint d = 0u; d < D4; ++d) acc[r * D4 + d] += p * rel_values[idx * D4 + d];
       }
     }
+  }
+
+  if (SHAW_LOCAL) for (uint t = 0u; t + 1u < last_rel; ++t) [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
+    const float w = rel_weight[r * SLOTS + t];
+    [[unroll]] for (uint d = 0u; d < D4; ++d) acc[r * D4 + d] += w * rel_values[(t + 1u) * D4 + d];
   }
 
   [[unroll]] for (uint r = 0u; r < ROWS; ++r) {

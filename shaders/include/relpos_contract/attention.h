@@ -36,7 +36,8 @@
   X(8, PAGED, uint, 0u)                                                                    \
   X(9, KV_FORMAT, uint, 0u)  /* k and v: a CacheFormat (CACHE_*, relpos/cache_format.glsl) */ \
   X(10, ROWS_ARE_HEADS, uint, 0u) /* 1 (one query): a lane's rows are ROWS heads of one kv head */ \
-  X(11, LANE_SPLITS, uint, 0u) /* 1 (decoding a sequence's few queries, several splits): lanes take a row's splits as they come free */
+  X(11, LANE_SPLITS, uint, 0u) /* 1 (decoding a sequence's few queries, several splits): lanes take a row's splits as they come free */ \
+  X(12, SHAW_SLOTS, uint, 0u) /* Shaw on a CPU device: local slots for the interior buckets (>= 2k - 1), 0: none */
 
 // attention_tiled: a workgroup of WG_X = BR * LPR lanes owns BR query rows; keys are staged BC at
 // a time. SHUFFLE_LANES: lanes of a row whose maxima meet by subgroup shuffles, a power of two
