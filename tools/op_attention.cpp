@@ -908,9 +908,9 @@ AttentionBiasTool file_bias(AttentionBias bias, const char* flag, const char* he
       std::vector<std::uint64_t> shape;
       in.bias = read_floats(flag, *path, dims, shape);
       // The shape, not only the count: a transposed file holds as many values, in the wrong places.
-      if (shape != p.bias_shape())
-        throw InvalidArgument(std::string(flag) + " " + *path + ": shape " + shape_text(shape) + " must be " + shape_text(p.bias_shape()) +
-                              " (" + help + ")");
+      const std::vector<std::uint64_t> want = p.bias_shape();
+      if (shape != want)
+        throw InvalidArgument(std::string(flag) + " " + *path + ": shape " + shape_text(shape) + " must be " + shape_text(want) + " (" + help + ")");
     });
   };
   return t;

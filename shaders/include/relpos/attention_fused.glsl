@@ -23,6 +23,9 @@ const uint SLOTS = SHAW_SLOTS != 0u ? SHAW_SLOTS : 1u;
 const bool SHAW_LOCAL = BIAS_MODE == RELPOS_ATTN_SHAW && SHAW_SLOTS != 0u;
 
 #include "relpos/attention_bindings.glsl"
+// A key's weight from its score s and the row's running maximum m: masked keys (s = -inf) weigh 0.
+float key_weight(const float s, const float m) { return s == uintBitsToFloat(0xff800000u) ? 0.0 : exp(s - m); }
+
 // Lane `lane` of workgroup g (counted from the chunk's first) and its rows.
 void attend(const uint g, const uint lane) {
   const float NEG_INF = uintBitsToFloat(0xff800000u);
@@ -205,8 +208,7 @@ void attend(const uint g, const uint lane) {
       [[unroll]] for (uint d = 0u; d < D4; ++d) mine[d] = load_v(mine_word + d);
       float weight[ROWS * KEY_BLOCK];
       [[unroll]] for (uint r = 0u; r < ROWS; ++r) [[unroll]] for (uint u = 0u; u < KEY_BLOCK; ++u) {
-        const float s = sc[r * KEY_BLOCK + u];
-        weight[r * KEY_BLOCK + u] = s == NEG_INF ? 0.0 : exp(s - m[r]);
+        weight[r * KEY_BLOCK + u] = key_weight(sc[r * KEY_BLOCK + u], m[r]);
         l[r] += weight[r * KEY_BLOCK + u];
       }
       [[unroll]] for (uint d = 0u; d < D4; ++d) [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
@@ -218,8 +220,7 @@ void attend(const uint g, const uint lane) {
       vec4 value[D4];
       load_kv_row(key_word(kv_word, b, hk, j0 + u), true, value);
       [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
-        const float s = sc[r * KEY_BLOCK + u];
-        const float p = s == NEG_INF ? 0.0 : exp(s - m[r]);
+        const float p = key_weight(sc[r * KEY_BLOCK + u], m[r]);
         l[r] += p;
         [[unroll]] for (uint d = 0u; d < D4; ++d) acc[r * D4 + d] += p * value[d];
       }
@@ -228,8 +229,7 @@ void attend(const uint g, const uint lane) {
     // diagonal an interior bucket's row of rel_values (unrolled: no loop iterations to count).
     if (BIAS_MODE == RELPOS_ATTN_SHAW) [[unroll]] for (uint u = 0u; u < KEY_BLOCK; ++u) if (u < u_end) [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
       const uint j = j0 + u;
-      const float s = sc[r * KEY_BLOCK + u];
-      const float p = s == NEG_INF ? 0.0 : exp(s - m[r]);
+      const float p = key_weight(sc[r * KEY_BLOCK + u], m[r]);  // the values' weight again (Shaw only)
       if (j >= M && p > 0.0) {
         const uint idx = uint(clamp(int(j) + rp_base[r], -kk, kk) + kk);
         if (idx == 0u) w_lo[r] += p;
