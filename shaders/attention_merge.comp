@@ -2,7 +2,9 @@
 // Log-sum-exp merge of attention computed over disjoint key blocks: PART_LANES invocations per
 // 4-element word of the merged output, each merging every PART_LANES-th chunk of the parts, met
 // through shared memory. Parts with lse = -inf (every key masked) weigh nothing; a row masked in
-// every part gives zeros and -inf.
+// every part gives zeros and -inf. A part whose lse is NaN (a NaN among its inputs) makes the row
+// NaN, out and lse, as attention over the whole key range gives: max() may drop a NaN, and a
+// comparison with -inf would have taken it for a masked part.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #include "relpos_contract/attention.h"
@@ -28,7 +30,7 @@ shared vec2 lane_stats[WG_X];
 shared vec4 lane_acc[WG_X];
 
 void main() {
-  const float NEG_INF = uintBitsToFloat(0xff800000u);
+  const float NEG_INF = uintBitsToFloat(0xff800000u), POS_INF = uintBitsToFloat(0x7f800000u), NAN = uintBitsToFloat(0x7fc00000u);
   // Lane t takes word t % WORDS of the workgroup's (consecutive lanes read consecutive words of a
   // part) and every PART_LANES-th chunk of its parts from chunk t / WORDS.
   const uint t = gl_LocalInvocationID.x, share = t / WORDS;
@@ -43,6 +45,7 @@ void main() {
   const uint CHUNK = 8u;
   float m = NEG_INF, sum = 0.0;
   vec4 acc = vec4(0.0);
+  bool poisoned = false;  // a part's lse was NaN
   for (uint n0 = share * CHUNK; live && n0 < pc.parts; n0 += CHUNK * PART_LANES) {
     float l[CHUNK];
     [[unroll]] for (uint i = 0u; i < CHUNK; ++i)
@@ -51,6 +54,7 @@ void main() {
     vec4 v[CHUNK];
     [[unroll]] for (uint i = 0u; i < CHUNK; ++i)
       v[i] = l[i] == NEG_INF ? vec4(0.0) : load_part((n0 + i) * pc.part_stride + row * pc.row_stride + d - pc.in_shift);
+    [[unroll]] for (uint i = 0u; i < CHUNK; ++i) poisoned = poisoned || isnan(l[i]);
     float top = l[0];
     [[unroll]] for (uint i = 1u; i < CHUNK; ++i) top = max(top, l[i]);
     if (top == NEG_INF) continue;
@@ -65,6 +69,13 @@ void main() {
       sum += e;
       acc += e * v[i];
     }
+  }
+  // A poisoned lane's stats: m = +inf, so that it is the maximum (max() of +inf is defined), and
+  // a NaN sum and sums, which every rescale keeps NaN (exp(+inf - +inf) is NaN too).
+  if (poisoned) {
+    m = POS_INF;
+    sum = NAN;
+    acc = vec4(NAN);
   }
   if (PART_LANES > 1u) {
     // Each lane writes its own slot; after the barrier the first lane of each word reads the

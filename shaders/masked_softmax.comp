@@ -59,7 +59,7 @@ void main() {
     for (uint n = 0u; n < chunks; ++n) mx = max(mx, stats[first + n].x);
     for (uint n = 0u; n < chunks; ++n) {
       vec2 s = stats[first + n];
-      sum += s.y > 0.0 ? s.y * exp(s.x - mx) : 0.0;
+      sum += s.y == 0.0 ? 0.0 : s.y * exp(s.x - mx);  // no visible key: 0; a NaN sum (a NaN logit) stays NaN
     }
     inv = valid > 0u ? 1.0 / sum : 0.0;
   }

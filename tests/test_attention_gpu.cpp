@@ -420,6 +420,74 @@ TEST_F(AttentionGpu, MergeSkipsMaskedPartsWhateverTheyHold) {
   }
 }
 
+// A NaN among the inputs of a visible key makes its rows NaN, out and lse, as the reference
+// gives, in both kernel classes, whole or over key splits merged by their lse; a NaN the mask hides
+// changes nothing. (An ordered `l > 0` once turned such a row into a masked one, zeros and lse
+// -inf, and a merge then skipped it: ring attention dropped the chunk, and answered.)
+TEST_F(AttentionGpu, ANaNInputMakesItsRowsNaN) {
+  std::mt19937 rng(41);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  struct Poison { const char* what; std::vector<float> Inputs::*input; std::size_t at; std::vector<std::size_t> rows; };
+  // Prefill, causal, Q = K = 6, two heads on one kv head (row h·6 + i), D = 8, a dense bias [H, Q, K].
+  const AttentionParams prefill{.heads = 2, .kv_heads = 1, .queries = 6, .keys = 6, .head_dim = 8, .causal = true, .bias = AttentionBias::Dense};
+  const std::vector<Poison> prefill_cases = {
+      {"k of key 3", &Inputs::k, 3 * 8 + 2, {3, 4, 5, 9, 10, 11}},
+      {"k of key 0 (row 0's only key)", &Inputs::k, 0, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}},
+      {"q of head 1, query 1", &Inputs::q, 7 * 8 + 5, {7}},
+      {"bias of head 0, query 4, key 5 (masked)", &Inputs::bias, 4 * 6 + 5, {}},
+      {"bias of head 0, query 4, key 2", &Inputs::bias, 4 * 6 + 2, {4}},
+  };
+  // Decoding: one query over 701 keys, four heads on two kv heads (heads 2 and 3 on kv head 1), the
+  // keys split (chosen, then forced to 5) and merged.
+  AttentionParams decode{.heads = 4, .kv_heads = 2, .queries = 1, .keys = 701, .head_dim = 20, .query_offset = 700, .causal = true};
+  const std::vector<Poison> decode_cases = {
+      {"k of kv head 1, key 500", &Inputs::k, (701 + 500) * 20 + 7, {2, 3}},
+      {"q of head 0", &Inputs::q, 3, {0}},
+  };
+  auto run_cases = [&](const AttentionParams& p, const std::vector<Poison>& cases) {
+    for (const Poison& c : cases)
+      for (const Kernels kernels : {Kernels::Cpu, Kernels::Gpu}) {
+        SCOPED_TRACE(testing::Message() << describe(p) << ", NaN in " << c.what << ", " << (kernels == Kernels::Gpu ? "gpu" : "cpu") << " kernels");
+        Inputs in = random_inputs(rng, p);
+        (in.*c.input)[c.at] = nan;
+        const AttentionResult want = attention_reference(p, in.host());
+        const AttentionResult got = gpu_attention(gpu_kernels(kernels), p, in);
+        test::expect_nan_rows_match(got.out, want.out, p.head_dim, tolerance(p.dtype), "out");
+        const std::vector<bool> nan_rows = test::expect_nan_rows_match(got.lse, want.lse, 1, kTolF32, "lse");
+        std::vector<bool> expected(p.rows(), false);
+        for (std::size_t r : c.rows) expected[r] = true;
+        EXPECT_EQ(nan_rows, expected) << "the reference's NaN rows";
+      }
+  };
+  run_cases(prefill, prefill_cases);
+  run_cases(decode, decode_cases);
+  decode.key_splits = 5;
+  run_cases(decode, decode_cases);
+}
+
+// The merge of parts one of which has a NaN lse gives NaN, out and lse, wherever the part lies
+// among the lanes that share a row's parts, and also where every other part is masked.
+TEST_F(AttentionGpu, MergeOfANaNPartIsNaN) {
+  std::mt19937 rng(43);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (const std::uint32_t parts : {1u, 9u, 65u}) {
+    const std::uint32_t rows = 3, D = 8;
+    auto parts_out = random_floats(rng, std::size_t{parts} * rows * D, -1.0f, 1.0f);
+    auto parts_lse = random_floats(rng, std::size_t{parts} * rows, -20.0f, 5.0f);
+    // Row 0: its last part NaN; row 1: a NaN part among masked ones; row 2: no NaN.
+    parts_lse[std::size_t{parts - 1} * rows + 0] = nan;
+    for (std::uint32_t n = 0; n < parts; ++n) parts_lse[std::size_t{n} * rows + 1] = n == parts / 2 ? nan : -inf;
+    const AttentionMergeParams mp{parts, rows, D, DType::F32};
+    const AttentionResult want = attention_merge_reference(mp, parts_out, parts_lse);
+    for (const Kernels kernels : {Kernels::Cpu, Kernels::Gpu}) {
+      SCOPED_TRACE(testing::Message() << parts << " parts, " << (kernels == Kernels::Gpu ? "gpu" : "cpu") << " kernels");
+      const AttentionResult got = gpu_merge(gpu_kernels(kernels), mp, parts_out, parts_lse);
+      test::expect_nan_rows_match(got.out, want.out, D, kTolF32, "out");
+      EXPECT_EQ(test::expect_nan_rows_match(got.lse, want.lse, 1, kTolF32, "lse"), (std::vector<bool>{true, true, false}));
+    }
+  }
+}
+
 // The merge loops over the parts in each invocation: up to RELPOS_MAX_LOOP_ITERATIONS / 2 = 16384
 // parts merge correctly (parts with lse = -inf among them), one more is refused by name.
 TEST_F(AttentionGpu, MergeOfTheMostPartsAndTooMany) {

@@ -149,6 +149,40 @@ TEST_F(RingAttention, EveryBiasModeBothLayoutsMatchSingleDevice) {
   }
 }
 
+// A NaN in one chunk's keys makes the rows that see it NaN, out and lse, as on one device and in
+// the reference; the others are as before. (The merge once took a NaN part for a masked one and
+// skipped it: the ring answered as if the chunk were not there.)
+TEST_F(RingAttention, ANaNInOneChunkMakesItsRowsNaN) {
+  std::mt19937 rng(11);
+  for (RingLayout layout : {RingLayout::Contiguous, RingLayout::Zigzag}) {
+    RingParams rp{relpos::test::random_ring_params(rng, AttentionBias::None, DType::F32, 4), 2, layout};
+    AttentionParams& p = rp.attention;
+    p.batch = 1;
+    p.heads = p.kv_heads = 1;
+    p.queries = p.keys = 8;
+    p.head_dim = 8;
+    p.causal = true;
+    p.query_offset = 0;
+    SCOPED_TRACE(describe(p) + " " + std::string(ring_layout_name(layout)));
+    WholeInputs in = random_whole_inputs(rng, p);
+    in.k[6 * 8 + 2] = std::numeric_limits<float>::quiet_NaN();  // key 6: seen by queries 6 and 7 only
+    const AttentionResult want = attention_reference(p, in.host());
+    const AttentionResult one = relpos::test::single_device(gpu(), p, in);
+    AttentionResult got = empty_result(p);
+    const InProcessRingOutcome outcome = run_in_process_ring(shared(gpu(), 2), kTimeout, [&](std::uint32_t, Context& ctx, RingTransport& t) {
+      RingRank rank(ctx, t);
+      relpos::test::ring_rank(rank, rp, in, got);
+    });
+    ASSERT_TRUE(outcome.ok()) << outcome.describe();
+    const std::vector<bool> nan_rows = {false, false, false, false, false, false, true, true};
+    for (const auto* ref : {&want, &one}) {
+      const char* against = ref == &want ? " against the reference" : " against one device";
+      relpos::test::expect_nan_rows_match(got.out, ref->out, p.head_dim, kTolF32, std::string("out") + against);
+      EXPECT_EQ(relpos::test::expect_nan_rows_match(got.lse, ref->lse, 1, kTolF32, std::string("lse") + against), nan_rows);
+    }
+  }
+}
+
 // T5 in both directions (bidirectional and causal buckets), at head_dim 20, causal, with each
 // layout: every block's bucket row is computed for its own window.
 TEST_F(RingAttention, T5BothDirections) {

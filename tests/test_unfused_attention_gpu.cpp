@@ -3,6 +3,7 @@
 #include <relpos/relpos.hpp>
 
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "support/expect.hpp"
@@ -211,6 +212,27 @@ TEST_F(AttentionGpu, SoftmaxMasksAndEmptyRows) {
     EXPECT_LE(normalised_error(got, want), sum_error(p.keys + 64, 1.0));
     for (std::size_t e = 0; e < got.size(); ++e)
       if (want[e] == 0.0f) ASSERT_EQ(got[e], 0.0f) << "masked entry " << e;  // exact zeros, never NaN
+  }
+}
+
+// A NaN logit makes its row NaN (masked entries stay 0), as the reference gives, also where the
+// row is longer than a chunk and the chunks' sums are combined: an ordered `sum > 0` there once
+// dropped the chunk holding the NaN.
+TEST_F(AttentionGpu, SoftmaxOfARowWithANaNIsNaN) {
+  std::mt19937 rng(15);
+  for (const std::uint32_t keys : {100u, 10000u}) {  // one chunk, and two (8192 keys a chunk)
+    const UnfusedAttentionParams p{.queries = 2, .keys = keys, .head_dim = 4, .causal = true, .query_offset = std::int64_t{keys} - 3};
+    SCOPED_TRACE(describe(p));
+    auto logits = random_floats(rng, std::size_t{p.queries} * p.keys, -30.0f, 30.0f);
+    logits[keys - 5] = std::numeric_limits<float>::quiet_NaN();  // row 0, in the last chunk
+    logits[keys + keys - 1] = std::numeric_limits<float>::quiet_NaN();  // row 1, masked (key K-1 > K-2)
+    auto want = logits;
+    masked_softmax_reference(p, want);
+    Buffer b = make_buffer(gpu(), logits);
+    run(gpu(), [&](Recorder& r) { masked_softmax(r, p, b); });
+    const auto got = b.download<float>(want.size());
+    const std::vector<bool> nan_rows = expect_nan_rows_match(got, want, keys, sum_error(p.keys + 64, 1.0), "softmax");
+    EXPECT_EQ(nan_rows, (std::vector<bool>{true, false}));
   }
 }
 

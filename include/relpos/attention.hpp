@@ -185,7 +185,7 @@ void check_query_lengths(const AttentionParams& p, std::span<const std::int32_t>
 
 struct AttentionResult {
   std::vector<float> out;  // [B, H, Q, D] (packed: [total_queries, H, D])
-  std::vector<float> lse;  // [B, H, Q] (packed: [total_queries, H]): log Σ_j exp(logit_ij); -inf for a fully masked row (out = 0)
+  std::vector<float> lse;  // [B, H, Q] (packed: [total_queries, H]): log Σ_j exp(logit_ij); -inf for a fully masked row (out = 0), NaN where a visible key's input is NaN
 };
 
 // ---- CPU reference ------------------------------------------------------------------------
@@ -232,7 +232,8 @@ void attention_unfused(Recorder& r, const AttentionParams& p, const AttentionBuf
 // ---- Log-sum-exp merge of partial attention over key blocks ------------------------------
 // parts results over disjoint key blocks: out [parts, rows, D], lse [parts, rows] (rows = B·H·Q).
 // merged lse = log Σ_n exp(lse_n); out = Σ_n exp(lse_n - lse) · out_n. Blocks with lse = -inf
-// (fully masked) contribute nothing; rows masked in every block give zeros and -inf.
+// (fully masked) contribute nothing; rows masked in every block give zeros and -inf; a block
+// whose lse is NaN (a NaN input) makes the row NaN, out and lse.
 struct AttentionMergeParams {
   std::uint32_t parts = 1;
   std::uint64_t rows = 0;

@@ -259,6 +259,13 @@ AttentionResult attention_reference(const AttentionParams& p, const AttentionHos
       for (std::uint32_t i = 0; i < Q; ++i) {
         const std::size_t row = (std::size_t{b} * p.heads + h) * Q + i;
         const double* l = &logits[row * K];
+        // A NaN logit (a NaN among the inputs of a visible key) makes the row NaN, out and lse,
+        // wherever it lies (max_element would keep or drop it by its place).
+        if (std::any_of(l, l + K, [](double x) { return std::isnan(x); })) {
+          std::fill_n(res.out.begin() + static_cast<std::ptrdiff_t>(row * D), D, std::numeric_limits<float>::quiet_NaN());
+          res.lse[row] = std::numeric_limits<float>::quiet_NaN();
+          continue;
+        }
         const double m = *std::max_element(l, l + K);
         if (m == kNegInf) {  // every key masked: zeros, never NaN
           res.lse[row] = -std::numeric_limits<float>::infinity();
@@ -289,7 +296,17 @@ AttentionResult attention_merge_reference(const AttentionMergeParams& p, std::sp
   AttentionResult res{std::vector<float>(p.rows * D, 0.0f), std::vector<float>(p.rows)};
   for (std::uint64_t r = 0; r < p.rows; ++r) {
     double m = kNegInf;
-    for (std::uint32_t n = 0; n < p.parts; ++n) m = std::max(m, static_cast<double>(lse[n * p.rows + r]));
+    bool nan = false;  // a part's lse is NaN (a NaN among its inputs): the row is NaN, as over the whole range
+    for (std::uint32_t n = 0; n < p.parts; ++n) {
+      const double l = lse[n * p.rows + r];
+      nan = nan || std::isnan(l);
+      m = std::max(m, l);
+    }
+    if (nan) {
+      std::fill_n(res.out.begin() + static_cast<std::ptrdiff_t>(r * D), D, std::numeric_limits<float>::quiet_NaN());
+      res.lse[r] = std::numeric_limits<float>::quiet_NaN();
+      continue;
+    }
     if (m == kNegInf) {
       res.lse[r] = -std::numeric_limits<float>::infinity();
       continue;

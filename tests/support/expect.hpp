@@ -5,6 +5,8 @@
 #include <relpos/error.hpp>
 #include <relpos/half.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -31,6 +33,32 @@ inline void expect_half_close(const std::vector<float>& got, const std::vector<f
     const int dist = std::abs(static_cast<int>(g & 0x7fff) - static_cast<int>(w & 0x7fff));
     ASSERT_TRUE(g == w || (((g ^ w) & 0x8000) == 0 && dist <= 1)) << what << " at " << e << ": " << got[e] << " vs " << want[e];
   }
+}
+
+// Results where a NaN among the inputs may reach, in rows of `width` values (width 1: an lse):
+// NaN exactly where the reference is, the other values within `tol` of it (normalised_error's
+// measure, over them). Returns whether each row holds a NaN, so that a test can also say which
+// rows it expects to.
+inline std::vector<bool> expect_nan_rows_match(const std::vector<float>& got, const std::vector<float>& want, std::size_t width, double tol,
+                                               const std::string& what) {
+  std::vector<bool> nan_rows;
+  EXPECT_EQ(got.size(), want.size()) << what;
+  if (got.size() != want.size() || width == 0) return nan_rows;
+  double scale = 1.0, err = 0.0;
+  for (float w : want)
+    if (std::isfinite(w)) scale = std::max(scale, static_cast<double>(std::fabs(w)));
+  nan_rows.assign(want.size() / width, false);
+  for (std::size_t e = 0; e < want.size(); ++e) {
+    if (std::isnan(want[e])) {
+      nan_rows[e / width] = true;
+      EXPECT_TRUE(std::isnan(got[e])) << what << " row " << e / width << " [" << e % width << "] = " << got[e] << ", want NaN";
+    } else if (got[e] != want[e]) {  // (equal infinities are equal)
+      EXPECT_FALSE(std::isnan(got[e])) << what << " row " << e / width << " [" << e % width << "] is NaN, want " << want[e];
+      err = std::max(err, std::fabs(static_cast<double>(got[e]) - want[e]));
+    }
+  }
+  EXPECT_LE(err / scale, tol) << what;
+  return nan_rows;
 }
 
 }  // namespace relpos::test

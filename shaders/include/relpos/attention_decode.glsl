@@ -295,12 +295,14 @@ void main() {
       float lt = 0.0, wl = 0.0, wh = 0.0;
       [[unroll]] for (uint u = 0u; u < GROUPS; ++u) {
         const float mu = part_stat[u * 4u];
-        scale_of[u] = mu == NEG_INF ? 0.0 : exp(mu - mx);
+        // A group with every key masked (sum 0) weighs nothing; one whose sum is NaN (a NaN input,
+        // even where its maximum stayed -inf) makes the row NaN, as in the reference.
+        scale_of[u] = part_stat[u * 4u + 1u] == 0.0 ? 0.0 : exp(mu - mx);
         lt += scale_of[u] * part_stat[u * 4u + 1u];
         wl += scale_of[u] * part_stat[u * 4u + 2u];
         wh += scale_of[u] * part_stat[u * 4u + 3u];
       }
-      const float inv = lt > 0.0 ? 1.0 / lt : 0.0;  // a fully masked row gives zeros
+      const float inv = lt == 0.0 ? 0.0 : 1.0 / lt;  // masked: zeros and -inf; a NaN input: NaN
       const uint out_row = query_row(bh + hc[c], h + hc[c], i, seq) * pc.part_stride + split;
       const uint out_word = out_row * D4 - pc.out_shift;
       [[unroll]] for (uint t = 0u; t < (D4 + WG_X - 1u) / WG_X; ++t) {
@@ -313,7 +315,7 @@ void main() {
         store_out(out_word + d, o);
       }
       const float shift = BIAS_MODE == RELPOS_ATTN_ALIBI ? near_bias[c] : 0.0;
-      if (lane == 0u) lse[out_row - pc.lse_shift] = lt > 0.0 ? (mx + log(lt)) - shift : NEG_INF;
+      if (lane == 0u) lse[out_row - pc.lse_shift] = lt == 0.0 ? NEG_INF : (mx + log(lt)) - shift;
     }
     if (HEADS > 1u) barrier();
   }

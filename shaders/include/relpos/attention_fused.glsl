@@ -249,7 +249,9 @@ void attend(const uint g, const uint lane) {
     const uint hr = h + r / QUERY_ROWS;
     const uint i = lane_splits ? i_first : i_first + r % QUERY_ROWS * WG_X + lane;
     if (!query_stored(i, seq) || split >= pc.splits || r / QUERY_ROWS >= slab_heads) continue;
-    const float inv = l[r] > 0.0 ? 1.0 / l[r] : 0.0;  // a fully masked row gives zeros
+    // A fully masked row (l = 0) gives zeros and -inf; a NaN among its inputs makes l NaN, and the
+    // row NaN, as in the reference (an ordered l > 0 would have turned it into a masked row).
+    const float inv = l[r] == 0.0 ? 0.0 : 1.0 / l[r];
     const uint out_row = query_row(bh + hr - h, hr, i, seq) * pc.part_stride + split;
     const uint out_word = out_row * D4 - pc.out_shift;
     [[unroll]] for (uint d = 0u; d < D4; ++d) {
@@ -259,7 +261,7 @@ void attend(const uint g, const uint lane) {
       store_out(out_word + d, x);
     }
     const float shift = BIAS_MODE == RELPOS_ATTN_ALIBI ? near_bias[r] : 0.0;
-    lse[out_row - pc.lse_shift] = l[r] > 0.0 ? (m[r] + log(l[r])) - shift : NEG_INF;
+    lse[out_row - pc.lse_shift] = l[r] == 0.0 ? NEG_INF : (m[r] + log(l[r])) - shift;
   }
 }
 

@@ -384,7 +384,7 @@ void main() {
   }
 
   if (!query_stored(i_first + rq, seq) || split >= pc.splits || (ROWS_ARE_HEADS != 0u && r >= slab_heads)) return;
-  const float inv = l > 0.0 ? 1.0 / l : 0.0;  // a fully masked row gives zeros
+  const float inv = l == 0.0 ? 0.0 : 1.0 / l;  // masked: zeros and -inf; a NaN input: NaN (attention_fused.glsl)
   const uint out_row = query_row(bh + rh, h_r, i, seq) * pc.part_stride + split;
   const uint out_word = out_row * D4 - pc.out_shift;
   [[unroll]] for (uint k = 0u; k < OWNED; ++k) {
@@ -396,5 +396,5 @@ void main() {
     store_out(out_word + d, x);
   }
   const float shift = BIAS_MODE == RELPOS_ATTN_ALIBI ? near_bias : 0.0;
-  if (s == 0u) lse[out_row - pc.lse_shift] = l > 0.0 ? (m + log(l)) - shift : NEG_INF;
+  if (s == 0u) lse[out_row - pc.lse_shift] = l == 0.0 ? NEG_INF : (m + log(l)) - shift;
 }
