@@ -22,7 +22,12 @@ namespace {
 
 class HotLoops : public GpuTest {};
 
-std::uint64_t allocations(Context& ctx) { return resource_counts(ctx).allocations(); }
+// Every Vulkan object but pipelines (buffers, memory, pools, descriptor sets, events, command
+// buffers), and pipelines: a hot loop's step after the first creates neither.
+std::uint64_t objects(Context& ctx) {
+  const ResourceCounts c = resource_counts(ctx);
+  return c.objects() - c.pipelines;
+}
 std::uint64_t pipelines(Context& ctx) { return resource_counts(ctx).pipelines; }
 
 std::string describe(const AttentionParams& p) {
@@ -104,11 +109,11 @@ void expect_plan_equals_free_function(const AttentionParams& env, const std::vec
     AttentionBuffers b{&qb, &kb, &vb, &out, &lse};
     if (p.bias == AttentionBias::T5) b.bias = &table_buffer;
     else if (bb) b.bias = &bb;
-    const std::uint64_t a0 = allocations(ctx), p0 = pipelines(ctx);
+    const std::uint64_t a0 = objects(ctx), p0 = pipelines(ctx);
     plan.record(r, step, b);
     r.submit_and_wait();
     if (n > 0) {
-      created += allocations(ctx) - a0;
+      created += objects(ctx) - a0;
       compiled += pipelines(ctx) - p0;
     }
     const Result got{download_floats(out, p.rows() * p.head_dim, p.dtype), lse.download<float>(p.rows())};
@@ -157,6 +162,9 @@ TEST_F(HotLoops, ReusedRecorderCreatesNothingAfterItsFirstStep) {
   EXPECT_EQ(now.buffers, after_first.buffers);
   EXPECT_EQ(now.memory_allocations, after_first.memory_allocations);
   EXPECT_EQ(now.descriptor_pools, after_first.descriptor_pools);
+  EXPECT_EQ(now.descriptor_sets, after_first.descriptor_sets);
+  EXPECT_EQ(now.events, after_first.events);
+  EXPECT_EQ(now.command_buffers, after_first.command_buffers);
   EXPECT_EQ(now.pipelines, after_first.pipelines);
   EXPECT_EQ(out.download<float>(p.rows() * p.head_dim), first);  // recycled scratch: the same result
 }

@@ -275,9 +275,10 @@ struct DecodeLoop {
   }
 
   // Runs the loop; record(r, step) records one step. Returns {mean and median host µs per step
-  // after the first, allocations after the first, pipelines after the first}.
+  // after the first, allocations after the first, pipelines after the first, every object after
+  // the first (descriptor sets and events too)}.
   template <class F>
-  std::array<double, 4> run(Context& ctx, F&& record) {
+  std::array<double, 5> run(Context& ctx, F&& record) {
     Recorder r(ctx);
     ResourceCounts first{};
     std::vector<double> host_us;
@@ -294,7 +295,7 @@ struct DecodeLoop {
     for (double t : host_us) sum += t;
     std::sort(host_us.begin(), host_us.end());
     return {sum / host_us.size(), host_us[host_us.size() / 2], static_cast<double>(last.allocations() - first.allocations()),
-            static_cast<double>(last.pipelines - first.pipelines)};
+            static_cast<double>(last.pipelines - first.pipelines), static_cast<double>(last.objects() - first.objects())};
   }
 };
 
@@ -322,8 +323,10 @@ void register_decode_loop(Registry& reg) {
                              std::vector<std::pair<std::string, double>> figures = {
                                  {"host_us_per_step", planned[0]},          {"host_us_per_step_median", planned[1]},
                                  {"allocations_after_first", planned[2]},   {"pipelines_after_first", planned[3]},
+                                 {"objects_after_first", planned[4]},
                                  {"attention_host_us_per_step", free_function[0]}, {"attention_host_us_per_step_median", free_function[1]},
                                  {"attention_allocations_after_first", free_function[2]},
+                                 {"attention_objects_after_first", free_function[4]},
                                  {"attention_pipelines_after_first", free_function[3]}};
                              return figures;
                            };

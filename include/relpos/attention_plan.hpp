@@ -44,7 +44,8 @@ class AttentionPlan {
   // Records one step: the result attention() gives for step_params(step) and the same inputs (k
   // and v cut to the step's keys), bit for bit. Every bias mode is planned. Checks
   // the step against the envelope (InvalidArgument naming the parameter and the envelope's limit)
-  // and the buffers, then records with no new buffer, memory, descriptor pool or pipeline.
+  // and the buffers, then records with no new buffer, memory, descriptor pool or set, event or
+  // pipeline after the first step (but for a step recorded while every earlier one is pending).
   // Buffers, for the step's Q and K:
   // - q, out: [batch, heads, Q, head_dim] of dtype; lse (optional) float32 [batch, heads, Q];
   //   they may be larger (the step uses their beginning).

@@ -84,6 +84,13 @@ AttentionPlan::AttentionPlan(Context& ctx, const AttentionParams& envelope) : st
     }
   }
   if (s.max_splits > 1) dev->pipeline(detail::ShaderId::attention_merge, detail::attention_merge_spec(env.head_dim, DType::F32, env.dtype, s.tiles.merge_part_lanes));
+  // The descriptor sets a step takes, made with its slot: one for the launches (every variant
+  // binds the same buffers through one layout), the merge's and the per-distance rows'. The first
+  // step that splits its keys then takes no new set.
+  detail::StepSets& sets = s.storage->sets();
+  sets.reserve(detail::attention_launch(env, s.tiles, 1).shader);
+  if (s.max_splits > 1) sets.reserve(detail::ShaderId::attention_merge);
+  if (s.scratch.bias_rows) sets.reserve(s.scratch.bias_rows->shader());
 }
 
 AttentionPlan::~AttentionPlan() = default;

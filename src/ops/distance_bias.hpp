@@ -82,6 +82,8 @@ class DistanceRows {
   // the family's parameters in `params` (binding 0 of its row shader); ends with the barrier that
   // makes them readable. Descriptor sets from `sets` (a plan's) or the recording's pools.
   virtual void record(Recorder& r, const DistanceWindow& w, const Buffer& params, const Buffer& rows, DescriptorSource* sets) = 0;
+  // The row shader it dispatches (once a record), for a plan to reserve its descriptor set.
+  virtual ShaderId shader() const = 0;
 };
 
 // A row shader on the kit's skeleton: `push` gives the family's push block for a window (the kit
@@ -96,6 +98,7 @@ class ShaderRows final : public DistanceRows {
   void record(Recorder& r, const DistanceWindow& w, const Buffer& params, const Buffer& rows, DescriptorSource* sets) override {
     record_distance_rows_into(r, w, shader_, push_(w), {&params}, extra_.buffer ? &extra_ : nullptr, w.heads, rows, sets);
   }
+  ShaderId shader() const override { return shader_; }
 
  private:
   ShaderId shader_;

@@ -89,6 +89,7 @@ class T5Rows final : public DistanceRows {
     barrier(r);
     record_t5_row(r, p, window, &table, thresholds_, rows, sets);
   }
+  ShaderId shader() const override { return ShaderId::t5_distance_row; }
 
  private:
   T5Params config_;

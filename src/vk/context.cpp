@@ -332,9 +332,10 @@ void create_runtime_objects(Device& d, const ContextOptions& opt) {
     for (auto& [key, p] : d.pipelines) {
       d.vk.vkDestroyPipeline(d.device, p.pipeline, nullptr);
       d.vk.vkDestroyPipelineLayout(d.device, p.layout, nullptr);
-      d.vk.vkDestroyDescriptorSetLayout(d.device, p.set_layout, nullptr);
     }
     d.pipelines.clear();
+    for (auto& [bindings, layout] : d.set_layouts) d.vk.vkDestroyDescriptorSetLayout(d.device, layout, nullptr);
+    d.set_layouts.clear();
     d.vk.vkDestroyPipelineCache(d.device, d.pipeline_cache, nullptr);
   });
   // Retired recordings are freed before the pipelines and the device (last in, first out).

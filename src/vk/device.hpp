@@ -171,6 +171,11 @@ struct Device {
   void save_pipeline_cache();
   std::mutex pipeline_mutex;
   std::map<PipelineKey, Pipeline, PipelineKeyLess> pipelines;
+  // Descriptor set layouts of n storage buffers (compute stage), one per n, shared by every
+  // pipeline binding n: a set written for one kernel variant serves any other (a plan's step whose
+  // key splits change its variant takes no new set). Under pipeline_mutex.
+  std::map<std::uint32_t, VkDescriptorSetLayout> set_layouts;
+  VkDescriptorSetLayout storage_set_layout(std::uint32_t bindings);
 
   // Resources of recorders destroyed while their commands may still be pending in an application's
   // command buffer; once the command buffer has set the last event (or the application said it was

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <list>
 #include <memory>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -68,10 +69,16 @@ void barrier(Recorder& r);
 Buffer& scratch(Recorder& r, std::uint64_t bytes, MemoryUse use);
 
 // Where a dispatch's descriptor set comes from when not from the recording's own pools: a plan's
-// sets (ops/attention_plan.cpp), which it hands out for the pipeline's layout, to be written now.
+// sets (ops/attention_plan.cpp), which it hands out for the pipeline's layout. A set taken earlier
+// in the same step with the same buffers comes back `written` (it must not be written again: it is
+// bound in the command buffer being recorded); any other is to be written now.
+struct TakenSet {
+  VkDescriptorSet set = VK_NULL_HANDLE;
+  bool written = false;
+};
 class DescriptorSource {
  public:
-  virtual VkDescriptorSet take(const Pipeline& pipeline) = 0;
+  virtual TakenSet take(const Pipeline& pipeline, std::span<const VkDescriptorBufferInfo> buffers) = 0;
 
  protected:
   ~DescriptorSource() = default;

@@ -15,7 +15,25 @@ bool uses_subgroups(const EmbeddedShader& s) {
     if (s.words[i + 1] >= kGroupNonUniform && s.words[i + 1] <= kGroupNonUniformQuad) return true;
   return false;
 }
+// Device::set_layouts' layout of n bindings, made at its first use; the caller holds pipeline_mutex.
+VkDescriptorSetLayout shared_set_layout(Device& d, std::uint32_t n) {
+  if (auto it = d.set_layouts.find(n); it != d.set_layouts.end()) return it->second;
+  std::vector<VkDescriptorSetLayoutBinding> bindings(n);
+  for (std::uint32_t b = 0; b < n; ++b) bindings[b] = {b, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+  VkDescriptorSetLayoutCreateInfo dl{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+  dl.bindingCount = n;
+  dl.pBindings = bindings.data();
+  VkDescriptorSetLayout layout = VK_NULL_HANDLE;
+  vk_check(d.vk.vkCreateDescriptorSetLayout(d.device, &dl, nullptr, &layout), "vkCreateDescriptorSetLayout");
+  d.set_layouts.emplace(n, layout);
+  return layout;
+}
 }  // namespace
+
+VkDescriptorSetLayout Device::storage_set_layout(std::uint32_t bindings) {
+  std::lock_guard lock(pipeline_mutex);
+  return shared_set_layout(*this, bindings);
+}
 
 const Pipeline& Device::pipeline(ShaderId shader, const SpecValues& spec_values) {
   check_contract(shader, spec_values);
@@ -45,17 +63,10 @@ const Pipeline& Device::pipeline(ShaderId shader, const SpecValues& spec_values)
     ~Partial() {
       if (done) return;
       if (p.layout) d.vk.vkDestroyPipelineLayout(d.device, p.layout, nullptr);
-      if (p.set_layout) d.vk.vkDestroyDescriptorSetLayout(d.device, p.set_layout, nullptr);
     }
   } partial{*this, p};
 
-  std::vector<VkDescriptorSetLayoutBinding> bindings(p.binding_count);
-  for (std::uint32_t b = 0; b < p.binding_count; ++b)
-    bindings[b] = {b, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
-  VkDescriptorSetLayoutCreateInfo dl{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
-  dl.bindingCount = p.binding_count;
-  dl.pBindings = bindings.data();
-  vk_check(vk.vkCreateDescriptorSetLayout(device, &dl, nullptr, &p.set_layout), "vkCreateDescriptorSetLayout");
+  p.set_layout = shared_set_layout(*this, p.binding_count);
 
   // Every push-constant block fits the 128 bytes Vulkan guarantees.
   VkPushConstantRange pc{VK_SHADER_STAGE_COMPUTE_BIT, 0, 128};

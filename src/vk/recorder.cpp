@@ -216,9 +216,12 @@ void dispatch(Recorder& r, DescriptorSource* sets, ShaderId shader, const SpecVa
     ++s.dispatches;
     return;
   }
-  const VkDescriptorSet set = sets ? sets->take(p) : allocate_set(s, p.set_layout);
-  for (std::uint32_t k = 0; k < i; ++k) writes[k].dstSet = set;
-  d.vk.vkUpdateDescriptorSets(d.device, i, writes, 0, nullptr);
+  const TakenSet taken = sets ? sets->take(p, {infos, i}) : TakenSet{allocate_set(s, p.set_layout), false};
+  const VkDescriptorSet set = taken.set;
+  if (!taken.written) {
+    for (std::uint32_t k = 0; k < i; ++k) writes[k].dstSet = set;
+    d.vk.vkUpdateDescriptorSets(d.device, i, writes, 0, nullptr);
+  }
   d.vk.vkCmdBindPipeline(s.cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
   d.vk.vkCmdBindDescriptorSets(s.cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
   if (push_bytes) d.vk.vkCmdPushConstants(s.cb, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, static_cast<std::uint32_t>(push_bytes), push);

@@ -2,6 +2,7 @@
 
 #include "vk/access.hpp"
 
+#include <algorithm>
 #include <utility>
 
 namespace relpos::detail {
@@ -70,10 +71,17 @@ DescriptorSource& StepSets::begin_step() {
     VkEventCreateInfo ei{VK_STRUCTURE_TYPE_EVENT_CREATE_INFO};
     vk_check(d.vk.vkCreateEvent(d.device, &ei, nullptr, &s.done), "vkCreateEvent");
     ++d.counters.events;
+    for (const auto& [layout, n] : reserved_)
+      for (std::size_t k = 0; k < n; ++k) s.sets[layout].push_back(allocate(layout));
     current_ = &s;
   }
   current_->taken.clear();
+  current_->written.clear();
   return *current_;
+}
+
+void StepSets::reserve(ShaderId shader) {
+  ++reserved_[dev_->storage_set_layout(static_cast<std::uint32_t>(shader_contract(shader).bindings.size()))];
 }
 
 void StepSets::end_step(Recorder& r) {
@@ -90,11 +98,21 @@ void StepSets::end_step(Recorder& r) {
   current_ = nullptr;
 }
 
-VkDescriptorSet StepSets::Slot::take(const Pipeline& p) {
+TakenSet StepSets::Slot::take(const Pipeline& p, std::span<const VkDescriptorBufferInfo> buffers) {
+  auto same = [&](const Written& w) {
+    if (w.layout != p.set_layout || w.count != buffers.size()) return false;
+    for (std::size_t k = 0; k < buffers.size(); ++k)
+      if (w.buffers[k].buffer != buffers[k].buffer || w.buffers[k].offset != buffers[k].offset || w.buffers[k].range != buffers[k].range) return false;
+    return true;
+  };
+  for (const Written& w : written)
+    if (same(w)) return {w.set, true};
   auto& list = sets[p.set_layout];
   std::size_t& n = taken[p.set_layout];
   if (n == list.size()) list.push_back(owner->allocate(p.set_layout));
-  return list[n++];
+  Written& w = written.emplace_back(Written{p.set_layout, list[n++], static_cast<std::uint32_t>(buffers.size()), {}});
+  std::copy(buffers.begin(), buffers.end(), w.buffers.begin());
+  return {w.set, false};
 }
 
 VkDescriptorSet StepSets::allocate(VkDescriptorSetLayout layout) {

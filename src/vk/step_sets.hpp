@@ -2,12 +2,17 @@
 // Descriptor sets of a plan, reused step after step: each step recorded takes a slot (the sets of
 // its dispatches) whose last step has executed, known by an event the step sets at its end; a
 // step recorded while every slot is pending gets a new one. Sets are written when taken, never
-// while a pending command buffer may use them.
+// while a pending command buffer may use them. Within a step, dispatches that bind the same
+// buffers share one set (a launch cut into several dispatches, a packed call's two launches), and
+// a slot is made with the sets its plan reserved, so that a step shape first seen late (the first
+// step whose keys split, which adds the merge) takes nothing new.
+#include <array>
 #include <list>
 #include <map>
 #include <memory>
 #include <vector>
 
+#include "shaders/contracts.hpp"
 #include "vk/dispatch.hpp"
 
 namespace relpos::detail {
@@ -19,6 +24,9 @@ class StepSets {
   StepSets(const StepSets&) = delete;
   StepSets& operator=(const StepSets&) = delete;
 
+  // One set of `shader`'s layout more in every slot, from its creation: the plan's step may dispatch
+  // it (with buffers of its own). Before the first step.
+  void reserve(ShaderId shader);
   // The sets of the step about to be recorded.
   DescriptorSource& begin_step();
   // Records, in r's command buffer, the event that says the step begun last has executed.
@@ -38,7 +46,15 @@ class StepSets {
     std::uint64_t releases = 0;
     std::map<VkDescriptorSetLayout, std::vector<VkDescriptorSet>> sets;
     std::map<VkDescriptorSetLayout, std::size_t> taken;  // this step's, per layout
-    VkDescriptorSet take(const Pipeline& p) override;
+    // This step's sets and the buffers written into each (kMaxBindings at most).
+    struct Written {
+      VkDescriptorSetLayout layout;
+      VkDescriptorSet set;
+      std::uint32_t count;
+      std::array<VkDescriptorBufferInfo, kMaxBindings> buffers;
+    };
+    std::vector<Written> written;
+    TakenSet take(const Pipeline& p, std::span<const VkDescriptorBufferInfo> buffers) override;
   };
   VkDescriptorSet allocate(VkDescriptorSetLayout layout);
   // The slot's step has executed (its event is set) or its command buffer was released since.
@@ -51,6 +67,7 @@ class StepSets {
   Slot* last_ = nullptr;
   std::vector<VkDescriptorPool> pools_;
   std::uint32_t sets_left_ = 0;
+  std::map<VkDescriptorSetLayout, std::size_t> reserved_;  // sets each slot is made with
 };
 
 }  // namespace relpos::detail
