@@ -866,3 +866,59 @@ TEST(Cli, StatsOnADeviceWithoutStatisticsIsAClearError) {
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("VK_KHR_pipeline_executable_properties"), std::string::npos) << r.output;
 }
+
+// ---- new-user trials: checks before any work, flags that would be silently ignored ---------------
+
+namespace {
+
+// A quarter of this machine's memory, the tool's limit on a run's host arrays.
+std::uint64_t host_memory_limit() {
+  return static_cast<std::uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<std::uint64_t>(sysconf(_SC_PAGE_SIZE)) / 4;
+}
+
+}  // namespace
+
+// A run whose output (and the inputs it builds itself) would take more than a quarter of the
+// machine's memory is refused at once, naming the sizes, the bytes and the limit, before anything
+// is allocated: not grown until the kernel kills it, nor answered by a misleading device error.
+// Each shape passes the library's own checks and needs over 2^40 bytes: refused on any machine.
+TEST(Cli, RunsBeyondTheHostMemoryAreRefusedBeforeAnyWork) {
+  write_f32("mem_table.npy", std::vector<float>(32 * 3), {32, 3});
+  write_f32("mem_heads.npy", std::vector<float>(1000, 0.5f), {1000});
+  write_f32("mem_q.npy", std::vector<float>(8 * 64 * 4), {1, 8, 64, 4});
+  write_f32("mem_rk.npy", std::vector<float>(5 * 4), {5, 4});
+  const std::string heads = temp("mem_heads.npy");
+  const std::string hqk = "--heads = 1000, --queries = 2000000, --keys = 2000000";
+  std::vector<std::pair<std::string, std::string>> cases = {
+      {"run alibi-bias --heads 1000 --queries 2000000 --keys 2000000", hqk},
+      {"run alibi-bias --heads 1000 --queries 2000000 --keys 2000000 --reference", hqk},
+      {"run kerple-bias --heads 1000 --queries 2000000 --keys 2000000 --r1 " + heads + " --r2 " + heads + " --reference", hqk},
+      {"run sandwich-bias --heads 1000 --queries 2000000 --keys 2000000 --sandwich-dim 8 --scale " + heads + " --dtype f16", hqk},
+      {"run fourier-bias --heads 500 --queries 4000000 --keys 4000000 --reference", "--heads = 500, --queries = 4000000, --keys = 4000000"},
+      // The default rotation [H, D] is what is too large here, not the output.
+      {"run fourier-bias --heads 1000000000 --queries 1 --keys 1 --vector-size 2000", "--heads = 1000000000, --queries = 1, --keys = 1, --vector-size = 2000"},
+      {"run t5-buckets --queries 1000000000 --keys 1000000000 --num-buckets 32 --max-distance 128 --reference", "--queries = 1000000000, --keys = 1000000000"},
+      {"run t5-bias --table " + temp("mem_table.npy") + " --queries 1000000000 --keys 1000 --max-distance 128 --reference",
+       "--table heads = 3, --queries = 1000000000, --keys = 1000"},
+      // Sizes whose product passes 64 bits are named as such, not wrapped.
+      {"run t5-buckets --queries 4000000000 --keys 4000000000 --num-buckets 32 --max-distance 128",
+       "--queries = 4000000000, --keys = 4000000000: the run's host arrays take at least 2^64 bytes"},
+  };
+  // Outputs the library bounds below 2^40 bytes: refused where they pass this machine's limit.
+  const std::uint64_t limit = host_memory_limit();
+  if (4294967295ull * 40 > limit) cases.push_back({"run alibi-slopes --heads 4294967295", "--heads = 4294967295"});  // the rule in float64
+  if (1000000000ull * 4 * 4 > limit)
+    cases.push_back({"run sinusoidal --positions 1000000000 --vector-size 4 --reference", "--positions = 1000000000, --vector-size = 4"});
+  if (512ull * 8000000 * 4 > limit)
+    cases.push_back({"run shaw-logits --q " + temp("mem_q.npy") + " --rel-keys " + temp("mem_rk.npy") + " --max-relative-position 2 --keys 8000000",
+                     "--q batch = 1, --q heads = 8, --q queries = 64, --keys = 8000000"});
+  const std::string limit_text = "more than the limit of " + std::to_string(limit) + " bytes";
+  for (const auto& [args, sizes] : cases) {
+    const auto start = std::chrono::steady_clock::now();
+    auto r = tool(args + " --out " + temp("mem.npy"));
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20)) << args;
+    EXPECT_EQ(r.status, 1) << args << ": " << r.output;
+    EXPECT_NE(r.output.find("relpos: error: out of host memory: " + sizes), std::string::npos) << args << ": " << r.output;
+    EXPECT_NE(r.output.find(limit_text), std::string::npos) << args << ": " << r.output;
+  }
+}

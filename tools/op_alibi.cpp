@@ -32,6 +32,11 @@ std::string describe(const AlibiParams& p) {
   return s;
 }
 
+// Host bytes a head of the slope rule takes at its peak: it works in float64 over up to twice the
+// heads (a count that is not a power of two takes every other slope of the next power's rule) and
+// grows its array by doubling, up to 40 bytes a head, before the float32 slopes.
+constexpr std::uint64_t kSlopeRuleBytes = 40;
+
 void add_slope_options(CLI::App& cmd, AlibiParams& p, bool& no_interleave) {
   add_number(cmd, "--heads", p.heads, "number of heads H", 1u)->required();
   add_number(cmd, "--max-bias", p.max_bias, "slopes 2^(-max_bias * h / H) (default 8)");
@@ -83,6 +88,7 @@ RELPOS_TOOL_FAMILY(alibi) {
     add_slope_options(*cmd, *p, *no_interleave);
     add_run_options(*cmd, *o);
     reg.runs.push_back({cmd, [=] {
+                          check_host_memory({{{{"--heads", p->heads}}, kSlopeRuleBytes}});
                           p->rule = *no_interleave ? AlibiSlopeRule::Geometric : AlibiSlopeRule::Interleaved;
                           const std::vector<float> slopes = alibi_slopes(*p);  // host-side on every path
                           write_floats(o->out, slopes, {p->heads}, DType::F32);
@@ -103,6 +109,7 @@ RELPOS_TOOL_FAMILY(alibi) {
       if (!flags->slopes.empty()) p.slopes = read_npy(flags->slopes).to_f32("--slopes " + flags->slopes);
     });
   };
+  f.host_bytes_per_head = kSlopeRuleBytes;  // the rule's slopes, made on the host on every path
   f.example = example_params;
   f.draw = draw_params;
   f.describe = describe;

@@ -106,6 +106,9 @@ void register_runs(CLI::App& run, Registry& reg) {
                             if (!o->keys) throw InvalidArgument("--keys: required without --k (the number of keys)");
                             p.keys = o->keys;
                           }
+                          // The logits, and with --k the reference's content term beside them.
+                          check_host_memory({{{{"--q batch", p.batch}, {"--q heads", p.heads}, {"--q queries", p.queries}, {o->k.empty() ? "--keys" : "--k keys", p.keys}},
+                                              o->o.reference && !o->k.empty() ? 8u : 4u}});
                           p.query_offset = o->align_last ? t2t_query_offset(p.queries, p.keys) : o->offset;
                           p.scale = o->scale;
                           p.validate();

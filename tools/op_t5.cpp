@@ -231,6 +231,7 @@ RELPOS_TOOL_FAMILY(t5) {
     add_number(*cmd, "--num-buckets", p->num_buckets, "number of buckets")->required();
     add_run_options(*cmd, *o);
     reg.runs.push_back({cmd, [=] {
+                          check_host_memory({{{{"--queries", p->queries}, {"--keys", p->keys}}, 4}});
                           finish_params(*p, *causal, *flax);
                           std::vector<std::int32_t> out;
                           if (o->reference) {
@@ -268,8 +269,11 @@ RELPOS_TOOL_FAMILY(t5) {
                                                   std::to_string(t.shape.size()) + " dimension(s)");
                           p->num_buckets = dimension32("--table rows", t.shape[0]);
                           p->heads = dimension32("--table heads", t.shape[1]);
-                          const std::vector<float> table = t.to_f32("--table " + *table_path);
                           const DType out_dtype = *dtype == "f16" ? DType::F16 : DType::F32;
+                          // The float32 values, and the f16 copy write_floats makes of them.
+                          check_host_memory({{{{"--table heads", p->heads}, {"--queries", p->queries}, {"--keys", p->keys}},
+                                              4 + (out_dtype == DType::F16 ? 2u : 0u)}});
+                          const std::vector<float> table = t.to_f32("--table " + *table_path);
                           const std::size_t n = std::size_t{p->heads} * p->queries * p->keys;
                           std::vector<float> out;
                           if (o->reference) {
