@@ -87,7 +87,7 @@ void register_runs(CLI::App& run, Registry& reg) {
     cmd->add_option("--rel-keys", o->rel_keys, "float32 relative keys [2K+1, d] .npy")->required();
     add_number(*cmd, "--max-relative-position", o->max_rel, "K: relative positions are clipped to [-K, K]")->required();
     cmd->add_option("--k", o->k, "float32 keys [B, H, keys, d] .npy: adds the content term q·kᵀ");
-    add_number(*cmd, "--keys", o->keys, "number of keys without --k");
+    add_number(*cmd, "--keys", o->keys, "number of keys without --k", 1u);
     add_number(*cmd, "--query-offset", o->offset, "absolute position of query 0 (rp = j - i - offset; default 0)");
     cmd->add_flag("--align-last", o->align_last, "tensor2tensor's alignment: query offset = keys - Q (overrides --query-offset)");
     add_number(*cmd, "--scale", o->scale, "multiplies the logits (default 1: q already scaled)");
@@ -103,7 +103,7 @@ void register_runs(CLI::App& run, Registry& reg) {
                             if (o->keys) require_dim("--keys", o->keys, k.shape[2], "the keys of --k");
                             p.keys = static_cast<std::uint32_t>(k.shape[2]);
                           } else {
-                            if (!o->keys) throw InvalidArgument("--keys: required without --k (the number of keys)");
+                            if (!o->keys) throw InvalidArgument("--keys is required without --k (the number of keys)");
                             p.keys = o->keys;
                           }
                           // The logits, and with --k the reference's content term beside them.
