@@ -922,3 +922,33 @@ TEST(Cli, RunsBeyondTheHostMemoryAreRefusedBeforeAnyWork) {
     EXPECT_NE(r.output.find(limit_text), std::string::npos) << args << ": " << r.output;
   }
 }
+
+// Given ALiBi slopes replace the slope rule: an empty file is refused (not read as "use the rule"),
+// as is a file of any other count or rank, and the rule's flags beside them.
+TEST(Cli, GivenAlibiSlopesHoldOnePerHeadAndReplaceTheRule) {
+  write_f32("slopes_empty.npy", {}, {0});
+  write_f32("slopes_3.npy", {0.5f, 0.25f, 0.125f}, {3});
+  write_f32("slopes_3x1.npy", {0.5f, 0.25f, 0.125f}, {3, 1});
+  write_f32("slopes_qkv.npy", std::vector<float>(1 * 3 * 2 * 4, 0.5f), {1, 3, 2, 4});
+  const std::string qkv = temp("slopes_qkv.npy");
+  const std::string bias = "run alibi-bias --heads 3 --queries 2 --keys 5 --out " + temp("x.npy");
+  const std::string attention = "run attention --q " + qkv + " --k " + qkv + " --v " + qkv + " --bias alibi --out " + temp("x.npy");
+  for (const std::string& run : {bias, attention}) {
+    for (auto [args, message] : std::initializer_list<std::pair<std::string, std::string>>{
+             {" --slopes " + temp("slopes_empty.npy"), "--slopes " + temp("slopes_empty.npy") + ": 0 values: must hold one per head (H = 3)"},
+             {" --slopes " + temp("slopes_3x1.npy"), "--slopes " + temp("slopes_3x1.npy") + ": must be 1-D, got 2 dimension(s)"},
+             {" --slopes " + temp("slopes_3.npy") + " --max-bias 4", "--max-bias: not allowed with --slopes " + temp("slopes_3.npy")},
+             {" --slopes " + temp("slopes_3.npy") + " --no-interleave", "--no-interleave: not allowed with --slopes " + temp("slopes_3.npy")},
+         }) {
+      auto r = tool(run + args);
+      EXPECT_EQ(r.status, 1) << run << args << ": " << r.output;
+      EXPECT_NE(r.output.find("relpos: error: " + message), std::string::npos) << run << args << ": " << r.output;
+    }
+    auto r = tool(run + " --slopes " + temp("slopes_3.npy"));
+    EXPECT_EQ(r.status, 0) << run << ": " << r.output;
+  }
+  // The rule's flags given at their defaults are still flags given beside the slopes.
+  auto r = tool(bias + " --slopes " + temp("slopes_3.npy") + " --max-bias 8");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("--max-bias: not allowed with --slopes"), std::string::npos) << r.output;
+}
