@@ -952,3 +952,39 @@ TEST(Cli, GivenAlibiSlopesHoldOnePerHeadAndReplaceTheRule) {
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("--max-bias: not allowed with --slopes"), std::string::npos) << r.output;
 }
+
+// RoPE's scaling flags: a parameter that the chosen --scaling does not read is refused, naming it
+// and the scaling, and every scaling but none needs its --factor (as HuggingFace's rope_scaling).
+TEST(Cli, RopeScalingFlagsMustBelongToTheScaling) {
+  std::vector<float> x(1 * 4 * 2 * 8);
+  for (std::size_t k = 0; k < x.size(); ++k) x[k] = 0.01f * static_cast<float>(k) - 0.3f;
+  write_f32("scaling_x.npy", x, {1, 4, 2, 8});
+  const std::string rope = "run rope --x " + temp("scaling_x.npy") + " --layout bshd --style neox --out " + temp("scaling_r.npy");
+  for (auto [args, message] : std::initializer_list<std::pair<std::string, std::string>>{
+           {" --factor 8", "--factor: not used by --scaling none"},
+           {" --scaling none --factor 8 --beta-fast 3 --low-freq-factor 2",
+            "--factor: not used by --scaling none (only by linear, llama3, ntk, yarn); --beta-fast: not used by --scaling none (only by yarn); "
+            "--low-freq-factor: not used by --scaling none (only by llama3)"},
+           {" --scaling llama3 --factor 8 --beta-fast 3", "--beta-fast: not used by --scaling llama3 (only by yarn)"},
+           {" --scaling llama3 --factor 8 --seq-len 100", "--seq-len: not used by --scaling llama3 (only by ntk)"},
+           {" --scaling yarn --factor 4 --original-max-position 64 --low-freq-factor 2", "--low-freq-factor: not used by --scaling yarn (only by llama3)"},
+           {" --scaling yarn --factor 4 --original-max-position 64 --high-freq-factor 8", "--high-freq-factor: not used by --scaling yarn"},
+           {" --scaling ntk --factor 2 --original-max-position 64 --no-truncate", "--no-truncate: not used by --scaling ntk (only by yarn)"},
+           {" --scaling linear --factor 2 --original-max-position 64", "--original-max-position: not used by --scaling linear (only by llama3, ntk, yarn)"},
+           {" --scaling linear --factor 2 --mscale 1 --mscale-all-dim 1", "--mscale: not used by --scaling linear (only by yarn); --mscale-all-dim: not used"},
+           {" --scaling linear", "--scaling linear: needs --factor"},
+           {" --scaling ntk --original-max-position 64", "--scaling ntk: needs --factor"},
+           {" --scaling yarn --original-max-position 64", "--scaling yarn: needs --factor"},
+           {" --scaling llama3", "--scaling llama3: needs --factor"},
+       }) {
+    auto r = tool(rope + args);
+    EXPECT_EQ(r.status, 1) << args << ": " << r.output;
+    EXPECT_NE(r.output.find("relpos: error: " + message), std::string::npos) << args << ": " << r.output;
+  }
+  for (const char* args : {" --scaling linear --factor 2", " --scaling ntk --factor 2 --original-max-position 64 --seq-len 100",
+                           " --scaling yarn --factor 4 --original-max-position 64 --beta-fast 16 --no-truncate",
+                           " --scaling llama3 --factor 8 --original-max-position 64 --low-freq-factor 1 --high-freq-factor 4"}) {
+    auto r = tool(rope + args);
+    EXPECT_EQ(r.status, 0) << args << ": " << r.output;
+  }
+}
