@@ -988,3 +988,13 @@ TEST(Cli, RopeScalingFlagsMustBelongToTheScaling) {
     EXPECT_EQ(r.status, 0) << args << ": " << r.output;
   }
 }
+
+// `run rope` writes its result in --x's dtype: an input it cannot write back is refused, not
+// silently written as float32.
+TEST(Cli, RopeRefusesDtypesItCannotWriteBack) {
+  const std::vector<double> x(1 * 2 * 2 * 4, 0.5);
+  write_npy(temp("rope_f64.npy"), "<f8", std::vector<std::uint64_t>{1, 2, 2, 4}, x.data());
+  auto r = tool("run rope --x " + temp("rope_f64.npy") + " --layout bshd --style neox --out " + temp("rope_f64_out.npy"));
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("relpos: error: --x " + temp("rope_f64.npy") + ": dtype <f8 must be float32 or float16"), std::string::npos) << r.output;
+}
