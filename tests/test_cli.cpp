@@ -998,3 +998,32 @@ TEST(Cli, RopeRefusesDtypesItCannotWriteBack) {
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("relpos: error: --x " + temp("rope_f64.npy") + ": dtype <f8 must be float32 or float16"), std::string::npos) << r.output;
 }
+
+// Every output is checked before anything is computed or written: one in a missing directory, or
+// a directory itself, stops the run with no other output written.
+TEST(Cli, OutputsThatCannotBeCreatedAreRefusedBeforeAnyWrite) {
+  write_f32("w_parts.npy", {4, 0, 0, 0, 8, 0, 0, 4}, {2, 1, 4});
+  write_f32("w_parts_lse.npy", {0.0f, std::log(3.0f)}, {2, 1});
+  const std::string out = temp("w_merged.npy"), missing = temp("no_such_dir_w/lse.npy");
+  const std::string merge = "run attention-merge --parts " + temp("w_parts.npy") + " --parts-lse " + temp("w_parts_lse.npy") + " --out " + out;
+  std::filesystem::remove(out);
+  auto r = tool(merge + " --lse " + missing);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("relpos: error: --lse = " + missing + ": cannot open for writing: its directory " + temp("no_such_dir_w") +
+                          " does not exist"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(std::filesystem::exists(out)) << "--out written before the check of --lse";
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  r = tool(merge + " --lse " + dir);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("--lse = " + dir + ": cannot open for writing: it is a directory"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(out));
+  write_f32("w_q.npy", std::vector<float>(1 * 2 * 3 * 4, 0.5f), {1, 2, 3, 4});
+  const std::string qkv = temp("w_q.npy");
+  r = tool("run attention --q " + qkv + " --k " + qkv + " --v " + qkv + " --out " + out + " --lse " + missing);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("--lse = " + missing + ": cannot open for writing"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(out));
+  ASSERT_EQ(tool(merge).status, 0);  // the same run with outputs it can write
+}
