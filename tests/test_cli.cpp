@@ -1052,3 +1052,23 @@ TEST(Cli, AttentionMergeRefusesLseThatIsNanOrPlusInfinity) {
     for (float v : got) EXPECT_NEAR(v, 1.0f, 1e-6) << extra;  // row 1: part 0 alone
   }
 }
+
+// T5 in fused attention takes num_buckets from the table's rows: a --num-buckets that differs is
+// refused, and a table of another shape is named with the shape it must have.
+TEST(Cli, AttentionT5TableAndNumBucketsMustAgree) {
+  write_f32("t5n_q.npy", std::vector<float>(1 * 4 * 3 * 8, 0.25f), {1, 4, 3, 8});
+  write_f32("t5n_table.npy", std::vector<float>(6 * 4, 0.5f), {6, 4});
+  write_f32("t5n_table3.npy", std::vector<float>(8 * 3, 0.5f), {8, 3});
+  const std::string q = temp("t5n_q.npy");
+  const std::string run = "run attention --q " + q + " --k " + q + " --v " + q + " --bias t5 --max-distance 20 --out " + temp("x.npy") + " --table ";
+  auto r = tool(run + temp("t5n_table.npy") + " --num-buckets 32");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("relpos: error: --num-buckets = 32: must equal the rows of --table " + temp("t5n_table.npy") + " [6, 4]"), std::string::npos)
+      << r.output;
+  r = tool(run + temp("t5n_table3.npy"));
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("relpos: error: --table " + temp("t5n_table3.npy") + ": shape [8, 3] must be [num_buckets, H] = [8, 4]"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(tool(run + temp("t5n_table.npy") + " --num-buckets 6").status, 0);
+  EXPECT_EQ(tool(run + temp("t5n_table.npy")).status, 0);
+}

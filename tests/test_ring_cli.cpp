@@ -192,3 +192,21 @@ TEST(RingCli, MpiBadInputStopsEveryRank) {
     EXPECT_NE(r.output.find("disagree", at), std::string::npos) << r.output;
   }
 }
+
+// Fused attention's bias checks hold on the ring too: a --num-buckets that is not the table's rows
+// and a table of another head count are refused, named.
+TEST(RingCli, BiasFilesOfTheWrongShapeAreRefused) {
+  const Files f = write_inputs(1, 2, 2, 5, 5, 8, "s_");  // its T5 table is [12, 2]
+  write_f32("s_table3.npy", std::vector<float>(12 * 3, 0.5f), {12, 3});
+  const std::string run = "run ring-attention " + f.args + " --ranks 2 --out " + temp("s_out.npy");
+  for (auto [args, message] : std::initializer_list<std::pair<std::string, std::string>>{
+           {bias_args("t5", "s_") + " --num-buckets 32", "--num-buckets = 32: must equal the rows of --table " + temp("s_table.npy") + " [12, 2]"},
+           {" --bias t5 --max-distance 30 --table " + temp("s_table3.npy"),
+            "--table " + temp("s_table3.npy") + ": shape [12, 3] must be [num_buckets, H] = [12, 2]"},
+       }) {
+    auto r = tool(run + args);
+    EXPECT_EQ(r.status, 1) << args << ": " << r.output;
+    EXPECT_NE(r.output.find("relpos: error: " + message), std::string::npos) << args << ": " << r.output;
+  }
+  EXPECT_EQ(tool(run + bias_args("t5", "s_") + " --num-buckets 12").status, 0);
+}
