@@ -1072,3 +1072,27 @@ TEST(Cli, AttentionT5TableAndNumBucketsMustAgree) {
   EXPECT_EQ(tool(run + temp("t5n_table.npy") + " --num-buckets 6").status, 0);
   EXPECT_EQ(tool(run + temp("t5n_table.npy")).status, 0);
 }
+
+// Shaw in fused attention: rel_keys and rel_values must be [2k + 1, D] exactly; a transposed
+// table holds as many values and would give a wrong answer.
+TEST(Cli, AttentionShawTablesMustHaveTheirShape) {
+  write_f32("shaw_q.npy", std::vector<float>(1 * 2 * 3 * 8, 0.25f), {1, 2, 3, 8});
+  write_f32("shaw_ok.npy", std::vector<float>(5 * 8, 0.5f), {5, 8});
+  write_f32("shaw_t.npy", std::vector<float>(5 * 8, 0.5f), {8, 5});
+  write_f32("shaw_10x4.npy", std::vector<float>(5 * 8, 0.5f), {10, 4});
+  const std::string q = temp("shaw_q.npy");
+  const std::string run = "run attention --q " + q + " --k " + q + " --v " + q + " --bias shaw --max-relative-position 2 --out " + temp("x.npy");
+  for (auto [args, message] : std::initializer_list<std::pair<std::string, std::string>>{
+           {" --rel-keys " + temp("shaw_t.npy") + " --rel-values " + temp("shaw_ok.npy"),
+            "--rel-keys " + temp("shaw_t.npy") + ": shape [8, 5] must be [2k + 1, D] = [5, 8]"},
+           {" --rel-keys " + temp("shaw_ok.npy") + " --rel-values " + temp("shaw_10x4.npy"),
+            "--rel-values " + temp("shaw_10x4.npy") + ": shape [10, 4] must be [2k + 1, D] = [5, 8]"},
+       }) {
+    for (const std::string extra : {"", " --reference"}) {
+      auto r = tool(run + args + extra);
+      EXPECT_EQ(r.status, 1) << args << ": " << r.output;
+      EXPECT_NE(r.output.find("relpos: error: " + message), std::string::npos) << args << ": " << r.output;
+    }
+  }
+  EXPECT_EQ(tool(run + " --rel-keys " + temp("shaw_ok.npy") + " --rel-values " + temp("shaw_ok.npy")).status, 0);
+}

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <random>
 #include <sstream>
+#include <tuple>
 
 #include "fuzz.hpp"
 #include "number_flags.hpp"
@@ -224,12 +225,20 @@ AttentionBiasTool attention_shaw() {
     auto f = std::make_shared<Flags>();
     cmd.add_option("--rel-keys", f->rel_keys, "shaw: float [2k + 1, D] .npy");
     cmd.add_option("--rel-values", f->rel_values, "shaw: float [2k + 1, D] .npy");
-    add_number(cmd, "--max-relative-position", f->k, "shaw: k");
-    return std::function<void(AttentionParams&, BiasInputs&)>([f](AttentionParams& p, BiasInputs& in) {
-      std::vector<std::uint64_t> shape;
-      in.rel_keys = read_floats("--rel-keys", f->rel_keys, 2, shape);
-      in.rel_values = read_floats("--rel-values", f->rel_values, 2, shape);
+    auto* k = add_number(cmd, "--max-relative-position", f->k, "shaw: k");
+    return std::function<void(AttentionParams&, BiasInputs&)>([f, k](AttentionParams& p, BiasInputs& in) {
+      std::vector<std::uint64_t> key_shape, value_shape;
+      in.rel_keys = read_floats("--rel-keys", f->rel_keys, 2, key_shape);
+      in.rel_values = read_floats("--rel-values", f->rel_values, 2, value_shape);
+      // k sizes the tables' shape: without it that shape would be [1, D].
+      if (!k->count()) throw InvalidArgument("--max-relative-position is required for --bias shaw (k: the tables are [2k + 1, D])");
       p.max_relative_position = f->k;
+      // The shape, not only the count: a transposed [D, 2k + 1] table holds as many values, in the wrong places.
+      const std::vector<std::uint64_t> want = {2ull * f->k + 1, p.head_dim};
+      for (auto [flag, path, shape] : {std::tuple{"--rel-keys", &f->rel_keys, &key_shape}, {"--rel-values", &f->rel_values, &value_shape}})
+        if (*shape != want)
+          throw InvalidArgument(std::string(flag) + " " + *path + ": shape " + shape_text(*shape) + " must be [2k + 1, D] = " + shape_text(want) +
+                                " (k = --max-relative-position " + std::to_string(f->k) + ", D = --q's head_dim)");
     });
   };
   t.example = [](AttentionParams& p, std::size_t) { p.max_relative_position = 16; };
