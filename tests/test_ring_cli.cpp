@@ -193,6 +193,20 @@ TEST(RingCli, MpiBadInputStopsEveryRank) {
   }
 }
 
+// --ranks runs the whole ring in one process: under mpirun -np N (N > 1) every process would run
+// it and write the same --out. Refused naming both counts, nothing written; under -np 1 it runs.
+TEST(RingCli, RanksUnderAnMpiLaunchOfSeveralProcessesAreRefused) {
+  if (mpirun(2).empty()) GTEST_SKIP() << "no mpirun";
+  const Files f = write_inputs(1, 2, 2, 6, 6, 8, "r_");
+  std::filesystem::remove(temp("r_out.npy"));
+  auto r = tool_command(mpirun(3) + RELPOS_TOOL + " run ring-attention " + f.args + " --ranks 2 --out " + temp("r_out.npy"));
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("relpos: error: --ranks 2: not allowed under an MPI launch of 3 processes"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(temp("r_out.npy")));
+  r = tool_command(mpirun(1) + RELPOS_TOOL + " run ring-attention " + f.args + " --ranks 2 --out " + temp("r_out.npy"));
+  EXPECT_EQ(r.status, 0) << r.output;
+}
+
 // Fused attention's bias checks hold on the ring too: a --num-buckets that is not the table's rows,
 // a table of another head count, and Shaw tables that are not [2k + 1, D] are refused, named.
 TEST(RingCli, BiasFilesOfTheWrongShapeAreRefused) {
