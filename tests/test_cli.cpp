@@ -866,3 +866,233 @@ TEST(Cli, StatsOnADeviceWithoutStatisticsIsAClearError) {
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("VK_KHR_pipeline_executable_properties"), std::string::npos) << r.output;
 }
+
+// ---- new-user trials: checks before any work, flags that would be silently ignored ---------------
+
+namespace {
+
+// A quarter of this machine's memory, the tool's limit on a run's host arrays.
+std::uint64_t host_memory_limit() {
+  return static_cast<std::uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<std::uint64_t>(sysconf(_SC_PAGE_SIZE)) / 4;
+}
+
+}  // namespace
+
+// A run whose output (and the inputs it builds itself) would take more than a quarter of the
+// machine's memory is refused at once, naming the sizes, the bytes and the limit, before anything
+// is allocated: not grown until the kernel kills it, nor answered by a misleading device error.
+// Each shape passes the library's own checks and needs over 2^40 bytes: refused on any machine.
+TEST(Cli, RunsBeyondTheHostMemoryAreRefusedBeforeAnyWork) {
+  write_f32("mem_table.npy", std::vector<float>(32 * 3), {32, 3});
+  write_f32("mem_heads.npy", std::vector<float>(1000, 0.5f), {1000});
+  write_f32("mem_q.npy", std::vector<float>(8 * 64 * 4), {1, 8, 64, 4});
+  write_f32("mem_rk.npy", std::vector<float>(5 * 4), {5, 4});
+  const std::string heads = temp("mem_heads.npy");
+  const std::string hqk = "--heads = 1000, --queries = 2000000, --keys = 2000000";
+  std::vector<std::pair<std::string, std::string>> cases = {
+      {"run alibi-bias --heads 1000 --queries 2000000 --keys 2000000", hqk},
+      {"run alibi-bias --heads 1000 --queries 2000000 --keys 2000000 --reference", hqk},
+      {"run kerple-bias --heads 1000 --queries 2000000 --keys 2000000 --r1 " + heads + " --r2 " + heads + " --reference", hqk},
+      {"run sandwich-bias --heads 1000 --queries 2000000 --keys 2000000 --sandwich-dim 8 --scale " + heads + " --dtype f16", hqk},
+      {"run fourier-bias --heads 500 --queries 4000000 --keys 4000000 --reference", "--heads = 500, --queries = 4000000, --keys = 4000000"},
+      // The default rotation [H, D] is what is too large here, not the output.
+      {"run fourier-bias --heads 1000000000 --queries 1 --keys 1 --vector-size 2000", "--heads = 1000000000, --queries = 1, --keys = 1, --vector-size = 2000"},
+      {"run t5-buckets --queries 1000000000 --keys 1000000000 --num-buckets 32 --max-distance 128 --reference", "--queries = 1000000000, --keys = 1000000000"},
+      {"run t5-bias --table " + temp("mem_table.npy") + " --queries 1000000000 --keys 1000 --max-distance 128 --reference",
+       "--table heads = 3, --queries = 1000000000, --keys = 1000"},
+      // Sizes whose product passes 64 bits are named as such, not wrapped.
+      {"run t5-buckets --queries 4000000000 --keys 4000000000 --num-buckets 32 --max-distance 128",
+       "--queries = 4000000000, --keys = 4000000000: the run's host arrays take at least 2^64 bytes"},
+  };
+  // Outputs the library bounds below 2^40 bytes: refused where they pass this machine's limit.
+  const std::uint64_t limit = host_memory_limit();
+  if (4294967295ull * 40 > limit) cases.push_back({"run alibi-slopes --heads 4294967295", "--heads = 4294967295"});  // the rule in float64
+  if (1000000000ull * 4 * 4 > limit)
+    cases.push_back({"run sinusoidal --positions 1000000000 --vector-size 4 --reference", "--positions = 1000000000, --vector-size = 4"});
+  if (512ull * 8000000 * 4 > limit)
+    cases.push_back({"run shaw-logits --q " + temp("mem_q.npy") + " --rel-keys " + temp("mem_rk.npy") + " --max-relative-position 2 --keys 8000000",
+                     "--q batch = 1, --q heads = 8, --q queries = 64, --keys = 8000000"});
+  const std::string limit_text = "more than the limit of " + std::to_string(limit) + " bytes";
+  for (const auto& [args, sizes] : cases) {
+    const auto start = std::chrono::steady_clock::now();
+    auto r = tool(args + " --out " + temp("mem.npy"));
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20)) << args;
+    EXPECT_EQ(r.status, 1) << args << ": " << r.output;
+    EXPECT_NE(r.output.find("relpos: error: out of host memory: " + sizes), std::string::npos) << args << ": " << r.output;
+    EXPECT_NE(r.output.find(limit_text), std::string::npos) << args << ": " << r.output;
+  }
+}
+
+// Given ALiBi slopes replace the slope rule: an empty file is refused (not read as "use the rule"),
+// as is a file of any other count or rank, and the rule's flags beside them.
+TEST(Cli, GivenAlibiSlopesHoldOnePerHeadAndReplaceTheRule) {
+  write_f32("slopes_empty.npy", {}, {0});
+  write_f32("slopes_3.npy", {0.5f, 0.25f, 0.125f}, {3});
+  write_f32("slopes_3x1.npy", {0.5f, 0.25f, 0.125f}, {3, 1});
+  write_f32("slopes_qkv.npy", std::vector<float>(1 * 3 * 2 * 4, 0.5f), {1, 3, 2, 4});
+  const std::string qkv = temp("slopes_qkv.npy");
+  const std::string bias = "run alibi-bias --heads 3 --queries 2 --keys 5 --out " + temp("x.npy");
+  const std::string attention = "run attention --q " + qkv + " --k " + qkv + " --v " + qkv + " --bias alibi --out " + temp("x.npy");
+  for (const std::string& run : {bias, attention}) {
+    for (auto [args, message] : std::initializer_list<std::pair<std::string, std::string>>{
+             {" --slopes " + temp("slopes_empty.npy"), "--slopes " + temp("slopes_empty.npy") + ": 0 values: must hold one per head (H = 3)"},
+             {" --slopes " + temp("slopes_3x1.npy"), "--slopes " + temp("slopes_3x1.npy") + ": must be 1-D, got 2 dimension(s)"},
+             {" --slopes " + temp("slopes_3.npy") + " --max-bias 4", "--max-bias: not allowed with --slopes " + temp("slopes_3.npy")},
+             {" --slopes " + temp("slopes_3.npy") + " --no-interleave", "--no-interleave: not allowed with --slopes " + temp("slopes_3.npy")},
+         }) {
+      auto r = tool(run + args);
+      EXPECT_EQ(r.status, 1) << run << args << ": " << r.output;
+      EXPECT_NE(r.output.find("relpos: error: " + message), std::string::npos) << run << args << ": " << r.output;
+    }
+    auto r = tool(run + " --slopes " + temp("slopes_3.npy"));
+    EXPECT_EQ(r.status, 0) << run << ": " << r.output;
+  }
+  // The rule's flags given at their defaults are still flags given beside the slopes.
+  auto r = tool(bias + " --slopes " + temp("slopes_3.npy") + " --max-bias 8");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("--max-bias: not allowed with --slopes"), std::string::npos) << r.output;
+}
+
+// RoPE's scaling flags: a parameter that the chosen --scaling does not read is refused, naming it
+// and the scaling, and every scaling but none needs its --factor (as HuggingFace's rope_scaling).
+TEST(Cli, RopeScalingFlagsMustBelongToTheScaling) {
+  std::vector<float> x(1 * 4 * 2 * 8);
+  for (std::size_t k = 0; k < x.size(); ++k) x[k] = 0.01f * static_cast<float>(k) - 0.3f;
+  write_f32("scaling_x.npy", x, {1, 4, 2, 8});
+  const std::string rope = "run rope --x " + temp("scaling_x.npy") + " --layout bshd --style neox --out " + temp("scaling_r.npy");
+  for (auto [args, message] : std::initializer_list<std::pair<std::string, std::string>>{
+           {" --factor 8", "--factor: not used by --scaling none"},
+           {" --scaling none --factor 8 --beta-fast 3 --low-freq-factor 2",
+            "--factor: not used by --scaling none (only by linear, llama3, ntk, yarn); --beta-fast: not used by --scaling none (only by yarn); "
+            "--low-freq-factor: not used by --scaling none (only by llama3)"},
+           {" --scaling llama3 --factor 8 --beta-fast 3", "--beta-fast: not used by --scaling llama3 (only by yarn)"},
+           {" --scaling llama3 --factor 8 --seq-len 100", "--seq-len: not used by --scaling llama3 (only by ntk)"},
+           {" --scaling yarn --factor 4 --original-max-position 64 --low-freq-factor 2", "--low-freq-factor: not used by --scaling yarn (only by llama3)"},
+           {" --scaling yarn --factor 4 --original-max-position 64 --high-freq-factor 8", "--high-freq-factor: not used by --scaling yarn"},
+           {" --scaling ntk --factor 2 --original-max-position 64 --no-truncate", "--no-truncate: not used by --scaling ntk (only by yarn)"},
+           {" --scaling linear --factor 2 --original-max-position 64", "--original-max-position: not used by --scaling linear (only by llama3, ntk, yarn)"},
+           {" --scaling linear --factor 2 --mscale 1 --mscale-all-dim 1", "--mscale: not used by --scaling linear (only by yarn); --mscale-all-dim: not used"},
+           {" --scaling linear", "--scaling linear: needs --factor"},
+           {" --scaling ntk --original-max-position 64", "--scaling ntk: needs --factor"},
+           {" --scaling yarn --original-max-position 64", "--scaling yarn: needs --factor"},
+           {" --scaling llama3", "--scaling llama3: needs --factor"},
+       }) {
+    auto r = tool(rope + args);
+    EXPECT_EQ(r.status, 1) << args << ": " << r.output;
+    EXPECT_NE(r.output.find("relpos: error: " + message), std::string::npos) << args << ": " << r.output;
+  }
+  for (const char* args : {" --scaling linear --factor 2", " --scaling ntk --factor 2 --original-max-position 64 --seq-len 100",
+                           " --scaling yarn --factor 4 --original-max-position 64 --beta-fast 16 --no-truncate",
+                           " --scaling llama3 --factor 8 --original-max-position 64 --low-freq-factor 1 --high-freq-factor 4"}) {
+    auto r = tool(rope + args);
+    EXPECT_EQ(r.status, 0) << args << ": " << r.output;
+  }
+}
+
+// `run rope` writes its result in --x's dtype: an input it cannot write back is refused, not
+// silently written as float32.
+TEST(Cli, RopeRefusesDtypesItCannotWriteBack) {
+  const std::vector<double> x(1 * 2 * 2 * 4, 0.5);
+  write_npy(temp("rope_f64.npy"), "<f8", std::vector<std::uint64_t>{1, 2, 2, 4}, x.data());
+  auto r = tool("run rope --x " + temp("rope_f64.npy") + " --layout bshd --style neox --out " + temp("rope_f64_out.npy"));
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("relpos: error: --x " + temp("rope_f64.npy") + ": dtype <f8 must be float32 or float16"), std::string::npos) << r.output;
+}
+
+// Every output is checked before anything is computed or written: one in a missing directory, or
+// a directory itself, stops the run with no other output written.
+TEST(Cli, OutputsThatCannotBeCreatedAreRefusedBeforeAnyWrite) {
+  write_f32("w_parts.npy", {4, 0, 0, 0, 8, 0, 0, 4}, {2, 1, 4});
+  write_f32("w_parts_lse.npy", {0.0f, std::log(3.0f)}, {2, 1});
+  const std::string out = temp("w_merged.npy"), missing = temp("no_such_dir_w/lse.npy");
+  const std::string merge = "run attention-merge --parts " + temp("w_parts.npy") + " --parts-lse " + temp("w_parts_lse.npy") + " --out " + out;
+  std::filesystem::remove(out);
+  auto r = tool(merge + " --lse " + missing);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("relpos: error: --lse = " + missing + ": cannot open for writing: its directory " + temp("no_such_dir_w") +
+                          " does not exist"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(std::filesystem::exists(out)) << "--out written before the check of --lse";
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  r = tool(merge + " --lse " + dir);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("--lse = " + dir + ": cannot open for writing: it is a directory"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(out));
+  write_f32("w_q.npy", std::vector<float>(1 * 2 * 3 * 4, 0.5f), {1, 2, 3, 4});
+  const std::string qkv = temp("w_q.npy");
+  r = tool("run attention --q " + qkv + " --k " + qkv + " --v " + qkv + " --out " + out + " --lse " + missing);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("--lse = " + missing + ": cannot open for writing"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(out));
+  ASSERT_EQ(tool(merge).status, 0);  // the same run with outputs it can write
+}
+
+// A part's log-sum-exp is finite, or -inf for a part with no unmasked key (it then weighs
+// nothing); NaN or +inf would make the whole row NaN: refused, naming the file, index and value.
+TEST(Cli, AttentionMergeRefusesLseThatIsNanOrPlusInfinity) {
+  write_f32("lse_parts.npy", std::vector<float>(2 * 2 * 4, 1.0f), {2, 2, 4});
+  const float inf = std::numeric_limits<float>::infinity();
+  write_f32("lse_inf.npy", {0.0f, 1.0f, inf, 0.5f}, {2, 2});
+  write_f32("lse_nan.npy", {0.0f, std::nanf(""), 1.0f, 0.5f}, {2, 2});
+  write_f32("lse_minf.npy", {0.0f, -inf, 1.0f, 0.5f}, {2, 2});
+  const std::string merge = "run attention-merge --parts " + temp("lse_parts.npy") + " --out " + temp("lse_out.npy") + " --parts-lse ";
+  for (const std::string extra : {"", " --reference"}) {
+    auto r = tool(merge + temp("lse_inf.npy") + extra);
+    EXPECT_EQ(r.status, 1) << r.output;
+    EXPECT_NE(r.output.find("relpos: error: --parts-lse " + temp("lse_inf.npy") + ": value at [1, 0] is inf: each log-sum-exp must be finite, or -inf"),
+              std::string::npos)
+        << r.output;
+    r = tool(merge + temp("lse_nan.npy") + extra);
+    EXPECT_EQ(r.status, 1) << r.output;
+    EXPECT_NE(r.output.find("relpos: error: --parts-lse " + temp("lse_nan.npy") + ": value at [0, 1] is nan"), std::string::npos) << r.output;
+    r = tool(merge + temp("lse_minf.npy") + extra);
+    ASSERT_EQ(r.status, 0) << r.output;
+    const std::vector<float> got = read_npy(temp("lse_out.npy")).to_f32("out");
+    for (float v : got) EXPECT_NEAR(v, 1.0f, 1e-6) << extra;  // row 1: part 0 alone
+  }
+}
+
+// T5 in fused attention takes num_buckets from the table's rows: a --num-buckets that differs is
+// refused, and a table of another shape is named with the shape it must have.
+TEST(Cli, AttentionT5TableAndNumBucketsMustAgree) {
+  write_f32("t5n_q.npy", std::vector<float>(1 * 4 * 3 * 8, 0.25f), {1, 4, 3, 8});
+  write_f32("t5n_table.npy", std::vector<float>(6 * 4, 0.5f), {6, 4});
+  write_f32("t5n_table3.npy", std::vector<float>(8 * 3, 0.5f), {8, 3});
+  const std::string q = temp("t5n_q.npy");
+  const std::string run = "run attention --q " + q + " --k " + q + " --v " + q + " --bias t5 --max-distance 20 --out " + temp("x.npy") + " --table ";
+  auto r = tool(run + temp("t5n_table.npy") + " --num-buckets 32");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("relpos: error: --num-buckets = 32: must equal the rows of --table " + temp("t5n_table.npy") + " [6, 4]"), std::string::npos)
+      << r.output;
+  r = tool(run + temp("t5n_table3.npy"));
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("relpos: error: --table " + temp("t5n_table3.npy") + ": shape [8, 3] must be [num_buckets, H] = [8, 4]"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(tool(run + temp("t5n_table.npy") + " --num-buckets 6").status, 0);
+  EXPECT_EQ(tool(run + temp("t5n_table.npy")).status, 0);
+}
+
+// Shaw in fused attention: rel_keys and rel_values must be [2k + 1, D] exactly; a transposed
+// table holds as many values and would give a wrong answer.
+TEST(Cli, AttentionShawTablesMustHaveTheirShape) {
+  write_f32("shaw_q.npy", std::vector<float>(1 * 2 * 3 * 8, 0.25f), {1, 2, 3, 8});
+  write_f32("shaw_ok.npy", std::vector<float>(5 * 8, 0.5f), {5, 8});
+  write_f32("shaw_t.npy", std::vector<float>(5 * 8, 0.5f), {8, 5});
+  write_f32("shaw_10x4.npy", std::vector<float>(5 * 8, 0.5f), {10, 4});
+  const std::string q = temp("shaw_q.npy");
+  const std::string run = "run attention --q " + q + " --k " + q + " --v " + q + " --bias shaw --max-relative-position 2 --out " + temp("x.npy");
+  for (auto [args, message] : std::initializer_list<std::pair<std::string, std::string>>{
+           {" --rel-keys " + temp("shaw_t.npy") + " --rel-values " + temp("shaw_ok.npy"),
+            "--rel-keys " + temp("shaw_t.npy") + ": shape [8, 5] must be [2k + 1, D] = [5, 8]"},
+           {" --rel-keys " + temp("shaw_ok.npy") + " --rel-values " + temp("shaw_10x4.npy"),
+            "--rel-values " + temp("shaw_10x4.npy") + ": shape [10, 4] must be [2k + 1, D] = [5, 8]"},
+       }) {
+    for (const std::string extra : {"", " --reference"}) {
+      auto r = tool(run + args + extra);
+      EXPECT_EQ(r.status, 1) << args << ": " << r.output;
+      EXPECT_NE(r.output.find("relpos: error: " + message), std::string::npos) << args << ": " << r.output;
+    }
+  }
+  EXPECT_EQ(tool(run + " --rel-keys " + temp("shaw_ok.npy") + " --rel-values " + temp("shaw_ok.npy")).status, 0);
+}

@@ -209,6 +209,25 @@ TEST(KvAppendCli, BadInputIsRefusedNamingTheParameter) {
   EXPECT_NE(r.output.find("multiple of 32"), std::string::npos) << r.output;
 }
 
+// RoPE's scaling flags apply only with --rope, and each only to the scalings that read it: given
+// otherwise they would be silently ignored.
+TEST(KvAppendCli, ScalingFlagsNeedRopeAndTheirScaling) {
+  Files plain = write_case(CacheFormat::F32, 34, false, false, "sflags0_");
+  std::filesystem::remove(temp("sflags0_ok.npy"));
+  auto r = tool(plain.args + " --scaling llama3 --factor 8");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("relpos: error: --scaling, --factor: RoPE's frequency scaling applies only with --rope neox|gptj"), std::string::npos)
+      << r.output;
+  EXPECT_FALSE(std::filesystem::exists(temp("sflags0_ok.npy")));
+  Files rope = write_case(CacheFormat::F32, 34, false, true, "sflags_");
+  r = tool(rope.args + " --scaling llama3 --factor 8 --beta-fast 3");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("relpos: error: --beta-fast: not used by --scaling llama3 (only by yarn)"), std::string::npos) << r.output;
+  r = tool(rope.args + " --scaling yarn --original-max-position 64");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("relpos: error: --scaling yarn: needs --factor"), std::string::npos) << r.output;
+}
+
 // Ragged appends: every row of --k must be a sequence's, and per-sequence counts are one per sequence.
 TEST(KvAppendCli, RaggedCountsMustCoverTheRowsOneASequence) {
   Files c = write_case(CacheFormat::F16, 64, true, false, "rag_");  // counts {4, 0, 1}: 5 rows

@@ -192,3 +192,39 @@ TEST(RingCli, MpiBadInputStopsEveryRank) {
     EXPECT_NE(r.output.find("disagree", at), std::string::npos) << r.output;
   }
 }
+
+// --ranks runs the whole ring in one process: under mpirun -np N (N > 1) every process would run
+// it and write the same --out. Refused naming both counts, nothing written; under -np 1 it runs.
+TEST(RingCli, RanksUnderAnMpiLaunchOfSeveralProcessesAreRefused) {
+  if (mpirun(2).empty()) GTEST_SKIP() << "no mpirun";
+  const Files f = write_inputs(1, 2, 2, 6, 6, 8, "r_");
+  std::filesystem::remove(temp("r_out.npy"));
+  auto r = tool_command(mpirun(3) + RELPOS_TOOL + " run ring-attention " + f.args + " --ranks 2 --out " + temp("r_out.npy"));
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("relpos: error: --ranks 2: not allowed under an MPI launch of 3 processes"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(temp("r_out.npy")));
+  r = tool_command(mpirun(1) + RELPOS_TOOL + " run ring-attention " + f.args + " --ranks 2 --out " + temp("r_out.npy"));
+  EXPECT_EQ(r.status, 0) << r.output;
+}
+
+// Fused attention's bias checks hold on the ring too: a --num-buckets that is not the table's rows,
+// a table of another head count, and Shaw tables that are not [2k + 1, D] are refused, named.
+TEST(RingCli, BiasFilesOfTheWrongShapeAreRefused) {
+  const Files f = write_inputs(1, 2, 2, 5, 5, 8, "s_");  // its T5 table is [12, 2]
+  write_f32("s_table3.npy", std::vector<float>(12 * 3, 0.5f), {12, 3});
+  write_f32("s_rel.npy", std::vector<float>(5 * 8, 0.5f), {5, 8});
+  write_f32("s_rel_t.npy", std::vector<float>(5 * 8, 0.5f), {8, 5});
+  const std::string run = "run ring-attention " + f.args + " --ranks 2 --out " + temp("s_out.npy");
+  for (auto [args, message] : std::initializer_list<std::pair<std::string, std::string>>{
+           {bias_args("t5", "s_") + " --num-buckets 32", "--num-buckets = 32: must equal the rows of --table " + temp("s_table.npy") + " [12, 2]"},
+           {" --bias t5 --max-distance 30 --table " + temp("s_table3.npy"),
+            "--table " + temp("s_table3.npy") + ": shape [12, 3] must be [num_buckets, H] = [12, 2]"},
+           {" --bias shaw --max-relative-position 2 --rel-keys " + temp("s_rel_t.npy") + " --rel-values " + temp("s_rel.npy"),
+            "--rel-keys " + temp("s_rel_t.npy") + ": shape [8, 5] must be [2k + 1, D] = [5, 8]"},
+       }) {
+    auto r = tool(run + args);
+    EXPECT_EQ(r.status, 1) << args << ": " << r.output;
+    EXPECT_NE(r.output.find("relpos: error: " + message), std::string::npos) << args << ": " << r.output;
+  }
+  EXPECT_EQ(tool(run + bias_args("t5", "s_") + " --num-buckets 12").status, 0);
+}

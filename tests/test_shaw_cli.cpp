@@ -112,3 +112,16 @@ TEST(ShawCli, MismatchedShapesAreClearErrors) {
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.output.find("relpos: error:"), std::string::npos) << r.output;
 }
+
+// --keys sets the logits' width without --k: 0 is refused naming the flag, the value and the limit.
+TEST(ShawCli, LogitsKeysNameTheValueAndTheLimit) {
+  const std::string q = save("kq.npy", random(1 * 2 * 3 * 8, 20), {1, 2, 3, 8});
+  const std::string e = save("ke.npy", random(5 * 8, 21), {5, 8});
+  const std::string run = "run shaw-logits --q " + q + " --rel-keys " + e + " --max-relative-position 2 --out " + temp("x.npy");
+  auto r = tool(run + " --keys 0");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("relpos: error: --keys = 0: must be a whole number in [1, 4294967295]"), std::string::npos) << r.output;
+  r = tool(run);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("relpos: error: --keys is required without --k"), std::string::npos) << r.output;
+}

@@ -38,6 +38,8 @@ struct DistanceBiasFamily {
   // Normalised error a float32 result may have (0: exact).
   std::function<double(const Params&)> f32_tolerance;
   bool bench_in_short = false;  // its bias bench in `relpos bench --short`
+  // Host bytes a head of the family's parameters takes (ALiBi's slope rule), beside the output.
+  std::uint64_t host_bytes_per_head = 0;
 };
 
 namespace distance_kit {
@@ -209,8 +211,11 @@ void register_run(const std::shared_ptr<const DistanceBiasFamily<Params>>& f, CL
   cmd->add_option("--dtype", *dtype, "output dtype")->check(CLI::IsMember({"f32", "f16"}));
   add_run_options(*cmd, *o);
   reg.runs.push_back({cmd, [f, p, o, dtype, finish] {
-                        finish(*p);
                         const DType out_dtype = *dtype == "f16" ? DType::F16 : DType::F32;
+                        // The float32 values, and the f16 copy write_floats makes of them.
+                        check_host_memory({{{{"--heads", p->heads}, {"--queries", p->queries}, {"--keys", p->keys}}, 4 + (out_dtype == DType::F16 ? 2u : 0u)},
+                                           {{{"--heads", p->heads}}, f->host_bytes_per_head}});
+                        finish(*p);
                         const std::size_t n = std::size_t{p->heads} * p->queries * p->keys;
                         std::vector<float> out;
                         if (o->reference) {

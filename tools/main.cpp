@@ -1,7 +1,11 @@
 // relpos: run any operation on .npy inputs, check every operation against its CPU reference on this
 // machine's device, and benchmark the shaders.
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <new>
@@ -61,6 +65,30 @@ void check_distinct_outputs(const RunOptions& o) {
         throw InvalidArgument(flag_b + " = " + *path_b + ": names the same file as " + flag_a + " = " + *path_a +
                               "; each output needs its own file");
     }
+}
+
+// An output that cannot be created (its directory missing, a directory in its place, no
+// permission) would fail only at its write: after the whole computation, and after the outputs
+// before it were written. Refused before anything is computed or written.
+void check_writable_outputs(const RunOptions& o) {
+  namespace fs = std::filesystem;
+  for (const auto& [flag, path] : o.outputs) {
+    if (path->empty()) continue;
+    const fs::path p(*path);
+    const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+    std::error_code ec;
+    std::string why;
+    if (fs::is_directory(p, ec)) {
+      why = "it is a directory";
+    } else if (!fs::is_directory(dir, ec)) {
+      why = "its directory " + dir.string() + (fs::exists(dir, ec) ? " is not a directory" : " does not exist");
+    } else if (fs::exists(p, ec)) {
+      if (::access(p.c_str(), W_OK) != 0) why = std::strerror(errno);
+    } else if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+      why = "cannot create a file in " + dir.string() + ": " + std::strerror(errno);
+    }
+    if (!why.empty()) throw InvalidArgument(flag + " = " + *path + ": cannot open for writing: " + why);
+  }
 }
 }  // namespace
 
@@ -216,6 +244,7 @@ int main(int argc, char** argv) {
       for (const auto& r : reg.runs)
         if (*r.cmd) {
           check_distinct_outputs(*g_run_options.at(r.cmd));
+          check_writable_outputs(*g_run_options.at(r.cmd));
           r.action();
         }
     release_tool_contexts();

@@ -32,6 +32,27 @@ std::string describe(const AlibiParams& p) {
   return s;
 }
 
+// Host bytes a head of the slope rule takes at its peak: it works in float64 over up to twice the
+// heads (a count that is not a power of two takes every other slope of the next power's rule) and
+// grows its array by doubling, up to 40 bytes a head, before the float32 slopes.
+constexpr std::uint64_t kSlopeRuleBytes = 40;
+
+// Given slopes (--slopes): a float [H] file, one per head. An empty file is no request for the
+// slope rule: it is refused like any other count.
+std::vector<float> read_slopes(const std::string& path, std::uint32_t heads) {
+  std::vector<std::uint64_t> shape;
+  std::vector<float> slopes = read_floats("--slopes", path, 1, shape);
+  if (shape[0] != heads)
+    throw InvalidArgument("--slopes " + path + ": " + std::to_string(shape[0]) + " values: must hold one per head (H = " + std::to_string(heads) + ")");
+  return slopes;
+}
+
+// Given slopes replace the rule: a rule flag beside them would be silently ignored.
+void refuse_rule_flags(const std::string& path, const CLI::Option* max_bias, const CLI::Option* no_interleave) {
+  for (const CLI::Option* o : {max_bias, no_interleave})
+    if (o->count()) throw InvalidArgument(o->get_name() + ": not allowed with --slopes " + path + " (given slopes replace the slope rule)");
+}
+
 void add_slope_options(CLI::App& cmd, AlibiParams& p, bool& no_interleave) {
   add_number(cmd, "--heads", p.heads, "number of heads H", 1u)->required();
   add_number(cmd, "--max-bias", p.max_bias, "slopes 2^(-max_bias * h / H) (default 8)");
@@ -49,15 +70,15 @@ AttentionBiasTool attention_alibi() {
     };
     auto f = std::make_shared<Flags>();
     cmd.add_option("--slopes", f->slopes, "alibi: float [H] .npy; bias -slope * |rp| (default: alibi_slopes of H)");
-    add_number(cmd, "--max-bias", f->max_bias, "alibi without --slopes: slopes 2^(-max_bias * h / H) (default 8)");
-    cmd.add_flag("--no-interleave", f->no_interleave, "alibi without --slopes: meliad's rule for H not a power of two");
-    return std::function<void(AttentionParams&, BiasInputs&)>([f](AttentionParams& p, BiasInputs& in) {
+    auto* max_bias = add_number(cmd, "--max-bias", f->max_bias, "alibi without --slopes: slopes 2^(-max_bias * h / H) (default 8)");
+    auto* no_interleave = cmd.add_flag("--no-interleave", f->no_interleave, "alibi without --slopes: meliad's rule for H not a power of two");
+    return std::function<void(AttentionParams&, BiasInputs&)>([f, max_bias, no_interleave](AttentionParams& p, BiasInputs& in) {
       AlibiParams ap;
       ap.heads = p.heads;
       if (!f->slopes.empty()) {
-        std::vector<std::uint64_t> shape;
-        ap.slopes = read_floats("--slopes", f->slopes, 1, shape);
-        ap.validate_slopes();  // the checks every given slope gets (count, finite)
+        refuse_rule_flags(f->slopes, max_bias, no_interleave);
+        ap.slopes = read_slopes(f->slopes, p.heads);
+        ap.validate_slopes();  // the checks every given slope gets (finite)
       } else {  // the same slopes `relpos run alibi-slopes` writes
         ap.max_bias = f->max_bias;
         ap.rule = f->no_interleave ? AlibiSlopeRule::Geometric : AlibiSlopeRule::Interleaved;
@@ -83,6 +104,7 @@ RELPOS_TOOL_FAMILY(alibi) {
     add_slope_options(*cmd, *p, *no_interleave);
     add_run_options(*cmd, *o);
     reg.runs.push_back({cmd, [=] {
+                          check_host_memory({{{{"--heads", p->heads}}, kSlopeRuleBytes}});
                           p->rule = *no_interleave ? AlibiSlopeRule::Geometric : AlibiSlopeRule::Interleaved;
                           const std::vector<float> slopes = alibi_slopes(*p);  // host-side on every path
                           write_floats(o->out, slopes, {p->heads}, DType::F32);
@@ -94,15 +116,20 @@ RELPOS_TOOL_FAMILY(alibi) {
   f.add_flags = [](CLI::App& cmd) {
     struct Flags { double max_bias = 8.0; bool no_interleave = false; std::string slopes; };
     auto flags = std::make_shared<Flags>();
-    add_number(cmd, "--max-bias", flags->max_bias, "slopes 2^(-max_bias * h / H) (default 8)");
-    cmd.add_flag("--no-interleave", flags->no_interleave, "meliad's rule for non-power-of-two H: 2^(-max_bias * h / H), no interleaving");
+    auto* max_bias = add_number(cmd, "--max-bias", flags->max_bias, "slopes 2^(-max_bias * h / H) (default 8)");
+    auto* no_interleave =
+        cmd.add_flag("--no-interleave", flags->no_interleave, "meliad's rule for non-power-of-two H: 2^(-max_bias * h / H), no interleaving");
     cmd.add_option("--slopes", flags->slopes, "float [H] .npy of given slopes instead of the rule");
-    return std::function<void(AlibiParams&)>([flags](AlibiParams& p) {
+    return std::function<void(AlibiParams&)>([flags, max_bias, no_interleave](AlibiParams& p) {
       p.max_bias = flags->max_bias;
       p.rule = flags->no_interleave ? AlibiSlopeRule::Geometric : AlibiSlopeRule::Interleaved;
-      if (!flags->slopes.empty()) p.slopes = read_npy(flags->slopes).to_f32("--slopes " + flags->slopes);
+      if (!flags->slopes.empty()) {
+        refuse_rule_flags(flags->slopes, max_bias, no_interleave);
+        p.slopes = read_slopes(flags->slopes, p.heads);
+      }
     });
   };
+  f.host_bytes_per_head = kSlopeRuleBytes;  // the rule's slopes, made on the host on every path
   f.example = example_params;
   f.draw = draw_params;
   f.describe = describe;

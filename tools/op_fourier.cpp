@@ -241,6 +241,7 @@ RELPOS_TOOL_FAMILY(fourier) {
     add_number(*cmd, "--max-wavelength", p->max_wavelength, "longest half-wavelength W (default 2N)");
     add_run_options(*cmd, *o);
     reg.runs.push_back({cmd, [=] {
+                          check_host_memory({{{{"--positions", p->positions}, {"--vector-size", p->vector_size}}, 4}});
                           std::vector<float> out;
                           p->validate();
                           if (o->reference) {
@@ -279,8 +280,11 @@ RELPOS_TOOL_FAMILY(fourier) {
     reg.runs.push_back({cmd, [=] {
                           if (off->count()) p->query_offset = *offset;
                           p->validate();
-                          const auto rot = rotation_path->empty() ? fourier_default_rotation(*p) : read_rotation(*rotation_path, *p);
                           const DType out_dtype = *dtype == "f16" ? DType::F16 : DType::F32;
+                          // The float32 values (and their f16 copy), and the rotation, built or read.
+                          check_host_memory({{{{"--heads", p->heads}, {"--queries", p->queries}, {"--keys", p->keys}}, 4 + (out_dtype == DType::F16 ? 2u : 0u)},
+                                             {{{"--heads", p->heads}, {"--vector-size", p->vector_size}}, 4}});
+                          const auto rot = rotation_path->empty() ? fourier_default_rotation(*p) : read_rotation(*rotation_path, *p);
                           const FourierPath gpu_path = *path == "direct" ? FourierPath::Direct : FourierPath::Distance;
                           std::vector<float> out;
                           if (o->reference) {

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <mutex>
@@ -195,6 +196,35 @@ void run_mpi(const RingArgs& a) {
 }
 #endif
 
+// The processes of the MPI job this process belongs to: 1 when no launcher started it. Open MPI
+// and the PMI launchers (MPICH, Intel MPI) say so in the environment; under PMIx alone only MPI
+// itself can tell.
+std::uint32_t mpi_launch_size([[maybe_unused]] double timeout_s) {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
+    if (const char* v = std::getenv(name)) {
+      char* end = nullptr;
+      const unsigned long n = std::strtoul(v, &end, 10);
+      if (end != v && *end == '\0' && n >= 1 && n <= 0xffffffffu) return static_cast<std::uint32_t>(n);
+    }
+#if RELPOS_TOOL_MPI
+  if (MpiRing::launched_by_mpirun()) {
+    int argc = 0;
+    char** argv = nullptr;
+    return MpiRing(argc, argv, std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000))).ranks();
+  }
+#endif
+  return 1;
+}
+
+// --ranks runs the whole ring in this process: under an MPI launch of several processes each would
+// run its own copy of the ring and write the same --out.
+void refuse_ranks_under_mpi(const RingArgs& a) {
+  if (const std::uint32_t n = mpi_launch_size(a.timeout_s); n > 1)
+    throw InvalidArgument("--ranks " + std::to_string(a.ranks) + ": not allowed under an MPI launch of " + std::to_string(n) +
+                          " processes (each would run its own in-process ring of " + std::to_string(a.ranks) +
+                          " ranks and write the same --out); without --ranks each MPI process is one rank (" + std::to_string(n) + " ranks)");
+}
+
 // ---- relpos check: in-process ranks on the check's context against the reference -------------
 
 CheckResult check_ring(Context& ctx, const AttentionParams& p, std::uint32_t R, RingLayout layout) {
@@ -271,7 +301,10 @@ void add_ring_run(CLI::App& run, Registry& reg) {
              "also write each rank's compute and communication times (JSON) of a second run (the first compiles the pipelines)");
   reg.runs.push_back({cmd, [a] {
                         if (a->o.reference) throw InvalidArgument("--reference: not for ring-attention (run attention --reference is the same result)");
-                        if (a->ranks != 0) return run_in_process(*a);
+                        if (a->ranks != 0) {
+                          refuse_ranks_under_mpi(*a);
+                          return run_in_process(*a);
+                        }
 #if RELPOS_TOOL_MPI
                         if (MpiRing::launched_by_mpirun()) return run_mpi(*a);
                         throw InvalidArgument("--ranks is required (the ranks in this process), or run under mpirun -np R (one rank each)");

@@ -182,6 +182,9 @@ std::vector<std::int32_t> read_positions(const std::string& path, const RopePara
 void run_rope(RopeCli& c) {
   RopeParams& p = c.p;
   const NpyArray x = read_npy(c.x_path);
+  // The result is written in x's dtype, which the shader rotates in: float32 or float16 only.
+  if (x.descr != "<f4" && x.descr != "<f2")
+    throw InvalidArgument("--x " + c.x_path + ": dtype " + x.descr + " must be float32 or float16 (the output is written in --x's dtype)");
   if (x.shape.size() != 4)
     throw InvalidArgument("--x " + c.x_path + ": must be 4-D (" + c.layout + "), got " + std::to_string(x.shape.size()) + " dimension(s)");
   p.layout = c.layout == "bshd" ? RopeLayout::BSHD : RopeLayout::BHSD;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <random>
 #include <sstream>
+#include <tuple>
 
 #include "fuzz.hpp"
 #include "number_flags.hpp"
@@ -87,7 +88,7 @@ void register_runs(CLI::App& run, Registry& reg) {
     cmd->add_option("--rel-keys", o->rel_keys, "float32 relative keys [2K+1, d] .npy")->required();
     add_number(*cmd, "--max-relative-position", o->max_rel, "K: relative positions are clipped to [-K, K]")->required();
     cmd->add_option("--k", o->k, "float32 keys [B, H, keys, d] .npy: adds the content term q·kᵀ");
-    add_number(*cmd, "--keys", o->keys, "number of keys without --k");
+    add_number(*cmd, "--keys", o->keys, "number of keys without --k", 1u);
     add_number(*cmd, "--query-offset", o->offset, "absolute position of query 0 (rp = j - i - offset; default 0)");
     cmd->add_flag("--align-last", o->align_last, "tensor2tensor's alignment: query offset = keys - Q (overrides --query-offset)");
     add_number(*cmd, "--scale", o->scale, "multiplies the logits (default 1: q already scaled)");
@@ -103,9 +104,12 @@ void register_runs(CLI::App& run, Registry& reg) {
                             if (o->keys) require_dim("--keys", o->keys, k.shape[2], "the keys of --k");
                             p.keys = static_cast<std::uint32_t>(k.shape[2]);
                           } else {
-                            if (!o->keys) throw InvalidArgument("--keys: required without --k (the number of keys)");
+                            if (!o->keys) throw InvalidArgument("--keys is required without --k (the number of keys)");
                             p.keys = o->keys;
                           }
+                          // The logits, and with --k the reference's content term beside them.
+                          check_host_memory({{{{"--q batch", p.batch}, {"--q heads", p.heads}, {"--q queries", p.queries}, {o->k.empty() ? "--keys" : "--k keys", p.keys}},
+                                              o->o.reference && !o->k.empty() ? 8u : 4u}});
                           p.query_offset = o->align_last ? t2t_query_offset(p.queries, p.keys) : o->offset;
                           p.scale = o->scale;
                           p.validate();
@@ -221,12 +225,20 @@ AttentionBiasTool attention_shaw() {
     auto f = std::make_shared<Flags>();
     cmd.add_option("--rel-keys", f->rel_keys, "shaw: float [2k + 1, D] .npy");
     cmd.add_option("--rel-values", f->rel_values, "shaw: float [2k + 1, D] .npy");
-    add_number(cmd, "--max-relative-position", f->k, "shaw: k");
-    return std::function<void(AttentionParams&, BiasInputs&)>([f](AttentionParams& p, BiasInputs& in) {
-      std::vector<std::uint64_t> shape;
-      in.rel_keys = read_floats("--rel-keys", f->rel_keys, 2, shape);
-      in.rel_values = read_floats("--rel-values", f->rel_values, 2, shape);
+    auto* k = add_number(cmd, "--max-relative-position", f->k, "shaw: k");
+    return std::function<void(AttentionParams&, BiasInputs&)>([f, k](AttentionParams& p, BiasInputs& in) {
+      std::vector<std::uint64_t> key_shape, value_shape;
+      in.rel_keys = read_floats("--rel-keys", f->rel_keys, 2, key_shape);
+      in.rel_values = read_floats("--rel-values", f->rel_values, 2, value_shape);
+      // k sizes the tables' shape: without it that shape would be [1, D].
+      if (!k->count()) throw InvalidArgument("--max-relative-position is required for --bias shaw (k: the tables are [2k + 1, D])");
       p.max_relative_position = f->k;
+      // The shape, not only the count: a transposed [D, 2k + 1] table holds as many values, in the wrong places.
+      const std::vector<std::uint64_t> want = {2ull * f->k + 1, p.head_dim};
+      for (auto [flag, path, shape] : {std::tuple{"--rel-keys", &f->rel_keys, &key_shape}, {"--rel-values", &f->rel_values, &value_shape}})
+        if (*shape != want)
+          throw InvalidArgument(std::string(flag) + " " + *path + ": shape " + shape_text(*shape) + " must be [2k + 1, D] = " + shape_text(want) +
+                                " (k = --max-relative-position " + std::to_string(f->k) + ", D = --q's head_dim)");
     });
   };
   t.example = [](AttentionParams& p, std::size_t) { p.max_relative_position = 16; };

@@ -190,17 +190,24 @@ AttentionBiasTool attention_t5() {
     auto f = std::make_shared<Flags>();
     cmd.add_option("--table", f->table, "t5: float [num_buckets, H] .npy");
     add_number(cmd, "--max-distance", f->t5.max_distance, "t5: distance from which all keys share the last bucket");
-    add_number(cmd, "--num-buckets", f->t5.num_buckets, "t5: number of buckets (default: rows of the table)");
+    auto* num_buckets = add_number(cmd, "--num-buckets", f->t5.num_buckets, "t5: number of buckets (default: rows of the table, which it must equal)");
     cmd.add_flag("--causal-buckets", f->causal_buckets, "t5: decoder buckets (default bidirectional)");
     cmd.add_flag("--flax-eps", f->flax, "t5: flaxformer/t5x log convention");
     add_number(cmd, "--bias-scale", f->t5.scale, "t5: multiplies the table values (default 1)");
-    return std::function<void(AttentionParams&, BiasInputs&)>([f](AttentionParams& p, BiasInputs& in) {
+    return std::function<void(AttentionParams&, BiasInputs&)>([f, num_buckets](AttentionParams& p, BiasInputs& in) {
       std::vector<std::uint64_t> shape;
       in.bias = read_floats("--table", f->table, 2, shape);
       p.t5 = f->t5;
+      // The table's rows are the buckets: a --num-buckets that differs would be silently ignored.
       p.t5.num_buckets = dimension32("--table rows", shape[0]);
+      if (num_buckets->count() && f->t5.num_buckets != shape[0])
+        throw InvalidArgument("--num-buckets = " + std::to_string(f->t5.num_buckets) + ": must equal the rows of --table " + f->table + " " +
+                              shape_text(shape) + " ([num_buckets, H])");
       p.t5.bidirectional = !f->causal_buckets;
       p.t5.log = f->flax ? T5Log::FlaxEps : T5Log::HuggingFace;
+      // A table of another head count: named with the shape it must have, not by its count of values.
+      if (const std::vector<std::uint64_t> want = p.bias_shape(); shape != want)
+        throw InvalidArgument("--table " + f->table + ": shape " + shape_text(shape) + " must be [num_buckets, H] = " + shape_text(want));
     });
   };
   t.example = [](AttentionParams& p, std::size_t) { p.scale = 1.0f; };
@@ -231,6 +238,7 @@ RELPOS_TOOL_FAMILY(t5) {
     add_number(*cmd, "--num-buckets", p->num_buckets, "number of buckets")->required();
     add_run_options(*cmd, *o);
     reg.runs.push_back({cmd, [=] {
+                          check_host_memory({{{{"--queries", p->queries}, {"--keys", p->keys}}, 4}});
                           finish_params(*p, *causal, *flax);
                           std::vector<std::int32_t> out;
                           if (o->reference) {
@@ -268,8 +276,11 @@ RELPOS_TOOL_FAMILY(t5) {
                                                   std::to_string(t.shape.size()) + " dimension(s)");
                           p->num_buckets = dimension32("--table rows", t.shape[0]);
                           p->heads = dimension32("--table heads", t.shape[1]);
-                          const std::vector<float> table = t.to_f32("--table " + *table_path);
                           const DType out_dtype = *dtype == "f16" ? DType::F16 : DType::F32;
+                          // The float32 values, and the f16 copy write_floats makes of them.
+                          check_host_memory({{{{"--table heads", p->heads}, {"--queries", p->queries}, {"--keys", p->keys}},
+                                              4 + (out_dtype == DType::F16 ? 2u : 0u)}});
+                          const std::vector<float> table = t.to_f32("--table " + *table_path);
                           const std::size_t n = std::size_t{p->heads} * p->queries * p->keys;
                           std::vector<float> out;
                           if (o->reference) {

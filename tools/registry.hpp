@@ -128,6 +128,19 @@ void release_tool_contexts();
 // InvalidArgument naming it: a cast would silently wrap 2^32 + 1 to 1.
 std::uint32_t dimension32(const std::string& what, std::uint64_t d);
 
+// One array a run holds on the host: its elements are the product of `dims` (each a flag, or an
+// input's dimension, with its value), of `element_bytes` each.
+struct HostArray {
+  std::vector<std::pair<std::string, std::uint64_t>> dims;
+  std::uint64_t element_bytes = 4;
+};
+// Refuses, before anything is allocated or computed, a run whose host arrays (its output, and the
+// inputs it builds itself) would take more than a quarter of this machine's physical memory: the
+// kernel kills a process that outgrows the memory (or it thrashes for minutes) instead of
+// std::bad_alloc reaching main. InvalidArgument ("out of host memory: ...") names the sizes, the
+// bytes and the limit. Every `relpos run` whose output size comes from flags calls it.
+void check_host_memory(const std::vector<HostArray>& arrays);
+
 // "[d0, d1, ...]": an input's shape in messages.
 std::string shape_text(const std::vector<std::uint64_t>& shape);
 

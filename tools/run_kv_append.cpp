@@ -94,9 +94,11 @@ void run_kv_append(KvAppendCli& c) {
   p.rope.style = c.rope == "gptj" ? RopeStyle::GptJ : RopeStyle::NeoX;
   p.rope.base = c.base;
   p.rope.rotary_dim = c.rotary_dim;
+  if (!c.q.empty() && !p.apply_rope) throw InvalidArgument("--q " + c.q + ": the queries are only rotated with --rope neox|gptj");
+  if (const std::string given = c.scaling.given(); !given.empty() && !p.apply_rope)
+    throw InvalidArgument(given + ": RoPE's frequency scaling applies only with --rope neox|gptj");
   p.rope.scaling = c.scaling_values;
   apply_rope_scaling_flags(c.scaling, p.rope.scaling);
-  if (!c.q.empty() && !p.apply_rope) throw InvalidArgument("--q " + c.q + ": the queries are only rotated with --rope neox|gptj");
   p.validate();
   check_append_table(p, table_v, lengths_v, p.ragged ? std::span<const std::int32_t>(counts) : std::span<const std::int32_t>());
 
