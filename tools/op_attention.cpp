@@ -1,9 +1,6 @@
 // Fused attention in the tool: `run attention` and `run attention-merge`, and the families with no
 // operation of their own (none, distance rows, a dense bias). Its check, fuzz and bench cases are
 // in tools/attention_cases.cpp and tools/attention_benches.cpp.
-#include <cmath>
-#include <limits>
-
 #include "attention_data.hpp"
 #include "cache_npy.hpp"
 #include "number_flags.hpp"
@@ -181,19 +178,6 @@ void add_attention_run(CLI::App& run, Registry& reg) {
                       }});
 }
 
-// A part's log-sum-exp is finite, or -inf for a part whose keys were all masked (weight 0). NaN
-// or +inf would weigh every part of the row by NaN: an all-NaN row, not an error.
-void check_parts_lse(const std::string& path, const std::vector<float>& lse, const std::vector<std::uint64_t>& shape) {
-  for (std::size_t i = 0; i < lse.size(); ++i) {
-    const float x = lse[i];
-    if (!std::isnan(x) && x != std::numeric_limits<float>::infinity()) continue;
-    std::vector<std::uint64_t> index(shape.size());
-    for (std::size_t d = shape.size(), rest = i; d-- > 0; rest /= shape[d]) index[d] = rest % shape[d];
-    throw InvalidArgument("--parts-lse " + path + ": value at " + shape_text(index) + " is " + (std::isnan(x) ? "nan" : "inf") +
-                          ": each log-sum-exp must be finite, or -inf for a part with no unmasked key");
-  }
-}
-
 void add_merge_run(CLI::App& run, Registry& reg) {
   struct Args {
     std::string parts, parts_lse, lse, dtype = "f32";
@@ -212,7 +196,6 @@ void add_merge_run(CLI::App& run, Registry& reg) {
                         const std::vector<float> lse = read_floats("--parts-lse", a->parts_lse, 0, ls);
                         if (ps.size() < 2 || ls.size() != ps.size() - 1 || !std::equal(ls.begin(), ls.end(), ps.begin()))
                           throw InvalidArgument("--parts-lse: shape must be --parts' shape without its last dimension");
-                        check_parts_lse(a->parts_lse, lse, ls);
                         AttentionMergeParams mp;
                         mp.parts = dimension32("--parts count", ps[0]);
                         mp.head_dim = dimension32("--parts head_dim", ps.back());

@@ -190,7 +190,10 @@ CheckCase draw_attention_case(FuzzRng& g, bool shaw) {
   std::string tag = shape_of(p) + (a.attention.causal ? " causal" : "");
   if (!a.attention.key_lengths.empty()) {
     tag += " lengths=";
-    for (std::size_t b = 0; b < a.attention.key_lengths.size(); ++b) tag += (b ? "," : "") + std::to_string(a.attention.key_lengths[b]);
+    for (std::size_t b = 0; b < a.attention.key_lengths.size(); ++b) {
+      if (b) tag += ",";  // (appended: g++ 12 warns of "," + string, its bug 105329)
+      tag += std::to_string(a.attention.key_lengths[b]);
+    }
   }
   tag += " " + std::string(dtype_name(a.attention.dtype));
   return {shaw ? "shaw-attention" : "unfused-attention", tag, [a, shaw](Context& ctx) { return check_attention(ctx, a, shaw); }};
