@@ -44,6 +44,10 @@ std::uint64_t cache_row_bytes(CacheFormat f, std::uint32_t head_dim) {
 }
 
 void check_cache_head_dim(CacheFormat f, std::uint32_t head_dim, std::string_view param) {
+  // Every check of a format starts here: an enum value past the list is named before anything
+  // sizes a buffer by it.
+  require(cache_format_name(f) != "?", "cache_format", std::to_string(static_cast<std::uint32_t>(f)),
+          "is no cache format (f32, f16, bf16, q8_0, fp8_e4m3)");
   const std::string name(param), fmt(cache_format_name(f));
   require(head_dim > 0 && head_dim % 2 == 0, name, std::to_string(head_dim), "must be even and > 0");
   if (f == CacheFormat::Q8_0)

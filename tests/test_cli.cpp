@@ -1075,6 +1075,22 @@ TEST(Cli, AttentionT5TableAndNumBucketsMustAgree) {
   EXPECT_EQ(tool(run + temp("t5n_table.npy")).status, 0);
 }
 
+// A flag of another bias family than --bias's would be ignored (a --max-bias with --bias t5 is most
+// likely a --bias left out): refused, naming the family it belongs to.
+TEST(Cli, AttentionFlagsOfAnotherBiasFamilyAreRefused) {
+  write_f32("fam_q.npy", std::vector<float>(1 * 4 * 3 * 8, 0.25f), {1, 4, 3, 8});
+  write_f32("fam_table.npy", std::vector<float>(6 * 4, 0.5f), {6, 4});
+  const std::string q = temp("fam_q.npy");
+  const std::string run = "run attention --q " + q + " --k " + q + " --v " + q + " --out " + temp("fam_out.npy");
+  auto r = tool(run + " --bias t5 --table " + temp("fam_table.npy") + " --max-bias 4");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("relpos: error: --max-bias: not read by --bias t5 (it is --bias alibi's)"), std::string::npos) << r.output;
+  r = tool(run + " --max-distance 20");  // --bias none
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("relpos: error: --max-distance: not read by --bias none (it is --bias t5's)"), std::string::npos) << r.output;
+  EXPECT_EQ(tool(run + " --bias alibi --max-bias 4").status, 0);
+}
+
 // Shaw in fused attention: rel_keys and rel_values must be [2k + 1, D] exactly; a transposed
 // table holds as many values and would give a wrong answer.
 TEST(Cli, AttentionShawTablesMustHaveTheirShape) {

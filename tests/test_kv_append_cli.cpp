@@ -219,6 +219,16 @@ TEST(KvAppendCli, ScalingFlagsNeedRopeAndTheirScaling) {
   EXPECT_NE(r.output.find("relpos: error: --scaling, --factor: RoPE's frequency scaling applies only with --rope neox|gptj"), std::string::npos)
       << r.output;
   EXPECT_FALSE(std::filesystem::exists(temp("sflags0_ok.npy")));
+  for (const char* flag : {"--base 500000", "--rotary-dim 16"}) {  // RoPE's own flags, without --rope
+    r = tool(plain.args + " " + flag);
+    EXPECT_EQ(r.status, 1) << r.output;
+    EXPECT_NE(r.output.find("relpos: error: " + std::string(flag).substr(0, std::string(flag).find(' ')) + ": applies only with --rope neox|gptj"),
+              std::string::npos)
+        << r.output;
+  }
+  r = tool(plain.args + " --base abc");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("--base"), std::string::npos) << r.output;
   Files rope = write_case(CacheFormat::F32, 34, false, true, "sflags_");
   r = tool(rope.args + " --scaling llama3 --factor 8 --beta-fast 3");
   EXPECT_EQ(r.status, 1) << r.output;

@@ -81,9 +81,12 @@ void expect_ring_equals_attention(const std::string& prefix, const Files& f, con
 // mpirun with each rank on one lavapipe thread, loopback only, as root too; empty without mpirun.
 std::string mpirun(std::uint32_t ranks) {
 #ifdef RELPOS_MPIEXEC
-  return "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl=self,tcp "
-         "OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo LP_NUM_THREADS=1 " RELPOS_MPIEXEC " -np " +
-         std::to_string(ranks) + " ";
+  std::string command =  // appended: g++ 12 warns falsely of literal + string here (its bug 105329)
+      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_btl=self,tcp "
+      "OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo LP_NUM_THREADS=1 " RELPOS_MPIEXEC " -np ";
+  command += std::to_string(ranks);
+  command += ' ';
+  return command;
 #else
   (void)ranks;
   return "";

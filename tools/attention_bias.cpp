@@ -57,7 +57,10 @@ AttentionBiasFlags::AttentionBiasFlags(CLI::App& cmd, const Registry& reg) {
   std::vector<std::string> names;
   for (const AttentionBiasInfo& info : attention_biases()) {
     names.emplace_back(info.name);
+    const std::size_t before = cmd.get_options().size();
     read_[info.bias] = bias_tool(reg, info.bias).add_flags(cmd);
+    const std::vector<CLI::Option*> all = cmd.get_options();
+    flags_[info.bias].assign(all.begin() + static_cast<std::ptrdiff_t>(before), all.end());
   }
   cmd.add_option("--bias", bias_, "position bias")->check(CLI::IsMember(names));
 }
@@ -66,6 +69,12 @@ AttentionBias AttentionBiasFlags::chosen() const { return attention_bias_named(b
 
 BiasInputs AttentionBiasFlags::read(AttentionParams& p) const {
   p.bias = chosen();
+  // Another family's flag would be ignored: refused, as the library refuses an input its mode does
+  // not read (a --max-bias with --bias t5 is most likely a --bias left out).
+  for (const auto& [bias, options] : flags_)
+    for (const CLI::Option* o : options)
+      if (bias != p.bias && o->count() > 0)
+        throw InvalidArgument(o->get_name() + ": not read by --bias " + bias_ + " (it is --bias " + std::string(attention_bias_info(bias).name) + "'s)");
   BiasInputs in;
   read_.at(p.bias)(p, in);
   return in;

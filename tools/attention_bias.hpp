@@ -71,6 +71,7 @@ class AttentionBiasFlags {
  private:
   std::string bias_ = "none";
   std::map<AttentionBias, std::function<void(AttentionParams&, BiasInputs&)>> read_;
+  std::map<AttentionBias, std::vector<CLI::Option*>> flags_;  // each family's own flags
 };
 
 // An .npy file of `dims` dimensions (0: any) as float32, its shape in `shape`; InvalidArgument

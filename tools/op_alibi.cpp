@@ -32,10 +32,8 @@ std::string describe(const AlibiParams& p) {
   return s;
 }
 
-// Host bytes a head of the slope rule takes at its peak: it works in float64 over up to twice the
-// heads (a count that is not a power of two takes every other slope of the next power's rule) and
-// grows its array by doubling, up to 40 bytes a head, before the float32 slopes.
-constexpr std::uint64_t kSlopeRuleBytes = 40;
+// Host bytes a head of the slope rule takes: alibi_slopes writes its float32 slopes in place.
+constexpr std::uint64_t kSlopeRuleBytes = 4;
 
 // Given slopes (--slopes): a float [H] file, one per head. An empty file is no request for the
 // slope rule: it is refused like any other count.

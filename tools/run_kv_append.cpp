@@ -20,6 +20,8 @@ struct KvAppendCli {
   std::string v_out, q_out, lengths_out;
   double base = 10000.0;
   std::uint32_t rotary_dim = 0;
+  CLI::Option* base_flag = nullptr;  // given or not: RoPE's own flags need --rope
+  CLI::Option* rotary_dim_flag = nullptr;
   RopeScalingFlags scaling;
   RopeScalingParams scaling_values;
   bool advance = false;
@@ -95,6 +97,8 @@ void run_kv_append(KvAppendCli& c) {
   p.rope.base = c.base;
   p.rope.rotary_dim = c.rotary_dim;
   if (!c.q.empty() && !p.apply_rope) throw InvalidArgument("--q " + c.q + ": the queries are only rotated with --rope neox|gptj");
+  for (const CLI::Option* flag : {c.base_flag, c.rotary_dim_flag})
+    if (flag->count() > 0 && !p.apply_rope) throw InvalidArgument(flag->get_name() + ": applies only with --rope neox|gptj");
   if (const std::string given = c.scaling.given(); !given.empty() && !p.apply_rope)
     throw InvalidArgument(given + ": RoPE's frequency scaling applies only with --rope neox|gptj");
   p.rope.scaling = c.scaling_values;
@@ -156,8 +160,8 @@ void register_kv_append_run(CLI::App& run, Registry& reg) {
   cmd->add_option("--v-scale", c->v_scale, "fp8_e4m3: float32 [kv_heads] .npy of the V cache's scales");
   cmd->add_option("--rope", c->rope, "none (default), neox or gptj: RoPE on the keys (and --q) at their positions")
       ->check(CLI::IsMember({"none", "neox", "gptj"}));
-  cmd->add_option("--base", c->base, "rope_theta (default 10000)");
-  cmd->add_option("--rotary-dim", c->rotary_dim, "features that rotate (default all)");
+  c->base_flag = add_number(*cmd, "--base", c->base, "rope_theta (default 10000)");
+  c->rotary_dim_flag = add_number(*cmd, "--rotary-dim", c->rotary_dim, "features that rotate (even, <= head_dim; default all)");
   add_rope_scaling_flags(*cmd, c->scaling, c->scaling_values);
   cmd->add_flag("--advance-lengths", c->advance, "advance the lengths on the device (written by --lengths-out)");
   add_run_options(*cmd, c->o);  // --out: the K cache after the append

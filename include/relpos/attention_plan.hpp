@@ -42,7 +42,8 @@ class AttentionPlan {
   AttentionParams step_params(const AttentionStep& step) const;
 
   // Records one step: the result attention() gives for step_params(step) and the same inputs (k
-  // and v cut to the step's keys), bit for bit. Every bias mode is planned. Checks
+  // and v cut to the step's keys, q, out and lse to its rows: attention() takes every buffer at
+  // exactly its call's size, where a step's may be larger), bit for bit. Every bias mode is planned. Checks
   // the step against the envelope (InvalidArgument naming the parameter and the envelope's limit)
   // and the buffers, then records with no new buffer, memory, descriptor pool or set, event or
   // pipeline after the first step (but for a step recorded while every earlier one is pending).

@@ -12,6 +12,7 @@
 #include "relpos/buffer.hpp"
 #include "relpos/context.hpp"
 #include "relpos_push/loop_bound.h"
+#include "vk/access.hpp"
 #include "vk/dispatch.hpp"
 
 namespace relpos {
@@ -29,7 +30,7 @@ void require_bytes(const Buffer* b, std::uint64_t want, const std::string& name,
 void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& b) {
   p.validate();
   const DeviceLimits& lim = r.context().limits();
-  detail::check_attention_buffers(lim, p, p, b, detail::BufferFit::Exact);
+  detail::check_attention_buffers(r, p, p, b, detail::BufferFit::Exact);
   detail::check_attention_device(lim, p);
   const detail::AttentionSchedule schedule = detail::attention_schedule(lim, p, detail::attention_tiles(r.context()), p.keys);
   const auto op = detail::begin_op(r);
@@ -51,6 +52,10 @@ void attention_merge(Recorder& r, const AttentionMergeParams& p, const Buffer& p
               std::to_string(RELPOS_MAX_LOOP_ITERATIONS) + "); merge in several passes");
   const std::uint64_t es = dtype_size(p.dtype), D = p.head_dim;
   const std::string dt(dtype_name(p.dtype));
+  detail::require_own_buffer(r, &partial_out, "partial_out buffer");
+  detail::require_own_buffer(r, &partial_lse, "partial_lse buffer");
+  detail::require_own_buffer(r, &out, "out buffer");
+  detail::require_own_buffer(r, lse, "lse buffer");
   require_bytes(&partial_out, p.parts * p.rows * D * es, "partial_out buffer", dt + " [parts, rows, head_dim]");
   require_bytes(&partial_lse, p.parts * p.rows * 4, "partial_lse buffer", "float32 [parts, rows]");
   require_bytes(&out, p.rows * D * es, "out buffer", dt + " [rows, head_dim]");

@@ -23,7 +23,7 @@ namespace relpos {
 using detail::require;
 
 struct AttentionPlan::State {
-  Context* ctx = nullptr;
+  std::shared_ptr<detail::Device> dev;  // the Context's (a moved Context takes it along)
   AttentionParams env;
   detail::AttentionTiles tiles{};
   std::uint32_t max_splits = 1;
@@ -42,7 +42,7 @@ std::string str(std::uint64_t v) { return std::to_string(v); }
 
 AttentionPlan::AttentionPlan(Context& ctx, const AttentionParams& envelope) : state_(std::make_unique<State>()) {
   State& s = *state_;
-  s.ctx = &ctx;
+  s.dev = detail::device_of(ctx);
   s.storage = std::make_unique<detail::PlanStorage>(ctx, "use attention(), which splits it");
   s.env = envelope;
   s.env.query_offset = 0;
@@ -73,7 +73,7 @@ AttentionPlan::AttentionPlan(Context& ctx, const AttentionParams& envelope) : st
 
   // Every pipeline a step can use: one query or more, each split count (the workgroup of one query
   // follows the splits up to a full workgroup of lanes).
-  const std::shared_ptr<detail::Device> dev = detail::device_of(ctx);
+  const std::shared_ptr<detail::Device>& dev = s.dev;
   for (std::uint32_t q : {1u, 2u}) {
     if (q > env.queries) continue;
     AttentionParams p = env;
@@ -111,7 +111,7 @@ AttentionParams AttentionPlan::step_params(const AttentionStep& step) const {
 void AttentionPlan::record(Recorder& r, const AttentionStep& step, const AttentionBuffers& b) {
   State& s = *state_;
   const AttentionParams& env = s.env;
-  if (&r.context() != s.ctx) require(false, "recorder", "of another Context", "must record on the Context the plan was built on");
+  detail::require_plan_recorder(r, s.dev);
   if (step.queries < 1 || step.queries > env.queries)
     require(false, "queries", str(step.queries),
             "must be in [1, " + str(env.queries) + "] (the plan's envelope: queries = " + str(env.queries) + ")");
@@ -142,8 +142,8 @@ void AttentionPlan::record(Recorder& r, const AttentionStep& step, const Attenti
   const bool splits_ok = p.key_splits == 0 || (p.key_splits <= p.keys && std::uint64_t{p.key_splits} * AttentionParams::kMaxKeysPerSplit >= p.keys);
   if (!offset_ok || !splits_ok) p.validate();
 
-  const DeviceLimits& lim = s.ctx->limits();
-  detail::check_attention_buffers(lim, p, env, b, detail::BufferFit::Step);
+  const DeviceLimits& lim = s.dev->limits;
+  detail::check_attention_buffers(r, p, env, b, detail::BufferFit::Step);
   const detail::ScheduleSplits key = detail::attention_schedule_splits(lim, p, s.tiles);
   auto it = s.schedules.find(key);
   if (it == s.schedules.end()) it = s.schedules.emplace(key, detail::attention_schedule(lim, p, s.tiles, env.keys)).first;

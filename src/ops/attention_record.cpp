@@ -15,6 +15,7 @@
 #include "params/checks.hpp"
 #include "relpos/buffer.hpp"
 #include "relpos_contract/attention.h"
+#include "vk/access.hpp"
 #include "vk/dispatch.hpp"
 
 namespace relpos::detail {
@@ -103,8 +104,14 @@ AttentionScratch make_attention_scratch(Context& ctx, const AttentionParams& env
   return s;
 }
 
-void check_attention_buffers(const DeviceLimits& lim, const AttentionParams& p, const AttentionParams& env, const AttentionBuffers& b,
+void check_attention_buffers(Recorder& r, const AttentionParams& p, const AttentionParams& env, const AttentionBuffers& b,
                              BufferFit fit) {
+  const DeviceLimits& lim = r.context().limits();
+  for (const auto& [buffer, name] : {std::pair{b.q, "q buffer"}, {b.k, "k buffer"}, {b.v, "v buffer"}, {b.out, "out buffer"}, {b.lse, "lse buffer"},
+                                     {b.bias, "bias buffer"}, {b.rel_keys, "rel_keys buffer"}, {b.rel_values, "rel_values buffer"},
+                                     {b.key_lengths, "key_lengths buffer"}, {b.block_table, "block_table buffer"},
+                                     {b.cache_lengths, "cache_lengths buffer"}, {b.query_lengths, "query_lengths buffer"}})
+    require_own_buffer(r, buffer, name);
   const bool step = fit == BufferFit::Step;
   const Checker check{lim, step};
   const std::uint64_t es = dtype_size(p.dtype), D = p.head_dim, rows = p.rows();
@@ -141,14 +148,24 @@ void check_attention_buffers(const DeviceLimits& lim, const AttentionParams& p, 
         [&] { return std::string(dtype_name(p.output_dtype())) + rows_shape + ", head_dim]"; });
   if (b.lse) check(b.lse, rows * 4, step, "lse buffer", [&] { return std::string("float32") + rows_shape + "]"; });
   const BiasFamily& family = bias_family(p.bias);
+  // An input the mode does not read is refused rather than left unread: an engine that forgot to
+  // set the mode would otherwise get attention without its bias.
+  auto unread = [&](const Buffer* x, const char* name) {
+    if (x) require(false, name, "given", "is not read by bias = " + std::string(family.info.name) + " (" +
+                                          (family.info.input.empty() ? std::string("no input") : "its input: " + std::string(family.info.input)) + ")");
+  };
   if (family.info.rel_tables) {
     const std::uint64_t rel = (2ull * p.max_relative_position + 1) * D * 4;
     auto layout = [] { return std::string("float32 [2 * max_relative_position + 1, head_dim]"); };
     check(b.rel_keys, rel, false, "rel_keys buffer", layout);
     check(b.rel_values, rel, false, "rel_values buffer", layout);
-  } else if (!family.info.input.empty()) {
+    unread(b.bias, "bias buffer");
+  } else {
+    unread(b.rel_keys, "rel_keys buffer");
+    unread(b.rel_values, "rel_values buffer");
     // A step's inputs that follow its shape may be larger; one the family reads whole may not.
-    check(b.bias, p.bias_elements() * 4, step && !family.rows, "bias buffer", [&] { return std::string(family.info.input); });
+    if (!family.info.input.empty()) check(b.bias, p.bias_elements() * 4, step && !family.rows, "bias buffer", [&] { return std::string(family.info.input); });
+    else unread(b.bias, "bias buffer");
   }
   if (b.key_lengths) check(b.key_lengths, std::uint64_t{p.batch} * 4, false, "key_lengths buffer", [] { return std::string("uint32 [batch]"); });
 }

@@ -42,7 +42,7 @@ AttentionScratch make_attention_scratch(Context& ctx, const AttentionParams& env
 // takes k and v (and a paged cache) of its envelope and the rest at least the step's, every buffer
 // bound whole.
 enum class BufferFit { Exact, Step };
-void check_attention_buffers(const DeviceLimits& lim, const AttentionParams& p, const AttentionParams& envelope, const AttentionBuffers& b,
+void check_attention_buffers(Recorder& r, const AttentionParams& p, const AttentionParams& envelope, const AttentionBuffers& b,
                              BufferFit fit);
 // What the device must allow for calls up to `envelope` beyond the buffers' own bindings.
 void check_attention_device(const DeviceLimits& lim, const AttentionParams& envelope);

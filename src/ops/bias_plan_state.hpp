@@ -7,11 +7,12 @@
 #include "ops/plan_storage.hpp"
 #include "relpos/bias_plan.hpp"
 #include "relpos/context.hpp"
+#include "vk/access.hpp"
 
 namespace relpos {
 
 struct BiasPlan::State {
-  Context* ctx = nullptr;
+  std::shared_ptr<detail::Device> dev;  // the Context's (a moved Context takes it along)
   detail::DistanceWindow env;
   detail::ExpandMode mode{};
   detail::PlanStorage storage;

@@ -12,6 +12,7 @@
 #include "relpos/buffer.hpp"
 #include "relpos/context.hpp"
 #include "relpos/kv_cache.hpp"
+#include "vk/access.hpp"
 #include "relpos_contract/kv_append.h"
 #include "relpos_push/kv_append.h"
 #include "vk/access.hpp"
@@ -41,7 +42,15 @@ KvAppendConstants kv_append_constants(const KvAppendParams& p) {
   return c;
 }
 
-void check_kv_append_buffers(const DeviceLimits& lim, const KvAppendParams& p, const KvAppendBuffers& b) {
+void check_kv_append_buffers(Recorder& r, const KvAppendParams& p, const KvAppendBuffers& b) {
+  const DeviceLimits& lim = r.context().limits();
+  for (const auto& [buffer, name] : {std::pair{b.k_cache, "k_cache buffer"}, {b.v_cache, "v_cache buffer"}, {b.k, "k buffer"}, {b.v, "v buffer"},
+                                     {b.block_table, "block_table buffer"}, {b.cache_lengths, "cache_lengths buffer"}, {b.q, "q buffer"},
+                                     {b.new_tokens, "new_tokens buffer"}})
+    require_own_buffer(r, buffer, name);
+  // The kernel writes both caches from one pass; one buffer for both would have the values
+  // overwrite the keys.
+  require(b.k_cache == nullptr || b.k_cache != b.v_cache, "v_cache buffer", "the k_cache buffer", "must be a buffer of its own (the values would overwrite the keys)");
   const std::uint64_t es = dtype_size(p.dtype), D = p.head_dim, rows = p.input_rows();
   const std::string dt(dtype_name(p.dtype)), fmt(cache_format_name(p.cache()));
   if (p.ragged) require_bytes(lim, b.new_tokens, std::uint64_t{p.batch} * 4, "new_tokens buffer", "int32 [batch] (ragged)");
@@ -126,7 +135,7 @@ void record_kv_append(Recorder& r, const KvAppendParams& p, const KvAppendConsta
 
 void kv_append(Recorder& r, const KvAppendParams& p, const KvAppendBuffers& b) {
   p.validate();
-  detail::check_kv_append_buffers(r.context().limits(), p, b);
+  detail::check_kv_append_buffers(r, p, b);
   const detail::KvAppendConstants c = detail::kv_append_constants(p);
   const auto op = detail::begin_op(r);
   Buffer& constants = detail::scratch(r, c.values.size() * 4, MemoryUse::Host);

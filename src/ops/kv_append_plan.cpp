@@ -3,6 +3,7 @@
 #include "ops/kv_append_record.hpp"
 #include "ops/plan_storage.hpp"
 #include "params/checks.hpp"
+#include "vk/access.hpp"
 #include "relpos/context.hpp"
 #include "relpos/kv_cache.hpp"
 #include "relpos/recorder.hpp"
@@ -11,7 +12,7 @@
 namespace relpos {
 
 struct KvAppendPlan::State {
-  Context* ctx = nullptr;
+  std::shared_ptr<detail::Device> dev;  // the Context's (a moved Context takes it along)
   KvAppendParams params;
   detail::KvAppendConstants constants;
   std::unique_ptr<detail::PlanStorage> storage;
@@ -21,7 +22,7 @@ struct KvAppendPlan::State {
 
 KvAppendPlan::KvAppendPlan(Context& ctx, const KvAppendParams& params) : state_(std::make_unique<State>()) {
   State& s = *state_;
-  s.ctx = &ctx;
+  s.dev = detail::device_of(ctx);
   s.params = params;
   s.params.validate();
   s.constants = detail::kv_append_constants(s.params);
@@ -40,8 +41,8 @@ const KvAppendParams& KvAppendPlan::params() const { return state_->params; }
 
 void KvAppendPlan::record(Recorder& r, const KvAppendBuffers& b) {
   State& s = *state_;
-  if (&r.context() != s.ctx) detail::require(false, "recorder", "of another Context", "must record on the Context the plan was built on");
-  detail::check_kv_append_buffers(s.ctx->limits(), s.params, b);
+  detail::require_plan_recorder(r, s.dev);
+  detail::check_kv_append_buffers(r, s.params, b);
   const auto op = detail::begin_op(r);
   detail::DescriptorSource& sets = s.storage->sets().begin_step();
   detail::record_kv_append(r, s.params, s.constants, b, {s.constants_buffer, s.no_q, &sets, false});

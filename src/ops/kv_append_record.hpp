@@ -31,7 +31,7 @@ struct KvAppendResources {
 };
 
 // Checks the buffers (InvalidArgument), then records the append (and the lengths' advance).
-void check_kv_append_buffers(const DeviceLimits& lim, const KvAppendParams& p, const KvAppendBuffers& b);
+void check_kv_append_buffers(Recorder& r, const KvAppendParams& p, const KvAppendBuffers& b);
 void record_kv_append(Recorder& r, const KvAppendParams& p, const KvAppendConstants& c, const KvAppendBuffers& b,
                       const KvAppendResources& res);
 

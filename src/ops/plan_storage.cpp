@@ -8,7 +8,8 @@
 
 namespace relpos::detail {
 
-PlanStorage::PlanStorage(Context& ctx, std::string advice) : ctx_(&ctx), advice_(std::move(advice)), sets_(std::make_unique<StepSets>(device_of(ctx))) {}
+PlanStorage::PlanStorage(Context& ctx, std::string advice)
+    : dev_(device_of(ctx)), advice_(std::move(advice)), sets_(std::make_unique<StepSets>(dev_)) {}
 
 PlanStorage::~PlanStorage() {
   if (sets_->finished()) sets_.reset();  // then the buffers, as members
@@ -16,15 +17,15 @@ PlanStorage::~PlanStorage() {
 }
 
 const Buffer& PlanStorage::make(std::uint64_t bytes, const std::string& what) {
-  const auto& lim = ctx_->limits();
+  const auto& lim = dev_->limits;
   require(bytes <= lim.max_storage_buffer_range, what, std::to_string(bytes) + " bytes",
           "for the plan's largest step must fit one storage buffer binding (maxStorageBufferRange = " +
               std::to_string(lim.max_storage_buffer_range) + " bytes)" + (advice_.empty() ? "" : "; " + advice_));
-  return buffers_.emplace_back(*ctx_, std::max<std::uint64_t>(bytes, 16), MemoryUse::Device);
+  return buffers_.emplace_back(RuntimeAccess::buffer(dev_, std::max<std::uint64_t>(bytes, 16), MemoryUse::Device));
 }
 
 const Buffer& PlanStorage::upload_bytes(const void* data, std::uint64_t bytes, const std::string&) {
-  Buffer& b = buffers_.emplace_back(*ctx_, std::max<std::uint64_t>(bytes, 16), MemoryUse::Device);
+  Buffer& b = buffers_.emplace_back(RuntimeAccess::buffer(dev_, std::max<std::uint64_t>(bytes, 16), MemoryUse::Device));
   if (bytes) b.upload(data, bytes);
   return b;
 }

@@ -31,7 +31,7 @@ class PlanStorage final : public OpStorage {
   StepSets& sets() { return *sets_; }
 
  private:
-  Context* ctx_;
+  std::shared_ptr<Device> dev_;  // (not the Context, which may move)
   std::string advice_;
   std::list<Buffer> buffers_;  // one list, so that they can be retired at once
   std::unique_ptr<StepSets> sets_;

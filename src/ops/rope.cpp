@@ -60,7 +60,12 @@ namespace detail {
 void record_rope(Recorder& r, const RopeParams& p, const Buffer& x, const Buffer* out, DType dtype, const Buffer* positions,
                  const RopePlanResources& plan) {
   const RopeFrequencies fr = rope_frequencies(p, positions != nullptr);
-  if (!plan.prepare_only) check_buffers(p, x, out, dtype, positions);
+  if (!plan.prepare_only) {
+    require_own_buffer(r, &x, "x buffer");
+    require_own_buffer(r, out, "out buffer");
+    require_own_buffer(r, positions, "positions buffer");
+    check_buffers(p, x, out, dtype, positions);
+  }
   const auto& lim = r.context().limits();
   const std::uint32_t e = dtype_size(dtype), d = p.rot_dim(), dim = p.head_dim;
   const bool in_place = out == nullptr || out == &x;

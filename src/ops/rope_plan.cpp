@@ -14,7 +14,7 @@ namespace relpos {
 using detail::require;
 
 struct RopePlan::State {
-  Context* ctx = nullptr;
+  std::shared_ptr<detail::Device> dev;  // the Context's (a moved Context takes it along)
   RopeParams env;
   DType dtype = DType::F32;
   bool in_place = true;
@@ -26,7 +26,7 @@ struct RopePlan::State {
 RopePlan::RopePlan(Context& ctx, const RopeParams& envelope, DType dtype, bool in_place, bool positions)
     : state_(std::make_unique<State>()) {
   State& s = *state_;
-  s.ctx = &ctx;
+  s.dev = detail::device_of(ctx);
   s.env = envelope;
   s.env.position_offset = 0;
   s.env.validate();
@@ -49,7 +49,7 @@ RopePlan& RopePlan::operator=(RopePlan&&) noexcept = default;
 
 void RopePlan::record(Recorder& r, const RopeStep& step, const Buffer& x, const Buffer* out, const Buffer* positions) {
   State& s = *state_;
-  if (&r.context() != s.ctx) require(false, "recorder", "of another Context", "must record on the Context the plan was built on");
+  detail::require_plan_recorder(r, s.dev);
   if (step.seq < 1 || step.seq > s.env.seq)
     require(false, "seq", std::to_string(step.seq),
             "must be in [1, " + std::to_string(s.env.seq) + "] (the plan's envelope: seq = " + std::to_string(s.env.seq) + ")");

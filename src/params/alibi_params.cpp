@@ -1,5 +1,6 @@
 // AlibiParams: the checks, and the slopes of a head count (ALiBi's geometric rule, or meliad's
 // interleaved one for head counts that are not powers of two).
+#include <bit>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -23,29 +24,24 @@ void AlibiParams::validate() const {
   detail::distance_window(*this).validate();
 }
 
-namespace {
-// 2^(-max_bias * h / n), h = 1..n, in double.
-std::vector<double> geometric(std::uint32_t n, double max_bias) {
-  std::vector<double> s(n);
-  for (std::uint32_t h = 1; h <= n; ++h) s[h - 1] = std::exp2(-max_bias * h / n);
-  return s;
-}
-
-std::vector<double> interleaved(std::uint32_t n, double max_bias) {
-  if ((n & (n - 1)) == 0) return geometric(n, max_bias);
-  const std::uint32_t c = std::uint32_t{1} << static_cast<std::uint32_t>(std::floor(std::log2(n)));
-  std::vector<double> s = geometric(c, max_bias);
-  const std::vector<double> twice = interleaved(2 * c, max_bias);
-  for (std::uint32_t k = 0; k < n - c; ++k) s.push_back(twice[2 * k]);
-  return s;
-}
-}  // namespace
-
 std::vector<float> alibi_slopes(const AlibiParams& p) {
   p.validate_slopes();
   if (!p.slopes.empty()) return p.slopes;
-  const std::vector<double> s = p.rule == AlibiSlopeRule::Interleaved ? interleaved(p.heads, p.max_bias) : geometric(p.heads, p.max_bias);
-  return std::vector<float>(s.begin(), s.end());
+  // Slope h (1-based) of n heads' geometric rule: 2^(-max_bias * h / n), in double, rounded once.
+  auto slope = [&](std::uint64_t h, std::uint64_t n) {  // (64-bit: 2c and h = n reach 2^32)
+    return static_cast<float>(std::exp2(-p.max_bias * h / n)); };
+  const std::uint64_t n = p.heads;
+  std::vector<float> out(n);  // computed in place: 4 bytes a head at most (a head count is a flag)
+  if (p.rule == AlibiSlopeRule::Geometric || std::has_single_bit(p.heads)) {
+    for (std::uint64_t h = 1; h <= n; ++h) out[h - 1] = slope(h, n);
+    return out;
+  }
+  // Interleaved: the c = 2^floor(log2 n) slopes of c heads, then every other slope of 2c heads
+  // (h = 1, 3, 5, ...; 2c is a power of two, so its rule is the geometric one).
+  const std::uint64_t c = std::bit_floor(p.heads);
+  for (std::uint64_t h = 1; h <= c; ++h) out[h - 1] = slope(h, c);
+  for (std::uint64_t k = 0; k < n - c; ++k) out[c + k] = slope(2 * k + 1, 2 * c);
+  return out;
 }
 
 }  // namespace relpos

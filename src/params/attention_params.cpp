@@ -111,8 +111,12 @@ void AttentionParams::validate() const {
   const std::int64_t off = row_query_offset();
   const std::int64_t first = -(static_cast<std::int64_t>(queries) - 1) - off;
   const std::int64_t last = static_cast<std::int64_t>(keys) - 1 - off;
-  require(off > -kMax && off < kMax && first > -kMax && last < kMax, "query_offset", std::to_string(off),
-          "puts positions or relative positions outside +-(2^31 - 1)");
+  // Named by what reaches past the range: the offset itself, the first query's distance to key 0,
+  // or the last key's distance to query 0.
+  require(off > -kMax && off < kMax, "query_offset", std::to_string(off), "puts positions outside +-(2^31 - 1)");
+  require(first > -kMax, "queries", str(queries) + " (query_offset = " + std::to_string(off) + ")",
+          "puts relative positions below -(2^31 - 1)");
+  require(last < kMax, "keys", str(keys) + " (query_offset = " + std::to_string(off) + ")", "puts relative positions above 2^31 - 1");
   // The GPU indexes 4-element words and bias values with 32-bit integers.
   constexpr std::uint64_t k32 = 0xffffffffull;
   require(rows() * head_dim / 4 <= k32, "batch * heads * queries * head_dim / 4", str(rows() * head_dim / 4), "must be < 2^32");
@@ -123,6 +127,7 @@ void AttentionParams::validate() const {
   else
     require(std::uint64_t{batch} * kv_heads * keys * head_dim / 4 <= k32, "batch * kv_heads * keys * head_dim / 4",
             str(std::uint64_t{batch} * kv_heads * keys * head_dim / 4), "must be < 2^32");
+  if (const auto family_checks = detail::bias_family(bias).validate) family_checks(*this);
   require(bias_elements() <= k32, "bias elements", str(bias_elements()), "must be < 2^32");
   require(key_splits <= keys, "key_splits", str(key_splits), "must be <= keys = " + str(keys));
   require(key_splits <= AttentionMergeParams::kMaxParts, "key_splits", str(key_splits),
@@ -132,7 +137,6 @@ void AttentionParams::validate() const {
     require(key_splits >= min_splits, "key_splits", str(key_splits),
             "must be >= " + str(min_splits) + " for keys = " + str(keys) + " (at most " + str(kMaxKeysPerSplit) + " keys per split)");
   }
-  if (const auto family_checks = detail::bias_family(bias).validate) family_checks(*this);
 }
 
 void AttentionMergeParams::validate() const {

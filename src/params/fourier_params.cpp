@@ -29,7 +29,8 @@ void SinusoidalParams::validate() const {
   require_vector_size(vector_size, "vector_size");
   require_wavelength(wavelength(), "max_wavelength", std::to_string(max_wavelength));
   require(offset > -kMaxPos && offset < kMaxPos, "offset", std::to_string(offset), "puts positions outside +-(2^31 - 1)");
-  require(offset + positions - 1 < kMaxPos, "offset", std::to_string(offset), "puts positions outside +-(2^31 - 1)");
+  require(offset + positions - 1 < kMaxPos, "positions", std::to_string(positions) + " (offset = " + std::to_string(offset) + ")",
+          "puts the last position beyond 2^31 - 1");
   const std::uint64_t n = std::uint64_t{positions} * vector_size;
   require(n <= 0xffffffffull, "positions * vector_size", std::to_string(n), "must be < 2^32");
 }

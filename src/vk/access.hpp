@@ -3,6 +3,7 @@
 // opaque private types (Context::Device, Recorder::State); this header, which is not installed,
 // defines them as the runtime's own Device and RecorderState and gives src/ the accessors.
 #include <memory>
+#include <string>
 #include <utility>
 
 #include "relpos/buffer.hpp"
@@ -21,6 +22,8 @@ struct Recorder::State : detail::RecorderState {};
 struct RuntimeAccess {
   static std::shared_ptr<detail::Device> device(const Context& ctx) { return ctx.device_; }
   static detail::RecorderState& state(Recorder& r) { return *r.state_; }
+  // The Device a buffer was made on (null: an empty Buffer).
+  static const detail::Device* device(const Buffer& b) { return b.device_.get(); }
 
   // A buffer of relpos's own on `device` (scratch buffers, which outlive no Context).
   static Buffer buffer(const std::shared_ptr<detail::Device>& device, std::uint64_t bytes, MemoryUse use) {
@@ -56,6 +59,14 @@ namespace detail {
 inline std::shared_ptr<Device> device_of(const Context& ctx) { return RuntimeAccess::device(ctx); }
 // What a Recorder records into.
 inline RecorderState& state_of(Recorder& r) { return RuntimeAccess::state(r); }
+
+// InvalidArgument unless `b` (null: nothing to check) was made on the Context `r` records on: a
+// VkBuffer of another device in a descriptor set is undefined behaviour (on lavapipe, a crash).
+// `name` is the parameter ("q buffer").
+void require_own_buffer(Recorder& r, const Buffer* b, const std::string& name);
+// InvalidArgument unless `r` records on the Context whose Device is `dev`: a plan keeps its
+// Context's Device (which a moved Context takes along), not the Context's address.
+void require_plan_recorder(Recorder& r, const std::shared_ptr<Device>& dev);
 
 }  // namespace detail
 }  // namespace relpos

@@ -4,6 +4,8 @@
 #include <string>
 
 #include "relpos/context.hpp"
+#include "relpos/error.hpp"
+#include "shaders/contracts.hpp"
 #include "shaders/embedded.hpp"
 #include "vk/access.hpp"
 #include "vk/dispatch.hpp"
@@ -160,6 +162,15 @@ OpScope::~OpScope() {
   s.resources.commands_after_last_event = false;
 }
 
+void require_own_buffer(Recorder& r, const Buffer* b, const std::string& name) {
+  if (b && RuntimeAccess::device(*b) != state_of(r).dev.get())
+    throw InvalidArgument(name + " = a buffer of another Context: must be made on the Context the Recorder records on");
+}
+
+void require_plan_recorder(Recorder& r, const std::shared_ptr<Device>& dev) {
+  if (state_of(r).dev != dev) throw InvalidArgument("recorder = of another Context: must record on the Context the plan was built on");
+}
+
 void barrier(Recorder& r) {
   auto& s = state_of(r);
   memory_barrier(s, kWorkStages, kWriteAccess, kWorkStages, kAllAccess);
@@ -195,6 +206,15 @@ void dispatch(Recorder& r, DescriptorSource* sets, ShaderId shader, const SpecVa
     throw Error("internal: dispatch of " + std::to_string(groups_x) + "x" + std::to_string(groups_y) + "x" +
                 std::to_string(groups_z) + " workgroups exceeds maxComputeWorkGroupCount");
 
+  // Every op names its caller's buffers first (require_own_buffer); this guards the rest, before
+  // a descriptor could hold a VkBuffer of another device.
+  std::uint32_t slot = 0;
+  for (const BufferSpan& b : bindings.spans()) {
+    if (RuntimeAccess::device(*b.buffer) != &d)
+      throw InvalidArgument("binding " + std::string(shader_contract(shader).bindings[slot].name) + " of " + std::string(embedded_shader(shader).name) +
+                            " = a buffer of another Context: every buffer must be made on the Context the Recorder records on");
+    ++slot;
+  }
   VkDescriptorBufferInfo infos[kMaxBindings];
   VkWriteDescriptorSet writes[kMaxBindings];
   std::uint32_t i = 0;

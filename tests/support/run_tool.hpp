@@ -26,7 +26,12 @@ inline ToolResult tool_command(const std::string& command_line) {
   return {WEXITSTATUS(status), out};
 }
 
-inline ToolResult tool(const std::string& args) { return tool_command(std::string(RELPOS_TOOL) + " " + args); }
+inline ToolResult tool(const std::string& args) {
+  std::string command = RELPOS_TOOL;  // appended: g++ 12 warns falsely of string + string here (its bug 105329)
+  command += ' ';
+  command += args;
+  return tool_command(command);
+}
 
 // The environment that makes RADV (Mesa's AMD driver) enumerate a null-hardware `family` (navi10,
 // navi21, vega10, ...): a real GPU compiler without a GPU. Empty where the radeon ICD is missing or

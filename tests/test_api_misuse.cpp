@@ -1,0 +1,205 @@
+// The API as an engine may misuse it (found by a new-user trial of the C++ API): buffers of another
+// Context, a Context moved after its plans were built, inputs the chosen mode does not read, one
+// buffer for both caches, and parameters whose message must name what is wrong. Each is an
+// InvalidArgument naming the parameter before anything is recorded, never a crash.
+#include <relpos/attention_plan.hpp>
+#include <relpos/bias_plan.hpp>
+#include <relpos/relpos.hpp>
+
+#include <limits>
+#include <random>
+
+#include "support/expect.hpp"
+#include "support/gpu_fixture.hpp"
+#include "support/test_data.hpp"
+
+using namespace relpos;
+using relpos::test::expect_invalid;
+using relpos::test::GpuTest;
+using relpos::test::gpu;
+using relpos::test::random_floats;
+
+namespace {
+
+class ApiMisuse : public GpuTest {};
+
+Buffer floats(Context& ctx, std::size_t n, std::mt19937& rng) { return make_buffer(ctx, random_floats(rng, n)); }
+
+// A decoding step of 4 heads on 2 kv heads over 40 keys, D = 8, and its buffers on `ctx`.
+struct Attention {
+  AttentionParams p{.heads = 4, .kv_heads = 2, .queries = 1, .keys = 40, .head_dim = 8, .query_offset = 39, .causal = true};
+  Buffer q, k, v, out;
+  Attention(Context& ctx, std::mt19937& rng)
+      : q(floats(ctx, 4 * 8, rng)), k(floats(ctx, 2 * 40 * 8, rng)), v(floats(ctx, 2 * 40 * 8, rng)), out(ctx, 4 * 8 * 4) {}
+  AttentionBuffers buffers() const { return {&q, &k, &v, &out}; }
+};
+
+// A paged cache of 2 blocks of 16 keys, one sequence of 3 keys gaining 1.
+struct Append {
+  KvAppendParams p;
+  Buffer k_cache, v_cache, k, v, table, lengths;
+  Append(Context& ctx, std::mt19937& rng)
+      : p([] {
+          KvAppendParams p;
+          p.head_dim = 8;
+          p.paged = {.block_size = 16, .num_blocks = 2, .max_blocks = 2};
+          return p;
+        }()),
+        k_cache(ctx, p.cache_bytes()), v_cache(ctx, p.cache_bytes()), k(floats(ctx, 8, rng)), v(floats(ctx, 8, rng)),
+        table(make_buffer(ctx, std::vector<std::int32_t>{1, 0})), lengths(make_buffer(ctx, std::vector<std::int32_t>{3})) {}
+  KvAppendBuffers buffers() const { return {&k_cache, &v_cache, &k, &v, &table, &lengths}; }
+};
+
+}  // namespace
+
+// A buffer of another Context (here: another Context on the same device) is named by the op before
+// it records anything; before, its VkBuffer reached a descriptor set of the wrong device and
+// lavapipe crashed. A binding no op names (T5's table, read by its row shader) is refused by the
+// dispatch, naming the binding.
+TEST_F(ApiMisuse, BuffersOfAnotherContextAreRefusedByName) {
+  Context& ctx = gpu();
+  Context& other = relpos::test::gpu_kernels(Kernels::Gpu);
+  std::mt19937 rng(1);
+  const Attention mine(ctx, rng), theirs(other, rng);
+  Recorder r(ctx);
+  const std::string foreign = " = a buffer of another Context";
+  AttentionBuffers b = mine.buffers();
+  b.q = &theirs.q;
+  expect_invalid([&] { attention(r, mine.p, b); }, "q buffer" + foreign);
+  AttentionPlan plan(ctx, mine.p);
+  b = mine.buffers();
+  b.out = &theirs.out;
+  expect_invalid([&] { plan.record(r, {1, 40, 39}, b); }, "out buffer" + foreign);
+
+  Append append(ctx, rng);
+  KvAppendBuffers ab = append.buffers();
+  ab.v = &theirs.v;
+  expect_invalid([&] { kv_append(r, append.p, ab); }, "v buffer" + foreign);
+
+  const AttentionMergeParams mp{2, 4, 8, DType::F32};
+  Buffer parts(ctx, 2 * 4 * 8 * 4), lse(ctx, 2 * 4 * 4);
+  expect_invalid([&] { attention_merge(r, mp, parts, lse, theirs.out, nullptr); }, "out buffer" + foreign);
+
+  AlibiParams ap;
+  ap.heads = 2;
+  ap.queries = 4;
+  ap.keys = 4;
+  Buffer their_bias(other, 2 * 4 * 4 * 4);
+  expect_invalid([&] { alibi_bias(r, ap, their_bias); }, "out buffer" + foreign);
+  BiasPlan bias_plan(ctx, ap, DType::F32, false);
+  expect_invalid([&] { bias_plan.record(r, {4, 4, 0}, their_bias); }, "out buffer" + foreign);
+
+  RopeParams rp;
+  rp.heads = 4;
+  rp.head_dim = 8;
+  expect_invalid([&] { rope(r, rp, theirs.q); }, "x buffer" + foreign);
+
+  T5Params tp;
+  tp.heads = 2;
+  tp.queries = 4;
+  tp.keys = 4;
+  Buffer their_table(other, std::uint64_t{tp.num_buckets} * tp.heads * 4), t5_out(ctx, 2 * 4 * 4 * 4);
+  expect_invalid([&] { t5_bias(r, tp, their_table, t5_out); }, "of t5_distance_row" + foreign);
+
+  // The recorder is still good for work of its own Context.
+  attention(r, mine.p, mine.buffers());
+  r.submit_and_wait();
+}
+
+// A plan keeps its Context's device, not the Context's address: moved into another variable (and
+// the moved-from one destroyed), the Context records the plans' steps as before, bit for bit.
+TEST_F(ApiMisuse, PlansFollowAMovedContext) {
+  std::mt19937 rng(2);
+  std::vector<float> want, got;
+  {
+    auto a = std::make_unique<Context>(relpos::test::validated_context_options());
+    Attention at(*a, rng);
+    at.p.bias = AttentionBias::Alibi;
+    const Buffer slopes = make_buffer(*a, std::vector<float>{0.5f, 0.25f, 0.125f, 0.0625f});
+    AttentionBuffers b = at.buffers();
+    b.bias = &slopes;
+    AttentionPlan plan(*a, at.p);
+    Append append(*a, rng);
+    KvAppendPlan append_plan(*a, append.p);
+    AlibiParams ap;
+    ap.heads = 2;
+    ap.queries = 4;
+    ap.keys = 4;
+    BiasPlan bias_plan(*a, ap, DType::F32, false);
+    Buffer bias_out(*a, 2 * 4 * 4 * 4);
+    {
+      Recorder r(*a);
+      plan.record(r, {1, 40, 39}, b);
+      r.submit_and_wait();
+      want = at.out.download<float>(4 * 8);
+    }
+    Context moved = std::move(*a);
+    a.reset();  // the moved-from Context ends
+    Recorder r(moved);
+    plan.record(r, {1, 40, 39}, b);
+    append_plan.record(r, append.buffers());
+    bias_plan.record(r, {4, 4, 0}, bias_out);
+    r.submit_and_wait();
+    got = at.out.download<float>(4 * 8);
+    // A Recorder of another Context is still refused.
+    Recorder elsewhere(gpu());
+    expect_invalid([&] { plan.record(elsewhere, {1, 40, 39}, b); }, "recorder = of another Context");
+  }
+  EXPECT_EQ(got, want);
+}
+
+// An input the chosen bias mode does not read is refused: an engine that forgot to set the mode
+// would otherwise get attention without its bias, silently.
+TEST_F(ApiMisuse, InputsTheBiasModeDoesNotReadAreRefused) {
+  Context& ctx = gpu();
+  std::mt19937 rng(3);
+  Attention at(ctx, rng);
+  const Buffer slopes = floats(ctx, 4, rng), rel = floats(ctx, 3 * 8, rng);
+  Recorder r(ctx);
+  AttentionBuffers b = at.buffers();
+  b.bias = &slopes;
+  expect_invalid([&] { attention(r, at.p, b); }, "bias buffer = given: is not read by bias = none");
+  AttentionPlan plan(ctx, at.p);
+  expect_invalid([&] { plan.record(r, {1, 40, 39}, b); }, "bias buffer = given: is not read by bias = none");
+  AttentionParams alibi = at.p;
+  alibi.bias = AttentionBias::Alibi;
+  b.rel_keys = b.rel_values = &rel;
+  expect_invalid([&] { attention(r, alibi, b); }, "rel_keys buffer = given: is not read by bias = alibi");
+}
+
+// One buffer for both caches would have the values overwrite the keys.
+TEST_F(ApiMisuse, KvAppendRefusesOneBufferForBothCaches) {
+  std::mt19937 rng(4);
+  Append append(gpu(), rng);
+  KvAppendBuffers b = append.buffers();
+  b.v_cache = b.k_cache;
+  Recorder r(gpu());
+  expect_invalid([&] { kv_append(r, append.p, b); }, "v_cache buffer = the k_cache buffer");
+  KvAppendPlan plan(gpu(), append.p);
+  expect_invalid([&] { plan.record(r, b); }, "v_cache buffer = the k_cache buffer");
+}
+
+// Messages name what is wrong: the keys past the relative positions' range (not the offset), an
+// enum value that is no cache format, a T5 table's bucket count (not the element count it makes).
+TEST(ApiMessages, NameTheParameterAtFault) {
+  AttentionParams p{.heads = 1, .queries = 1, .keys = 0x80000000u, .head_dim = 8};
+  expect_invalid([&] { p.validate(); }, "keys = 2147483648 (query_offset = 0): puts relative positions above 2^31 - 1");
+  p.keys = 8;
+  p.query_offset = -0x7fffffffll + 2;
+  p.queries = 4;
+  expect_invalid([&] { p.validate(); }, "keys = 8 (query_offset = -2147483645)");
+  p.query_offset = 0x7fffffffll - 1;
+  expect_invalid([&] { p.validate(); }, "queries = 4 (query_offset = 2147483646)");
+  p.query_offset = 0;
+  p.cache_format = static_cast<CacheFormat>(9);
+  expect_invalid([&] { p.validate(); }, "cache_format = 9: is no cache format");
+  p.cache_format.reset();
+  p.bias = AttentionBias::T5;
+  p.t5.num_buckets = 4000000000u;
+  expect_invalid([&] { p.validate(); }, "num_buckets");
+  AlibiParams ap;
+  ap.keys = 4000000000u;
+  expect_invalid([&] { ap.validate(); }, "keys = 4000000000 (query_offset = 0)");
+  SinusoidalParams sp{3000000000u, 4, 0, 0.0};
+  expect_invalid([&] { sp.validate(); }, "positions = 3000000000 (offset = 0)");
+}
