@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <iterator>
 #include <chrono>
+#include <functional>
 #include <limits>
 #include <random>
 #include <thread>
@@ -461,17 +462,36 @@ TEST_F(RingAttention, RanksThatDisagreeAllStop) {
   std::mt19937 rng(41);
   RingParams rp{relpos::test::random_ring_params(rng, AttentionBias::None, DType::F32, 3), 3};
   rp.attention.queries = rp.attention.keys = 30;
+  rp.attention.scale = 0.25f;
   const WholeInputs in = random_whole_inputs(rng, rp.attention);
   AttentionResult got = empty_result(rp.attention);
-  const InProcessRingOutcome outcome = run_in_process_ring(shared(gpu(), 3), kTimeout, [&](std::uint32_t r, Context& ctx, RingTransport& t) {
-    RingParams mine = rp;
-    if (r == 1) mine.attention.causal = !rp.attention.causal;
-    RingRank rank(ctx, t);
-    relpos::test::ring_rank(rank, mine, in, got);
-  });
-  for (std::uint32_t r = 0; r < 3; ++r) {
-    EXPECT_NE(outcome.errors[r].find("disagree"), std::string::npos) << "rank " << r << ": " << outcome.errors[r];
-    EXPECT_NE(outcome.errors[r].find("causal"), std::string::npos) << "rank " << r << ": " << outcome.errors[r];
+  // Rank 1 differs in one setting; the ranks agree before any buffer is checked, so a bias rank 1
+  // alone takes (and has no buffer for) is named as the disagreement, by the family's name, and a
+  // scale by its value. Each rank's message holds both values (its own check's, or, where another
+  // rank failed first, that rank's report).
+  struct Case { const char* what; std::function<void(AttentionParams&)> change; std::string value0, value1; };
+  const std::string causal0 = rp.attention.causal ? "causal = 1" : "causal = 0", causal1 = rp.attention.causal ? "causal = 0" : "causal = 1";
+  const std::vector<Case> cases = {
+      {"causal", [](AttentionParams& a) { a.causal = !a.causal; }, causal0, causal1},
+      {"bias", [](AttentionParams& a) { a.bias = AttentionBias::Alibi; }, "bias = none", "bias = alibi"},
+      {"scale", [](AttentionParams& a) { a.scale = 0.5f; }, "scale = 0.25", "scale = 0.5"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    const InProcessRingOutcome outcome = run_in_process_ring(shared(gpu(), 3), kTimeout, [&](std::uint32_t r, Context& ctx, RingTransport& t) {
+      RingParams mine = rp;
+      if (r == 1) c.change(mine.attention);
+      RingRank rank(ctx, t);
+      relpos::test::ring_rank(rank, mine, in, got);
+    });
+    for (std::uint32_t r = 0; r < 3; ++r) {
+      EXPECT_NE(outcome.errors[r].find("the ranks disagree"), std::string::npos) << "rank " << r << ": " << outcome.errors[r];
+      EXPECT_NE(outcome.errors[r].find(c.what), std::string::npos) << "rank " << r << ": " << outcome.errors[r];
+    }
+    for (std::uint32_t r = 0; r < 3; ++r) {
+      EXPECT_NE(outcome.errors[r].find(c.value0), std::string::npos) << "rank " << r << ": " << outcome.errors[r];
+      EXPECT_NE(outcome.errors[r].find(c.value1), std::string::npos) << "rank " << r << ": " << outcome.errors[r];
+    }
   }
 }
 

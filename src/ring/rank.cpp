@@ -44,6 +44,8 @@ void copy_in_groups(Recorder& r, const Buffer& src, const Buffer& dst, const std
 }
 
 RingFields ring_fields(const AttentionParams& a) {
+  using Kind = RingField::Kind;
+  // Compared bit for bit (a float's bits), shown as the float.
   auto bits = [](float f) { return static_cast<std::int64_t>(std::bit_cast<std::uint32_t>(f)); };
   return {{"batch", a.batch},
           {"heads", a.heads},
@@ -51,16 +53,16 @@ RingFields ring_fields(const AttentionParams& a) {
           {"queries", a.queries},
           {"keys", a.keys},
           {"head_dim", a.head_dim},
-          {"dtype", static_cast<std::int64_t>(a.dtype)},
-          {"out_dtype", static_cast<std::int64_t>(a.output_dtype())},
-          {"scale (bits)", bits(a.effective_scale())},
+          {"dtype", static_cast<std::int64_t>(a.dtype), Kind::DType},
+          {"out_dtype", static_cast<std::int64_t>(a.output_dtype()), Kind::DType},
+          {"scale", bits(a.effective_scale()), Kind::Float},
           {"causal", a.causal},
-          {"bias", static_cast<std::int64_t>(a.bias)},
+          {"bias", static_cast<std::int64_t>(a.bias), Kind::Bias},
           {"t5.num_buckets", a.t5.num_buckets},
           {"t5.max_distance", a.t5.max_distance},
           {"t5.bidirectional", a.t5.bidirectional},
           {"t5.log", static_cast<std::int64_t>(a.t5.log)},
-          {"t5.scale (bits)", bits(a.t5.scale)},
+          {"t5.scale", bits(a.t5.scale), Kind::Float},
           {"max_relative_position", a.max_relative_position},
           {"kerple_variant", static_cast<std::int64_t>(a.kerple_variant)},
           {"sandwich_dim", a.sandwich_dim}};
@@ -76,6 +78,19 @@ void ring_allgather(RingRank::State& s, Buffer& slots, std::uint64_t slot_bytes,
   }
 }
 
+namespace {
+std::string field_text(const RingField& f, std::int64_t value) {
+  switch (f.kind) {
+    case RingField::Kind::Float: return number_text(std::bit_cast<float>(static_cast<std::uint32_t>(value)));
+    case RingField::Kind::DType: return std::string(dtype_name(static_cast<DType>(value)));
+    case RingField::Kind::Bias: return std::string(attention_bias_info(static_cast<AttentionBias>(value)).name);
+    case RingField::Kind::Layout: return std::string(ring_layout_name(static_cast<RingLayout>(value)));
+    case RingField::Kind::Integer: break;
+  }
+  return std::to_string(value);
+}
+}  // namespace
+
 void ring_agree(RingRank::State& s, const RingFields& mine, const std::string& what) {
   RingTransport& t = *s.transport;
   const std::uint32_t R = t.ranks(), r = t.rank();
@@ -84,14 +99,14 @@ void ring_agree(RingRank::State& s, const RingFields& mine, const std::string& w
   Buffer& slots = s.keep("agree", slot * R, MemoryUse::Host);
   auto* words = static_cast<std::int64_t*>(slots.host_pointer());
   words[r * (mine.size() + 1)] = static_cast<std::int64_t>(mine.size());
-  for (std::size_t i = 0; i < mine.size(); ++i) words[r * (mine.size() + 1) + 1 + i] = mine[i].second;
+  for (std::size_t i = 0; i < mine.size(); ++i) words[r * (mine.size() + 1) + 1 + i] = mine[i].value;
   ring_allgather(s, slots, slot, what + ": the ranks' agreement on the shape");
   for (std::uint32_t k = 0; k < R; ++k) {
     const std::int64_t* theirs = words + k * (mine.size() + 1);
     for (std::size_t i = 0; i < mine.size(); ++i)
-      require(theirs[1 + i] == mine[i].second, mine[i].first, std::to_string(mine[i].second) + " on rank " + std::to_string(r),
-              "the ranks disagree: rank " + std::to_string(k) + " has " + mine[i].first + " = " + std::to_string(theirs[1 + i]) + " (" + what +
-                  ")");
+      require(theirs[1 + i] == mine[i].value, mine[i].name, field_text(mine[i], mine[i].value) + " on rank " + std::to_string(r),
+              "the ranks disagree: rank " + std::to_string(k) + " has " + mine[i].name + " = " + field_text(mine[i], theirs[1 + i]) + " (" +
+                  what + ")");
   }
 }
 

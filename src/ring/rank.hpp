@@ -61,8 +61,15 @@ void ring_require_size(const Buffer* b, std::uint64_t bytes, const std::string& 
 void copy_in_groups(Recorder& r, const Buffer& src, const Buffer& dst, const std::vector<VkBufferCopy>& regions);
 
 // The call's settings as named numbers, which every rank compares with every other's before any
-// data moves: InvalidArgument on every rank, naming the first rank and setting that differ.
-using RingFields = std::vector<std::pair<std::string, std::int64_t>>;
+// data moves: InvalidArgument on every rank, naming the first rank and setting that differ. A
+// field's kind says how a message shows its value (a float's bits as the float, an enum by name).
+struct RingField {
+  enum class Kind { Integer, Float, DType, Bias, Layout };
+  std::string name;
+  std::int64_t value = 0;
+  Kind kind = Kind::Integer;
+};
+using RingFields = std::vector<RingField>;
 RingFields ring_fields(const AttentionParams& a);
 void ring_agree(RingRank::State& s, const RingFields& mine, const std::string& what);
 

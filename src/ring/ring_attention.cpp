@@ -98,6 +98,12 @@ RingTiming ring_attention(RingRank& rank, const RingParams& p, const AttentionBu
     const std::uint32_t Qr = p.local_queries(r), Kr = p.local_keys(r);
     const std::string dt(dtype_name(a.dtype)), odt(dtype_name(out_dtype));
 
+    // The ranks agree on the call first: a rank whose settings differ (an MPMD launch's) is named as
+    // such, rather than by a buffer those settings size differently.
+    detail::RingFields fields = detail::ring_fields(a);
+    fields.insert(fields.begin(), {{"ranks", R}, {"layout", static_cast<std::int64_t>(p.layout), detail::RingField::Kind::Layout}, {"query_offset", a.query_offset}});
+    detail::ring_agree(s, fields, "ring attention");
+
     detail::ring_require_size(b.q, B * H * Qr * D * es, "q buffer", dt + " [batch, heads, local queries = " + std::to_string(Qr) + ", head_dim]");
     detail::ring_require_size(b.k, B * Hkv * Kr * D * es, "k buffer", dt + " [batch, kv_heads, local keys = " + std::to_string(Kr) + ", head_dim]");
     detail::ring_require_size(b.v, B * Hkv * Kr * D * es, "v buffer", dt + " [batch, kv_heads, local keys = " + std::to_string(Kr) + ", head_dim]");
@@ -110,9 +116,6 @@ RingTiming ring_attention(RingRank& rank, const RingParams& p, const AttentionBu
     require(b.key_lengths == nullptr, "key_lengths buffer", "given", "is not taken by ring attention (no key padding)");
     require(b.block_table == nullptr && b.cache_lengths == nullptr, "block_table buffer", "given", "is not taken by ring attention");
 
-    detail::RingFields fields = detail::ring_fields(a);
-    fields.insert(fields.begin(), {{"ranks", R}, {"layout", static_cast<std::int64_t>(p.layout)}, {"query_offset", a.query_offset}});
-    detail::ring_agree(s, fields, "ring attention");
 
     // --- The rank's pieces, the parcels of every step and the blocks it computes -----------
     const std::vector<RingPiece> my_queries = p.query_pieces(r);

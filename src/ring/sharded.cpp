@@ -31,6 +31,17 @@ RingTiming sharded_attention(RingRank& rank, const ShardedParams& p, const Atten
     const RingPiece keys = p.key_pieces(r)[0];
     const RingPiece queries{0, a.queries};
 
+    // The ranks agree on the call first (ring_attention.cpp).
+    detail::RingFields fields = detail::ring_fields(a);
+    fields.insert(fields.begin(), {{"ranks", R},
+                                   {"gather", static_cast<std::int64_t>(p.gather)},
+                                   {"root", p.root},
+                                   {"paged", paged},
+                                   {"query_offset", paged ? 0 : a.query_offset}});
+    if (paged)  // each rank's cache has its own capacity
+      std::erase_if(fields, [](const auto& f) { return f.name == "keys"; });
+    detail::ring_agree(s, fields, "sharded attention");
+
     detail::ring_require_size(b.q, B * H * Q * D * es, "q buffer", dt + " [batch, heads, queries, head_dim]");
     if (!paged) {
       detail::ring_require_size(b.k, B * Hkv * keys.count * D * es, "k buffer", dt + " [batch, kv_heads, local keys = " + std::to_string(keys.count) + ", head_dim]");
@@ -43,16 +54,6 @@ RingTiming sharded_attention(RingRank& rank, const ShardedParams& p, const Atten
       detail::ring_require_size(b.bias, p.local_bias_elements(r) * 4, "bias buffer",
                    bias_kind == detail::RingBiasInput::Dense ? "float32 [heads, queries, local keys]" : "float32, as attention() takes it");
     require(b.key_lengths == nullptr, "key_lengths buffer", "given", "is not taken by sharded attention (no key padding)");
-
-    detail::RingFields fields = detail::ring_fields(a);
-    fields.insert(fields.begin(), {{"ranks", R},
-                                   {"gather", static_cast<std::int64_t>(p.gather)},
-                                   {"root", p.root},
-                                   {"paged", paged},
-                                   {"query_offset", paged ? 0 : a.query_offset}});
-    if (paged)  // each rank's cache has its own capacity
-      std::erase_if(fields, [](const auto& f) { return f.first == "keys"; });
-    detail::ring_agree(s, fields, "sharded attention");
 
     // This rank's partial result goes into its slot of the gathered buffer.
     const std::uint64_t rows = B * H * Q, out_part = ring_aligned(rows * D * 4), slot = out_part + ring_aligned(rows * 4);
