@@ -6,10 +6,13 @@
 #include <relpos/relpos.hpp>
 
 #include <filesystem>
+#include <cstring>
 #include <fstream>
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include <zlib.h>
 
 namespace fs = std::filesystem;
 using namespace relpos;
@@ -119,9 +122,26 @@ TEST_F(PipelineCache, CorruptForeignOrHugeFilesAreIgnoredWithAWarning) {
   start_with(std::vector<char>(7, 'x'), "7 bytes is not a pipeline cache");
   std::vector<char> garbage(4096);
   for (std::size_t i = 0; i < garbage.size(); ++i) garbage[i] = static_cast<char>(i * 131 + 7);
-  start_with(garbage, "another device");
+  start_with(garbage, "is not a relpos pipeline cache");
+  // relpos's envelope: "relposPC", version 1, the data's CRC-32, its size; then the driver's data.
+  constexpr std::size_t kEnvelope = 24;
+  ASSERT_EQ(std::string(good.data(), 8), "relposPC");
+  // One byte flipped anywhere in the data (RADV crashed on one past its header; lavapipe's data is
+  // its 32-byte header alone), or cut short: never handed to the driver.
+  for (const std::size_t at : {kEnvelope + 40, kEnvelope + (good.size() - kEnvelope) / 2, good.size() - 1}) {
+    if (at >= good.size()) continue;
+    std::vector<char> flipped = good;
+    flipped[at] ^= 0x5a;
+    start_with(flipped, "is corrupt");
+  }
+  if (good.size() > kEnvelope + 33) start_with(std::vector<char>(good.begin(), good.end() - 1), "is corrupt");  // (more than a header)
+  // Intact, but another device's cache (the first byte of pipelineCacheUUID changed, the envelope's
+  // checksum made again): the driver's header is checked too.
   std::vector<char> foreign = good;
-  foreign[16] ^= 0x5a;  // the first byte of pipelineCacheUUID
+  foreign[kEnvelope + 16] ^= 0x5a;
+  const auto crc = static_cast<std::uint32_t>(
+      crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(foreign.data() + kEnvelope), static_cast<uInt>(foreign.size() - kEnvelope)));
+  std::memcpy(foreign.data() + 12, &crc, 4);
   start_with(foreign, "another device");
 
   // A file larger than any cache relpos writes is refused before it is read.

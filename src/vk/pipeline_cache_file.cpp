@@ -2,14 +2,38 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 
+#include <zlib.h>
+
 namespace relpos::detail {
 namespace {
+
+// relpos's envelope around the driver's cache data: the driver checks only its own header and
+// trusts the rest (RADV crashed on a cache with one byte flipped past it), so the file carries
+// the data's size and CRC-32, checked before the driver sees a byte.
+struct Envelope {
+  char magic[8] = {'r', 'e', 'l', 'p', 'o', 's', 'P', 'C'};
+  std::uint32_t version = 1;
+  std::uint32_t crc = 0;  // zlib's crc32 of the data
+  std::uint64_t bytes = 0;
+};
+static_assert(sizeof(Envelope) == 24);
+
+std::uint32_t crc_of(const char* data, std::size_t n) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  for (std::size_t done = 0; done < n;) {  // (crc32 takes a uInt count)
+    const uInt piece = static_cast<uInt>(std::min<std::size_t>(n - done, 1u << 30));
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(data + done), piece);
+    done += piece;
+  }
+  return static_cast<std::uint32_t>(crc);
+}
 
 // A cache larger than this is not relpos's (every pipeline of every op is a few MiB): refused
 // before anything is allocated for it.
@@ -41,15 +65,26 @@ std::vector<char> read_pipeline_cache(const std::filesystem::path& file, const V
     return {};
   }
   VkPipelineCacheHeaderVersionOne header{};
-  if (size < sizeof header || size > kMaxCacheBytes) {
-    warn(where + std::to_string(size) + " bytes is not a pipeline cache (" + std::to_string(sizeof header) + " to " +
+  if (size < sizeof(Envelope) + sizeof header || size > kMaxCacheBytes) {
+    warn(where + std::to_string(size) + " bytes is not a pipeline cache (" + std::to_string(sizeof(Envelope) + sizeof header) + " to " +
          std::to_string(kMaxCacheBytes) + "); starting with an empty cache");
     return {};
   }
-  std::vector<char> data(size);
+  std::vector<char> file_bytes(size);
   std::ifstream in(file, std::ios::binary);
-  if (!in.read(data.data(), static_cast<std::streamsize>(size))) {
+  if (!in.read(file_bytes.data(), static_cast<std::streamsize>(size))) {
     warn(where + "could not be read; starting with an empty cache");
+    return {};
+  }
+  Envelope envelope, ours_envelope;
+  std::memcpy(&envelope, file_bytes.data(), sizeof envelope);
+  if (std::memcmp(envelope.magic, ours_envelope.magic, sizeof envelope.magic) != 0 || envelope.version != ours_envelope.version) {
+    warn(where + "is not a relpos pipeline cache (or an older format); starting with an empty cache");
+    return {};
+  }
+  std::vector<char> data(file_bytes.begin() + sizeof envelope, file_bytes.end());
+  if (envelope.bytes != data.size() || envelope.crc != crc_of(data.data(), data.size())) {
+    warn(where + "is corrupt (its size or checksum does not match its data); starting with an empty cache");
     return {};
   }
   std::memcpy(&header, data.data(), sizeof header);
@@ -75,8 +110,12 @@ void write_pipeline_cache(const std::filesystem::path& file, const std::vector<c
   static std::atomic<std::uint64_t> writes{0};
   const std::filesystem::path temp = file.string() + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(writes++);
   bool ok = false;
+  Envelope envelope;
+  envelope.crc = crc_of(data.data(), data.size());
+  envelope.bytes = data.size();
   if (std::FILE* f = std::fopen(temp.c_str(), "wb")) {
-    ok = std::fwrite(data.data(), 1, data.size(), f) == data.size();
+    ok = std::fwrite(&envelope, sizeof envelope, 1, f) == 1;
+    ok = std::fwrite(data.data(), 1, data.size(), f) == data.size() && ok;
     ok = std::fflush(f) == 0 && ok;
     ok = ::fsync(::fileno(f)) == 0 && ok;
     ok = std::fclose(f) == 0 && ok;
