@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -10,6 +11,7 @@
 #include <optional>
 #include <regex>
 
+#include "params/checks.hpp"
 #include "relpos/error.hpp"
 #include "relpos/half.hpp"
 
@@ -132,7 +134,12 @@ std::vector<float> NpyArray::to_f32(const std::string& name) const {
     for (std::uint64_t i = 0; i < n; ++i) {
       double d;
       std::memcpy(&d, bytes.data() + 8 * i, 8);
+      // A finite value past float32's range would become an infinity, which every op and the plot
+      // read as something else (a masked entry, an invalid one): refused instead.
       out[i] = static_cast<float>(d);
+      if (std::isinf(out[i]) && std::isfinite(d))
+        throw InvalidArgument(name + ": element " + std::to_string(i) + " = " + detail::number_text(d) +
+                              " is finite but beyond float32's range (+-3.4e38), which relpos reads it in");
     }
   }
   return out;

@@ -178,11 +178,17 @@ TEST(GpuCompilerSummary, OccupancyFollowsFromTheDriversFigures) {
       }
       EXPECT_DOUBLE_EQ(o["value"].get<double>(), double(groups) * per_group / units) << describe(j);
       if (by_shared < (1u << 30)) EXPECT_DOUBLE_EQ(o["by_shared_memory"].get<double>(), std::min(o["maximum"].get<double>(), double(by_shared) * per_group / units)) << describe(j);
-      EXPECT_EQ(o["limited_by"].get<std::string>().find("shared memory") != std::string::npos, groups == by_shared) << describe(j);
+      // At the hardware's maximum nothing limits it, whatever ties that maximum.
+      const bool full = o["value"].get<double>() >= o["maximum"].get<double>();
+      EXPECT_EQ(o["limited_by"].get<std::string>().find("shared memory") != std::string::npos, groups == by_shared && !full) << describe(j);
+      if (full && target == "navi21") EXPECT_EQ(o["limited_by"], "nothing") << describe(j);
       limits.insert(o["limited_by"].get<std::string>());
     }
-    EXPECT_TRUE(std::any_of(limits.begin(), limits.end(), [](const std::string& l) { return l.find("shared memory") != std::string::npos; }))
-        << "the attention kernel's tiles bound it by shared memory at main a70c059";
+    // On navi21 the prefill tiles bind it below the 16 slots (4 waves a SIMD); dg2's reach its 8
+    // threads a EU, where a tie with shared memory limits nothing.
+    if (target == "navi21")
+      EXPECT_TRUE(std::any_of(limits.begin(), limits.end(), [](const std::string& l) { return l.find("shared memory") != std::string::npos; }))
+          << "the attention kernel's tiles bound it by shared memory at main a70c059";
     // The text form: a header naming the architecture and one line per record.
     const auto text = relpos::test::tool_command(env + RELPOS_TOOL + " stats --summary --filter attention --head-dims 64");
     ASSERT_EQ(text.status, 0) << text.output;

@@ -2,9 +2,14 @@
 
 #include <relpos/relpos.hpp>
 
+#include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <limits>
 #include <filesystem>
 #include <fstream>
+
+#include "support/expect.hpp"
 
 using namespace relpos;
 
@@ -139,6 +144,27 @@ TEST(Npy, ConversionChecksTheBytesAgainstTheShape) {
   EXPECT_THROW(a.to_i32("a"), InvalidArgument);
   a.bytes.resize(16);
   EXPECT_EQ(a.to_i32("a"), std::vector<std::int32_t>(4, 0));
+}
+
+// A finite float64 past float32's range would read as an infinity (a masked bias entry, an invalid
+// plot cell): refused, naming the element. Infinities, NaN and values that round to float32's
+// largest stay as they are.
+TEST(Npy, Float64BeyondFloat32IsRefusedNotMadeInfinite) {
+  NpyArray a;
+  a.descr = "<f8";
+  a.shape = {4};
+  const double inf = std::numeric_limits<double>::infinity();
+  auto with = [&](std::vector<double> v) {
+    a.bytes.resize(v.size() * 8);
+    std::memcpy(a.bytes.data(), v.data(), a.bytes.size());
+    return a.to_f32("values.npy");
+  };
+  const std::vector<float> kept = with({-inf, inf, 1.0, 3.4028234663852886e38});
+  EXPECT_EQ(kept[0], -std::numeric_limits<float>::infinity());
+  EXPECT_EQ(kept[3], std::numeric_limits<float>::max());
+  EXPECT_TRUE(std::isnan(with({std::nan(""), 0.0, 0.0, 0.0})[0]));
+  relpos::test::expect_invalid([&] { with({0.0, 0.0, -1e300, 0.0}); }, "values.npy: element 2 = -1e+300 is finite but beyond float32's range");
+  relpos::test::expect_invalid([&] { with({3.5e38, 0.0, 0.0, 0.0}); }, "element 0 = 3.5e+38");
 }
 
 // Every write is checked, the final flush included: a full disk is an error naming the path.

@@ -102,6 +102,10 @@ void settle(Occupancy& o, std::uint32_t units, std::uint32_t per_workgroup, std:
   if (by_regs != kUnlimited) o.by_registers = per_unit(by_regs);
   if (by_shared != kUnlimited) o.by_shared_memory = per_unit(by_shared);
   o.by_workgroup = per_unit(std::min(by_cap, by_slots));
+  if (o.value >= o.maximum) {  // the hardware's own maximum: a resource that ties it limits nothing
+    o.limited_by = "nothing";
+    return;
+  }
   std::string limits;
   auto add = [&](bool on, const char* what) {
     if (on && limits.find(what) == std::string::npos) limits += (limits.empty() ? "" : ", ") + std::string(what);
