@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -1073,6 +1074,23 @@ TEST(Cli, AttentionT5TableAndNumBucketsMustAgree) {
       << r.output;
   EXPECT_EQ(tool(run + temp("t5n_table.npy") + " --num-buckets 6").status, 0);
   EXPECT_EQ(tool(run + temp("t5n_table.npy")).status, 0);
+}
+
+// A --filter that matches no case is an error naming it and the ops there are, in check, bench
+// and stats alike (it was a run of nothing: rc 1 or 0, no message); RELPOS_VALIDATION takes 0 or 1
+// only (any other word had turned validation on).
+TEST(Cli, AFilterMatchingNothingAndABadValidationWordAreErrors) {
+  for (const std::string command : {"check", "check --quick", "bench --repeat 1", "bench --short", "stats"}) {
+    const auto r = tool(command + " --filter no-such-op");
+    EXPECT_EQ(r.status, 1) << command << ": " << r.output;
+    EXPECT_NE(r.output.find("relpos: error: --filter = no-such-op: matches no "), std::string::npos) << command << ": " << r.output;
+    EXPECT_NE(r.output.find("t5-bias"), std::string::npos) << command << ": " << r.output;
+  }
+  setenv("RELPOS_VALIDATION", "false", 1);
+  const auto r = tool("check --quick --filter t5-buckets");
+  unsetenv("RELPOS_VALIDATION");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("RELPOS_VALIDATION = false: must be 0 or 1"), std::string::npos) << r.output;
 }
 
 // A flag of another bias family than --bias's would be ignored (a --max-bias with --bias t5 is most

@@ -63,6 +63,28 @@ TEST(FuzzCli, OpSelectsAFamilyAndUnknownOpsAreClearErrors) {
   EXPECT_NE(r.output.find("unfused-attention"), std::string::npos) << r.output;
 }
 
+// The reproduction carries the kernel class where one was chosen (--kernels or RELPOS_KERNELS): on
+// lavapipe a line without it would run the other class. --expansion, which the fuzz contexts take
+// in turn, is refused rather than ignored; --help lists every family --op takes.
+TEST(FuzzCli, ReproductionCarriesTheKernelClassAndExpansionIsRefused) {
+  auto r = tool("--kernels gpu fuzz --seed 2 --case 0 --op alibi --verbose");
+  EXPECT_EQ(r.status, 0) << r.output;
+  // (--validation follows where ctest's RELPOS_VALIDATION=1 turned it on)
+  EXPECT_NE(r.output.find(": relpos --kernels gpu "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" fuzz --seed 2 --op alibi --case 0"), std::string::npos) << r.output;
+  setenv("RELPOS_KERNELS", "cpu", 1);
+  r = tool("fuzz --seed 2 --case 0 --op alibi --verbose");
+  unsetenv("RELPOS_KERNELS");
+  EXPECT_NE(r.output.find(": relpos --kernels cpu "), std::string::npos) << r.output;
+  r = tool("fuzz --seed 2 --case 0 --op alibi --verbose");
+  EXPECT_EQ(r.output.find("--kernels"), std::string::npos) << r.output;  // the default: no class named
+  r = tool("--expansion shader fuzz --seconds 1");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("relpos: error: --expansion: not taken by fuzz"), std::string::npos) << r.output;
+  r = tool("fuzz --help");
+  for (const char* family : {"kerple", "sandwich", "kv-append", "attention"}) EXPECT_NE(r.output.find(family), std::string::npos) << r.output;
+}
+
 // The best-practices checks warn when the sinusoidal pipelines are created (their SPIR-V declares
 // a WorkgroupSize): those cases, and the run, must fail.
 TEST(FuzzCli, CheckFailsTheCaseThatDrewAValidationMessage) {

@@ -104,6 +104,10 @@ struct CeilingRun {
 }  // namespace
 
 int bench_command(Registry& reg, const BenchOptions& options) {
+  std::vector<std::string> ops;
+  for (const auto& c : reg.benches)
+    if (!options.short_run || c.in_short) ops.push_back(c.op);
+  require_filter_matches(options.filter, ops, options.short_run ? "--short bench case" : "bench case");
   Context& ctx = tool_context();
   const bool json = options.json;
   const int repeat = options.repeat;

@@ -7,6 +7,10 @@
 namespace relpos::tool {
 
 int check_command(Registry& reg, const std::string& filter, bool quick) {
+  std::vector<std::string> ops;
+  for (const auto& c : reg.checks)
+    if (!quick || c.quick) ops.push_back(c.op);
+  require_filter_matches(filter, ops, quick ? "--quick check case" : "check case");
   Context& ctx = tool_context();
   std::printf("relpos check on %s (%s)\n", ctx.device_info().name.c_str(), std::string(device_type_name(ctx.device_info().type)).c_str());
   int passed = 0, failed = 0;

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 
 #include "registry.hpp"
@@ -65,10 +66,12 @@ std::int64_t FuzzRng::offset(std::int64_t lo, std::int64_t hi) {
   }
 }
 
-void add_fuzz_options(CLI::App& cmd, FuzzOptions& o) {
+void add_fuzz_options(CLI::App& cmd, FuzzOptions& o, const Registry& reg) {
   add_number(cmd, "--seconds", o.seconds, "start no new case after this many seconds (default 10)", 0.0, 1e9);
   add_number(cmd, "--seed", o.seed, "case n of a seed is always the same case (default 1)");
-  cmd.add_option("--op", o.op, "only this family: t5, alibi, rope, fourier, shaw, unfused-attention, attention");
+  std::string families;
+  for (const auto& f : reg.fuzz) families += (families.empty() ? "" : ", ") + f.name;
+  cmd.add_option("--op", o.op, "only this family: " + families);
   add_number(cmd, "--case", o.only_case, "run only case N of the seed (what a failure line prints)", std::int64_t{0});
   cmd.add_flag("--verbose", o.verbose, "print every case, not only the failures");
 }
@@ -118,6 +121,10 @@ int fuzz_command(Registry& reg, const FuzzOptions& o) {
   if (families.empty()) throw InvalidArgument("--op " + o.op + ": no such op family; one of " + names);
 
   const ContextOptions base = tool_context_options();
+  // Each context takes its own expansion path (kTargets): a global one would be silently overridden.
+  if (base.tuning.distance_expansion != DistanceExpansion::Auto)
+    throw InvalidArgument("--expansion: not taken by fuzz, whose contexts take each path in turn (" + std::string(kTargets[0].name) + ": the "
+                          "device's own; " + kTargets[1].name + "; " + kTargets[2].name + ")");
   std::array<std::optional<Context>, kTargets.size()> contexts;
   auto context = [&](std::size_t t) -> Context& {
     if (!contexts[t]) {
@@ -138,9 +145,12 @@ int fuzz_command(Registry& reg, const FuzzOptions& o) {
               kTargets[1].name, kTargets[2].name);
   std::fflush(stdout);
 
-  // What reproduces a case: the same device and validation, the seed, the case and --op.
+  // What reproduces a case: the same device, kernel class and validation, the seed, the case and
+  // --op. The class as the context resolved it (--kernels or RELPOS_KERNELS), where it was chosen.
   std::string repro = "relpos";
   if (!base.device.empty()) repro += " --device '" + base.device + "'";
+  if (base.tuning.kernels != Kernels::Auto || std::getenv("RELPOS_KERNELS"))
+    repro += std::string(" --kernels ") + (device.tuning().kernels == Kernels::Gpu ? "gpu" : "cpu");
   if (device.validation_enabled()) repro += " --validation";
   repro += " fuzz --seed " + std::to_string(o.seed) + (o.op.empty() ? "" : " --op " + o.op) + " --case ";
 

@@ -19,7 +19,9 @@ struct FuzzOptions {
   std::int64_t only_case = -1;  // run just this case (a reproduction)
   bool verbose = false;    // print every case, not only failures
 };
-void add_fuzz_options(CLI::App& cmd, FuzzOptions& o);
+struct Registry;
+// `reg`'s fuzz families name what --op takes.
+void add_fuzz_options(CLI::App& cmd, FuzzOptions& o, const Registry& reg);
 
 // Work limits of one drawn case, so that a case takes well under a second on a CPU device.
 inline constexpr std::uint64_t kFuzzMaxElements = 1u << 21;  // elements an op writes

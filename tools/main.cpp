@@ -143,6 +143,18 @@ std::uint32_t dimension32(const std::string& what, std::uint64_t d) {
   return static_cast<std::uint32_t>(d);
 }
 
+void require_filter_matches(const std::string& filter, const std::vector<std::string>& ops, const std::string& what) {
+  if (filter.empty()) return;
+  std::set<std::string> names;
+  for (const std::string& op : ops) {
+    if (op.find(filter) != std::string::npos) return;
+    names.insert(op);
+  }
+  std::string list;
+  for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+  throw InvalidArgument("--filter = " + filter + ": matches no " + what + " (an op's name must contain it; the ops: " + list + ")");
+}
+
 std::string shape_text(const std::vector<std::uint64_t>& shape) {
   std::string s = "[";
   for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
@@ -205,7 +217,7 @@ int main(int argc, char** argv) {
 
   FuzzOptions fuzz_options;
   auto* fuzz = app.add_subcommand("fuzz", "differential fuzzing: random ops, shapes and parameters against the CPU reference");
-  add_fuzz_options(*fuzz, fuzz_options);
+  add_fuzz_options(*fuzz, fuzz_options, reg);
 
   BenchOptions bench_options;
   int repeat = 0;

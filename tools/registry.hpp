@@ -128,6 +128,11 @@ void release_tool_contexts();
 // InvalidArgument naming it: a cast would silently wrap 2^32 + 1 to 1.
 std::uint32_t dimension32(const std::string& what, std::uint64_t d);
 
+// InvalidArgument unless some name of `ops` contains `filter` (empty: every one): a --filter that
+// matches nothing is most likely a typo, not a run of no cases. `what` names the cases ("check
+// case"); the message lists the names there are.
+void require_filter_matches(const std::string& filter, const std::vector<std::string>& ops, const std::string& what);
+
 // One array a run holds on the host: its elements are the product of `dims` (each a flag, or an
 // input's dimension, with its value), of `element_bytes` each.
 struct HostArray {

@@ -109,6 +109,10 @@ std::vector<std::uint32_t> parse_head_dims(const std::string& list) {
 
 int stats_command(Registry& reg, const std::string& filter, bool json, const std::string& head_dims, bool summary) {
   const std::vector<std::uint32_t> dims = parse_head_dims(head_dims);
+  std::vector<std::string> ops = {"attention"};  // (surveyed at the asked head sizes)
+  for (const auto& c : reg.checks)
+    if (c.quick) ops.push_back(c.op);
+  require_filter_matches(filter, ops, "op");
   ContextOptions o = tool_context_options();
   o.tuning.compile_only = true;
   o.tuning.pipeline_statistics = true;

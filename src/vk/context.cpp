@@ -24,7 +24,10 @@ std::string version_name(std::uint32_t v) {
 
 bool env_flag(const char* name) {
   const char* v = std::getenv(name);
-  return v && *v && std::strcmp(v, "0") != 0;
+  if (!v || !*v || std::strcmp(v, "0") == 0) return false;
+  // Any other word would read as "on" (false, no, off included): refused, as RELPOS_KERNELS is.
+  if (std::strcmp(v, "1") != 0) throw InvalidArgument(std::string(name) + " = " + v + ": must be 0 or 1");
+  return true;
 }
 
 // Auto resolved: RELPOS_KERNELS (auto, cpu or gpu) where set, then by the device type.

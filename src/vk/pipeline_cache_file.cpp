@@ -65,8 +65,8 @@ std::vector<char> read_pipeline_cache(const std::filesystem::path& file, const V
     return {};
   }
   VkPipelineCacheHeaderVersionOne header{};
-  if (size < sizeof(Envelope) + sizeof header || size > kMaxCacheBytes) {
-    warn(where + std::to_string(size) + " bytes is not a pipeline cache (" + std::to_string(sizeof(Envelope) + sizeof header) + " to " +
+  if (size < sizeof(Envelope) || size > kMaxCacheBytes) {
+    warn(where + std::to_string(size) + " bytes is not a pipeline cache (" + std::to_string(sizeof(Envelope)) + " to " +
          std::to_string(kMaxCacheBytes) + "); starting with an empty cache");
     return {};
   }
@@ -79,11 +79,11 @@ std::vector<char> read_pipeline_cache(const std::filesystem::path& file, const V
   Envelope envelope, ours_envelope;
   std::memcpy(&envelope, file_bytes.data(), sizeof envelope);
   if (std::memcmp(envelope.magic, ours_envelope.magic, sizeof envelope.magic) != 0 || envelope.version != ours_envelope.version) {
-    warn(where + "is not a relpos pipeline cache (or an older format); starting with an empty cache");
+    warn(where + "is not a relpos pipeline cache (or one of an older relpos); starting with an empty cache");
     return {};
   }
   std::vector<char> data(file_bytes.begin() + sizeof envelope, file_bytes.end());
-  if (envelope.bytes != data.size() || envelope.crc != crc_of(data.data(), data.size())) {
+  if (envelope.bytes != data.size() || data.size() < sizeof header || envelope.crc != crc_of(data.data(), data.size())) {
     warn(where + "is corrupt (its size or checksum does not match its data); starting with an empty cache");
     return {};
   }
