@@ -107,11 +107,10 @@ AttentionScratch make_attention_scratch(Context& ctx, const AttentionParams& env
 void check_attention_buffers(Recorder& r, const AttentionParams& p, const AttentionParams& env, const AttentionBuffers& b,
                              BufferFit fit) {
   const DeviceLimits& lim = r.context().limits();
-  for (const auto& [buffer, name] : {std::pair{b.q, "q buffer"}, {b.k, "k buffer"}, {b.v, "v buffer"}, {b.out, "out buffer"}, {b.lse, "lse buffer"},
-                                     {b.bias, "bias buffer"}, {b.rel_keys, "rel_keys buffer"}, {b.rel_values, "rel_values buffer"},
-                                     {b.key_lengths, "key_lengths buffer"}, {b.block_table, "block_table buffer"},
-                                     {b.cache_lengths, "cache_lengths buffer"}, {b.query_lengths, "query_lengths buffer"}})
-    require_own_buffer(r, buffer, name);
+  require_own_buffers(r, {{b.q, "q buffer"}, {b.k, "k buffer"}, {b.v, "v buffer"}, {b.out, "out buffer"}, {b.lse, "lse buffer"},
+                         {b.bias, "bias buffer"}, {b.rel_keys, "rel_keys buffer"}, {b.rel_values, "rel_values buffer"},
+                         {b.key_lengths, "key_lengths buffer"}, {b.block_table, "block_table buffer"},
+                         {b.cache_lengths, "cache_lengths buffer"}, {b.query_lengths, "query_lengths buffer"}});
   const bool step = fit == BufferFit::Step;
   const Checker check{lim, step};
   const std::uint64_t es = dtype_size(p.dtype), D = p.head_dim, rows = p.rows();

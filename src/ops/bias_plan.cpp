@@ -33,7 +33,6 @@ BiasPlan& BiasPlan::operator=(BiasPlan&&) noexcept = default;
 void BiasPlan::record(Recorder& r, const BiasStep& step, const Buffer& out) {
   State& s = *state_;
   detail::require_plan_recorder(r, s.dev);
-  detail::require_own_buffer(r, &out, "out buffer");
   if (step.queries < 1 || step.queries > s.env.queries)
     require(false, "queries", std::to_string(step.queries),
             "must be in [1, " + std::to_string(s.env.queries) + "] (the plan's envelope: queries = " + std::to_string(s.env.queries) + ")");
@@ -46,7 +45,7 @@ void BiasPlan::record(Recorder& r, const BiasStep& step, const Buffer& out) {
   w.query_offset = step.query_offset;
   w.validate();
   const detail::ExpandShape shape = detail::expand_shape(w, s.mode);
-  detail::check_expand(s.dev->limits, shape, out, s.mode);
+  detail::check_expand(r, shape, out, s.mode);
   const auto op = detail::begin_op(r);
   detail::DescriptorSource& sets = s.storage.sets().begin_step();
   s.source.rows->record(r, w, *s.source.params, *s.rows, &sets);

@@ -22,8 +22,7 @@ RowsRecorder source_rows(const DistanceWindow& w, SourceMaker make) {
 
 void expand_distance_bias(Recorder& r, const DistanceWindow& w, const Buffer& out, ExpandMode mode, const RowsRecorder& rows) {
   const ExpandShape shape = expand_shape(w, mode);
-  require_own_buffer(r, &out, mode == ExpandMode::Copy32 || mode == ExpandMode::WriteF16 ? "out buffer" : "logits buffer");
-  check_expand(r.context().limits(), shape, out, mode);
+  check_expand(r, shape, out, mode);
   const auto op = begin_op(r);
   expand_distance(r, shape, rows(r), out, mode);
 }

@@ -150,7 +150,9 @@ std::uint32_t expand_elem_bytes(ExpandMode mode) {
   return (mode == ExpandMode::WriteF16 || mode == ExpandMode::AddF16) ? 2 : 4;
 }
 
-void check_expand(const DeviceLimits& lim, const ExpandShape& s, const Buffer& out, ExpandMode mode) {
+void check_expand(Recorder& r, const ExpandShape& s, const Buffer& out, ExpandMode mode) {
+  require_own_buffer(r, &out, mode == ExpandMode::Copy32 || mode == ExpandMode::WriteF16 ? "out buffer" : "logits buffer");
+  const DeviceLimits& lim = r.context().limits();
   const std::uint32_t elem_bytes = expand_elem_bytes(mode);
   const std::uint64_t total = checked_elements({s.rows, s.keys}, "output elements");
   const std::uint64_t row_len = static_cast<std::uint64_t>(s.queries) + s.keys - 1;
@@ -162,7 +164,7 @@ void check_expand(const DeviceLimits& lim, const ExpandShape& s, const Buffer& o
 
 void expand_distance(Recorder& r, const ExpandShape& s, const Buffer& distance_rows, const Buffer& out, ExpandMode mode,
                      const ExpandResources& res) {
-  check_expand(r.context().limits(), s, out, mode);
+  check_expand(r, s, out, mode);
   const std::uint32_t elem_bytes = expand_elem_bytes(mode);
   const std::uint64_t total = std::uint64_t{s.rows} * s.keys;
   const std::uint64_t row_len = static_cast<std::uint64_t>(s.queries) + s.keys - 1;

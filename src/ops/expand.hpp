@@ -31,7 +31,7 @@ struct ExpandResources {
 };
 
 // The checks expand_distance() makes of the output: call them before recording anything else.
-void check_expand(const DeviceLimits& limits, const ExpandShape& shape, const Buffer& out, ExpandMode mode);
+void check_expand(Recorder& r, const ExpandShape& shape, const Buffer& out, ExpandMode mode);
 
 // Write (mode Copy32 for f32 or i32 outputs, WriteF16) or add (AddF32, AddF16) the expansion of
 // `distance_rows` ([heads, Q + K - 1], 32-bit values) into `out`. Checks out's size.

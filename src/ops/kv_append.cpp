@@ -44,10 +44,9 @@ KvAppendConstants kv_append_constants(const KvAppendParams& p) {
 
 void check_kv_append_buffers(Recorder& r, const KvAppendParams& p, const KvAppendBuffers& b) {
   const DeviceLimits& lim = r.context().limits();
-  for (const auto& [buffer, name] : {std::pair{b.k_cache, "k_cache buffer"}, {b.v_cache, "v_cache buffer"}, {b.k, "k buffer"}, {b.v, "v buffer"},
-                                     {b.block_table, "block_table buffer"}, {b.cache_lengths, "cache_lengths buffer"}, {b.q, "q buffer"},
-                                     {b.new_tokens, "new_tokens buffer"}})
-    require_own_buffer(r, buffer, name);
+  require_own_buffers(r, {{b.k_cache, "k_cache buffer"}, {b.v_cache, "v_cache buffer"}, {b.k, "k buffer"}, {b.v, "v buffer"},
+                         {b.block_table, "block_table buffer"}, {b.cache_lengths, "cache_lengths buffer"}, {b.q, "q buffer"},
+                         {b.new_tokens, "new_tokens buffer"}});
   // The kernel writes both caches from one pass; one buffer for both would have the values
   // overwrite the keys.
   require(b.k_cache == nullptr || b.k_cache != b.v_cache, "v_cache buffer", "the k_cache buffer", "must be a buffer of its own (the values would overwrite the keys)");

@@ -61,9 +61,7 @@ void record_rope(Recorder& r, const RopeParams& p, const Buffer& x, const Buffer
                  const RopePlanResources& plan) {
   const RopeFrequencies fr = rope_frequencies(p, positions != nullptr);
   if (!plan.prepare_only) {
-    require_own_buffer(r, &x, "x buffer");
-    require_own_buffer(r, out, "out buffer");
-    require_own_buffer(r, positions, "positions buffer");
+    require_own_buffers(r, {{&x, "x buffer"}, {out, "out buffer"}, {positions, "positions buffer"}});
     check_buffers(p, x, out, dtype, positions);
   }
   const auto& lim = r.context().limits();

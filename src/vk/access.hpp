@@ -2,6 +2,7 @@
 // The runtime's way into the private parts of the public classes. The installed headers name only
 // opaque private types (Context::Device, Recorder::State); this header, which is not installed,
 // defines them as the runtime's own Device and RecorderState and gives src/ the accessors.
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <utility>
@@ -64,6 +65,8 @@ inline RecorderState& state_of(Recorder& r) { return RuntimeAccess::state(r); }
 // VkBuffer of another device in a descriptor set is undefined behaviour (on lavapipe, a crash).
 // `name` is the parameter ("q buffer").
 void require_own_buffer(Recorder& r, const Buffer* b, const std::string& name);
+// The same for each of an op's buffers (null ones skipped).
+void require_own_buffers(Recorder& r, std::initializer_list<std::pair<const Buffer*, const char*>> buffers);
 // InvalidArgument unless `r` records on the Context whose Device is `dev`: a plan keeps its
 // Context's Device (which a moved Context takes along), not the Context's address.
 void require_plan_recorder(Recorder& r, const std::shared_ptr<Device>& dev);

@@ -167,6 +167,10 @@ void require_own_buffer(Recorder& r, const Buffer* b, const std::string& name) {
     throw InvalidArgument(name + " = a buffer of another Context: must be made on the Context the Recorder records on");
 }
 
+void require_own_buffers(Recorder& r, std::initializer_list<std::pair<const Buffer*, const char*>> buffers) {
+  for (const auto& [b, name] : buffers) require_own_buffer(r, b, name);
+}
+
 void require_plan_recorder(Recorder& r, const std::shared_ptr<Device>& dev) {
   if (state_of(r).dev != dev) throw InvalidArgument("recorder = of another Context: must record on the Context the plan was built on");
 }
@@ -206,19 +210,15 @@ void dispatch(Recorder& r, DescriptorSource* sets, ShaderId shader, const SpecVa
     throw Error("internal: dispatch of " + std::to_string(groups_x) + "x" + std::to_string(groups_y) + "x" +
                 std::to_string(groups_z) + " workgroups exceeds maxComputeWorkGroupCount");
 
-  // Every op names its caller's buffers first (require_own_buffer); this guards the rest, before
-  // a descriptor could hold a VkBuffer of another device.
-  std::uint32_t slot = 0;
-  for (const BufferSpan& b : bindings.spans()) {
-    if (RuntimeAccess::device(*b.buffer) != &d)
-      throw InvalidArgument("binding " + std::string(shader_contract(shader).bindings[slot].name) + " of " + std::string(embedded_shader(shader).name) +
-                            " = a buffer of another Context: every buffer must be made on the Context the Recorder records on");
-    ++slot;
-  }
   VkDescriptorBufferInfo infos[kMaxBindings];
   VkWriteDescriptorSet writes[kMaxBindings];
   std::uint32_t i = 0;
   for (const BufferSpan& b : bindings.spans()) {
+    // Every op names its caller's buffers first (require_own_buffer); this guards the rest, before
+    // a descriptor could hold a VkBuffer of another device.
+    if (RuntimeAccess::device(*b.buffer) != &d)
+      throw InvalidArgument("binding " + std::string(shader_contract(shader).bindings[i].name) + " of " + std::string(embedded_shader(shader).name) +
+                            " = a buffer of another Context: every buffer must be made on the Context the Recorder records on");
     std::uint64_t range = b.bytes ? b.bytes : b.buffer->capacity() - b.offset;
     range = std::min<std::uint64_t>((range + 3) / 4 * 4, b.buffer->capacity() - b.offset);
     if (range > lim.max_storage_buffer_range || b.offset % lim.min_storage_buffer_offset_alignment != 0)
