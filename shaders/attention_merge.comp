@@ -4,7 +4,8 @@
 // through shared memory. Parts with lse = -inf (every key masked) weigh nothing; a row masked in
 // every part gives zeros and -inf. A part whose lse is NaN (a NaN among its inputs) makes the row
 // NaN, out and lse, as attention over the whole key range gives: max() may drop a NaN, and a
-// comparison with -inf would have taken it for a masked part.
+// comparison with -inf would have taken it for a masked part. Parts whose lse are relative to a
+// reference a row (pc.reference) get it subtracted once, from the merged lse.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #include "relpos_contract/attention.h"
@@ -103,5 +104,7 @@ void main() {
   if (m != NEG_INF) acc /= sum;
   if (OUT_HALF != RELPOS_STORE_F32) o16[w - pc.out_shift] = pack4_storage(OUT_HALF, acc);
   else o32[w - pc.out_shift] = acc;
-  if (d == 0u) out_lse[row - pc.lse_out_shift] = m == NEG_INF ? NEG_INF : m + log(sum);
+  if (d != 0u) return;
+  const float reference = pc.reference != 0u ? in_lse[pc.parts * pc.lse_part_stride + row * pc.lse_row_stride - pc.lse_shift] : 0.0;
+  out_lse[row - pc.lse_out_shift] = m == NEG_INF ? NEG_INF : (m + log(sum)) - reference;
 }

@@ -687,3 +687,32 @@ TEST_F(AttentionGpu, AlibiFarFromTheKeysKeepsQK) {
     expect_matches(gpu(), p, in);
   }
 }
+
+// The same where the keys are split (decoding, a CPU device's calls of a few queries, forced
+// splits), with slopes that are not powers of two: each part's lse, taken relative to its split's
+// nearest key, was rounded at the bias's magnitude (2^-24·slope·|rp|: 0.5 at slope·|rp| = 8e6) and
+// the merge weighed the parts by those roundings (out errors of 2e-3 at an offset of 1e8, 0.5 for
+// one query over 20,000 keys near 2^31). The parts' lse are now relative to the row's nearest key.
+TEST_F(AttentionGpu, AlibiFarFromTheKeysWithSplitKeys) {
+  std::mt19937 rng(37);
+  constexpr std::int64_t kTop = std::int64_t{1} << 31;
+  struct Case {
+    std::uint32_t queries, keys, key_splits, memory_prefix;
+    std::int64_t offset;
+    bool causal;
+  };
+  const Case cases[] = {
+      {3, 300, 0, 0, 100'000'000, true}, {3, 300, 5, 0, 100'000'000, true}, {3, 300, 0, 0, kTop - 303, true},
+      {3, 300, 7, 0, kTop - 303, false}, {3, 300, 5, 0, -(kTop / 2), false}, {3, 300, 5, 2, 100'000'000, true},
+      {1, 20'000, 0, 0, kTop - 20'001, true},
+  };
+  for (const Kernels kernels : {Kernels::Cpu, Kernels::Gpu})
+    for (const Case& c : cases) {
+      AttentionParams p{.heads = 3, .kv_heads = 1, .queries = c.queries, .keys = c.keys, .head_dim = 8, .query_offset = c.offset,
+                        .causal = c.causal, .memory_prefix = c.memory_prefix, .bias = AttentionBias::Alibi, .key_splits = c.key_splits};
+      SCOPED_TRACE(testing::Message() << (kernels == Kernels::Gpu ? "gpu" : "cpu") << " kernels");
+      Inputs in = random_inputs(rng, p);
+      in.bias = {0.5f, 0.0039f, 0.0032f};
+      expect_matches(gpu_kernels(kernels), p, in);
+    }
+}

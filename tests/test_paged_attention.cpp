@@ -302,9 +302,10 @@ TEST_F(PagedAttentionGpu, MismatchedBuffersAreRefusedBeforeRecording) {
 TEST_F(PagedAttentionGpu, PlanStepsMatchAttention) {
   Context& ctx = gpu();
   std::mt19937 rng(2030);
-  for (AttentionBias bias : {AttentionBias::T5, AttentionBias::Kerple, AttentionBias::Distance}) {
+  for (AttentionBias bias : {AttentionBias::T5, AttentionBias::Kerple, AttentionBias::Distance, AttentionBias::Alibi}) {
     AttentionParams p{.batch = 2, .heads = 2, .kv_heads = 1, .queries = 2, .head_dim = 16, .causal = true, .bias = bias};
     p.t5.bidirectional = false;
+    if (bias == AttentionBias::Alibi) p.key_splits = 3;  // split rows keep their lse relative: a wider partial lse
     p.paged.block_size = 32;
     p.paged.max_blocks = 4;
     PagedInputs in = random_paged_inputs(rng, p, {128, 128});

@@ -38,8 +38,8 @@ AttentionBiasTool attention_bias_tool(AttentionBias bias) {
   t.draw = [](AttentionParams&, FuzzRng&) {};
   t.random_input = [](const AttentionParams& p, const Fill& fill) { return BiasInputs{fill(p.bias_elements(), -3.0f, 3.0f), {}, {}}; };
   t.describe = [](const AttentionParams&) { return std::string(); };
-  t.max_bias = [](const AttentionParams&, const BiasInputs& in, double, std::int64_t) { return max_abs(in.bias); };
-  t.bias_error = [](const AttentionParams&, const BiasInputs&, std::int64_t) { return 0.0; };
+  t.max_bias = [](const AttentionParams&, const BiasInputs& in, double, const Distances&) { return max_abs(in.bias); };
+  t.bias_error = [](const AttentionParams&, const BiasInputs&, const Distances&) { return 0.0; };
   return t;
 }
 

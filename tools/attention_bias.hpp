@@ -30,6 +30,11 @@ struct BiasInputs {
 // n random values in [lo, hi), as a case's storage holds them.
 using Fill = std::function<std::vector<float>(std::size_t n, float lo, float hi)>;
 
+// The smallest and largest |rp| over a case's queries and local keys.
+struct Distances {
+  std::int64_t near = 0, far = 0;
+};
+
 struct AttentionBiasTool {
   AttentionBias bias = AttentionBias::None;
   // Adds the family's flags to a command; the returned function reads their values (files
@@ -43,10 +48,11 @@ struct AttentionBiasTool {
   std::function<BiasInputs(const AttentionParams& p, const Fill& fill)> random_input;
   // The family's part of a case's shape text (after its name; "" for none).
   std::function<std::string(const AttentionParams& p)> describe;
-  // The largest |bias| a logit can hold, `qk` the largest |s·q·k| and `far` the farthest distance
-  // of the case; and the error bound of the bias the GPU computes there (0: exact).
-  std::function<double(const AttentionParams& p, const BiasInputs& in, double qk, std::int64_t far)> max_bias;
-  std::function<double(const AttentionParams& p, const BiasInputs& in, std::int64_t far)> bias_error;
+  // The largest |bias| a logit can hold as the kernels compute it, `qk` the largest |s·q·k| and
+  // `rp` the nearest and farthest distances of the case; and the error bound of the bias the GPU
+  // computes there (0: exact).
+  std::function<double(const AttentionParams& p, const BiasInputs& in, double qk, const Distances& rp)> max_bias;
+  std::function<double(const AttentionParams& p, const BiasInputs& in, const Distances& rp)> bias_error;
 };
 
 // A family's description with the defaults: no flags or fields of its own, inputs drawn in

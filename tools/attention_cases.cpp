@@ -32,17 +32,18 @@ std::string listed(const char* name, const std::vector<T>& xs) {
   return s;
 }
 
-// The distance farthest from any query: rp = j - M - (i + offset) over j in [M, K), i in [0, Q).
-std::int64_t farthest(const AttentionParams& p) {
-  return std::max(std::abs(static_cast<std::int64_t>(p.keys) - 1 - p.memory_prefix - p.query_offset),
-                  std::abs(-(static_cast<std::int64_t>(p.queries) - 1) - p.query_offset));
+// The distances of a case: rp = j - M - (i + offset) over j in [M, K), i in [0, Q).
+Distances distances(const AttentionParams& p) {
+  const std::int64_t lo = -(static_cast<std::int64_t>(p.queries) - 1) - p.query_offset;
+  const std::int64_t hi = static_cast<std::int64_t>(p.keys) - 1 - p.memory_prefix - p.query_offset;
+  return {lo > 0 ? lo : hi < 0 ? -hi : 0, std::max(std::abs(lo), std::abs(hi))};
 }
 
 // The largest |logit| a case can produce: |s|·D·max|q|·max|k| plus the largest bias.
 double max_logit(const AttentionBiasTool& family, const AttentionData& d, double max_k) {
   const AttentionParams& p = d.p;
   const double qk = std::abs(static_cast<double>(p.effective_scale())) * p.head_dim * max_abs(d.q);
-  return qk * max_k + family.max_bias(p, d.in, qk, farthest(p));
+  return qk * max_k + family.max_bias(p, d.in, qk, distances(p));
 }
 
 // lengths: the key lengths of each batch (empty: no padding); with a paged cache, its cache lengths.
@@ -66,7 +67,7 @@ CheckResult check_attention(Context& ctx, const AttentionBiasTool& family, const
   // double), an error δ <= 2^-24·max|logit| that moves the softmax weights by Σ|δw| <= 2δ, so the
   // output by 2δ·max|v| and the log-sum-exp by δ (tests/support/tolerance.hpp's reasoning). A bias
   // the GPU computes with float32 transcendentals (KERPLE, Sandwich) adds its own error to δ.
-  const double delta = 0x1p-24 * max_logit(family, d, max_k) + family.bias_error(p, d.in, farthest(p));
+  const double delta = 0x1p-24 * max_logit(family, d, max_k) + family.bias_error(p, d.in, distances(p));
   const double max_value = max_v + max_abs(d.in.rel_values);
   // bf16 storage: 8 significant bits, 2^-9 relative once (the inputs were rounded before the reference).
   const double storage_tol = p.output_dtype() == DType::BF16 ? 8e-3 : p.output_dtype() == DType::F16 ? 1e-3 : 1e-4;
@@ -116,6 +117,18 @@ void register_checks(Registry& reg) {
         reg.checks.push_back({"attention", shape_of(reg, p),
                               [family, p, lengths](Context& ctx) { return check_attention(ctx, family, p, lengths); }, quick});
       }
+  // Queries far past their keys (ALiBi's bias near 2^31, where float32 keeps q·k only relative to
+  // the nearest key's bias): a few queries, whose keys are split as decoding splits them, and one
+  // query over 5,000 keys; f32, every family.
+  struct Far { std::uint32_t q, k; };
+  for (const Far c : {Far{3, 300}, Far{1, 5000}})
+    for (const AttentionBiasInfo& info : attention_biases()) {
+      const AttentionBiasTool& family = bias_tool(reg, info.bias);
+      AttentionParams p{.heads = 3, .kv_heads = 1, .queries = c.q, .keys = c.k, .head_dim = 20,
+                        .query_offset = (std::int64_t{1} << 31) - c.k - c.q, .causal = true, .bias = info.bias};
+      family.example(p, 0);
+      reg.checks.push_back({"attention", shape_of(reg, p), [family, p](Context& ctx) { return check_attention(ctx, family, p, {}); }, true});
+    }
   // A paged cache: sequences of different lengths (one in its first block), a few queries, and
   // decoding over split keys with 48-key blocks (divisions, not shifts).
   struct Paged { std::uint32_t b, h, hkv, q, block_size, max_blocks, d; std::vector<std::uint32_t> lengths; };

@@ -64,15 +64,15 @@ AttentionBiasTool attention_kerple() {
   t.random_input = [](const AttentionParams& p, const Fill& fill) { return BiasInputs{fill(p.bias_elements(), 0.01f, 0.5f), {}, {}}; };
   t.describe = [](const AttentionParams& p) { return std::string(p.kerple_variant == KerpleVariant::Power ? "-power" : "-log"); };
   // The bias is largest, and the GPU's float32 log or pow least accurate, at the farthest distance.
-  t.max_bias = [](const AttentionParams& p, const BiasInputs& in, double, std::int64_t far) {
+  t.max_bias = [](const AttentionParams& p, const BiasInputs& in, double, const Distances& rp) {
     double m = 0.0;
     for (std::uint32_t h = 0; h < p.heads; ++h)
-      m = std::max(m, std::fabs(static_cast<double>(kerple_bias_value(in.bias[h], in.bias[p.heads + h], p.kerple_variant, far))));
+      m = std::max(m, std::fabs(static_cast<double>(kerple_bias_value(in.bias[h], in.bias[p.heads + h], p.kerple_variant, rp.far))));
     return m;
   };
-  t.bias_error = [](const AttentionParams& p, const BiasInputs& in, std::int64_t far) {
+  t.bias_error = [](const AttentionParams& p, const BiasInputs& in, const Distances& rp) {
     double e = 0.0;
-    for (std::uint32_t h = 0; h < p.heads; ++h) e = std::max(e, kerple_error_bound(in.bias[h], in.bias[p.heads + h], p.kerple_variant, far));
+    for (std::uint32_t h = 0; h < p.heads; ++h) e = std::max(e, kerple_error_bound(in.bias[h], in.bias[p.heads + h], p.kerple_variant, rp.far));
     return e;
   };
   return t;

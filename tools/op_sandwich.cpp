@@ -74,8 +74,8 @@ AttentionBiasTool attention_sandwich() {
   t.draw = [](AttentionParams& p, FuzzRng& g) { p.sandwich_dim = 2 * g.size(1, 2048); };
   t.random_input = [](const AttentionParams& p, const Fill& fill) { return BiasInputs{fill(p.heads, -0.5f, 0.5f), {}, {}}; };
   t.describe = [](const AttentionParams& p) { return ",d=" + std::to_string(p.sandwich_dim); };
-  t.max_bias = [](const AttentionParams& p, const BiasInputs& in, double, std::int64_t) { return max_abs(in.bias) * (p.sandwich_dim / 2); };
-  t.bias_error = [](const AttentionParams& p, const BiasInputs& in, std::int64_t) {
+  t.max_bias = [](const AttentionParams& p, const BiasInputs& in, double, const Distances&) { return max_abs(in.bias) * (p.sandwich_dim / 2); };
+  t.bias_error = [](const AttentionParams& p, const BiasInputs& in, const Distances&) {
     double e = 0.0;
     for (float s : in.bias) e = std::max(e, sandwich_error_bound(s, p.sandwich_dim));
     return e;

@@ -251,7 +251,7 @@ AttentionBiasTool attention_shaw() {
   };
   t.describe = [](const AttentionParams& p) { return ",k=" + std::to_string(p.max_relative_position); };
   // q·rel_keys joins q·k in each score.
-  t.max_bias = [](const AttentionParams&, const BiasInputs& in, double qk, std::int64_t) { return qk * max_abs(in.rel_keys); };
+  t.max_bias = [](const AttentionParams&, const BiasInputs& in, double qk, const Distances&) { return qk * max_abs(in.rel_keys); };
   return t;
 }
 

@@ -221,7 +221,7 @@ AttentionBiasTool attention_t5() {
     return ",nb=" + std::to_string(p.t5.num_buckets) + ",md=" + std::to_string(p.t5.max_distance) + (p.t5.bidirectional ? ",bi" : "") +
            (p.t5.log == T5Log::FlaxEps ? ",flax" : "");
   };
-  t.max_bias = [](const AttentionParams& p, const BiasInputs& in, double, std::int64_t) { return max_abs(in.bias) * std::abs(p.t5.scale); };
+  t.max_bias = [](const AttentionParams& p, const BiasInputs& in, double, const Distances&) { return max_abs(in.bias) * std::abs(p.t5.scale); };
   return t;
 }
 

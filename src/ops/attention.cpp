@@ -36,7 +36,7 @@ void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& b)
   const auto op = detail::begin_op(r);
   detail::RecordingStorage storage(r);
   const detail::AttentionScratch scratch =
-      detail::make_attention_scratch(r.context(), p, schedule.splits > 1 ? p.rows() * schedule.splits : 0, storage);
+      detail::make_attention_scratch(r.context(), p, detail::attention_partials(p, schedule.splits), storage);
   detail::record_attention(r, p, schedule, p.keys, b, scratch, nullptr);
 }
 

@@ -501,6 +501,12 @@ push::AttentionPush attention_push(const AttentionParams& p, const AttentionLaun
   return pc;
 }
 
+AttentionPartials attention_partials(const AttentionParams& p, std::uint32_t splits) {
+  if (splits <= 1) return {};
+  const std::uint32_t stride = splits + (bias_family(p.bias).kernel_mode == RELPOS_ATTN_ALIBI ? 1 : 0);
+  return {p.rows() * splits, p.rows() * stride, stride};
+}
+
 SpecValues attention_merge_spec(std::uint32_t head_dim, DType in_dtype, DType out_dtype, std::uint32_t part_lanes) {
   return contract::AttentionMergeSpec{.WG_X = kMergeGroup,
                                       .D4 = head_dim / 4,
@@ -517,7 +523,7 @@ void record_attention_merge(Recorder& r, const AttentionMergeLayout& m, std::uin
   const std::uint32_t in_word = dtype_size(m.in_dtype) * 4, out_word = dtype_size(out_dtype) * 4;
   auto bounds = [&](std::uint64_t r0, std::uint64_t r1) {
     const std::uint64_t in_end = (r1 - 1) * m.row_stride + std::uint64_t{m.parts - 1} * m.part_stride + D4;
-    const std::uint64_t lse_end = (r1 - 1) * m.lse_row_stride + std::uint64_t{m.parts - 1} * m.lse_part_stride + 1;
+    const std::uint64_t lse_end = (r1 - 1) * m.lse_row_stride + std::uint64_t{m.parts - (m.reference ? 0 : 1)} * m.lse_part_stride + 1;
     if (sets) return std::array<detail::Bound, 4>{detail::Bound{{m.in}}, detail::Bound{{m.in_lse}}, detail::Bound{{&out}}, detail::Bound{{&lse}}};
     return std::array<detail::Bound, 4>{detail::bind_range(lim, *m.in, r0 * m.row_stride * in_word, in_end * in_word, in_word),
                                 detail::bind_range(lim, *m.in_lse, r0 * m.lse_row_stride * 4, lse_end * 4, 4),
@@ -545,6 +551,7 @@ void record_attention_merge(Recorder& r, const AttentionMergeLayout& m, std::uin
     pc.lse_shift = b[1].shift;
     pc.out_shift = b[2].shift;
     pc.lse_out_shift = b[3].shift;
+    pc.reference = m.reference;
     const SpecValues spec = attention_merge_spec(head_dim, m.in_dtype, out_dtype, part_lanes);
     detail::for_each_group_range(lim, detail::div_up((r1 - r0) * D4, group), [&](std::uint64_t first, std::uint32_t groups) {
       pc.first = static_cast<std::uint32_t>(r0 * D4 + first * group);

@@ -146,6 +146,15 @@ std::uint32_t split_length(std::uint32_t keys, std::uint32_t splits, std::uint32
 AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles& tiles, std::uint32_t splits, bool share_heads = true,
                                  std::uint32_t parts = 0);
 
+// The partial results of a call whose keys take `splits` > 1 parts: `parts` rows of head_dim
+// float32 (rows · splits), and `lse` floats, lse_stride a row: its parts' lse and, where the kernels
+// keep them relative to a reference (ALiBi: attention_bindings.glsl's lse_relative), that reference.
+struct AttentionPartials {
+  std::uint64_t parts = 0, lse = 0;
+  std::uint32_t lse_stride = 0;
+};
+AttentionPartials attention_partials(const AttentionParams& p, std::uint32_t splits);
+
 // The push constants of a launch (shifts, bh_first and first_group 0). kv_stride: keys between two
 // (batch, kv head) slabs of k and v.
 push::AttentionPush attention_push(const AttentionParams& p, const AttentionLaunch& l, bool has_lengths, std::uint32_t kv_stride);
@@ -156,6 +165,7 @@ struct AttentionMergeLayout {
   const Buffer* in_lse;
   std::uint32_t parts, part_stride, row_stride, lse_part_stride, lse_row_stride;
   DType in_dtype;
+  bool reference = false;  // the parts' lse are relative to a row's value at part `parts` (attention_merge.h)
 };
 // With `sets` (plans) every buffer is bound whole (the caller checked that it fits a binding) and
 // the descriptor sets come from there; otherwise the rows go in chunks whose ranges fit.

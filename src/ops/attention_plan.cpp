@@ -55,15 +55,17 @@ AttentionPlan::AttentionPlan(Context& ctx, const AttentionParams& envelope) : st
 
   // A query count's splits only grow with the keys: its step of the envelope's keys has the most
   // partial results.
-  std::uint64_t partial_rows = 0;
+  detail::AttentionPartials partials;
   for (std::uint32_t q = 1; q <= env.queries; ++q) {
     AttentionParams p = env;
     p.queries = q;
     const std::uint32_t S = detail::attention_schedule(ctx.limits(), p, s.tiles, env.keys).splits;
     s.max_splits = std::max(s.max_splits, S);
-    if (S > 1) partial_rows = std::max(partial_rows, p.rows() * S);
+    const detail::AttentionPartials x = detail::attention_partials(p, S);
+    partials.parts = std::max(partials.parts, x.parts);
+    partials.lse = std::max(partials.lse, x.lse);
   }
-  s.scratch = detail::make_attention_scratch(ctx, env, partial_rows, *s.storage);
+  s.scratch = detail::make_attention_scratch(ctx, env, partials, *s.storage);
   if (s.scratch.kv_scales) {  // every step's fp8 scales are the envelope's: written once, here
     Recorder r(ctx);
     detail::write_kv_scales(r, env, *s.scratch.kv_scales);
@@ -150,7 +152,9 @@ void AttentionPlan::record(Recorder& r, const AttentionStep& step, const Attenti
   detail::AttentionSchedule& schedule = it->second;
   if (schedule.splits > s.max_splits) throw Error("internal: attention plan step needs more splits than its envelope");
   // Splits follow the envelope's batch and queries, not a step's tokens: its partial results fit.
-  if (schedule.splits > 1 && (!s.scratch.partial_lse || p.rows() * schedule.splits * 4 > s.scratch.partial_lse->size()))
+  const detail::AttentionPartials partials = detail::attention_partials(p, schedule.splits);
+  if (partials.parts && (!s.scratch.partial_lse || partials.lse * 4 > s.scratch.partial_lse->size() ||
+                         partials.parts * p.head_dim * 4 > s.scratch.partial_out->size()))
     throw Error("internal: attention plan step needs more partial results than its envelope");
   // Every buffer of a step is bound whole (checked above): one chunk, whatever the keys.
 

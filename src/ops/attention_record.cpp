@@ -57,6 +57,7 @@ ChunkRanges chunk_ranges(const AttentionParams& p, std::uint32_t S, std::uint32_
   const std::uint64_t Q = p.queries, K = p.keys, D = p.head_dim, H = p.heads, KV = kv_keys;
   const std::uint32_t es = dtype_size(p.dtype), word = es * 4, kv_es = kv_value_bytes(p.cache());
   const std::uint32_t out_word = S > 1 ? 16 : dtype_size(p.output_dtype()) * 4;  // partial results are float32
+  const std::uint64_t L = S > 1 ? attention_partials(p, S).lse_stride : 1;  // lse floats a row
   const std::uint32_t group = p.heads / p.kv_heads, mode = bias_family(p.bias).kernel_mode;
   auto kv_slab = [&](std::uint64_t bh) { return (bh / H) * p.kv_heads + (bh % H) / group; };
   // Floats of the bias a chunk reads: per head for distance and dense biases.
@@ -69,7 +70,7 @@ ChunkRanges chunk_ranges(const AttentionParams& p, std::uint32_t S, std::uint32_
   c.bytes = {std::pair{r0 * D * es, r1 * D * es},
              p.paged.enabled() || kv_es == 0 ? std::pair<std::uint64_t, std::uint64_t>{0, 0}
                                              : std::pair{kv_slab(bh0) * KV * D * kv_es, (kv_slab(bh1 - 1) + 1) * KV * D * kv_es},
-             std::pair{r0 * S * D * out_word / 4, r1 * S * D * out_word / 4}, std::pair{r0 * S * 4, r1 * S * 4},
+             std::pair{r0 * S * D * out_word / 4, r1 * S * D * out_word / 4}, std::pair{r0 * L * 4, r1 * L * 4},
              std::pair{h0 * per_head * 4, h1 * per_head * 4}};
   c.unit = {word, kv_es * 4, out_word, 4, 4};
   return c;
@@ -86,15 +87,15 @@ void write_kv_scales(Recorder& r, const AttentionParams& p, const Buffer& kv_sca
 
 DistanceWindow attention_row_window(const AttentionParams& p) { return {p.heads, p.queries, p.keys, p.row_query_offset(), 1, false}; }
 
-AttentionScratch make_attention_scratch(Context& ctx, const AttentionParams& env, std::uint64_t partial_rows, OpStorage& storage) {
+AttentionScratch make_attention_scratch(Context& ctx, const AttentionParams& env, const AttentionPartials& partials, OpStorage& storage) {
   AttentionScratch s;
   s.dummy = &storage.make(16, "dummy");
   s.lse = &storage.make(env.rows() * 4, "lse");
   if (cache_format_scaled(env.cache())) s.kv_scales = &storage.make(std::uint64_t{env.kv_heads} * 8, "kv scales");
-  if (partial_rows) {
+  if (partials.parts) {
     s.work = &storage.make(kAttentionWorkSlots * 4, "decoding's item counters");
-    s.partial_out = &storage.make(partial_rows * env.head_dim * 4, "partial results");
-    s.partial_lse = &storage.make(partial_rows * 4, "partial lse");
+    s.partial_out = &storage.make(partials.parts * env.head_dim * 4, "partial results");
+    s.partial_lse = &storage.make(partials.lse * 4, "partial lse");
   }
   const BiasFamily& family = bias_family(env.bias);
   if (family.rows) {
@@ -332,7 +333,8 @@ void record_attention(Recorder& r, const AttentionParams& p, const AttentionSche
   // A launch of fewer splits than the call's leaves its rows' other parts to the lse of -inf they
   // are filled with here, which the merge skips.
   const bool fewer = std::any_of(passes.begin(), passes.end(), [&](const Pass& x) { return x.launch->splits < S; });
-  if (fewer) fill_words(r, *s.partial_lse, 0, p.rows() * S * 4, 0xff800000u);
+  const AttentionPartials partials = attention_partials(p, S);
+  if (fewer) fill_words(r, *s.partial_lse, 0, partials.lse * 4, 0xff800000u);
   // Lane splits: each dispatch counts out its items on a counter of its own, zeroed before the
   // step's first dispatch (every dispatch binds them) and again once all are taken.
   const bool counted = std::any_of(passes.begin(), passes.end(), [](const Pass& x) { return x.launch->lane_splits; });
@@ -388,7 +390,8 @@ void record_attention(Recorder& r, const AttentionParams& p, const AttentionSche
   if (S > 1) {
     barrier(r);
     const std::uint32_t D4 = p.head_dim / 4;
-    record_attention_merge(r, {s.partial_out, s.partial_lse, S, D4, S * D4, 1, S, DType::F32}, p.rows(), p.head_dim, *b.out, p.output_dtype(),
+    const AttentionMergeLayout parts{s.partial_out, s.partial_lse, S, D4, S * D4, 1, partials.lse_stride, DType::F32, partials.lse_stride > S};
+    record_attention_merge(r, parts, p.rows(), p.head_dim, *b.out, p.output_dtype(),
                            b.lse ? *b.lse : *s.lse, sets);
   }
 }

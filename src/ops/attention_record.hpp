@@ -25,7 +25,7 @@ inline constexpr std::uint32_t kAttentionWorkSlots = 16;
 struct AttentionScratch {
   const Buffer* dummy = nullptr;        // bound where a mode reads nothing
   const Buffer* partial_out = nullptr;  // float32 [rows, splits, D]: the key splits' results (null: no splits)
-  const Buffer* partial_lse = nullptr;  // float32 [rows, splits]
+  const Buffer* partial_lse = nullptr;  // float32 [rows, lse_stride] (attention_partials)
   const Buffer* lse = nullptr;          // float32 [rows]: the log-sum-exp when the caller takes none
   const Buffer* rows = nullptr;         // the per-distance rows the family computes (null: none)
   const Buffer* kv_scales = nullptr;    // an fp8 cache's scales, float32 [2, kv_heads] (null: none)
@@ -35,8 +35,8 @@ struct AttentionScratch {
 };
 // Records the update of an fp8 cache's scales buffer (float32 [2, kv_heads]: k's, then v's).
 void write_kv_scales(Recorder& r, const AttentionParams& p, const Buffer& kv_scales);
-// For calls up to `envelope`; partial_rows: the most rows * splits of a call with splits (0: none).
-AttentionScratch make_attention_scratch(Context& ctx, const AttentionParams& envelope, std::uint64_t partial_rows, OpStorage& storage);
+// For calls up to `envelope`; partials: the most of a call with splits (none: no splits).
+AttentionScratch make_attention_scratch(Context& ctx, const AttentionParams& envelope, const AttentionPartials& partials, OpStorage& storage);
 
 // How the caller's buffers must fit: attention() takes each exactly for its call; a plan's step
 // takes k and v (and a paged cache) of its envelope and the rest at least the step's, every buffer

@@ -214,12 +214,44 @@ uint slab_heads_of(uint h, uint slab) { return min(slab, pc.kv_group - h % pc.kv
 uint row_bias_start(uint h, uint i, int q_off) {
   return h * (pc.queries + pc.keys - 1u) + (pc.queries - 1u) - i + uint(pc.query_offset - q_off) - pc.memory_prefix - pc.bias_shift;
 }
-// ALiBi: a row's scores carry the bias relative to that of its nearest key among [j_begin, j_end)
-// (rp = j + rp_base), and its lse gets that back, so a far query (slope·|rp| near 2^31) keeps q·k in
-// float32. slope · the smallest |rp|; 0 where the keys are memories (no bias) or none.
-float alibi_near_bias(float slope, uint j_begin, uint j_end, int rp_base) {
-  const int rp_lo = int(j_begin) + rp_base, rp_hi = int(j_end) - 1 + rp_base;
-  const int near = j_begin < pc.memory_prefix || j_end <= j_begin ? 0 : rp_lo > 0 ? rp_lo : rp_hi < 0 ? -rp_hi : 0;
-  return slope * float(near);
+// The end of the keys of a query at absolute position i_abs (its sequence's seq_keys, cut by
+// causality; memory keys stay visible).
+uint row_keys(uint seq_keys, int i_abs) { return pc.causal != 0u ? min(seq_keys, pc.memory_prefix + uint(max(i_abs + 1, 0))) : seq_keys; }
+// ALiBi: a row's scores carry the bias relative to that of its nearest key among all its keys
+// [0, row_end) (rp = j + rp_base), the same in every split of them, so a far query (slope·|rp| near
+// 2^31) keeps q·k in float32 (the difference of two near float32 biases is exact), and each split
+// scores its keys as one call over them all would. slope · the smallest |rp|; 0 where the keys
+// include memories (no bias) or there are none.
+float alibi_near_bias(float slope, uint row_end, int rp_base) {
+  const int rp_lo = rp_base, rp_hi = int(row_end) - 1 + rp_base;
+  const int near = pc.memory_prefix != 0u || row_end == 0u ? 0 : rp_lo > 0 ? rp_lo : rp_hi < 0 ? -rp_hi : 0;
+  precise const float b = slope * float(near);
+  return b;
+}
+// ALiBi: the score s of a key at rp less its bias relative to `near` (alibi_near_bias): the bias is
+// the float32 slope·|rp|, as the reference defines it, and near it the difference is exact
+// (Sterbenz). Every step is `precise`, computed as written: NVIDIA's compiler (H100, driver 580,
+// 2026-11-27) rearranged s - (b - near) unless the last subtraction was precise, which lost q·k
+// beside the bias (out errors of 2e-3 at a query offset of 1e8, 4e-2 near 2^31, with slopes that
+// are not powers of two); a fused product would leave the bias unrounded (up to half its ulp).
+float alibi_score(float s, float slope, int rp, float near) {
+  precise const float b = slope * float(abs(rp));
+  precise const float d = b - near;
+  precise const float x = s - d;
+  return x;
+}
+// Whether a row's lse parts stay relative to its near bias: ALiBi where the keys are split (parts
+// merged by attention_merge.comp). Its lse is m + log(l) - near, and at near's magnitude float32
+// rounds it by up to 2^-24 · slope·|rp| (64 at slope·|rp| ~ 2^30): the merge would weigh the parts
+// by those roundings. Relative, a part's lse is near the logits' own magnitude, and the merge
+// subtracts near once, so the row's lse is rounded once, as where the keys are not split.
+bool lse_relative() { return BIAS_MODE == RELPOS_ATTN_ALIBI && pc.part_stride > 1u; }
+// Stores part `split`'s lse of output row `row`, from the running max m and sum l of scores taken
+// relative to the bias `near` (0 but for ALiBi). With lse_relative a row holds part_stride lse and
+// then `near`, written by split 0 (attention_partials in src/ops/attention_launch.hpp).
+void store_lse(uint row, uint split, float m, float l, float near) {
+  const uint at = row * (pc.part_stride + (lse_relative() ? 1u : 0u)) - pc.lse_shift;
+  lse[at + split] = l == 0.0 ? uintBitsToFloat(0xff800000u) : (m + log(l)) - (lse_relative() ? 0.0 : near);
+  if (lse_relative() && split == 0u) lse[at + pc.part_stride] = near;
 }
 

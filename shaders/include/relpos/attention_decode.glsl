@@ -100,8 +100,7 @@ void main() {
   const int q_off = sequence_query_offset(seq_keys);
   const uint i = clamp(i_first, seq.x, pc.queries - 1u);
   const int i_abs = int(i) + q_off;
-  uint j_end = min(seq_keys, j_begin + pc.split_len);
-  if (pc.causal != 0u) j_end = min(j_end, M + uint(max(i_abs + 1, 0)));
+  const uint j_end = min(j_begin + pc.split_len, row_keys(seq_keys, i_abs));
   const uint hk = h / pc.kv_group;
   set_kv_scales(hk);
   const uint kv_word = (b * pc.kv_heads + hk) * pc.kv_stride * D4 - pc.kv_shift;
@@ -115,7 +114,7 @@ void main() {
   uint dense_base[HEADS], row_base[HEADS];
   [[unroll]] for (uint c = 0u; c < HEADS; ++c) {
     slope[c] = BIAS_MODE == RELPOS_ATTN_ALIBI ? bias[h + hc[c] - pc.bias_shift] : 0.0;
-    near_bias[c] = BIAS_MODE == RELPOS_ATTN_ALIBI ? alibi_near_bias(slope[c], j_begin, j_end, rp_base) : 0.0;
+    near_bias[c] = BIAS_MODE == RELPOS_ATTN_ALIBI ? alibi_near_bias(slope[c], row_keys(seq_keys, i_abs), rp_base) : 0.0;
     dense_base[c] = ((h + hc[c]) * pc.queries + i) * pc.keys - pc.bias_shift;
     row_base[c] = row_bias_start(h + hc[c], i, q_off);  // RELPOS_ATTN_ROW
   }
@@ -220,8 +219,7 @@ void main() {
           if (BIAS_MODE == RELPOS_ATTN_ROW || BIAS_MODE == RELPOS_ATTN_DENSE) {
             s += key_bias[c * KEYS + u];
           } else if (BIAS_MODE == RELPOS_ATTN_ALIBI) {
-            precise const float bj = slope[c] * float(abs(rp));  // the float32 bias, as the reference defines it
-            s -= bj - near_bias[c];                               // near bj: exact (Sterbenz)
+            s = alibi_score(s, slope[c], rp, near_bias[c]);
           } else if (BIAS_MODE == RELPOS_ATTN_SHAW) {
             const uint idx = uint(clamp(rp, -kk, kk) + kk);
             if (idx == 0u) s += p_lo[c];
@@ -303,7 +301,7 @@ void main() {
         wh += scale_of[u] * part_stat[u * 4u + 3u];
       }
       const float inv = lt == 0.0 ? 0.0 : 1.0 / lt;  // masked: zeros and -inf; a NaN input: NaN
-      const uint out_row = query_row(bh + hc[c], h + hc[c], i, seq) * pc.part_stride + split;
+      const uint row = query_row(bh + hc[c], h + hc[c], i, seq), out_row = row * pc.part_stride + split;
       const uint out_word = out_row * D4 - pc.out_shift;
       [[unroll]] for (uint t = 0u; t < (D4 + WG_X - 1u) / WG_X; ++t) {
         const uint d = lane + t * WG_X;
@@ -314,8 +312,7 @@ void main() {
         o *= inv;
         store_out(out_word + d, o);
       }
-      const float shift = BIAS_MODE == RELPOS_ATTN_ALIBI ? near_bias[c] : 0.0;
-      if (lane == 0u) lse[out_row - pc.lse_shift] = lt == 0.0 ? NEG_INF : (mx + log(lt)) - shift;
+      if (lane == 0u) store_lse(row, split, mx, lt, near_bias[c]);
     }
     if (HEADS > 1u) barrier();
   }

@@ -83,17 +83,17 @@ void attend(const uint g, const uint lane) {
   uint lane_end[ROWS], bias_base[ROWS], q_word[ROWS];
   uint share_base[ROWS];  // SHARE_BIAS: bias_base of the subgroup's first lane, unclamped (wraps past Q)
   int rp_base[ROWS];  // rp = j + rp_base
-  float near_bias[ROWS];  // ALiBi: alibi_near_bias of the row's keys in this split
+  float near_bias[ROWS];  // ALiBi: alibi_near_bias of the row
   float slope[ROWS];      // ALiBi: the row's head's
   float rel_score[ROWS * SLOTS], rel_weight[ROWS * SLOTS];  // SHAW_LOCAL: bucket t + 1 of row r at r * SLOTS + t
   [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
     const uint hr = h + min(r / QUERY_ROWS, slab_heads - 1u);  // the row's head
     const uint i = lane_splits ? i_first : clamp(i_first + r % QUERY_ROWS * WG_X + lane, seq.x, pc.queries - 1u);
     const int i_abs = int(i) + q_off;
-    lane_end[r] = pc.causal != 0u ? min(j_end, M + uint(max(i_abs + 1, 0))) : j_end;
+    lane_end[r] = min(j_end, row_keys(seq_keys, i_abs));
     rp_base[r] = -int(M) - i_abs;
     slope[r] = BIAS_MODE == RELPOS_ATTN_ALIBI ? bias[hr - pc.bias_shift] : 0.0;
-    near_bias[r] = alibi_near_bias(slope[r], j_begin, lane_end[r], rp_base[r]);
+    near_bias[r] = alibi_near_bias(slope[r], row_keys(seq_keys, i_abs), rp_base[r]);
     // Bias index of key j >= M is bias_base + j (wraps harmlessly in between).
     bias_base[r] = BIAS_MODE == RELPOS_ATTN_ROW     ? row_bias_start(hr, i, q_off)
                    : BIAS_MODE == RELPOS_ATTN_DENSE ? (hr * pc.queries + i) * pc.keys - pc.bias_shift
@@ -171,8 +171,7 @@ void attend(const uint g, const uint lane) {
           } else if (BIAS_MODE == RELPOS_ATTN_ROW || BIAS_MODE == RELPOS_ATTN_DENSE) {
             x += bias[bias_base[r] + jb];
           } else if (BIAS_MODE == RELPOS_ATTN_ALIBI) {
-            precise const float b = slope[r] * float(abs(rp));  // the float32 bias, as the reference defines it
-            x -= b - near_bias[r];                            // near b: exact (Sterbenz)
+            x = alibi_score(x, slope[r], rp, near_bias[r]);
           } else {
             const uint idx = uint(clamp(rp, -kk, kk) + kk);
             if (idx == 0u) x += p_lo[r];
@@ -252,7 +251,7 @@ void attend(const uint g, const uint lane) {
     // A fully masked row (l = 0) gives zeros and -inf; a NaN among its inputs makes l NaN, and the
     // row NaN, as in the reference (an ordered l > 0 would have turned it into a masked row).
     const float inv = l[r] == 0.0 ? 0.0 : 1.0 / l[r];
-    const uint out_row = query_row(bh + hr - h, hr, i, seq) * pc.part_stride + split;
+    const uint row = query_row(bh + hr - h, hr, i, seq), out_row = row * pc.part_stride + split;
     const uint out_word = out_row * D4 - pc.out_shift;
     [[unroll]] for (uint d = 0u; d < D4; ++d) {
       vec4 x = acc[r * D4 + d];
@@ -260,8 +259,7 @@ void attend(const uint g, const uint lane) {
       x *= inv;
       store_out(out_word + d, x);
     }
-    const float shift = BIAS_MODE == RELPOS_ATTN_ALIBI ? near_bias[r] : 0.0;
-    lse[out_row - pc.lse_shift] = l[r] == 0.0 ? NEG_INF : (m[r] + log(l[r])) - shift;
+    store_lse(row, split, m[r], l[r], near_bias[r]);
   }
 }
 

@@ -186,12 +186,12 @@ void main() {
   const uint h_r = h + rh;
   const uint i = clamp(i_first + rq, seq.x, pc.queries - 1u);
   const int i_abs = int(i) + q_off;
-  const uint row_end = pc.causal != 0u ? min(j_end, M + uint(max(i_abs + 1, 0))) : j_end;
+  const uint row_end = min(j_end, row_keys(seq_keys, i_abs));
   const int rp_base = -int(M) - i_abs;  // rp = j + rp_base
   const int kk = int(pc.shaw_k);
   const uint last_rel = 2u * pc.shaw_k;
   const float slope = BIAS_MODE == RELPOS_ATTN_ALIBI ? bias[h_r - pc.bias_shift] : 0.0;
-  const float near_bias = BIAS_MODE == RELPOS_ATTN_ALIBI ? alibi_near_bias(slope, j_begin, row_end, rp_base) : 0.0;
+  const float near_bias = BIAS_MODE == RELPOS_ATTN_ALIBI ? alibi_near_bias(slope, row_keys(seq_keys, i_abs), rp_base) : 0.0;
   const uint dense_base = (h_r * pc.queries + i) * pc.keys - pc.bias_shift;
   // RELPOS_ATTN_ROW (row_bias_start): a tile's rows read one window of BR + BC − 1 values of the
   // head's row, from that of the last row. ROWS_ARE_HEADS: the rows are of different heads, so no
@@ -319,8 +319,7 @@ void main() {
         } else if (BIAS_MODE == RELPOS_ATTN_DENSE) {
           x += bias[dense_base + min(j, j_end - 1u)];
         } else if (BIAS_MODE == RELPOS_ATTN_ALIBI) {
-          precise const float bj = slope * float(abs(rp));  // the float32 bias, as the reference defines it
-          x -= bj - near_bias;                               // near bj: exact (Sterbenz)
+          x = alibi_score(x, slope, rp, near_bias);
         } else if (BIAS_MODE == RELPOS_ATTN_SHAW) {
           const uint idx = uint(clamp(rp, -kk, kk) + kk);
           if (idx == 0u) x += q_tile[r * Q_STRIDE + EDGE_DOTS].x;
@@ -385,7 +384,7 @@ void main() {
 
   if (!query_stored(i_first + rq, seq) || split >= pc.splits || (ROWS_ARE_HEADS != 0u && r >= slab_heads)) return;
   const float inv = l == 0.0 ? 0.0 : 1.0 / l;  // masked: zeros and -inf; a NaN input: NaN (attention_fused.glsl)
-  const uint out_row = query_row(bh + rh, h_r, i, seq) * pc.part_stride + split;
+  const uint row = query_row(bh + rh, h_r, i, seq), out_row = row * pc.part_stride + split;
   const uint out_word = out_row * D4 - pc.out_shift;
   [[unroll]] for (uint k = 0u; k < OWNED; ++k) {
     const uint d = s + k * LPR;
@@ -395,6 +394,5 @@ void main() {
     x *= inv;
     store_out(out_word + d, x);
   }
-  const float shift = BIAS_MODE == RELPOS_ATTN_ALIBI ? near_bias : 0.0;
-  if (s == 0u) lse[out_row - pc.lse_shift] = l == 0.0 ? NEG_INF : (m + log(l)) - shift;
+  if (s == 0u) store_lse(row, split, m, l, near_bias);
 }
