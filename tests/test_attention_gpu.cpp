@@ -277,15 +277,15 @@ TEST_F(AttentionGpu, DecodingSplitsKeysAndMerges) {
 }
 
 // A few queries against a long cache (speculative decoding's drafts): the CPU class decodes up to
-// 16 as it decodes one (a lane takes one query over one key split), the GPU class up to 4 (a
+// 16 as it decodes one (a lane takes one query over one key split), the GPU class up to 8 (a
 // workgroup one query of a kv head's heads over one split); more take query rows.
 TEST_F(AttentionGpu, AFewQueriesSplitKeysAsDecodingDoes) {
   std::mt19937 rng(8);
   int n = 0;
-  // The CPU class decodes up to 16 (kDecodedQueries), the GPU class up to 4 (kGpuDecodedQueries).
+  // The CPU class decodes up to 16 (kDecodedQueries), the GPU class up to 8 (kGpuDecodedQueries).
   for (const Kernels kernels : {Kernels::Cpu, Kernels::Gpu})
     for (AttentionBias mode : kModes)
-      for (const std::uint32_t queries : kernels == Kernels::Cpu ? std::vector<std::uint32_t>{2, 5, 16, 17} : std::vector<std::uint32_t>{2, 4, 5}) {
+      for (const std::uint32_t queries : kernels == Kernels::Cpu ? std::vector<std::uint32_t>{2, 5, 16, 17} : std::vector<std::uint32_t>{2, 8, 9}) {
         AttentionParams p{.batch = 2, .heads = 4, .kv_heads = 2, .queries = queries, .keys = 701, .head_dim = 20,
                           .dtype = n++ % 2 ? DType::F16 : DType::F32, .scale = 1.0f, .query_offset = 701 - 5 - std::int64_t{queries},
                           .causal = true, .memory_prefix = 5, .bias = mode, .max_relative_position = 3};

@@ -61,8 +61,9 @@ inline constexpr std::uint32_t kDecodedQueries = 16;
 // The GPU class decodes sequences of up to kGpuDecodedQueries: a tile of 16 query rows reads each
 // key once for all of them, but with 2 it left 14 rows idle and took 4.8x the time of one query a
 // sequence (H100, 8 sequences over 1k-16k keys, 2026-11-27), where decoding each query costs at
-// most one query's step each; at 8 the tile took 4.9x, less than 8 queries' steps.
-inline constexpr std::uint32_t kGpuDecodedQueries = 4;
+// most one query's step each. Decoded, 8 queries took 4.2x the one-query step against the tile's
+// 7.9x; 16 took 7.9x either way, and the tile reads the keys once (docs/paged_attention.md).
+inline constexpr std::uint32_t kGpuDecodedQueries = 8;
 // The most bytes of float32 partial results a decoding launch may add to a call of several queries
 // (its rows take the decoding launch's parts): it caps the launch's splits, and where fewer than
 // the keys need (or than 2) fit, the call keeps one launch of query rows.
