@@ -106,5 +106,6 @@ void main() {
   else o32[w - pc.out_shift] = acc;
   if (d != 0u) return;
   const float reference = pc.reference != 0u ? in_lse[pc.parts * pc.lse_part_stride + row * pc.lse_row_stride - pc.lse_shift] : 0.0;
-  out_lse[row - pc.lse_out_shift] = m == NEG_INF ? NEG_INF : (m + log(sum)) - reference;
+  precise const float merged = (m + log(sum)) - reference;  // as written (attention_bindings.glsl's alibi_score)
+  out_lse[row - pc.lse_out_shift] = m == NEG_INF ? NEG_INF : merged;
 }

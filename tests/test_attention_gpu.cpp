@@ -6,6 +6,7 @@
 #include <relpos/ring.hpp>
 
 #include <bit>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <vector>
@@ -713,6 +714,13 @@ TEST_F(AttentionGpu, AlibiFarFromTheKeysWithSplitKeys) {
       SCOPED_TRACE(testing::Message() << (kernels == Kernels::Gpu ? "gpu" : "cpu") << " kernels");
       Inputs in = random_inputs(rng, p);
       in.bias = {0.5f, 0.0039f, 0.0032f};
-      expect_matches(gpu_kernels(kernels), p, in);
+      SCOPED_TRACE(describe(p));
+      const AttentionResult want = attention_reference(p, in.host());
+      const AttentionResult got = gpu_attention(gpu_kernels(kernels), p, in);
+      EXPECT_LE(normalised_error(got.out, want.out), kTolF32);
+      // The lse, rounded once at its size: normalised by the largest |lse| (up to 1e9 here), an
+      // error of a whole unit in a row of the small slopes' heads would pass.
+      for (std::size_t r = 0; r < want.lse.size(); ++r)
+        EXPECT_NEAR(got.lse[r], want.lse[r], std::ldexp(std::abs(want.lse[r]), -22) + kTolF32) << "lse row " << r;
     }
 }

@@ -323,6 +323,7 @@ TEST_F(PagedAttentionGpu, PlanStepsMatchAttention) {
       EXPECT_EQ(planned.lse, direct.lse);
       const AttentionResult want = attention_reference(p, in.host());
       EXPECT_LE(normalised_error(planned.out, want.out), kTolF32);
+      EXPECT_LE(normalised_error(planned.lse, want.lse), kTolF32);
     }
     expect_invalid([&] { Recorder r(ctx); plan.record(r, {p.queries, p.keys - 1, 0}, b.buffers()); }, "keys");
     expect_invalid([&] { Recorder r(ctx); plan.record(r, {.queries = p.queries, .query_offset = 3}, b.buffers()); }, "query_offset");

@@ -87,10 +87,10 @@ AttentionBiasTool attention_alibi() {
   // Slopes in [0, 0.5).
   t.random_input = [](const AttentionParams& p, const Fill& fill) { return BiasInputs{fill(p.bias_elements(), 0.0f, 0.5f), {}, {}}; };
   // The kernels score a row's keys relative to the bias of its nearest (the difference of two
-  // float32 biases is exact, attention_bindings.glsl's alibi_near_bias) and keep a split row's lse
-  // relative to it: a logit is rounded at the bias's span over the row, not its size.
-  t.max_bias = [](const AttentionParams&, const BiasInputs& in, double, const Distances& rp) {
-    return max_abs(in.bias) * static_cast<double>(rp.far - rp.near);
+  // float32 biases is exact, attention_bindings.glsl's alibi_near_bias; 0 beside memory keys) and
+  // keep a split row's lse relative to it: a logit is rounded at the bias's span over the row.
+  t.max_bias = [](const AttentionParams& p, const BiasInputs& in, double, const Distances& rp) {
+    return max_abs(in.bias) * static_cast<double>(rp.far - (p.memory_prefix ? 0 : rp.near));
   };
   return t;
 }

@@ -251,7 +251,8 @@ bool lse_relative() { return BIAS_MODE == RELPOS_ATTN_ALIBI && pc.part_stride > 
 // then `near`, written by split 0 (attention_partials in src/ops/attention_launch.hpp).
 void store_lse(uint row, uint split, float m, float l, float near) {
   const uint at = row * (pc.part_stride + (lse_relative() ? 1u : 0u)) - pc.lse_shift;
-  lse[at + split] = l == 0.0 ? uintBitsToFloat(0xff800000u) : (m + log(l)) - (lse_relative() ? 0.0 : near);
+  precise const float x = (m + log(l)) - (lse_relative() ? 0.0 : near);  // (alibi_score: as written)
+  lse[at + split] = l == 0.0 ? uintBitsToFloat(0xff800000u) : x;
   if (lse_relative() && split == 0u) lse[at + pc.part_stride] = near;
 }
 
