@@ -503,7 +503,7 @@ push::AttentionPush attention_push(const AttentionParams& p, const AttentionLaun
 
 AttentionPartials attention_partials(const AttentionParams& p, std::uint32_t splits) {
   if (splits <= 1) return {};
-  const std::uint32_t stride = splits + (bias_family(p.bias).kernel_mode == RELPOS_ATTN_ALIBI ? 1 : 0);
+  const std::uint32_t stride = splits + (RELPOS_ATTN_LSE_REFERENCE(bias_family(p.bias).kernel_mode) ? 1 : 0);
   return {p.rows() * splits, p.rows() * stride, stride};
 }
 

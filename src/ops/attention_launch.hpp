@@ -148,7 +148,7 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
 
 // The partial results of a call whose keys take `splits` > 1 parts: `parts` rows of head_dim
 // float32 (rows · splits), and `lse` floats, lse_stride a row: its parts' lse and, where the kernels
-// keep them relative to a reference (ALiBi: attention_bindings.glsl's lse_relative), that reference.
+// keep them relative to a reference (RELPOS_ATTN_LSE_REFERENCE, relpos_push/attention.h), that reference.
 struct AttentionPartials {
   std::uint64_t parts = 0, lse = 0;
   std::uint32_t lse_stride = 0;

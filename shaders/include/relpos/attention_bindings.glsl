@@ -223,8 +223,8 @@ uint row_keys(uint seq_keys, int i_abs) { return pc.causal != 0u ? min(seq_keys,
 // scores its keys as one call over them all would. slope · the smallest |rp|; 0 where the keys
 // include memories (no bias) or there are none.
 float alibi_near_bias(float slope, uint row_end, int rp_base) {
-  const int rp_lo = rp_base, rp_hi = int(row_end) - 1 + rp_base;
-  const int near = pc.memory_prefix != 0u || row_end == 0u ? 0 : rp_lo > 0 ? rp_lo : rp_hi < 0 ? -rp_hi : 0;
+  const int rp_hi = int(row_end) - 1 + rp_base;  // (rp_base: that of key 0)
+  const int near = pc.memory_prefix != 0u || row_end == 0u ? 0 : rp_base > 0 ? rp_base : rp_hi < 0 ? -rp_hi : 0;
   precise const float b = slope * float(near);
   return b;
 }
@@ -245,7 +245,7 @@ float alibi_score(float s, float slope, int rp, float near) {
 // rounds it by up to 2^-24 · slope·|rp| (64 at slope·|rp| ~ 2^30): the merge would weigh the parts
 // by those roundings. Relative, a part's lse is near the logits' own magnitude, and the merge
 // subtracts near once, so the row's lse is rounded once, as where the keys are not split.
-bool lse_relative() { return BIAS_MODE == RELPOS_ATTN_ALIBI && pc.part_stride > 1u; }
+bool lse_relative() { return RELPOS_ATTN_LSE_REFERENCE(BIAS_MODE) && pc.part_stride > 1u; }
 // Stores part `split`'s lse of output row `row`, from the running max m and sum l of scores taken
 // relative to the bias `near` (0 but for ALiBi). With lse_relative a row holds part_stride lse and
 // then `near`, written by split 0 (attention_partials in src/ops/attention_launch.hpp).

@@ -100,7 +100,8 @@ void main() {
   const int q_off = sequence_query_offset(seq_keys);
   const uint i = clamp(i_first, seq.x, pc.queries - 1u);
   const int i_abs = int(i) + q_off;
-  const uint j_end = min(j_begin + pc.split_len, row_keys(seq_keys, i_abs));
+  const uint row_end = row_keys(seq_keys, i_abs);  // the row's, over every split
+  const uint j_end = min(j_begin + pc.split_len, row_end);
   const uint hk = h / pc.kv_group;
   set_kv_scales(hk);
   const uint kv_word = (b * pc.kv_heads + hk) * pc.kv_stride * D4 - pc.kv_shift;
@@ -114,7 +115,7 @@ void main() {
   uint dense_base[HEADS], row_base[HEADS];
   [[unroll]] for (uint c = 0u; c < HEADS; ++c) {
     slope[c] = BIAS_MODE == RELPOS_ATTN_ALIBI ? bias[h + hc[c] - pc.bias_shift] : 0.0;
-    near_bias[c] = BIAS_MODE == RELPOS_ATTN_ALIBI ? alibi_near_bias(slope[c], row_keys(seq_keys, i_abs), rp_base) : 0.0;
+    near_bias[c] = BIAS_MODE == RELPOS_ATTN_ALIBI ? alibi_near_bias(slope[c], row_end, rp_base) : 0.0;
     dense_base[c] = ((h + hc[c]) * pc.queries + i) * pc.keys - pc.bias_shift;
     row_base[c] = row_bias_start(h + hc[c], i, q_off);  // RELPOS_ATTN_ROW
   }

@@ -90,10 +90,11 @@ void attend(const uint g, const uint lane) {
     const uint hr = h + min(r / QUERY_ROWS, slab_heads - 1u);  // the row's head
     const uint i = lane_splits ? i_first : clamp(i_first + r % QUERY_ROWS * WG_X + lane, seq.x, pc.queries - 1u);
     const int i_abs = int(i) + q_off;
-    lane_end[r] = min(j_end, row_keys(seq_keys, i_abs));
+    const uint row_end = row_keys(seq_keys, i_abs);
+    lane_end[r] = min(j_end, row_end);
     rp_base[r] = -int(M) - i_abs;
     slope[r] = BIAS_MODE == RELPOS_ATTN_ALIBI ? bias[hr - pc.bias_shift] : 0.0;
-    near_bias[r] = alibi_near_bias(slope[r], row_keys(seq_keys, i_abs), rp_base[r]);
+    near_bias[r] = alibi_near_bias(slope[r], row_end, rp_base[r]);
     // Bias index of key j >= M is bias_base + j (wraps harmlessly in between).
     bias_base[r] = BIAS_MODE == RELPOS_ATTN_ROW     ? row_bias_start(hr, i, q_off)
                    : BIAS_MODE == RELPOS_ATTN_DENSE ? (hr * pc.queries + i) * pc.keys - pc.bias_shift

@@ -186,12 +186,13 @@ void main() {
   const uint h_r = h + rh;
   const uint i = clamp(i_first + rq, seq.x, pc.queries - 1u);
   const int i_abs = int(i) + q_off;
-  const uint row_end = min(j_end, row_keys(seq_keys, i_abs));
+  const uint all_keys = row_keys(seq_keys, i_abs);  // the row's, over every split
+  const uint row_end = min(j_end, all_keys);
   const int rp_base = -int(M) - i_abs;  // rp = j + rp_base
   const int kk = int(pc.shaw_k);
   const uint last_rel = 2u * pc.shaw_k;
   const float slope = BIAS_MODE == RELPOS_ATTN_ALIBI ? bias[h_r - pc.bias_shift] : 0.0;
-  const float near_bias = BIAS_MODE == RELPOS_ATTN_ALIBI ? alibi_near_bias(slope, row_keys(seq_keys, i_abs), rp_base) : 0.0;
+  const float near_bias = BIAS_MODE == RELPOS_ATTN_ALIBI ? alibi_near_bias(slope, all_keys, rp_base) : 0.0;
   const uint dense_base = (h_r * pc.queries + i) * pc.keys - pc.bias_shift;
   // RELPOS_ATTN_ROW (row_bias_start): a tile's rows read one window of BR + BC − 1 values of the
   // head's row, from that of the last row. ROWS_ARE_HEADS: the rows are of different heads, so no

@@ -18,6 +18,10 @@
 #define RELPOS_ATTN_ALIBI 2u  // -bias[h] * |rp|
 #define RELPOS_ATTN_SHAW 3u   // s * q·rel_keys[idx], plus Σ w · rel_values[idx] on the output
 #define RELPOS_ATTN_DENSE 4u  // bias[(h * Q + i) * K + j]
+// Whether a mode's kernels keep a split row's lse relative to the bias its scores were taken
+// relative to, written after the row's parts (attention_bindings.glsl's store_lse; the partial
+// lse's rows are one float longer: attention_partials in src/ops/attention_launch.hpp).
+#define RELPOS_ATTN_LSE_REFERENCE(mode) ((mode) == RELPOS_ATTN_ALIBI)
 
 RELPOS_PUSH_BEGIN(AttentionPush) {
   uint first_group;    // flat workgroup index of this dispatch's first group (within the chunk)
