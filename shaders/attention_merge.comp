@@ -5,7 +5,16 @@
 // every part gives zeros and -inf. A part whose lse is NaN (a NaN among its inputs) makes the row
 // NaN, out and lse, as attention over the whole key range gives: max() may drop a NaN, and a
 // comparison with -inf would have taken it for a masked part. Parts whose lse are relative to a
-// reference a row (pc.reference) get it subtracted once, from the merged lse.
+// reference (pc.reference) get it subtracted once, from the merged lse, or keep it (out_relative).
+//
+// Each part's own reference (PART_REFERENCES: blocks of ring attention, each over its own keys):
+// a part's lse l is relative to its reference r (ALiBi's bias of its nearest key), its true lse
+// l - r too large for float32 to hold q·k's digits beside it (slope·|rp| ~ 1e6). The running state
+// keeps its maximum relative to the reference of the part that set it, and a part is weighed by
+// l - (r - R) against that reference R: r - R is exact where the two are within a factor of two
+// (Sterbenz), and where they are further apart it is large, and then one of the two weighs
+// exp(-large) = 0 beside the other, whatever its rounding. So the weights are as exact as one
+// call's splits (which share one reference a row), and the lse is rounded once, at the end.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #include "relpos_contract/attention.h"
@@ -25,10 +34,41 @@ layout(std430, binding = BINDING_LSE) writeonly buffer OutLse { float out_lse[];
 vec4 load_part(uint w) { return IN_HALF != RELPOS_STORE_F32 ? unpack4_storage(IN_HALF, in16[w]) : in32[w]; }
 
 // Each lane's running maximum and sum, and its sums of the parts, for the lanes of its word
-// (PART_LANES > 1).
+// (PART_LANES > 1; with PART_REFERENCES the host takes one lane a word: such merges have a few
+// parts).
 const uint WORDS = WG_X / PART_LANES;  // words a workgroup
 shared vec2 lane_stats[WG_X];
 shared vec4 lane_acc[WG_X];
+
+float part_reference(uint n, uint row) {
+  return in_lse[n * pc.reference_part_stride + row * pc.lse_row_stride + pc.reference_at - pc.lse_shift];
+}
+
+// PART_REFERENCES: takes a part into the running state (M relative to R, S, A): its lse m relative
+// to its reference r, its sum s (1), its output a. The state moves to the reference of whichever
+// is larger (see the top of the file).
+void absorb(inout float M, inout float S, inout float R, inout vec4 A, float m, float s, float r, vec4 a) {
+  if (M == uintBitsToFloat(0xff800000u)) {
+    M = m;
+    S = s;
+    R = r;
+    A = a;
+    return;
+  }
+  precise const float shift = r - R;
+  precise const float x = m - shift;  // m relative to R
+  if (x > M) {
+    const float c = exp(M - x);
+    A = A * c + a;
+    S = S * c + s;
+    M = m;
+    R = r;
+  } else {
+    const float c = exp(x - M);
+    A += c * a;
+    S += c * s;
+  }
+}
 
 void main() {
   const float NEG_INF = uintBitsToFloat(0xff800000u), POS_INF = uintBitsToFloat(0x7f800000u), NAN = uintBitsToFloat(0x7fc00000u);
@@ -44,10 +84,19 @@ void main() {
   // together, so that the loop waits on memory twice a chunk, not twice a part (a decoding step's
   // 128 parts a row, one at a time, were most of that step on an H100).
   const uint CHUNK = 8u;
-  float m = NEG_INF, sum = 0.0;
+  float m = NEG_INF, sum = 0.0, ref = 0.0;  // PART_REFERENCES: m relative to ref
   vec4 acc = vec4(0.0);
   bool poisoned = false;  // a part's lse was NaN
-  for (uint n0 = share * CHUNK; live && n0 < pc.parts; n0 += CHUNK * PART_LANES) {
+  if (PART_REFERENCES != 0u) {
+    // Few parts (a ring's two, a sharded call's ranks): one at a time, one lane a word.
+    for (uint n = 0u; live && n < pc.parts; ++n) {
+      const float l = in_lse[n * pc.lse_part_stride + row * pc.lse_row_stride - pc.lse_shift];
+      poisoned = poisoned || isnan(l);
+      if (l == NEG_INF || isnan(l)) continue;
+      absorb(m, sum, ref, acc, l, 1.0, part_reference(n, row), load_part(n * pc.part_stride + row * pc.row_stride + d - pc.in_shift));
+    }
+  }
+  for (uint n0 = share * CHUNK; PART_REFERENCES == 0u && live && n0 < pc.parts; n0 += CHUNK * PART_LANES) {
     float l[CHUNK];
     [[unroll]] for (uint i = 0u; i < CHUNK; ++i)
       l[i] = n0 + i < pc.parts ? in_lse[(n0 + i) * pc.lse_part_stride + row * pc.lse_row_stride - pc.lse_shift] : NEG_INF;
@@ -78,7 +127,7 @@ void main() {
     sum = NAN;
     acc = vec4(NAN);
   }
-  if (PART_LANES > 1u) {
+  if (PART_LANES > 1u && PART_REFERENCES == 0u) {
     // Each lane writes its own slot; after the barrier the first lane of each word reads the
     // slots of its word's other lanes, which nothing writes again.
     lane_stats[t] = vec2(m, sum);
@@ -105,7 +154,12 @@ void main() {
   if (OUT_HALF != RELPOS_STORE_F32) o16[w - pc.out_shift] = pack4_storage(OUT_HALF, acc);
   else o32[w - pc.out_shift] = acc;
   if (d != 0u) return;
-  const float reference = pc.reference != 0u ? in_lse[pc.parts * pc.lse_part_stride + row * pc.lse_row_stride - pc.lse_shift] : 0.0;
-  precise const float merged = (m + log(sum)) - reference;  // as written (attention_bindings.glsl's alibi_score)
-  out_lse[row - pc.lse_out_shift] = m == NEG_INF ? NEG_INF : merged;
+  // The reference of the merged lse: the one of the part that set the maximum, or the row's.
+  const float reference = PART_REFERENCES != 0u ? ref : pc.reference != 0u ? part_reference(0u, row) : 0.0;
+  // out_relative: rows of the lse relative to the reference, then the reference.
+  const bool relative = OUT_RELATIVE != 0u;
+  precise const float merged = (m + log(sum)) - (relative ? 0.0 : reference);  // as written (attention_bindings.glsl's alibi_score)
+  const uint at = (relative ? 2u * row : row) - pc.lse_out_shift;
+  out_lse[at] = m == NEG_INF ? NEG_INF : merged;
+  if (relative) out_lse[at + 1u] = reference;
 }

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <iterator>
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <limits>
 #include <random>
@@ -49,6 +50,18 @@ std::vector<Context*> shared(Context& ctx, std::uint32_t ranks) { return std::ve
 AttentionResult empty_result(const AttentionParams& p) {
   return {std::vector<float>(p.rows() * p.head_dim, std::numeric_limits<float>::quiet_NaN()),
           std::vector<float>(p.rows(), std::numeric_limits<float>::quiet_NaN())};
+}
+
+// Sharded attention over `ranks` in-process ranks sharing the test's context: each rank's result
+// (empty where it receives none).
+std::vector<AttentionResult> run_sharded(const ShardedParams& sp, const WholeInputs& in) {
+  std::vector<AttentionResult> got(sp.ranks);
+  const InProcessRingOutcome outcome = run_in_process_ring(shared(gpu(), sp.ranks), kTimeout, [&](std::uint32_t r, Context& ctx, RingTransport& t) {
+    RingRank rank(ctx, t);
+    relpos::test::sharded_rank(rank, sp, in, got[r]);
+  });
+  EXPECT_TRUE(outcome.ok()) << outcome.describe();
+  return got;
 }
 
 // The ring over `contexts` against attention() on `single` and the reference.
@@ -333,12 +346,7 @@ TEST_F(RingAttention, ShardedDecodingMatchesSingleDevice) {
     const WholeInputs in = random_whole_inputs(rng, p);
     const AttentionResult one = relpos::test::single_device(gpu(), p, in);
     const AttentionResult want = attention_reference(p, in.host());
-    std::vector<AttentionResult> got(ranks);
-    const InProcessRingOutcome outcome = run_in_process_ring(shared(gpu(), ranks), kTimeout, [&](std::uint32_t r, Context& ctx, RingTransport& t) {
-      RingRank rank(ctx, t);
-      relpos::test::sharded_rank(rank, sp, in, got[r]);
-    });
-    ASSERT_TRUE(outcome.ok()) << outcome.describe();
+    const std::vector<AttentionResult> got = run_sharded(sp, in);
     const double tol = p.dtype == DType::F16 ? kTolF16 : kTolF32;
     for (std::uint32_t r = 0; r < ranks; ++r) {
       if (sp.gather == RingGather::Root && r != sp.root) {
@@ -348,6 +356,93 @@ TEST_F(RingAttention, ShardedDecodingMatchesSingleDevice) {
       EXPECT_LE(normalised_error(got[r].out, one.out), tol) << "rank " << r;
       EXPECT_LE(normalised_error(got[r].lse, one.lse), kTolF32) << "rank " << r;
       EXPECT_LE(normalised_error(got[r].out, want.out), tol) << "rank " << r;
+    }
+  }
+}
+
+// Each row's lse within 2^-22 of its own size (normalised_error divides by the largest |lse|, up
+// to 1e9 here, which would let a wrong reference pass).
+void expect_lse_rows(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  int bad = 0;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    if (!(std::abs(double{got[i]} - want[i]) <= 0x1p-22 * std::max(1.0, std::abs(double{want[i]}))) && ++bad <= 3)
+      ADD_FAILURE() << what << " lse row " << i << ": " << got[i] << " against " << want[i];
+  EXPECT_EQ(bad, 0) << what;
+}
+
+// ALiBi with the queries far past (or before) every key: logits near -slope·1e6 .. -slope·2^31.
+// Each block's lse stays relative to its rows' nearest-key bias and the merges weigh the blocks by
+// exact differences of those references, so the ring and sharded calls match the reference as one
+// device does (before: a block's lse rounded at its size, 2.6e-3 off at an offset of 1e6).
+TEST_F(RingAttention, AlibiFarFromTheKeysMergesExactly) {
+  std::mt19937 rng(41);
+  const std::int64_t far = (std::int64_t{1} << 31) - 400;
+  const std::int64_t offsets[] = {1000000, -1000000, 100000000, far};
+  for (std::uint32_t ranks : {2u, 3u}) {
+    for (std::int64_t offset : offsets) {
+      for (RingLayout layout : {RingLayout::Contiguous, RingLayout::Zigzag}) {
+        RingParams rp{relpos::test::random_ring_params(rng, AttentionBias::Alibi, DType::F32, 2 * ranks), ranks, layout};
+        AttentionParams& p = rp.attention;
+        p.heads = 3;
+        p.kv_heads = 1;
+        p.keys = 2 * ranks * 7 + ranks;  // uneven chunks
+        p.queries = offset == far ? 2 * ranks : p.keys;
+        p.causal = offset > 0 && offset != far;
+        p.query_offset = offset == far ? far - p.queries : offset;
+        SCOPED_TRACE(describe(p) + " ranks=" + std::to_string(ranks) + " " + std::string(ring_layout_name(layout)));
+        WholeInputs in = random_whole_inputs(rng, p);
+        in.bias = {0.5f, 0.0039f, 0.0032f};  // slopes that are not powers of two: products round
+        const AttentionResult want = attention_reference(p, in.host());
+        const AttentionResult one = relpos::test::single_device(gpu(), p, in);
+        AttentionResult got = empty_result(p);
+        const InProcessRingOutcome outcome = run_in_process_ring(shared(gpu(), ranks), kTimeout, [&](std::uint32_t r, Context& ctx, RingTransport& t) {
+          RingRank rank(ctx, t);
+          relpos::test::ring_rank(rank, rp, in, got);
+        });
+        ASSERT_TRUE(outcome.ok()) << outcome.describe();
+        EXPECT_LE(normalised_error(one.out, want.out), kTolF32);
+        EXPECT_LE(normalised_error(got.out, want.out), kTolF32);
+        expect_lse_rows(got.lse, want.lse, "ring");
+
+        ShardedParams sp{p, ranks, RingGather::All, 0};
+        sp.attention.queries = 2;
+        sp.attention.causal = false;
+        const WholeInputs sin = [&] {
+          WholeInputs x = random_whole_inputs(rng, sp.attention);
+          x.bias = in.bias;
+          return x;
+        }();
+        const AttentionResult swant = attention_reference(sp.attention, sin.host());
+        const std::vector<AttentionResult> sgot = run_sharded(sp, sin);
+        EXPECT_LE(normalised_error(sgot[ranks - 1].out, swant.out), kTolF32);
+        expect_lse_rows(sgot[ranks - 1].lse, swant.lse, "sharded");
+      }
+    }
+  }
+}
+
+// The same for sharded decoding whose ranks split their keys (1,500 a rank, one query): each rank's
+// splits share its rows' reference, its merge keeps the lse relative to it and passes it on.
+TEST_F(RingAttention, AlibiFarFromTheKeysShardedWithSplitKeys) {
+  std::mt19937 rng(43);
+  for (std::uint32_t ranks : {2u, 3u}) {
+    for (std::int64_t offset : {std::int64_t{1000000}, std::int64_t{-1000000}, (std::int64_t{1} << 31) - 5000}) {
+      ShardedParams sp{relpos::test::random_ring_params(rng, AttentionBias::Alibi, DType::F32, ranks), ranks, RingGather::Root, ranks - 1};
+      AttentionParams& p = sp.attention;
+      p.heads = 3;
+      p.kv_heads = 1;
+      p.queries = 1;
+      p.keys = ranks * 1500;
+      p.causal = false;
+      p.query_offset = offset;
+      SCOPED_TRACE(describe(p) + " ranks=" + std::to_string(ranks));
+      WholeInputs in = random_whole_inputs(rng, p);
+      in.bias = {0.5f, 0.0039f, 0.0032f};
+      const AttentionResult want = attention_reference(p, in.host());
+      const std::vector<AttentionResult> got = run_sharded(sp, in);
+      EXPECT_LE(normalised_error(got[sp.root].out, want.out), kTolF32);
+      expect_lse_rows(got[sp.root].lse, want.lse, "sharded");
     }
   }
 }

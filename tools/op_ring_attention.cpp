@@ -251,6 +251,7 @@ void add_ring_checks(Registry& reg) {
     AttentionParams p;
     std::uint32_t ranks;
     RingLayout layout;
+    const char* note = "";
   };
   AttentionParams t5{.heads = 4, .kv_heads = 2, .queries = 37, .keys = 37, .head_dim = 16, .scale = 1.0f, .causal = true, .bias = AttentionBias::T5};
   t5.t5 = {.num_buckets = 16, .max_distance = 24, .bidirectional = false};
@@ -264,14 +265,22 @@ void add_ring_checks(Registry& reg) {
   kerple.kerple_variant = KerpleVariant::Power;
   AttentionParams sandwich{.heads = 2, .kv_heads = 2, .queries = 33, .keys = 33, .head_dim = 16, .causal = true, .bias = AttentionBias::Sandwich};
   sandwich.sandwich_dim = 64;
+  // Queries far past every key (ALiBi's logits near -slope·1e6 and -slope·2^31): blocks merged by
+  // their lse relative to references of their own (docs/ring_attention.md); the sharded ranks split
+  // their keys.
+  const AttentionParams alibi_far{.heads = 4, .kv_heads = 2, .queries = 40, .keys = 40, .head_dim = 16, .query_offset = 1000000,
+                                  .bias = AttentionBias::Alibi};
+  const AttentionParams alibi_far_sharded{.heads = 4, .kv_heads = 2, .queries = 1, .keys = 3000, .head_dim = 16,
+                                          .query_offset = (std::int64_t{1} << 31) - 4000, .bias = AttentionBias::Alibi};
   for (const Case& c : {Case{t5, 3, RingLayout::Contiguous}, Case{row, 2, RingLayout::Zigzag}, Case{dense, 4, RingLayout::Zigzag},
-                        Case{alibi, 4, RingLayout::Contiguous}, Case{kerple, 2, RingLayout::Contiguous}, Case{sandwich, 3, RingLayout::Zigzag}}) {
+                        Case{alibi, 4, RingLayout::Contiguous}, Case{kerple, 2, RingLayout::Contiguous}, Case{sandwich, 3, RingLayout::Zigzag},
+                        Case{alibi_far, 3, RingLayout::Zigzag, " far"}, Case{alibi_far_sharded, 3, RingLayout::Contiguous, " far"}}) {
     const AttentionParams& p = c.p;
     const std::string shape = "[" + std::to_string(p.batch) + "," + std::to_string(p.heads) + "/" + std::to_string(p.kv_heads) + "," +
                               std::to_string(p.queries) + "," + std::to_string(p.keys) + "," + std::to_string(p.head_dim) + "] " +
                               std::string(attention_bias_info(p.bias).name) + " " + std::string(dtype_name(p.dtype)) + (p.causal ? " causal" : "") +
                               " R=" + std::to_string(c.ranks) + " " +
-                              (p.queries < p.keys ? "sharded" : std::string(ring_layout_name(c.layout)));
+                              (p.queries < p.keys ? "sharded" : std::string(ring_layout_name(c.layout))) + c.note;
     reg.checks.push_back({"ring-attention", shape, [c](Context& ctx) { return check_ring(ctx, c.p, c.ranks, c.layout); }, false});
   }
 }

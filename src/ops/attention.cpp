@@ -25,20 +25,29 @@ void require_bytes(const Buffer* b, std::uint64_t want, const std::string& name,
   require(b->size() == want, name, std::to_string(b->size()) + " bytes", "must be " + what + " = " + std::to_string(want) + " bytes");
 }
 
-}  // namespace
-
-void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& b) {
+void record_call(Recorder& r, const AttentionParams& p, const AttentionBuffers& b, bool lse_with_reference) {
   p.validate();
+  require(!lse_with_reference || b.lse, "lse buffer", "null", "is required (float32 [rows, 2]: the lse and its reference)");
   const DeviceLimits& lim = r.context().limits();
-  detail::check_attention_buffers(r, p, p, b, detail::BufferFit::Exact);
+  detail::check_attention_buffers(r, p, p, b, detail::BufferFit::Exact, lse_with_reference);
   detail::check_attention_device(lim, p);
-  const detail::AttentionSchedule schedule = detail::attention_schedule(lim, p, detail::attention_tiles(r.context()), p.keys);
+  const detail::AttentionSchedule schedule = detail::attention_schedule(lim, p, detail::attention_tiles(r.context()), p.keys, lse_with_reference);
   const auto op = detail::begin_op(r);
   detail::RecordingStorage storage(r);
   const detail::AttentionScratch scratch =
       detail::make_attention_scratch(r.context(), p, detail::attention_partials(p, schedule.splits), storage);
   detail::record_attention(r, p, schedule, p.keys, b, scratch, nullptr);
 }
+
+}  // namespace
+
+namespace detail {
+void record_attention_with_lse_reference(Recorder& r, const AttentionParams& p, const AttentionBuffers& b) {
+  record_call(r, p, b, attention_lse_has_reference(p));
+}
+}  // namespace detail
+
+void attention(Recorder& r, const AttentionParams& p, const AttentionBuffers& b) { record_call(r, p, b, false); }
 
 void attention_merge(Recorder& r, const AttentionMergeParams& p, const Buffer& partial_out, const Buffer& partial_lse,
                      const Buffer& out, const Buffer* lse) {

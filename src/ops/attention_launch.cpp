@@ -487,10 +487,9 @@ push::AttentionPush attention_push(const AttentionParams& p, const AttentionLaun
   pc.keys = p.keys;
   pc.memory_prefix = p.memory_prefix;
   pc.query_offset = static_cast<std::int32_t>(p.row_query_offset());
-  pc.causal = p.causal ? 1 : 0;
+  pc.flags = (p.causal ? RELPOS_ATTN_CAUSAL : 0) | (has_lengths ? RELPOS_ATTN_HAS_LENGTHS : 0);  // (a paged kernel reads cache_lengths regardless)
   pc.scale = p.effective_scale();
   pc.shaw_k = p.max_relative_position;
-  pc.has_lengths = has_lengths ? 1 : 0;  // (a paged kernel reads cache_lengths regardless)
   pc.kv_stride = kv_stride;
   pc.block_size = p.paged.block_size;
   pc.num_blocks = p.paged.num_blocks;
@@ -501,34 +500,45 @@ push::AttentionPush attention_push(const AttentionParams& p, const AttentionLaun
   return pc;
 }
 
+bool attention_lse_has_reference(const AttentionParams& p) { return RELPOS_ATTN_LSE_REFERENCE(bias_family(p.bias).kernel_mode); }
+
 AttentionPartials attention_partials(const AttentionParams& p, std::uint32_t splits) {
   if (splits <= 1) return {};
-  const std::uint32_t stride = splits + (RELPOS_ATTN_LSE_REFERENCE(bias_family(p.bias).kernel_mode) ? 1 : 0);
+  const std::uint32_t stride = splits + (attention_lse_has_reference(p) ? 1 : 0);
   return {p.rows() * splits, p.rows() * stride, stride};
 }
 
-SpecValues attention_merge_spec(std::uint32_t head_dim, DType in_dtype, DType out_dtype, std::uint32_t part_lanes) {
+SpecValues attention_merge_spec(std::uint32_t head_dim, DType in_dtype, DType out_dtype, std::uint32_t part_lanes, bool part_references,
+                                bool out_relative) {
   return contract::AttentionMergeSpec{.WG_X = kMergeGroup,
                                       .D4 = head_dim / 4,
                                       .IN_HALF = storage_spec(in_dtype),
                                       .OUT_HALF = storage_spec(out_dtype),
-                                      .PART_LANES = part_lanes};
+                                      .PART_LANES = part_lanes,
+                                      .PART_REFERENCES = part_references ? 1u : 0u,
+                                      .OUT_RELATIVE = out_relative ? 1u : 0u};
 }
 
 void record_attention_merge(Recorder& r, const AttentionMergeLayout& m, std::uint64_t rows, std::uint32_t head_dim, const Buffer& out,
                             DType out_dtype, const Buffer& lse, DescriptorSource* sets) {
   const DeviceLimits& lim = r.context().limits();
-  const std::uint32_t part_lanes = attention_tiles(r.context()).merge_part_lanes;
+  // Parts with references of their own are few (ring attention's 2, a sharded call's ranks): one
+  // lane a word (attention_merge.comp).
+  const bool part_references = m.reference && m.reference_part_stride != 0;
+  const std::uint32_t part_lanes = part_references ? 1 : attention_tiles(r.context()).merge_part_lanes;
   const std::uint32_t D4 = head_dim / 4, group = kMergeGroup / part_lanes;  // words a workgroup
   const std::uint32_t in_word = dtype_size(m.in_dtype) * 4, out_word = dtype_size(out_dtype) * 4;
+  const std::uint32_t out_lse_floats = m.out_relative ? 2 : 1;  // a row's
   auto bounds = [&](std::uint64_t r0, std::uint64_t r1) {
     const std::uint64_t in_end = (r1 - 1) * m.row_stride + std::uint64_t{m.parts - 1} * m.part_stride + D4;
-    const std::uint64_t lse_end = (r1 - 1) * m.lse_row_stride + std::uint64_t{m.parts - (m.reference ? 0 : 1)} * m.lse_part_stride + 1;
+    const std::uint64_t last_row = (r1 - 1) * m.lse_row_stride, parts_end = last_row + std::uint64_t{m.parts - 1} * m.lse_part_stride + 1;
+    const std::uint64_t references_end = last_row + std::uint64_t{m.parts - 1} * m.reference_part_stride + m.reference_at + 1;
+    const std::uint64_t lse_end = m.reference ? std::max(parts_end, references_end) : parts_end;
     if (sets) return std::array<detail::Bound, 4>{detail::Bound{{m.in}}, detail::Bound{{m.in_lse}}, detail::Bound{{&out}}, detail::Bound{{&lse}}};
     return std::array<detail::Bound, 4>{detail::bind_range(lim, *m.in, r0 * m.row_stride * in_word, in_end * in_word, in_word),
                                 detail::bind_range(lim, *m.in_lse, r0 * m.lse_row_stride * 4, lse_end * 4, 4),
                                 detail::bind_range(lim, out, r0 * D4 * out_word, r1 * D4 * out_word, out_word),
-                                detail::bind_range(lim, lse, r0 * 4, r1 * 4, 4)};
+                                detail::bind_range(lim, lse, r0 * out_lse_floats * 4, r1 * out_lse_floats * 4, 4)};
   };
   static const char* names[] = {"partial out", "partial lse", "out", "lse"};
   auto misfit = [&](std::uint64_t r0, std::uint64_t r1) -> std::string {
@@ -552,7 +562,9 @@ void record_attention_merge(Recorder& r, const AttentionMergeLayout& m, std::uin
     pc.out_shift = b[2].shift;
     pc.lse_out_shift = b[3].shift;
     pc.reference = m.reference;
-    const SpecValues spec = attention_merge_spec(head_dim, m.in_dtype, out_dtype, part_lanes);
+    pc.reference_at = m.reference_at;
+    pc.reference_part_stride = m.reference_part_stride;
+    const SpecValues spec = attention_merge_spec(head_dim, m.in_dtype, out_dtype, part_lanes, part_references, m.out_relative);
     detail::for_each_group_range(lim, detail::div_up((r1 - r0) * D4, group), [&](std::uint64_t first, std::uint32_t groups) {
       pc.first = static_cast<std::uint32_t>(r0 * D4 + first * group);
       detail::dispatch(r, sets, ShaderId::attention_merge, spec,

@@ -146,6 +146,10 @@ std::uint32_t split_length(std::uint32_t keys, std::uint32_t splits, std::uint32
 AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles& tiles, std::uint32_t splits, bool share_heads = true,
                                  std::uint32_t parts = 0);
 
+// Whether this call's bias mode keeps a row's lse relative to a reference where it is merged
+// (RELPOS_ATTN_LSE_REFERENCE, relpos_push/attention.h: ALiBi's near bias).
+bool attention_lse_has_reference(const AttentionParams& p);
+
 // The partial results of a call whose keys take `splits` > 1 parts: `parts` rows of head_dim
 // float32 (rows · splits), and `lse` floats, lse_stride a row: its parts' lse and, where the kernels
 // keep them relative to a reference (RELPOS_ATTN_LSE_REFERENCE, relpos_push/attention.h), that reference.
@@ -165,13 +169,19 @@ struct AttentionMergeLayout {
   const Buffer* in_lse;
   std::uint32_t parts, part_stride, row_stride, lse_part_stride, lse_row_stride;
   DType in_dtype;
-  bool reference = false;  // the parts' lse are relative to a row's value at part `parts` (attention_merge.h)
+  // The parts' lse are relative to references (attention_merge.h): part n's of row r at float
+  // n * reference_part_stride + r * lse_row_stride + reference_at of in_lse; reference_part_stride
+  // 0: one a row for all the parts (one call's splits), else each part's own (PART_REFERENCES).
+  bool reference = false;
+  std::uint32_t reference_at = 0, reference_part_stride = 0;
+  bool out_relative = false;  // lse rows of 2 floats: relative to the merged reference, then it
 };
 // With `sets` (plans) every buffer is bound whole (the caller checked that it fits a binding) and
 // the descriptor sets come from there; otherwise the rows go in chunks whose ranges fit.
 void record_attention_merge(Recorder& r, const AttentionMergeLayout& m, std::uint64_t rows, std::uint32_t head_dim, const Buffer& out,
                             DType out_dtype, const Buffer& lse, DescriptorSource* sets = nullptr);
 // The merge's specialisation constants.
-SpecValues attention_merge_spec(std::uint32_t head_dim, DType in_dtype, DType out_dtype, std::uint32_t part_lanes);
+SpecValues attention_merge_spec(std::uint32_t head_dim, DType in_dtype, DType out_dtype, std::uint32_t part_lanes,
+                                bool part_references = false, bool out_relative = false);
 
 }  // namespace relpos::detail

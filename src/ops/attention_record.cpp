@@ -53,11 +53,12 @@ struct ChunkRanges {
 // (q8_0, fp8: bound whole).
 std::uint32_t kv_value_bytes(CacheFormat f) { return f == CacheFormat::F32 ? 4 : f == CacheFormat::F16 || f == CacheFormat::BF16 ? 2 : 0; }
 
-ChunkRanges chunk_ranges(const AttentionParams& p, std::uint32_t S, std::uint32_t kv_keys, std::uint64_t bh0, std::uint64_t bh1) {
+ChunkRanges chunk_ranges(const AttentionParams& p, std::uint32_t S, std::uint32_t kv_keys, std::uint64_t bh0, std::uint64_t bh1,
+                         bool lse_with_reference) {
   const std::uint64_t Q = p.queries, K = p.keys, D = p.head_dim, H = p.heads, KV = kv_keys;
   const std::uint32_t es = dtype_size(p.dtype), word = es * 4, kv_es = kv_value_bytes(p.cache());
   const std::uint32_t out_word = S > 1 ? 16 : dtype_size(p.output_dtype()) * 4;  // partial results are float32
-  const std::uint64_t L = S > 1 ? attention_partials(p, S).lse_stride : 1;  // lse floats a row
+  const std::uint64_t L = S > 1 ? attention_partials(p, S).lse_stride : lse_with_reference ? 2 : 1;  // lse floats a row
   const std::uint32_t group = p.heads / p.kv_heads, mode = bias_family(p.bias).kernel_mode;
   auto kv_slab = [&](std::uint64_t bh) { return (bh / H) * p.kv_heads + (bh % H) / group; };
   // Floats of the bias a chunk reads: per head for distance and dense biases.
@@ -106,7 +107,7 @@ AttentionScratch make_attention_scratch(Context& ctx, const AttentionParams& env
 }
 
 void check_attention_buffers(Recorder& r, const AttentionParams& p, const AttentionParams& env, const AttentionBuffers& b,
-                             BufferFit fit) {
+                             BufferFit fit, bool lse_with_reference) {
   const DeviceLimits& lim = r.context().limits();
   require_own_buffers(r, {{b.q, "q buffer"}, {b.k, "k buffer"}, {b.v, "v buffer"}, {b.out, "out buffer"}, {b.lse, "lse buffer"},
                          {b.bias, "bias buffer"}, {b.rel_keys, "rel_keys buffer"}, {b.rel_values, "rel_values buffer"},
@@ -146,7 +147,9 @@ void check_attention_buffers(Recorder& r, const AttentionParams& p, const Attent
   require(p.packed() || b.query_lengths == nullptr, "query_lengths buffer", "given", "needs packed queries (total_queries)");
   check(b.out, rows * D * dtype_size(p.output_dtype()), step, "out buffer",
         [&] { return std::string(dtype_name(p.output_dtype())) + rows_shape + ", head_dim]"; });
-  if (b.lse) check(b.lse, rows * 4, step, "lse buffer", [&] { return std::string("float32") + rows_shape + "]"; });
+  if (b.lse)
+    check(b.lse, rows * (lse_with_reference ? 8 : 4), step, "lse buffer",
+          [&] { return std::string("float32") + rows_shape + (lse_with_reference ? ", 2]" : "]"); });
   const BiasFamily& family = bias_family(p.bias);
   // An input the mode does not read is refused rather than left unread: an engine that forgot to
   // set the mode would otherwise get attention without its bias.
@@ -218,8 +221,9 @@ ScheduleSplits attention_schedule_splits(const DeviceLimits& lim, const Attentio
 namespace {
 
 AttentionSchedule schedule_with(const DeviceLimits& lim, const AttentionParams& p, const AttentionTiles& tiles, std::uint32_t kv_keys,
-                                const ScheduleSplits& k) {
+                                const ScheduleSplits& k, bool lse_with_reference) {
   AttentionSchedule s;
+  s.lse_with_reference = lse_with_reference;
   const bool alone = k.decoded == p.queries;  // every sequence decodes
   s.splits = alone ? k.decoding : std::max(k.own, k.decoding);  // the partial results' parts: each launch's at most
   require(s.splits <= AttentionMergeParams::kMaxParts, "keys", str(p.keys),
@@ -236,7 +240,7 @@ AttentionSchedule schedule_with(const DeviceLimits& lim, const AttentionParams& 
   auto queries = [&](bool share_heads) { return alone ? decoding(share_heads) : attention_launch(p, tiles, k.own, share_heads, s.splits); };
   s.launch = queries(true);
   if (k.decoded && !alone) s.decoding = decoding(true);
-  s.chunks = attention_chunks(lim, p, s.splits, kv_keys);
+  s.chunks = attention_chunks(lim, p, s.splits, kv_keys, lse_with_reference);
   // Every chunk starts a slab of heads (at a group where the slabs do not divide it), or the heads
   // go one by one.
   auto slabs_start = [&](const AttentionLaunch& l) {
@@ -249,24 +253,26 @@ AttentionSchedule schedule_with(const DeviceLimits& lim, const AttentionParams& 
 
 }  // namespace
 
-AttentionSchedule attention_schedule(const DeviceLimits& lim, const AttentionParams& p, const AttentionTiles& tiles, std::uint32_t kv_keys) {
+AttentionSchedule attention_schedule(const DeviceLimits& lim, const AttentionParams& p, const AttentionTiles& tiles, std::uint32_t kv_keys,
+                                     bool lse_with_reference) {
   ScheduleSplits k = attention_schedule_splits(lim, p, tiles);
-  AttentionSchedule s = schedule_with(lim, p, tiles, kv_keys, k);
+  AttentionSchedule s = schedule_with(lim, p, tiles, kv_keys, k, lse_with_reference);
   // The GPU class's kernel of one query takes query rows where it has neither attention_decode nor
   // a kv head's heads as rows (no subgroup shuffles and no grouped-query heads, or chunks that cut a
   // kv head's slabs); those cannot take a sequence's queries counted from its last: the call keeps
   // one launch of query rows, and its own splits.
   if (k.decoded && !(s.decoding ? s.decoding->decodes : s.launch.decodes)) {
     k.decoded = k.decoding = 0;
-    s = schedule_with(lim, p, tiles, kv_keys, k);
+    s = schedule_with(lim, p, tiles, kv_keys, k, lse_with_reference);
   }
   return s;
 }
 
-std::vector<std::uint64_t> attention_chunks(const DeviceLimits& lim, const AttentionParams& p, std::uint32_t splits, std::uint32_t kv_keys) {
+std::vector<std::uint64_t> attention_chunks(const DeviceLimits& lim, const AttentionParams& p, std::uint32_t splits, std::uint32_t kv_keys,
+                                            bool lse_with_reference) {
   static const char* names[] = {"q", "k and v", "out", "lse", "bias"};
   auto misfit = [&](std::uint64_t bh0, std::uint64_t bh1) -> std::string {
-    const ChunkRanges c = chunk_ranges(p, splits, kv_keys, bh0, bh1);
+    const ChunkRanges c = chunk_ranges(p, splits, kv_keys, bh0, bh1, lse_with_reference);
     for (int k = 0; k < 5; ++k)
       if (c.bytes[k].second > c.bytes[k].first && !bind_range_fits(lim, c.bytes[k].first, c.bytes[k].second)) return names[k];
     return "";
@@ -295,7 +301,7 @@ void record_attention(Recorder& r, const AttentionParams& p, const AttentionSche
   const Buffer* lse = S > 1 ? s.partial_lse : b.lse ? b.lse : s.lse;
 
   auto bounds = [&](std::uint64_t bh0, std::uint64_t bh1) {
-    const ChunkRanges c = chunk_ranges(p, S, kv_keys, bh0, bh1);
+    const ChunkRanges c = chunk_ranges(p, S, kv_keys, bh0, bh1, schedule.lse_with_reference);
     auto bind = [&](const Buffer& buf, int k) { return bind_range(lim, buf, c.bytes[k].first, c.bytes[k].second, c.unit[k]); };
     const bool kv_whole = c.bytes[1].second == 0;  // a paged, q8_0 or fp8 cache (chunk_ranges)
     return std::array<Bound, 5>{bind(*b.q, 0), kv_whole ? Bound{{b.k}, 0, true} : bind(*b.k, 1), bind(*out, 2), bind(*lse, 3),
@@ -326,6 +332,7 @@ void record_attention(Recorder& r, const AttentionParams& p, const AttentionSche
   const std::span<Pass> passes(all.data(), schedule.decoding ? 2 : 1);  // (no allocation in a step's recording)
   for (Pass& x : passes) {
     x.pc.part_stride = S;
+    if (schedule.lse_with_reference) x.pc.flags |= RELPOS_ATTN_LSE_WITH_REFERENCE;
     // attention_fused (a CPU device's threads each take a run of consecutive workgroups): one
     // dispatch range of the whole call's rows takes its sequences in turns.
     if (!x.launch->lane_splits && x.launch->key_block && schedule.chunks.size() == 2 && p.batch > 1) x.pc.interleave = p.batch;
@@ -390,7 +397,11 @@ void record_attention(Recorder& r, const AttentionParams& p, const AttentionSche
   if (S > 1) {
     barrier(r);
     const std::uint32_t D4 = p.head_dim / 4;
-    const AttentionMergeLayout parts{s.partial_out, s.partial_lse, S, D4, S * D4, 1, partials.lse_stride, DType::F32, partials.lse_stride > S};
+    // The parts' lse rows: [S parts, then the row's reference where the mode keeps one].
+    AttentionMergeLayout parts{s.partial_out, s.partial_lse, S, D4, S * D4, 1, partials.lse_stride, DType::F32};
+    parts.reference = partials.lse_stride > S;
+    parts.reference_at = S;
+    parts.out_relative = schedule.lse_with_reference;
     record_attention_merge(r, parts, p.rows(), p.head_dim, *b.out, p.output_dtype(),
                            b.lse ? *b.lse : *s.lse, sets);
   }

@@ -42,8 +42,9 @@ AttentionScratch make_attention_scratch(Context& ctx, const AttentionParams& env
 // takes k and v (and a paged cache) of its envelope and the rest at least the step's, every buffer
 // bound whole.
 enum class BufferFit { Exact, Step };
+// lse_with_reference: lse rows of 2 floats (record_attention_with_lse_reference).
 void check_attention_buffers(Recorder& r, const AttentionParams& p, const AttentionParams& envelope, const AttentionBuffers& b,
-                             BufferFit fit);
+                             BufferFit fit, bool lse_with_reference = false);
 // What the device must allow for calls up to `envelope` beyond the buffers' own bindings.
 void check_attention_device(const DeviceLimits& lim, const AttentionParams& envelope);
 
@@ -80,6 +81,7 @@ struct AttentionSchedule {
   // the most of the two.
   std::optional<AttentionLaunch> decoding;
   std::vector<std::uint64_t> chunks;
+  bool lse_with_reference = false;  // RELPOS_ATTN_LSE_WITH_REFERENCE: lse rows of 2 floats
 };
 // What a call's schedule follows beside the device (a plan keeps one per value): its queries, the
 // splits of its launch of query rows, and where it decodes sequences of a few queries, how many
@@ -89,13 +91,23 @@ struct ScheduleSplits {
   auto operator<=>(const ScheduleSplits&) const = default;
 };
 ScheduleSplits attention_schedule_splits(const DeviceLimits& lim, const AttentionParams& p, const AttentionTiles& tiles);
-AttentionSchedule attention_schedule(const DeviceLimits& lim, const AttentionParams& p, const AttentionTiles& tiles, std::uint32_t kv_keys);
+AttentionSchedule attention_schedule(const DeviceLimits& lim, const AttentionParams& p, const AttentionTiles& tiles, std::uint32_t kv_keys,
+                                     bool lse_with_reference = false);
 // The chunks whose bindings fit the device, k and v holding kv_keys keys per (batch, kv head).
-std::vector<std::uint64_t> attention_chunks(const DeviceLimits& lim, const AttentionParams& p, std::uint32_t splits, std::uint32_t kv_keys);
+std::vector<std::uint64_t> attention_chunks(const DeviceLimits& lim, const AttentionParams& p, std::uint32_t splits, std::uint32_t kv_keys,
+                                            bool lse_with_reference = false);
 
 // Records one call (after every check), k and v holding `kv_keys` keys per (batch, kv head).
 // Descriptor sets from `sets` (a plan's: every buffer bound whole) or from the recording.
 void record_attention(Recorder& r, const AttentionParams& p, const AttentionSchedule& schedule, std::uint32_t kv_keys,
                       const AttentionBuffers& b, const AttentionScratch& s, DescriptorSource* sets);
+
+// attention() for a call that the caller merges with calls over other keys (ring attention's
+// blocks, a sharded call's ranks): where the bias mode keeps a reference
+// (attention_lse_has_reference: ALiBi's near bias), b.lse is float32 [rows, 2], a row's lse
+// relative to its reference and then the reference, which attention_merge's PART_REFERENCES
+// merges exactly however far the rows are from the keys (attention_merge.comp); otherwise as
+// attention().
+void record_attention_with_lse_reference(Recorder& r, const AttentionParams& p, const AttentionBuffers& b);
 
 }  // namespace relpos::detail

@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "ops/attention_launch.hpp"
+#include "ops/attention_record.hpp"
 #include "params/checks.hpp"
 #include "relpos/buffer.hpp"
 #include "relpos/context.hpp"
@@ -73,7 +74,9 @@ struct QueryPiece {
   const Buffer* out = nullptr;  // the final output (output dtype) and lse
   const Buffer* lse = nullptr;
   Buffer* acc = nullptr;        // float32 [3 slots][rows, head_dim], slot stride acc_slot
-  Buffer* acc_lse = nullptr;    // float32 [3 slots][rows], slot stride lse_slot
+  // float32 [3 slots][rows] or, where the mode keeps an lse reference, [3 slots][rows, 2] (each
+  // row's lse relative to its reference, then the reference), slot stride lse_slot
+  Buffer* acc_lse = nullptr;
   std::uint64_t acc_slot = 0, lse_slot = 0;
   std::uint32_t blocks = 0;     // blocks it meets over the whole ring
   std::uint32_t done = 0;
@@ -110,6 +113,8 @@ RingTiming ring_attention(RingRank& rank, const RingParams& p, const AttentionBu
     detail::ring_require_size(b.out, B * H * Qr * D * dtype_size(out_dtype), "out buffer", odt + " [batch, heads, local queries, head_dim]");
     if (b.lse) detail::ring_require_size(b.lse, B * H * Qr * 4, "lse buffer", "float32 [batch, heads, local queries]");
     const detail::RingBiasInput bias_kind = detail::ring_bias_input(a);
+    const bool references = detail::attention_lse_has_reference(a);
+    const std::uint32_t lse_floats = references ? 2 : 1;  // a block's lse row (record_attention_with_lse_reference)
     if (p.local_bias_elements(r) > 0)
       detail::ring_require_size(b.bias, p.local_bias_elements(r) * 4, "bias buffer",
                    bias_kind == detail::RingBiasInput::Dense ? "float32 [heads, local queries, keys]" : "float32, as attention() takes it");
@@ -168,7 +173,7 @@ RingTiming ring_attention(RingRank& rank, const RingParams& p, const AttentionBu
       }
       if (qp.blocks >= 2) {
         qp.acc_slot = ring_aligned(qp.rows * D * 4);
-        qp.lse_slot = ring_aligned(qp.rows * 4);
+        qp.lse_slot = ring_aligned(qp.rows * 4 * lse_floats);
         qp.acc = &s.keep("acc" + n, 3 * qp.acc_slot, MemoryUse::Device);
         qp.acc_lse = &s.keep("acc_lse" + n, 3 * qp.lse_slot, MemoryUse::Device);
       }
@@ -246,7 +251,7 @@ RingTiming ring_attention(RingRank& rank, const RingParams& p, const AttentionBu
           detail::copy_in_groups(rec, *b.bias, *windows[j], detail::ring_bias_regions(a, bias_kind, qp.piece, kp, dense));
           ab.bias = &s.view(*windows[j], 0, bytes);
         }
-        const std::uint64_t out_bytes = qp.rows * D * 4, lse_bytes = qp.rows * 4;
+        const std::uint64_t out_bytes = qp.rows * D * 4, lse_bytes = qp.rows * 4 * lse_floats;
         if (only) {
           ab.out = qp.out;
           ab.lse = qp.lse;
@@ -255,7 +260,11 @@ RingTiming ring_attention(RingRank& rank, const RingParams& p, const AttentionBu
           ab.out = &s.view(*qp.acc, slot * qp.acc_slot, out_bytes);
           ab.lse = &s.view(*qp.acc_lse, slot * qp.lse_slot, lse_bytes);
         }
-        attention(rec, bp, ab);
+        // A block to be merged keeps its rows' lse relative to their references (ALiBi's bias of
+        // the nearest key): far from its keys (slope·|rp| ~ 1e6) a block's lse, rounded at that
+        // size, would move the merge's weights by as much (attention_merge.comp).
+        if (only) attention(rec, bp, ab);
+        else detail::record_attention_with_lse_reference(rec, bp, ab);
         if (!only && !first) {
           // Slots `running` (0 or 2) and 1 are adjacent: the merge reads both from the lower one.
           const std::uint32_t low = std::min(qp.running, 1u), next = 2 - qp.running;
@@ -265,10 +274,13 @@ RingTiming ring_attention(RingRank& rank, const RingParams& p, const AttentionBu
           const Buffer& lse = last ? *qp.lse : s.view(*qp.acc_lse, next * qp.lse_slot, lse_bytes);
           const auto op = detail::begin_op(rec);
           const std::uint32_t D4 = a.head_dim / 4;
-          detail::record_attention_merge(rec,
-                                         {&in, &in_lse, 2, static_cast<std::uint32_t>(qp.acc_slot / 16), D4, static_cast<std::uint32_t>(qp.lse_slot / 4), 1,
-                                          DType::F32},
-                                         qp.rows, a.head_dim, out, last ? out_dtype : DType::F32, lse);
+          const std::uint32_t lse_part = static_cast<std::uint32_t>(qp.lse_slot / 4);
+          detail::AttentionMergeLayout parts{&in, &in_lse, 2, static_cast<std::uint32_t>(qp.acc_slot / 16), D4, lse_part, lse_floats, DType::F32};
+          parts.reference = references;  // each block's own, the running result's that of its largest
+          parts.reference_at = 1;
+          parts.reference_part_stride = lse_part;
+          parts.out_relative = references && !last;
+          detail::record_attention_merge(rec, parts, qp.rows, a.head_dim, out, last ? out_dtype : DType::F32, lse);
           qp.running = next;
         }
         ++qp.done;

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "ops/attention_launch.hpp"
+#include "ops/attention_record.hpp"
 #include "params/checks.hpp"
 #include "relpos/buffer.hpp"
 #include "relpos/context.hpp"
@@ -55,8 +56,12 @@ RingTiming sharded_attention(RingRank& rank, const ShardedParams& p, const Atten
                    bias_kind == detail::RingBiasInput::Dense ? "float32 [heads, queries, local keys]" : "float32, as attention() takes it");
     require(b.key_lengths == nullptr, "key_lengths buffer", "given", "is not taken by sharded attention (no key padding)");
 
-    // This rank's partial result goes into its slot of the gathered buffer.
-    const std::uint64_t rows = B * H * Q, out_part = ring_aligned(rows * D * 4), slot = out_part + ring_aligned(rows * 4);
+    // This rank's partial result goes into its slot of the gathered buffer: its lse rows relative to
+    // their references where the mode keeps one (record_attention_with_lse_reference), so that the
+    // merge weighs the ranks' parts exactly however far the queries are from the keys.
+    const bool references = detail::attention_lse_has_reference(a);
+    const std::uint32_t lse_floats = references ? 2 : 1;
+    const std::uint64_t rows = B * H * Q, out_part = ring_aligned(rows * D * 4), slot = out_part + ring_aligned(rows * 4 * lse_floats);
     Buffer& gathered = s.keep("gathered", R * slot, MemoryUse::Host);
     Recorder& rec = s.recorder;
     const bool timestamps = s.ctx->limits().timestamps;
@@ -68,11 +73,11 @@ RingTiming sharded_attention(RingRank& rank, const ShardedParams& p, const Atten
     std::uint32_t ts[4] = {};
     if (timestamps) ts[0] = rec.write_timestamp();
     const Buffer& part_out = s.view(gathered, r * slot, rows * D * 4);
-    const Buffer& part_lse = s.view(gathered, r * slot + out_part, rows * 4);
+    const Buffer& part_lse = s.view(gathered, r * slot + out_part, rows * 4 * lse_floats);
     if (!paged && detail::ring_block_masked(a, queries, keys)) {
       ++timing.blocks_skipped;
       detail::fill_words(rec, part_out, 0, rows * D * 4, 0);
-      detail::fill_words(rec, part_lse, 0, rows * 4, 0xff800000u);
+      detail::fill_words(rec, part_lse, 0, rows * 4 * lse_floats, 0xff800000u);  // (a reference never read)
     } else {
       ++timing.blocks_computed;
       AttentionParams bp = paged ? a : detail::ring_block_params(a, queries, keys, DType::F32);
@@ -85,7 +90,7 @@ RingTiming sharded_attention(RingRank& rank, const ShardedParams& p, const Atten
         detail::copy_in_groups(rec, *b.bias, window, detail::ring_bias_regions(a, bias_kind, queries, keys, {}));
         ab.bias = &s.view(window, 0, bp.bias_elements() * 4);
       }
-      attention(rec, bp, ab);  // a dense input is the block's already: [heads, queries, local keys]
+      detail::record_attention_with_lse_reference(rec, bp, ab);  // a dense input is the block's already: [heads, queries, local keys]
     }
     if (timestamps) ts[1] = rec.write_timestamp();
     rec.submit();
@@ -107,8 +112,12 @@ RingTiming sharded_attention(RingRank& rank, const ShardedParams& p, const Atten
       if (timestamps) ts[2] = merge.write_timestamp();
       {
         const auto op = detail::begin_op(merge);
-        detail::record_attention_merge(merge, {&in, &in_lse, R, static_cast<std::uint32_t>(slot / 16), a.head_dim / 4, static_cast<std::uint32_t>(slot / 4), 1, DType::F32},
-                                       rows, a.head_dim, *b.out, out_dtype, lse_out);
+        detail::AttentionMergeLayout parts{&in, &in_lse, R, static_cast<std::uint32_t>(slot / 16), a.head_dim / 4, static_cast<std::uint32_t>(slot / 4),
+                                           lse_floats, DType::F32};
+        parts.reference = references;
+        parts.reference_at = 1;
+        parts.reference_part_stride = parts.lse_part_stride;
+        detail::record_attention_merge(merge, parts, rows, a.head_dim, *b.out, out_dtype, lse_out);
       }
       if (timestamps) ts[3] = merge.write_timestamp();
       merge.submit();

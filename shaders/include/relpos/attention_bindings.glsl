@@ -167,7 +167,7 @@ uint block_base(uint b, uint hk, uint n) { return ((cache_block(b, n) << PAGED) 
 // by key_lengths; PAGED, its cache length (clamped into [0, keys]) and the queries ending there.
 uint sequence_keys(uint b) {
   if (PAGED != 0u) return uint(clamp(cache_lengths[b], 0, int(pc.keys)));
-  return pc.has_lengths != 0u ? min(pc.keys, key_lengths[b]) : pc.keys;
+  return (pc.flags & RELPOS_ATTN_HAS_LENGTHS) != 0u ? min(pc.keys, key_lengths[b]) : pc.keys;
 }
 // Paged, pc.query_offset is keys - queries + the call's query_offset (the rows' layout), so a
 // sequence's queries end query_offset past its seq_keys keys.
@@ -216,7 +216,7 @@ uint row_bias_start(uint h, uint i, int q_off) {
 }
 // The end of the keys of a query at absolute position i_abs (its sequence's seq_keys, cut by
 // causality; memory keys stay visible).
-uint row_keys(uint seq_keys, int i_abs) { return pc.causal != 0u ? min(seq_keys, pc.memory_prefix + uint(max(i_abs + 1, 0))) : seq_keys; }
+uint row_keys(uint seq_keys, int i_abs) { return (pc.flags & RELPOS_ATTN_CAUSAL) != 0u ? min(seq_keys, pc.memory_prefix + uint(max(i_abs + 1, 0))) : seq_keys; }
 // ALiBi: a row's scores carry the bias relative to that of its nearest key among all its keys
 // [0, row_end) (rp = j + rp_base), the same in every split of them, so a far query (slope·|rp| near
 // 2^31) keeps q·k in float32 (the difference of two near float32 biases is exact), and each split
@@ -241,11 +241,14 @@ float alibi_score(float s, float slope, int rp, float near) {
   return x;
 }
 // Whether a row's lse parts stay relative to its near bias: ALiBi where the keys are split (parts
-// merged by attention_merge.comp). Its lse is m + log(l) - near, and at near's magnitude float32
-// rounds it by up to 2^-24 · slope·|rp| (64 at slope·|rp| ~ 2^30): the merge would weigh the parts
-// by those roundings. Relative, a part's lse is near the logits' own magnitude, and the merge
-// subtracts near once, so the row's lse is rounded once, as where the keys are not split.
-bool lse_relative() { return RELPOS_ATTN_LSE_REFERENCE(BIAS_MODE) && pc.part_stride > 1u; }
+// merged by attention_merge.comp), or where the caller merges the call with others (a ring's
+// blocks: RELPOS_ATTN_LSE_WITH_REFERENCE). Its lse is m + log(l) - near, and at near's magnitude
+// float32 rounds it by up to 2^-24 · slope·|rp| (64 at slope·|rp| ~ 2^30): the merge would weigh
+// the parts by those roundings. Relative, a part's lse is near the logits' own magnitude, and the
+// merge subtracts near once, so the row's lse is rounded once, as where the keys are not split.
+bool lse_relative() {
+  return RELPOS_ATTN_LSE_REFERENCE(BIAS_MODE) && (pc.part_stride > 1u || (pc.flags & RELPOS_ATTN_LSE_WITH_REFERENCE) != 0u);
+}
 // Stores part `split`'s lse of output row `row`, from the running max m and sum l of scores taken
 // relative to the bias `near` (0 but for ALiBi). With lse_relative a row holds part_stride lse and
 // then `near`, written by split 0 (attention_partials in src/ops/attention_launch.hpp).

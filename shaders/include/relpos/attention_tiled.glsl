@@ -171,7 +171,7 @@ void main() {
   const uint seq_keys = sequence_keys(b);
   const int q_off = sequence_query_offset(seq_keys);
   uint j_end = min(seq_keys, j_begin + pc.split_len);
-  if (pc.causal != 0u) {
+  if ((pc.flags & RELPOS_ATTN_CAUSAL) != 0u) {
     const int last_abs = int(min(i_first + QUERY_ROWS, pc.queries) - 1u) + q_off;
     j_end = min(j_end, M + uint(max(last_abs + 1, 0)));
   }

@@ -105,7 +105,9 @@
   X(1, D4, uint, 16u)                  \
   X(2, IN_HALF, uint, 0u)  /* the parts: RELPOS_STORE_* */ \
   X(3, OUT_HALF, uint, 0u) /* out: RELPOS_STORE_* */ \
-  X(4, PART_LANES, uint, 1u)
+  X(4, PART_LANES, uint, 1u)          \
+  X(5, PART_REFERENCES, uint, 0u) /* each part's lse relative to a reference of its own */ \
+  X(6, OUT_RELATIVE, uint, 0u)    /* lse rows of 2: relative to the merged reference, then it */
 #define RELPOS_BINDINGS_ATTENTION_MERGE(X) \
   X(0, PARTS)                              \
   X(1, PARTS_LSE)                          \

@@ -23,6 +23,14 @@
 // lse's rows are one float longer: attention_partials in src/ops/attention_launch.hpp).
 #define RELPOS_ATTN_LSE_REFERENCE(mode) ((mode) == RELPOS_ATTN_ALIBI)
 
+// AttentionPush::flags
+#define RELPOS_ATTN_CAUSAL 1u
+#define RELPOS_ATTN_HAS_LENGTHS 2u  // key_lengths bound
+// Where the mode keeps a reference (RELPOS_ATTN_LSE_REFERENCE), the call's lse rows are its lse
+// relative to the reference, then the reference, even unsplit: a block of ring attention, merged
+// exactly with blocks over other keys (attention_merge.comp's PART_REFERENCES).
+#define RELPOS_ATTN_LSE_WITH_REFERENCE 4u
+
 RELPOS_PUSH_BEGIN(AttentionPush) {
   uint first_group;    // flat workgroup index of this dispatch's first group (within the chunk)
   uint bh_first;       // first (batch * heads + head) of this chunk
@@ -37,10 +45,9 @@ RELPOS_PUSH_BEGIN(AttentionPush) {
   uint keys;
   uint memory_prefix;
   int query_offset;    // paged: keys - queries, the offset the per-distance rows are laid out for
-  uint causal;
+  uint flags;          // RELPOS_ATTN_CAUSAL, _HAS_LENGTHS, _LSE_WITH_REFERENCE
   float scale;
   uint shaw_k;         // max_relative_position
-  uint has_lengths;    // key_lengths bound
   uint q_shift;        // in 4-element words
   uint kv_shift;       // in 4-element words
   uint out_shift;      // in 4-element words
