@@ -12,9 +12,11 @@
 // l - r too large for float32 to hold q·k's digits beside it (slope·|rp| ~ 1e6). The running state
 // keeps its maximum relative to the reference of the part that set it, and a part is weighed by
 // l - (r - R) against that reference R: r - R is exact where the two are within a factor of two
-// (Sterbenz), and where they are further apart it is large, and then one of the two weighs
-// exp(-large) = 0 beside the other, whatever its rounding. So the weights are as exact as one
-// call's splits (which share one reference a row), and the lse is rounded once, at the end.
+// (Sterbenz), and rounded by at most 2^-24·|r - R| otherwise. A part's relative lse is about its
+// scores' spread (plus the log of its keys), so two parts both weigh only where |r - R| is within
+// that spread, and then that rounding is as small as the scores' own; where it is larger, one of
+// them weighs exp(-large) = 0 beside the other. So the weights are as exact as one call's splits
+// (which share one reference a row), and the lse is rounded once, at the end.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #include "relpos_contract/attention.h"

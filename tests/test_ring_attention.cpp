@@ -366,7 +366,8 @@ void expect_lse_rows(const std::vector<float>& got, const std::vector<float>& wa
   ASSERT_EQ(got.size(), want.size());
   int bad = 0;
   for (std::size_t i = 0; i < got.size(); ++i)
-    if (!(std::abs(double{got[i]} - want[i]) <= 0x1p-22 * std::max(1.0, std::abs(double{want[i]}))) && ++bad <= 3)
+    if (!(std::isnan(got[i]) && std::isnan(want[i])) && !(got[i] == want[i]) &&
+        !(std::abs(double{got[i]} - want[i]) <= 0x1p-22 * std::max(1.0, std::abs(double{want[i]}))) && ++bad <= 3)
       ADD_FAILURE() << what << " lse row " << i << ": " << got[i] << " against " << want[i];
   EXPECT_EQ(bad, 0) << what;
 }
@@ -445,6 +446,70 @@ TEST_F(RingAttention, AlibiFarFromTheKeysShardedWithSplitKeys) {
       expect_lse_rows(got[sp.root].lse, want.lse, "sharded");
     }
   }
+}
+
+// Sharded, causal: the query at key 2,200 (rank 1's keys), the last ranks' keys all after it (filled
+// with -inf: their reference slots are never read), every rank's 1,500 keys split, slopes down to
+// 0.001: the ranks' references differ by more than a factor of two (0 against 700·slope) while
+// their parts both weigh, so the merge must move to the reference of the larger maximum.
+TEST_F(RingAttention, AlibiRanksWhoseReferencesDifferWidely) {
+  std::mt19937 rng(9);
+  for (std::uint32_t ranks : {3u, 4u}) {
+    ShardedParams sp{relpos::test::random_ring_params(rng, AttentionBias::Alibi, DType::F32, ranks), ranks, RingGather::All, 0};
+    AttentionParams& p = sp.attention;
+    p.batch = 1;
+    p.heads = 4;
+    p.kv_heads = 2;
+    p.head_dim = 16;
+    p.queries = 1;
+    p.keys = ranks * 1500;
+    p.causal = true;
+    p.query_offset = 2200;
+    SCOPED_TRACE(describe(p) + " ranks=" + std::to_string(ranks));
+    WholeInputs in = random_whole_inputs(rng, p);
+    in.bias = {0.5f, 0.0039f, 0.0032f, 0.001f};
+    const AttentionResult want = attention_reference(p, in.host());
+    const std::vector<AttentionResult> got = run_sharded(sp, in);
+    for (std::uint32_t r = 0; r < ranks; ++r) {
+      EXPECT_LE(normalised_error(got[r].out, want.out), kTolF32) << "rank " << r;
+      expect_lse_rows(got[r].lse, want.lse, "sharded rank " + std::to_string(r));
+    }
+  }
+}
+
+// A NaN in one kv head's key far from the queries: that kv head's rows NaN (out and lse), through
+// the merges of parts with references of their own, the other rows exact; f16 and grouped-query
+// heads far from the keys.
+TEST_F(RingAttention, AlibiFarNaNAndHalfPrecision) {
+  std::mt19937 rng(8);
+  for (const DType dtype : {DType::F32, DType::F16})
+    for (std::uint32_t ranks : {2u, 4u}) {
+      RingParams rp{relpos::test::random_ring_params(rng, AttentionBias::Alibi, dtype, 2 * ranks), ranks, RingLayout::Zigzag};
+      AttentionParams& p = rp.attention;
+      p.batch = 2;
+      p.heads = 4;
+      p.kv_heads = 2;
+      p.head_dim = 16;
+      p.keys = p.queries = 2 * ranks * 4 + 3;
+      p.causal = true;
+      p.query_offset = 1000000;
+      SCOPED_TRACE(describe(p) + " ranks=" + std::to_string(ranks));
+      WholeInputs in = random_whole_inputs(rng, p);
+      in.bias = {0.5f, 0.0039f, 0.0032f, 0.77f};
+      const bool nan = dtype == DType::F32;
+      if (nan) in.k[(1 * p.keys + 3) * p.head_dim + 1] = std::numeric_limits<float>::quiet_NaN();  // batch 0, kv head 1, key 3
+      const AttentionResult want = attention_reference(p, in.host());
+      AttentionResult got = empty_result(p);
+      const InProcessRingOutcome outcome = run_in_process_ring(shared(gpu(), ranks), kTimeout, [&](std::uint32_t r, Context& ctx, RingTransport& t) {
+        RingRank rank(ctx, t);
+        relpos::test::ring_rank(rank, rp, in, got);
+      });
+      ASSERT_TRUE(outcome.ok()) << outcome.describe();
+      const double tol = dtype == DType::F16 ? kTolF16 : kTolF32;
+      relpos::test::expect_nan_rows_match(got.out, want.out, p.head_dim, tol, "out");
+      relpos::test::expect_nan_rows_match(got.lse, want.lse, 1, kTolF32, "lse");
+      expect_lse_rows(got.lse, want.lse, "ring");
+    }
 }
 
 // Sharded decoding over paged caches: every rank holds, of each of two sequences, a slice of

@@ -266,12 +266,12 @@ void add_ring_checks(Registry& reg) {
   AttentionParams sandwich{.heads = 2, .kv_heads = 2, .queries = 33, .keys = 33, .head_dim = 16, .causal = true, .bias = AttentionBias::Sandwich};
   sandwich.sandwich_dim = 64;
   // Queries far past every key (ALiBi's logits near -slope·1e6 and -slope·2^31): blocks merged by
-  // their lse relative to references of their own (docs/ring_attention.md); the sharded ranks split
-  // their keys.
+  // their lse relative to references of their own (docs/ring_attention.md). The sharded ranks hold
+  // 20 keys each, so that at slopes of 0.05-0.5 every rank's part weighs in the merge.
   const AttentionParams alibi_far{.heads = 4, .kv_heads = 2, .queries = 40, .keys = 40, .head_dim = 16, .query_offset = 1000000,
                                   .bias = AttentionBias::Alibi};
-  const AttentionParams alibi_far_sharded{.heads = 4, .kv_heads = 2, .queries = 1, .keys = 3000, .head_dim = 16,
-                                          .query_offset = (std::int64_t{1} << 31) - 4000, .bias = AttentionBias::Alibi};
+  const AttentionParams alibi_far_sharded{.heads = 4, .kv_heads = 2, .queries = 1, .keys = 60, .head_dim = 16,
+                                          .query_offset = (std::int64_t{1} << 31) - 100, .bias = AttentionBias::Alibi};
   for (const Case& c : {Case{t5, 3, RingLayout::Contiguous}, Case{row, 2, RingLayout::Zigzag}, Case{dense, 4, RingLayout::Zigzag},
                         Case{alibi, 4, RingLayout::Contiguous}, Case{kerple, 2, RingLayout::Contiguous}, Case{sandwich, 3, RingLayout::Zigzag},
                         Case{alibi_far, 3, RingLayout::Zigzag, " far"}, Case{alibi_far_sharded, 3, RingLayout::Contiguous, " far"}}) {
