@@ -15,6 +15,7 @@
 #include <limits>
 #include <random>
 #include <thread>
+#include <tuple>
 
 #include "support/expect.hpp"
 #include "support/gpu_fixture.hpp"
@@ -591,6 +592,117 @@ TEST_F(RingAttention, ShardedPagedDecoding) {
     EXPECT_LE(normalised_error(got.out, want_out), kTolF32);
     EXPECT_LE(normalised_error(got.lse, want_lse), kTolF32);
   }
+}
+
+// Sharded decoding over caches in the formats engines keep (bf16, q8_0, fp8 e4m3 with a scale a kv
+// head): each rank's keys and values encoded as its own contiguous cache; the merged result equals
+// the reference over the decoded values (only partial results travel, as float32).
+TEST_F(RingAttention, ShardedDecodingOverEveryCacheFormat) {
+  std::mt19937 rng(47);
+  for (const CacheFormat f : {CacheFormat::BF16, CacheFormat::Q8_0, CacheFormat::FP8_E4M3})
+    for (const AttentionBias mode : {AttentionBias::None, AttentionBias::Alibi, AttentionBias::T5}) {
+      const std::uint32_t ranks = mode == AttentionBias::T5 ? 3 : 2;
+      ShardedParams sp{relpos::test::random_ring_params(rng, mode, DType::F32, ranks), ranks, RingGather::Root, ranks - 1};
+      AttentionParams& p = sp.attention;
+      p.heads = 4;
+      p.kv_heads = 2;
+      p.head_dim = 64;
+      p.queries = 2;
+      p.keys = ranks * 40 + 7;
+      p.query_offset = std::int64_t{p.keys} - p.queries;
+      p.causal = true;
+      p.cache_format = f;
+      if (f == CacheFormat::FP8_E4M3) {
+        p.k_scales = {0.01f, 0.02f};
+        p.v_scales = {0.015f, 0.005f};
+      }
+      SCOPED_TRACE(describe(p) + " cache " + std::string(cache_format_name(f)));
+      WholeInputs in = random_whole_inputs(rng, p);
+      // The caches as the format stores them (the reference decodes them).
+      const std::uint64_t D = p.head_dim, rows = std::uint64_t{p.batch} * p.kv_heads * p.keys, row_bytes = cache_row_bytes(f, p.head_dim);
+      std::vector<std::uint8_t> k_bytes(rows * row_bytes), v_bytes(rows * row_bytes);
+      for (std::uint64_t n = 0; n < rows; ++n) {
+        const std::uint32_t h = static_cast<std::uint32_t>(n / p.keys % p.kv_heads);
+        for (auto [values, bytes, scales] : {std::tuple{&in.k, &k_bytes, &p.k_scales}, std::tuple{&in.v, &v_bytes, &p.v_scales}})
+          encode_cache_row(f, std::span<const float>(values->data() + n * D, D), std::span<std::uint8_t>(bytes->data() + n * row_bytes, row_bytes),
+                           scales->empty() ? 1.0f : (*scales)[h]);
+      }
+      AttentionHostInputs host = in.host();
+      host.k = host.v = {};
+      host.k_bytes = k_bytes;
+      host.v_bytes = v_bytes;
+      const AttentionResult want = attention_reference(p, host);
+      AttentionResult got;
+      const InProcessRingOutcome outcome = run_in_process_ring(shared(gpu(), ranks), kTimeout, [&](std::uint32_t r, Context& ctx, RingTransport& t) {
+        const auto kp = sp.key_pieces(r);
+        const std::uint64_t outer = std::uint64_t{p.batch} * p.kv_heads;
+        Buffer qb = make_buffer(ctx, in.q), kb = make_buffer(ctx, take_pieces<std::uint8_t>(k_bytes, outer, p.keys, row_bytes, kp)),
+               vb = make_buffer(ctx, take_pieces<std::uint8_t>(v_bytes, outer, p.keys, row_bytes, kp));
+        Buffer out(ctx, p.rows() * D * 4), lse(ctx, p.rows() * 4), bias;
+        AttentionBuffers ab{&qb, &kb, &vb, &out, &lse};
+        if (sp.local_bias_elements(r) > 0) ab.bias = &(bias = make_buffer(ctx, in.bias));
+        RingRank rank(ctx, t);
+        sharded_attention(rank, sp, ab);
+        if (r == sp.root) got = {out.download<float>(p.rows() * D), lse.download<float>(p.rows())};
+      });
+      ASSERT_TRUE(outcome.ok()) << outcome.describe();
+      EXPECT_LE(normalised_error(got.out, want.out), kTolF32);
+      expect_lse_rows(got.lse, want.lse, "sharded");
+    }
+}
+
+// A paged rank beside a contiguous one: named as the setting that differs (the paged ranks' key
+// counts are their own, sent as 0, so that both send as many settings).
+TEST_F(RingAttention, PagedAndContiguousRanksAreNamed) {
+  std::vector<std::string> errors(2);
+  const InProcessRingOutcome outcome = run_in_process_ring(shared(gpu(), 2), kTimeout, [&](std::uint32_t r, Context& ctx, RingTransport& t) {
+    ShardedParams sp{AttentionParams{.heads = 2, .kv_heads = 1, .queries = 1, .keys = 16, .head_dim = 8}, 2};
+    if (r == 0) sp.attention.paged = {16, 2, 1};
+    Buffer any(ctx, 4096);
+    RingRank rank(ctx, t);
+    try {
+      sharded_attention(rank, sp, AttentionBuffers{&any, &any, &any, &any});
+    } catch (const std::exception& e) {
+      errors[r] = e.what();
+    }
+  });
+  for (std::uint32_t r = 0; r < 2; ++r) {
+    EXPECT_NE(errors[r].find("paged = "), std::string::npos) << errors[r];
+    EXPECT_NE(errors[r].find("disagree"), std::string::npos) << errors[r];
+  }
+  (void)outcome;
+}
+
+// After a failure a ring stops for good: every later call on its RingRanks says so, instead of
+// repeating the old failure as its own.
+TEST_F(RingAttention, ACallAfterAFailureSaysTheRingStopped) {
+  std::mt19937 rng(49);
+  RingParams good{relpos::test::random_ring_params(rng, AttentionBias::None, DType::F32, 2), 2, RingLayout::Contiguous};
+  good.attention.head_dim = 32;
+  RingParams bad = good;
+  bad.attention.cache_format = CacheFormat::Q8_0;  // refused by every rank, before any data moves
+  const WholeInputs in = random_whole_inputs(rng, good.attention);
+  std::vector<std::string> first(2), second(2);
+  const InProcessRingOutcome outcome = run_in_process_ring(shared(gpu(), 2), kTimeout, [&](std::uint32_t r, Context& ctx, RingTransport& t) {
+    RingRank rank(ctx, t);
+    AttentionResult got = empty_result(good.attention);
+    try {
+      relpos::test::ring_rank(rank, bad, in, got);
+    } catch (const std::exception& e) {
+      first[r] = e.what();
+    }
+    try {
+      relpos::test::ring_rank(rank, good, in, got);
+    } catch (const RingError& e) {
+      second[r] = e.what();
+    }
+  });
+  for (std::uint32_t r = 0; r < 2; ++r) {
+    EXPECT_NE(first[r].find("cache_format = q8_0"), std::string::npos) << first[r];
+    EXPECT_NE(second[r].find("stopped in an earlier call"), std::string::npos) << second[r];
+    EXPECT_NE(second[r].find("make a new transport and RingRank"), std::string::npos) << second[r];
+  }
+  (void)outcome;
 }
 
 TEST_F(RingAttention, BadParametersAreRefused) {

@@ -25,3 +25,6 @@
 #include "relpos/kv_cache.hpp"
 #include "relpos/bias_plan.hpp"
 #include "relpos/resource_counts.hpp"
+#include "relpos/ring.hpp"
+#include "relpos/ring_transport.hpp"
+#include "relpos/tuning.hpp"

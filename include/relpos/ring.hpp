@@ -153,7 +153,9 @@ class RingRank {
 //   no key_lengths or paged cache.
 // Records, submits and waits itself (R steps). The result equals attention() of the whole
 // sequence on one device, out and lse. Bad input: InvalidArgument on the rank that has it, and a
-// RingError naming it on every other; the ring's own failures: RingError on every rank.
+// RingError naming it on every other; the ring's own failures: RingError on every rank. After any
+// failure the ring stops for good: every later call on its RingRanks throws RingError (make a new
+// transport and RingRank on every rank).
 RingTiming ring_attention(RingRank& rank, const RingParams& p, const AttentionBuffers& local);
 
 // Sequence-parallel attention on this rank: q [batch, heads, queries, head_dim] (the same on every

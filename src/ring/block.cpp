@@ -23,7 +23,7 @@ RingBiasInput ring_bias_input(const AttentionParams& p) {
   if (e11 == e21 && e11 == e12 && e11 == e22) return RingBiasInput::Parameters;
   if (e11 == H && e21 == 2 * H && e12 == 2 * H && e22 == 3 * H) return RingBiasInput::DistanceRow;
   if (e11 == H && e21 == 2 * H && e12 == 2 * H && e22 == 4 * H) return RingBiasInput::Dense;
-  require(false, "bias", std::to_string(static_cast<std::uint32_t>(p.bias)),
+  require(false, "bias", std::string(attention_bias_info(p.bias).name),
           "has an input that is neither parameters, a per-distance row nor a dense [heads, queries, keys]: the ring cannot place it");
   return RingBiasInput::Parameters;
 }
@@ -112,8 +112,6 @@ void require_ring_attention(const AttentionParams& a) {
   require(a.memory_prefix == 0, "memory_prefix", std::to_string(a.memory_prefix), "must be 0 in ring and sharded attention");
   require(a.key_splits == 0, "key_splits", std::to_string(a.key_splits),
           "must be 0 in ring and sharded attention (each block chooses its own splits)");
-  require(!a.cache_format, "cache_format", a.cache_format ? std::string(cache_format_name(*a.cache_format)) : "",
-          "must be unset in ring and sharded attention (the chunks travel as dtype values)");
   require(!a.packed(), "total_queries", std::to_string(a.total_queries), "must be 0 in ring and sharded attention");
   require_f32_or_f16(a.dtype, "dtype");
   require_f32_or_f16(a.output_dtype(), "out_dtype");
@@ -133,6 +131,8 @@ void RingParams::validate() const {
   attention.validate();
   require(!attention.paged.enabled(), "paged.block_size", std::to_string(attention.paged.block_size),
           "must be 0 in ring attention (a paged cache is for sharded decoding: sharded_attention)");
+  require(!attention.cache_format, "cache_format", attention.cache_format ? std::string(cache_format_name(*attention.cache_format)) : "",
+          "must be unset in ring attention (the chunks travel as dtype values; sharded_attention takes any cache format)");
   require_ring_attention(attention);
   const std::uint32_t n = ring_chunks(*this);
   const std::string why = " (ranks = " + std::to_string(ranks) + ", " + std::string(ring_layout_name(layout)) + ": " + std::to_string(n) +
@@ -161,7 +161,7 @@ void ShardedParams::validate() const {
   require_ring_attention(attention);
   const detail::RingBiasInput kind = detail::ring_bias_input(attention);
   if (attention.paged.enabled())
-    require(kind == detail::RingBiasInput::Parameters, "bias", std::to_string(static_cast<std::uint32_t>(attention.bias)),
+    require(kind == detail::RingBiasInput::Parameters, "bias", std::string(attention_bias_info(attention.bias).name),
             "must come as parameters with a paged cache in sharded attention (no distance rows or dense bias)");
   else
     require(attention.keys >= ranks, "keys", std::to_string(attention.keys),

@@ -85,6 +85,7 @@ std::string field_text(const RingField& f, std::int64_t value) {
     case RingField::Kind::DType: return std::string(dtype_name(static_cast<DType>(value)));
     case RingField::Kind::Bias: return std::string(attention_bias_info(static_cast<AttentionBias>(value)).name);
     case RingField::Kind::Layout: return std::string(ring_layout_name(static_cast<RingLayout>(value)));
+    case RingField::Kind::Gather: return static_cast<RingGather>(value) == RingGather::Root ? "root" : "all";
     case RingField::Kind::Integer: break;
   }
   return std::to_string(value);
@@ -123,6 +124,7 @@ std::uint32_t RingRank::ranks() const { return state_->transport->ranks(); }
 
 double ring_exchange_ms(RingRank& rank, std::uint64_t bytes, std::uint32_t repeat) {
   RingRank::State& s = rank.state();
+  detail::ring_require_running(s);
   return detail::ring_guard(s, [&] {
     detail::require(repeat >= 1 && repeat <= 1000, "repeat", std::to_string(repeat), "must be in [1, 1000]");
     detail::ring_agree(s, {{"bytes", static_cast<std::int64_t>(bytes)}, {"repeat", repeat}}, "ring_exchange_ms");

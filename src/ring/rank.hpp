@@ -33,6 +33,9 @@ struct RingRank::State {
   const Buffer& view(const Buffer& b, std::uint64_t offset, std::uint64_t bytes);
   // Forgets the views of the last call.
   void end_call() { views.clear(); }
+  // The failure that stopped this rank's ring (ring_guard): the transport has told the other ranks
+  // and may hold a half-done exchange, so no later call can run on it.
+  std::string stopped;
 
  private:
   struct Kept {
@@ -64,7 +67,7 @@ void copy_in_groups(Recorder& r, const Buffer& src, const Buffer& dst, const std
 // data moves: InvalidArgument on every rank, naming the first rank and setting that differ. A
 // field's kind says how a message shows its value (a float's bits as the float, an enum by name).
 struct RingField {
-  enum class Kind { Integer, Float, DType, Bias, Layout };
+  enum class Kind { Integer, Float, DType, Bias, Layout, Gather };
   std::string name;
   std::int64_t value = 0;
   Kind kind = Kind::Integer;
@@ -79,12 +82,20 @@ void ring_allgather(RingRank::State& s, Buffer& slots, std::uint64_t slot_bytes,
 
 // Runs `f`; on any exception tells the other ranks (RingTransport::fail), waits for this rank's
 // device work in flight, and rethrows.
+// RingError where an earlier call's failure stopped this rank's ring (State::stopped).
+inline void ring_require_running(const RingRank::State& s) {
+  if (!s.stopped.empty())
+    throw RingError("this RingRank's ring stopped in an earlier call (" + s.stopped +
+                    "); a ring does not run again after a failure: make a new transport and RingRank on every rank");
+}
+
 template <class F>
 auto ring_guard(RingRank::State& s, F&& f) {
   try {
     return f();
   } catch (const std::exception& e) {
     s.transport->fail(e.what());
+    if (s.stopped.empty()) s.stopped = e.what();
     try {
       s.recorder.wait();
       s.setup.wait();
@@ -99,6 +110,7 @@ auto ring_guard(RingRank::State& s, F&& f) {
 // runs body(transport), under ring_guard.
 template <class Params, class F>
 auto ring_call(RingRank::State& s, const Params& p, F&& body) {
+  ring_require_running(s);
   return ring_guard(s, [&] {
     p.validate();
     ring_require_transport(*s.transport, p.ranks);

@@ -35,18 +35,22 @@ RingTiming sharded_attention(RingRank& rank, const ShardedParams& p, const Atten
     // The ranks agree on the call first (ring_attention.cpp).
     detail::RingFields fields = detail::ring_fields(a);
     fields.insert(fields.begin(), {{"ranks", R},
-                                   {"gather", static_cast<std::int64_t>(p.gather)},
+                                   {"gather", static_cast<std::int64_t>(p.gather), detail::RingField::Kind::Gather},
                                    {"root", p.root},
                                    {"paged", paged},
                                    {"query_offset", paged ? 0 : a.query_offset}});
-    if (paged)  // each rank's cache has its own capacity
-      std::erase_if(fields, [](const auto& f) { return f.name == "keys"; });
+    if (paged)  // each rank's cache has its own capacity (kept as 0, so that every rank sends as many fields)
+      for (detail::RingField& f : fields)
+        if (f.name == "keys") f.value = 0;
     detail::ring_agree(s, fields, "sharded attention");
 
     detail::ring_require_size(b.q, B * H * Q * D * es, "q buffer", dt + " [batch, heads, queries, head_dim]");
-    if (!paged) {
-      detail::ring_require_size(b.k, B * Hkv * keys.count * D * es, "k buffer", dt + " [batch, kv_heads, local keys = " + std::to_string(keys.count) + ", head_dim]");
-      detail::ring_require_size(b.v, B * Hkv * keys.count * D * es, "v buffer", dt + " [batch, kv_heads, local keys = " + std::to_string(keys.count) + ", head_dim]");
+    if (!paged) {  // rows of the cache's format (docs/paged_attention.md, "Cache formats")
+      const std::uint64_t row = cache_row_bytes(a.cache(), a.head_dim);
+      const std::string layout = std::string(cache_format_name(a.cache())) + " [batch, kv_heads, local keys = " + std::to_string(keys.count) +
+                                 ", " + (row == D * es ? "head_dim]" : "row of " + std::to_string(row) + " bytes]");
+      detail::ring_require_size(b.k, B * Hkv * keys.count * row, "k buffer", layout);
+      detail::ring_require_size(b.v, B * Hkv * keys.count * row, "v buffer", layout);
     }
     if (merges) detail::ring_require_size(b.out, B * H * Q * D * dtype_size(out_dtype), "out buffer", std::string(dtype_name(out_dtype)) + " [batch, heads, queries, head_dim]");
     if (merges && b.lse) detail::ring_require_size(b.lse, B * H * Q * 4, "lse buffer", "float32 [batch, heads, queries]");
