@@ -596,6 +596,12 @@ TEST(Cli, AttentionOverQuantisedCaches) {
                 temp("ftable.npy") + " --cache-lengths " + temp("flengths.npy") + " --kv-dtype q8_0 --out " + temp("fatt.npy"));
   EXPECT_EQ(r.status, 1);  // a float32 file is no q8_0 cache
   EXPECT_NE(r.output.find("q8_0 cache is a .npy of uint8"), std::string::npos) << r.output;
+  // A head size q8_0 cannot store: refused by the format's rule, not by the caches' row sizes.
+  write_f32("fq40.npy", std::vector<float>(2 * 2 * 1 * 40, 0.5f), {2, 2, 1, 40});
+  r = tool("run attention --q " + temp("fq40.npy") + " --k-cache " + temp("fcache.npy") + " --v-cache " + temp("fcache.npy") + " --block-table " +
+           temp("ftable.npy") + " --cache-lengths " + temp("flengths.npy") + " --kv-dtype q8_0 --out " + temp("fatt.npy"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("--q head_dim = 40: must be a multiple of 32"), std::string::npos) << r.output;
 }
 
 TEST(Cli, AttentionMergeOfTwoBlocks) {

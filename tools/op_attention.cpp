@@ -126,6 +126,8 @@ void add_attention_run(CLI::App& run, Registry& reg) {
                         p.queries = dimension32("--q queries", qs[2]);
                         p.head_dim = dimension32("--q head_dim", qs[3]);
                         if (!a->kv_dtype.empty()) p.cache_format = cache_format_flag(a->kv_dtype);
+                        // A head size the format cannot store, by its rule rather than by the caches' row sizes.
+                        if (p.cache_format) check_cache_head_dim(*p.cache_format, p.head_dim, "--q head_dim");
                         if (a->k_cache.empty()) {
                           if (a->k.empty()) throw InvalidArgument("--k and --v (or --k-cache, --v-cache, --block-table and --cache-lengths) are required");
                           read_caches(d, "--k", a->k, "--v", a->v, ks);
