@@ -5,7 +5,7 @@
 // every part gives zeros and -inf. A part whose lse is NaN (a NaN among its inputs) makes the row
 // NaN, out and lse, as attention over the whole key range gives: max() may drop a NaN, and a
 // comparison with -inf would have taken it for a masked part. Parts whose lse are relative to a
-// reference (pc.reference) get it subtracted once, from the merged lse, or keep it (out_relative).
+// reference (pc.reference) get it subtracted once, from the merged lse, or keep it (OUT_RELATIVE).
 //
 // Each part's own reference (PART_REFERENCES: blocks of ring attention, each over its own keys):
 // a part's lse l is relative to its reference r (ALiBi's bias of its nearest key), its true lse

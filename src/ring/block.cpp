@@ -41,6 +41,17 @@ RingPiece ring_chunk(std::uint32_t length, std::uint32_t chunks, std::uint32_t n
   return {static_cast<std::uint32_t>(first), static_cast<std::uint32_t>(end - first)};
 }
 
+std::uint32_t ring_lse_floats(const AttentionParams& whole) { return attention_lse_has_reference(whole) ? 2 : 1; }
+
+AttentionMergeLayout ring_merge_layout(const AttentionParams& whole, const Buffer& in, const Buffer& in_lse, std::uint32_t parts,
+                                       std::uint32_t part_stride, std::uint32_t lse_part_stride) {
+  AttentionMergeLayout m{&in, &in_lse, parts, part_stride, whole.head_dim / 4, lse_part_stride, ring_lse_floats(whole), DType::F32};
+  m.reference = attention_lse_has_reference(whole);  // each block's own: the merge moves to that of the largest
+  m.reference_at = 1;
+  m.reference_part_stride = lse_part_stride;
+  return m;
+}
+
 bool ring_block_masked(const AttentionParams& whole, RingPiece q, RingPiece k) {
   // The first key against the last query: rp = k.first - (q.first + q.count - 1 + query_offset).
   return whole.causal && std::int64_t{k.first} - (std::int64_t{q.first} + q.count - 1 + whole.query_offset) > 0;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "ops/attention_launch.hpp"
 #include "relpos/attention.hpp"
 #include "relpos/ring.hpp"
 
@@ -45,5 +46,14 @@ struct RingBiasWindow {
 };
 std::vector<VkBufferCopy> ring_bias_regions(const AttentionParams& whole, RingBiasInput kind, RingPiece q, RingPiece k,
                                             const RingBiasWindow& dense);
+
+// Floats of a row of a block's lse (record_attention_with_lse_reference): 2 where the bias mode
+// keeps a reference (the lse relative to it, then it), else 1.
+std::uint32_t ring_lse_floats(const AttentionParams& whole);
+// The merge of `parts` blocks' float32 results: part n's rows at word n * part_stride (D4 words a
+// row), its lse rows (ring_lse_floats) at float n * lse_part_stride, each row's reference, where
+// the mode keeps one, after its lse.
+AttentionMergeLayout ring_merge_layout(const AttentionParams& whole, const Buffer& in, const Buffer& in_lse, std::uint32_t parts,
+                                       std::uint32_t part_stride, std::uint32_t lse_part_stride);
 
 }  // namespace relpos::detail

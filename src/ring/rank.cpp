@@ -124,7 +124,6 @@ std::uint32_t RingRank::ranks() const { return state_->transport->ranks(); }
 
 double ring_exchange_ms(RingRank& rank, std::uint64_t bytes, std::uint32_t repeat) {
   RingRank::State& s = rank.state();
-  detail::ring_require_running(s);
   return detail::ring_guard(s, [&] {
     detail::require(repeat >= 1 && repeat <= 1000, "repeat", std::to_string(repeat), "must be in [1, 1000]");
     detail::ring_agree(s, {{"bytes", static_cast<std::int64_t>(bytes)}, {"repeat", repeat}}, "ring_exchange_ms");

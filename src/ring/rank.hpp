@@ -80,22 +80,19 @@ void ring_agree(RingRank::State& s, const RingFields& mine, const std::string& w
 // slot filled; after R - 1 exchanges every slot is filled. `what` names the exchanges in errors.
 void ring_allgather(RingRank::State& s, Buffer& slots, std::uint64_t slot_bytes, const std::string& what);
 
-// Runs `f`; on any exception tells the other ranks (RingTransport::fail), waits for this rank's
-// device work in flight, and rethrows.
-// RingError where an earlier call's failure stopped this rank's ring (State::stopped).
-inline void ring_require_running(const RingRank::State& s) {
+// Runs `f`; on any exception tells the other ranks (RingTransport::fail), keeps it as the failure
+// that stopped this rank's ring, waits for this rank's device work in flight, and rethrows. Where an
+// earlier call's failure stopped the ring, RingError at once (State::stopped).
+template <class F>
+auto ring_guard(RingRank::State& s, F&& f) {
   if (!s.stopped.empty())
     throw RingError("this RingRank's ring stopped in an earlier call (" + s.stopped +
                     "); a ring does not run again after a failure: make a new transport and RingRank on every rank");
-}
-
-template <class F>
-auto ring_guard(RingRank::State& s, F&& f) {
   try {
     return f();
   } catch (const std::exception& e) {
     s.transport->fail(e.what());
-    if (s.stopped.empty()) s.stopped = e.what();
+    s.stopped = e.what();
     try {
       s.recorder.wait();
       s.setup.wait();
@@ -110,7 +107,6 @@ auto ring_guard(RingRank::State& s, F&& f) {
 // runs body(transport), under ring_guard.
 template <class Params, class F>
 auto ring_call(RingRank::State& s, const Params& p, F&& body) {
-  ring_require_running(s);
   return ring_guard(s, [&] {
     p.validate();
     ring_require_transport(*s.transport, p.ranks);

@@ -113,8 +113,7 @@ RingTiming ring_attention(RingRank& rank, const RingParams& p, const AttentionBu
     detail::ring_require_size(b.out, B * H * Qr * D * dtype_size(out_dtype), "out buffer", odt + " [batch, heads, local queries, head_dim]");
     if (b.lse) detail::ring_require_size(b.lse, B * H * Qr * 4, "lse buffer", "float32 [batch, heads, local queries]");
     const detail::RingBiasInput bias_kind = detail::ring_bias_input(a);
-    const bool references = detail::attention_lse_has_reference(a);
-    const std::uint32_t lse_floats = references ? 2 : 1;  // a block's lse row (record_attention_with_lse_reference)
+    const std::uint32_t lse_floats = detail::ring_lse_floats(a);
     if (p.local_bias_elements(r) > 0)
       detail::ring_require_size(b.bias, p.local_bias_elements(r) * 4, "bias buffer",
                    bias_kind == detail::RingBiasInput::Dense ? "float32 [heads, local queries, keys]" : "float32, as attention() takes it");
@@ -273,13 +272,9 @@ RingTiming ring_attention(RingRank& rank, const RingParams& p, const AttentionBu
           const Buffer& out = last ? *qp.out : s.view(*qp.acc, next * qp.acc_slot, out_bytes);
           const Buffer& lse = last ? *qp.lse : s.view(*qp.acc_lse, next * qp.lse_slot, lse_bytes);
           const auto op = detail::begin_op(rec);
-          const std::uint32_t D4 = a.head_dim / 4;
-          const std::uint32_t lse_part = static_cast<std::uint32_t>(qp.lse_slot / 4);
-          detail::AttentionMergeLayout parts{&in, &in_lse, 2, static_cast<std::uint32_t>(qp.acc_slot / 16), D4, lse_part, lse_floats, DType::F32};
-          parts.reference = references;  // each block's own, the running result's that of its largest
-          parts.reference_at = 1;
-          parts.reference_part_stride = lse_part;
-          parts.out_relative = references && !last;
+          detail::AttentionMergeLayout parts =
+              detail::ring_merge_layout(a, in, in_lse, 2, static_cast<std::uint32_t>(qp.acc_slot / 16), static_cast<std::uint32_t>(qp.lse_slot / 4));
+          parts.out_relative = parts.reference && !last;
           detail::record_attention_merge(rec, parts, qp.rows, a.head_dim, out, last ? out_dtype : DType::F32, lse);
           qp.running = next;
         }

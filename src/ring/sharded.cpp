@@ -63,8 +63,7 @@ RingTiming sharded_attention(RingRank& rank, const ShardedParams& p, const Atten
     // This rank's partial result goes into its slot of the gathered buffer: its lse rows relative to
     // their references where the mode keeps one (record_attention_with_lse_reference), so that the
     // merge weighs the ranks' parts exactly however far the queries are from the keys.
-    const bool references = detail::attention_lse_has_reference(a);
-    const std::uint32_t lse_floats = references ? 2 : 1;
+    const std::uint32_t lse_floats = detail::ring_lse_floats(a);
     const std::uint64_t rows = B * H * Q, out_part = ring_aligned(rows * D * 4), slot = out_part + ring_aligned(rows * 4 * lse_floats);
     Buffer& gathered = s.keep("gathered", R * slot, MemoryUse::Host);
     Recorder& rec = s.recorder;
@@ -116,12 +115,9 @@ RingTiming sharded_attention(RingRank& rank, const ShardedParams& p, const Atten
       if (timestamps) ts[2] = merge.write_timestamp();
       {
         const auto op = detail::begin_op(merge);
-        detail::AttentionMergeLayout parts{&in, &in_lse, R, static_cast<std::uint32_t>(slot / 16), a.head_dim / 4, static_cast<std::uint32_t>(slot / 4),
-                                           lse_floats, DType::F32};
-        parts.reference = references;
-        parts.reference_at = 1;
-        parts.reference_part_stride = parts.lse_part_stride;
-        detail::record_attention_merge(merge, parts, rows, a.head_dim, *b.out, out_dtype, lse_out);
+        detail::record_attention_merge(merge,
+                                       detail::ring_merge_layout(a, in, in_lse, R, static_cast<std::uint32_t>(slot / 16), static_cast<std::uint32_t>(slot / 4)),
+                                       rows, a.head_dim, *b.out, out_dtype, lse_out);
       }
       if (timestamps) ts[3] = merge.write_timestamp();
       merge.submit();
