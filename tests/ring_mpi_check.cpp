@@ -6,7 +6,9 @@
 //
 // --fault KIND:RANK:STEP breaks rank RANK at ring step STEP of the first case: `throw` (a transport
 // error, reported to the others), `hang` (the rank stops answering: the others time out) or `exit`
-// (the process ends at once). --timeout-ms sets the transport's timeout.
+// (the process ends at once). --timeout-ms sets the transport's timeout. --refuse RANK: first a call
+// whose q buffer on rank RANK is too small, refused there (InvalidArgument) and on every other rank
+// (RingError naming it) before any data moves; the cases then run on the same ring.
 #include <relpos/relpos.hpp>
 #include <relpos/ring.hpp>
 #include <relpos/ring_mpi.hpp>
@@ -63,8 +65,10 @@ class FaultyTransport final : public RingTransport {
 int main(int argc, char** argv) {
   Fault fault;
   std::chrono::milliseconds timeout(60000);
+  int refuse = -1;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--refuse") refuse = std::stoi(value);
     if (flag == "--timeout-ms") timeout = std::chrono::milliseconds(std::stoll(value));
     if (flag == "--fault") {
       const auto a = value.find(':'), b = value.rfind(':');
@@ -78,6 +82,31 @@ int main(int argc, char** argv) {
     Context ctx(relpos::test::validated_context_options());
     FaultyTransport transport(mpi.transport(), fault);
     RingRank rank(ctx, transport);
+    if (refuse >= 0) {
+      std::mt19937 draws(7);
+      const RingParams rp{relpos::test::random_ring_params(draws, AttentionBias::T5, DType::F32, R), R, RingLayout::Contiguous};
+      const relpos::test::WholeInputs in = relpos::test::random_whole_inputs(draws, rp.attention);
+      relpos::test::DeviceInputs d = relpos::test::upload(ctx, DType::F32, {1, 2, 3, 4}, {1, 2, 3, 4}, {1, 2, 3, 4}, in.bias, in, 4, 1);
+      std::string kind, text;
+      try {
+        if (me == static_cast<std::uint32_t>(refuse)) {
+          ring_attention(rank, rp, d.buffers());
+        } else {
+          AttentionResult got{std::vector<float>(rp.attention.rows() * rp.attention.head_dim), std::vector<float>(rp.attention.rows())};
+          relpos::test::ring_rank(rank, rp, in, got);
+        }
+      } catch (const InvalidArgument& e) {
+        kind = "InvalidArgument";
+        text = e.what();
+      } catch (const RingError& e) {
+        kind = "RingError";
+        text = e.what();
+      }
+      const bool expected = me == static_cast<std::uint32_t>(refuse) ? kind == "InvalidArgument" && text.find("q buffer") != std::string::npos
+                                                                       : kind == "RingError" && text.find("refused the call") != std::string::npos;
+      std::printf("rank %u: %s refused: %s: %s\n", me, expected ? "ok" : "FAILED", kind.c_str(), text.c_str());
+      if (!expected) ++failures;
+    }
     constexpr AttentionBias modes[] = {AttentionBias::None, AttentionBias::T5,    AttentionBias::Distance, AttentionBias::Alibi,
                                        AttentionBias::Shaw, AttentionBias::Dense, AttentionBias::Kerple, AttentionBias::Sandwich};
     std::mt19937 rng(99);  // the same draws on every rank

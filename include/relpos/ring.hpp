@@ -152,9 +152,11 @@ class RingRank {
 // - bias: local_bias_elements floats; rel_keys and rel_values (Shaw) whole on every rank;
 //   no key_lengths or paged cache.
 // Records, submits and waits itself (R steps). The result equals attention() of the whole
-// sequence on one device, out and lse. Bad input: InvalidArgument on the rank that has it, and a
-// RingError naming it on every other; the ring's own failures: RingError on every rank. After any
-// failure the ring stops for good: every later call on its RingRanks throws RingError (make a new
+// sequence on one device, out and lse. Bad input is refused before any data moves, on every rank
+// and whatever the timing: settings the ranks disagree on, InvalidArgument on every rank; a rank's
+// own bad parameters or buffers, InvalidArgument there and a RingError naming it on every other.
+// The ring then runs on. Failures after that (the transport, the device): RingError on every rank,
+// and the ring stops for good: every later call on its RingRanks throws RingError (make a new
 // transport and RingRank on every rank).
 RingTiming ring_attention(RingRank& rank, const RingParams& p, const AttentionBuffers& local);
 
@@ -162,6 +164,9 @@ RingTiming ring_attention(RingRank& rank, const RingParams& p, const AttentionBu
 // rank), k and v this rank's keys (contiguous [batch, kv_heads, local keys, head_dim], or the
 // paged cache with its block_table and cache_lengths), bias as local_bias_elements. out and lse
 // are written on the root (RingGather::Root; they may be null elsewhere) or on every rank.
+// Records, submits and waits itself (its partials travel through the host). Failures as
+// ring_attention's: whatever attention() would refuse of this rank's call is refused before any
+// data moves.
 RingTiming sharded_attention(RingRank& rank, const ShardedParams& p, const AttentionBuffers& local);
 
 // The median time of one exchange of `bytes` around the ring with nothing else running (every rank

@@ -26,12 +26,7 @@ void require_bytes(const Buffer* b, std::uint64_t want, const std::string& name,
 }
 
 void record_call(Recorder& r, const AttentionParams& p, const AttentionBuffers& b, bool lse_with_reference) {
-  p.validate();
-  require(!lse_with_reference || b.lse, "lse buffer", "null", "is required (float32 [rows, 2]: the lse and its reference)");
-  const DeviceLimits& lim = r.context().limits();
-  detail::check_attention_buffers(r, p, p, b, detail::BufferFit::Exact, lse_with_reference);
-  detail::check_attention_device(lim, p);
-  const detail::AttentionSchedule schedule = detail::attention_schedule(lim, p, detail::attention_tiles(r.context()), p.keys, lse_with_reference);
+  const detail::AttentionSchedule schedule = detail::check_attention_call(r, p, b, lse_with_reference);
   const auto op = detail::begin_op(r);
   detail::RecordingStorage storage(r);
   const detail::AttentionScratch scratch =
@@ -42,6 +37,15 @@ void record_call(Recorder& r, const AttentionParams& p, const AttentionBuffers& 
 }  // namespace
 
 namespace detail {
+AttentionSchedule check_attention_call(Recorder& r, const AttentionParams& p, const AttentionBuffers& b, bool lse_with_reference) {
+  p.validate();
+  require(!lse_with_reference || b.lse, "lse buffer", "null", "is required (float32 [rows, 2]: the lse and its reference)");
+  const DeviceLimits& lim = r.context().limits();
+  check_attention_buffers(r, p, p, b, BufferFit::Exact, lse_with_reference);
+  check_attention_device(lim, p);
+  return attention_schedule(lim, p, attention_tiles(r.context()), p.keys, lse_with_reference);
+}
+
 void record_attention_with_lse_reference(Recorder& r, const AttentionParams& p, const AttentionBuffers& b) {
   record_call(r, p, b, attention_lse_has_reference(p));
 }

@@ -109,10 +109,7 @@ AttentionScratch make_attention_scratch(Context& ctx, const AttentionParams& env
 void check_attention_buffers(Recorder& r, const AttentionParams& p, const AttentionParams& env, const AttentionBuffers& b,
                              BufferFit fit, bool lse_with_reference) {
   const DeviceLimits& lim = r.context().limits();
-  require_own_buffers(r, {{b.q, "q buffer"}, {b.k, "k buffer"}, {b.v, "v buffer"}, {b.out, "out buffer"}, {b.lse, "lse buffer"},
-                         {b.bias, "bias buffer"}, {b.rel_keys, "rel_keys buffer"}, {b.rel_values, "rel_values buffer"},
-                         {b.key_lengths, "key_lengths buffer"}, {b.block_table, "block_table buffer"},
-                         {b.cache_lengths, "cache_lengths buffer"}, {b.query_lengths, "query_lengths buffer"}});
+  require_own_buffers(r, b);
   const bool step = fit == BufferFit::Step;
   const Checker check{lim, step};
   const std::uint64_t es = dtype_size(p.dtype), D = p.head_dim, rows = p.rows();
@@ -150,6 +147,22 @@ void check_attention_buffers(Recorder& r, const AttentionParams& p, const Attent
   if (b.lse)
     check(b.lse, rows * (lse_with_reference ? 8 : 4), step, "lse buffer",
           [&] { return std::string("float32") + rows_shape + (lse_with_reference ? ", 2]" : "]"); });
+  check_relative_tables(lim, p, b, step);
+  // A step's inputs that follow its shape may be larger; one the family reads whole may not.
+  const BiasFamily& family = bias_family(p.bias);
+  if (!family.info.rel_tables && !family.info.input.empty())
+    check(b.bias, p.bias_elements() * 4, step && !family.rows, "bias buffer", [&] { return std::string(family.info.input); });
+  if (b.key_lengths) check(b.key_lengths, std::uint64_t{p.batch} * 4, false, "key_lengths buffer", [] { return std::string("uint32 [batch]"); });
+}
+
+void require_own_buffers(Recorder& r, const AttentionBuffers& b) {
+  require_own_buffers(r, {{b.q, "q buffer"}, {b.k, "k buffer"}, {b.v, "v buffer"}, {b.out, "out buffer"}, {b.lse, "lse buffer"},
+                          {b.bias, "bias buffer"}, {b.rel_keys, "rel_keys buffer"}, {b.rel_values, "rel_values buffer"},
+                          {b.key_lengths, "key_lengths buffer"}, {b.block_table, "block_table buffer"},
+                          {b.cache_lengths, "cache_lengths buffer"}, {b.query_lengths, "query_lengths buffer"}});
+}
+
+void check_relative_tables(const DeviceLimits& lim, const AttentionParams& p, const AttentionBuffers& b, bool bound_whole) {
   const BiasFamily& family = bias_family(p.bias);
   // An input the mode does not read is refused rather than left unread: an engine that forgot to
   // set the mode would otherwise get attention without its bias.
@@ -158,7 +171,8 @@ void check_attention_buffers(Recorder& r, const AttentionParams& p, const Attent
                                           (family.info.input.empty() ? std::string("no input") : "its input: " + std::string(family.info.input)) + ")");
   };
   if (family.info.rel_tables) {
-    const std::uint64_t rel = (2ull * p.max_relative_position + 1) * D * 4;
+    const Checker check{lim, bound_whole};
+    const std::uint64_t rel = (2ull * p.max_relative_position + 1) * p.head_dim * 4;
     auto layout = [] { return std::string("float32 [2 * max_relative_position + 1, head_dim]"); };
     check(b.rel_keys, rel, false, "rel_keys buffer", layout);
     check(b.rel_values, rel, false, "rel_values buffer", layout);
@@ -166,11 +180,8 @@ void check_attention_buffers(Recorder& r, const AttentionParams& p, const Attent
   } else {
     unread(b.rel_keys, "rel_keys buffer");
     unread(b.rel_values, "rel_values buffer");
-    // A step's inputs that follow its shape may be larger; one the family reads whole may not.
-    if (!family.info.input.empty()) check(b.bias, p.bias_elements() * 4, step && !family.rows, "bias buffer", [&] { return std::string(family.info.input); });
-    else unread(b.bias, "bias buffer");
+    if (family.info.input.empty()) unread(b.bias, "bias buffer");
   }
-  if (b.key_lengths) check(b.key_lengths, std::uint64_t{p.batch} * 4, false, "key_lengths buffer", [] { return std::string("uint32 [batch]"); });
 }
 
 void check_attention_device(const DeviceLimits& lim, const AttentionParams& env) {

@@ -45,6 +45,12 @@ enum class BufferFit { Exact, Step };
 // lse_with_reference: lse rows of 2 floats (record_attention_with_lse_reference).
 void check_attention_buffers(Recorder& r, const AttentionParams& p, const AttentionParams& envelope, const AttentionBuffers& b,
                              BufferFit fit, bool lse_with_reference = false);
+// Every buffer given is of `r`'s Context (InvalidArgument naming it otherwise).
+void require_own_buffers(Recorder& r, const AttentionBuffers& b);
+// Shaw's tables whole ([2 * max_relative_position + 1, head_dim] each) where the bias family reads
+// them (bound_whole: a plan's, checked against the device's binding limits too), and no bias input
+// the family does not read (bias, rel_keys, rel_values).
+void check_relative_tables(const DeviceLimits& lim, const AttentionParams& p, const AttentionBuffers& b, bool bound_whole = false);
 // What the device must allow for calls up to `envelope` beyond the buffers' own bindings.
 void check_attention_device(const DeviceLimits& lim, const AttentionParams& envelope);
 
@@ -109,5 +115,8 @@ void record_attention(Recorder& r, const AttentionParams& p, const AttentionSche
 // merges exactly however far the rows are from the keys (attention_merge.comp); otherwise as
 // attention().
 void record_attention_with_lse_reference(Recorder& r, const AttentionParams& p, const AttentionBuffers& b);
+// What attention() (lse_with_reference: record_attention_with_lse_reference) checks before it
+// records anything, and the schedule it would record: InvalidArgument naming what it refuses.
+AttentionSchedule check_attention_call(Recorder& r, const AttentionParams& p, const AttentionBuffers& b, bool lse_with_reference);
 
 }  // namespace relpos::detail

@@ -80,35 +80,64 @@ void ring_allgather(RingRank::State& s, Buffer& slots, std::uint64_t slot_bytes,
 
 namespace {
 std::string field_text(const RingField& f, std::int64_t value) {
-  switch (f.kind) {
-    case RingField::Kind::Float: return number_text(std::bit_cast<float>(static_cast<std::uint32_t>(value)));
-    case RingField::Kind::DType: return std::string(dtype_name(static_cast<DType>(value)));
-    case RingField::Kind::Bias: return std::string(attention_bias_info(static_cast<AttentionBias>(value)).name);
-    case RingField::Kind::Layout: return std::string(ring_layout_name(static_cast<RingLayout>(value)));
-    case RingField::Kind::Gather: return static_cast<RingGather>(value) == RingGather::Root ? "root" : "all";
-    case RingField::Kind::Integer: break;
+  try {
+    switch (f.kind) {
+      case RingField::Kind::Float: return number_text(std::bit_cast<float>(static_cast<std::uint32_t>(value)));
+      case RingField::Kind::DType: return std::string(dtype_name(static_cast<DType>(value)));
+      case RingField::Kind::Bias: return std::string(attention_bias_info(static_cast<AttentionBias>(value)).name);
+      case RingField::Kind::Layout: return std::string(ring_layout_name(static_cast<RingLayout>(value)));
+      case RingField::Kind::Gather: return static_cast<RingGather>(value) == RingGather::Root ? "root" : "all";
+      case RingField::Kind::Integer: break;
+    }
+  } catch (const InvalidArgument&) {  // a value no name belongs to (its rank refuses it too): its number
   }
   return std::to_string(value);
 }
 }  // namespace
 
-void ring_agree(RingRank::State& s, const RingFields& mine, const std::string& what) {
+void ring_admit(RingRank::State& s, const RingFields& mine, const std::string& refusal, const std::string& what) {
   RingTransport& t = *s.transport;
   const std::uint32_t R = t.ranks(), r = t.rank();
-  if (R == 1) return;
-  const std::uint64_t slot = (mine.size() + 1) * 8;
-  Buffer& slots = s.keep("agree", slot * R, MemoryUse::Host);
-  auto* words = static_cast<std::int64_t*>(slots.host_pointer());
-  words[r * (mine.size() + 1)] = static_cast<std::int64_t>(mine.size());
-  for (std::size_t i = 0; i < mine.size(); ++i) words[r * (mine.size() + 1) + 1 + i] = mine[i].value;
-  ring_allgather(s, slots, slot, what + ": the ranks' agreement on the shape");
-  for (std::uint32_t k = 0; k < R; ++k) {
-    const std::int64_t* theirs = words + k * (mine.size() + 1);
-    for (std::size_t i = 0; i < mine.size(); ++i)
-      require(theirs[1 + i] == mine[i].value, mine[i].name, field_text(mine[i], mine[i].value) + " on rank " + std::to_string(r),
-              "the ranks disagree: rank " + std::to_string(k) + " has " + mine[i].name + " = " + field_text(mine[i], theirs[1 + i]) + " (" +
-                  what + ")");
+  auto refuse = [&](const auto& error) {
+    s.refused = true;
+    throw error;
+  };
+  if (R == 1) {
+    if (!refusal.empty()) refuse(InvalidArgument(refusal));
+    return;
   }
+  // A rank's slot: its field count, whether it refused, its fields.
+  const std::size_t n = mine.size() + 2;
+  Buffer& slots = s.keep("admit", n * 8 * R, MemoryUse::Host);
+  auto* words = static_cast<std::int64_t*>(slots.host_pointer());
+  words[r * n] = static_cast<std::int64_t>(mine.size());
+  words[r * n + 1] = refusal.empty() ? 0 : 1;
+  for (std::size_t i = 0; i < mine.size(); ++i) words[r * n + 2 + i] = mine[i].value;
+  ring_allgather(s, slots, n * 8, what + ": the ranks' agreement on the call");
+  for (std::uint32_t k = 0; k < R; ++k) {
+    const std::int64_t* theirs = words + k * n + 2;
+    for (std::size_t i = 0; i < mine.size(); ++i)
+      if (theirs[i] != mine[i].value)
+        refuse(InvalidArgument(mine[i].name + " = " + field_text(mine[i], mine[i].value) + " on rank " + std::to_string(r) +
+                               ": the ranks disagree: rank " + std::to_string(k) + " has " + mine[i].name + " = " +
+                               field_text(mine[i], theirs[i]) + " (" + what + ")"));
+  }
+  std::uint32_t first_refusal = R;
+  for (std::uint32_t k = 0; k < R && first_refusal == R; ++k)
+    if (words[k * n + 1]) first_refusal = k;
+  if (first_refusal == R) return;
+  // Every rank saw the same refusals: all of them take the refusing ranks' reasons (a second
+  // exchange, of text cut to a slot), and throw at the same point.
+  constexpr std::uint64_t kText = 1024;
+  Buffer& texts = s.keep("admit_text", kText * R, MemoryUse::Host);
+  char* text = static_cast<char*>(texts.host_pointer());
+  const std::size_t length = std::min<std::size_t>(refusal.size(), kText - 1);
+  std::memcpy(text + r * kText, refusal.data(), length);
+  text[r * kText + length] = '\0';
+  ring_allgather(s, texts, kText, what + ": the reasons of a refused call");
+  if (!refusal.empty()) refuse(InvalidArgument(refusal));
+  refuse(RingError("rank " + std::to_string(r) + ": rank " + std::to_string(first_refusal) + " refused the call (" + what +
+                   "): " + std::string(text + first_refusal * kText) + "; no data moved, the ring runs on"));
 }
 
 }  // namespace detail
@@ -124,9 +153,10 @@ std::uint32_t RingRank::ranks() const { return state_->transport->ranks(); }
 
 double ring_exchange_ms(RingRank& rank, std::uint64_t bytes, std::uint32_t repeat) {
   RingRank::State& s = rank.state();
-  return detail::ring_guard(s, [&] {
-    detail::require(repeat >= 1 && repeat <= 1000, "repeat", std::to_string(repeat), "must be in [1, 1000]");
-    detail::ring_agree(s, {{"bytes", static_cast<std::int64_t>(bytes)}, {"repeat", repeat}}, "ring_exchange_ms");
+  return detail::ring_call(
+      s, {{"bytes", static_cast<std::int64_t>(bytes)}, {"repeat", repeat}}, "ring_exchange_ms",
+      [&] { detail::require(repeat >= 1 && repeat <= 1000, "repeat", std::to_string(repeat), "must be in [1, 1000]"); },
+      [&](RingTransport&) {
     Buffer& a = s.keep("staging0", bytes, MemoryUse::Host);
     Buffer& b = s.keep("staging1", bytes, MemoryUse::Host);
     std::vector<double> ms;

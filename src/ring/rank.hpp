@@ -1,7 +1,7 @@
 #pragma once
 // What a ring rank keeps between calls and what its calls share: buffers kept by name, views into
 // them, copies in groups, the ranks' agreement on a call's shape, an all-gather over the ring, and
-// the guard that tells the other ranks when this one fails.
+// the ranks' admission of a call, and the guard that tells the other ranks when this one fails.
 #include <chrono>
 #include <cstdint>
 #include <list>
@@ -36,6 +36,9 @@ struct RingRank::State {
   // The failure that stopped this rank's ring (ring_guard): the transport has told the other ranks
   // and may hold a half-done exchange, so no later call can run on it.
   std::string stopped;
+  // The call under way was refused by every rank at its admission (ring_admit): nothing moved, the
+  // ring runs on.
+  bool refused = false;
 
  private:
   struct Kept {
@@ -64,8 +67,8 @@ void ring_require_size(const Buffer* b, std::uint64_t bytes, const std::string& 
 void copy_in_groups(Recorder& r, const Buffer& src, const Buffer& dst, const std::vector<VkBufferCopy>& regions);
 
 // The call's settings as named numbers, which every rank compares with every other's before any
-// data moves: InvalidArgument on every rank, naming the first rank and setting that differ. A
-// field's kind says how a message shows its value (a float's bits as the float, an enum by name).
+// data moves. A field's kind says how a message shows its value (a float's bits as the float, an
+// enum by name).
 struct RingField {
   enum class Kind { Integer, Float, DType, Bias, Layout, Gather };
   std::string name;
@@ -74,23 +77,36 @@ struct RingField {
 };
 using RingFields = std::vector<RingField>;
 RingFields ring_fields(const AttentionParams& a);
-void ring_agree(RingRank::State& s, const RingFields& mine, const std::string& what);
+
+// The ranks' admission of a call, before any data moves: they exchange their settings and whether
+// each refused its own input (`refusal`: the InvalidArgument's text, empty where none). Settings
+// that differ: InvalidArgument on every rank, naming the first rank and setting that differ (a
+// refusal may follow from them, so they come first). A refusal: its InvalidArgument on the rank
+// that has it, and a RingError naming that rank and its reason on every other. Every rank throws at
+// the same point with no exchange half done, so the ring runs on (State::refused).
+void ring_admit(RingRank::State& s, const RingFields& mine, const std::string& refusal, const std::string& what);
 
 // All-gather over the ring: `slots` holds R slots of `slot_bytes` (host-visible), this rank's own
 // slot filled; after R - 1 exchanges every slot is filled. `what` names the exchanges in errors.
 void ring_allgather(RingRank::State& s, Buffer& slots, std::uint64_t slot_bytes, const std::string& what);
 
 // Runs `f`; on any exception tells the other ranks (RingTransport::fail), keeps it as the failure
-// that stopped this rank's ring, waits for this rank's device work in flight, and rethrows. Where an
-// earlier call's failure stopped the ring, RingError at once (State::stopped).
+// that stopped this rank's ring, waits for this rank's device work in flight, and rethrows; but a
+// refusal every rank agreed on (ring_admit) leaves the ring running. Where an earlier call's
+// failure stopped the ring, RingError at once (State::stopped).
 template <class F>
 auto ring_guard(RingRank::State& s, F&& f) {
   if (!s.stopped.empty())
     throw RingError("this RingRank's ring stopped in an earlier call (" + s.stopped +
                     "); a ring does not run again after a failure: make a new transport and RingRank on every rank");
+  s.refused = false;
   try {
     return f();
   } catch (const std::exception& e) {
+    if (s.refused) {
+      s.end_call();
+      throw;
+    }
     s.transport->fail(e.what());
     s.stopped = e.what();
     try {
@@ -103,13 +119,19 @@ auto ring_guard(RingRank::State& s, F&& f) {
   }
 }
 
-// A ring call on this rank: checks its parameters (validate(), the transport's rank count), then
-// runs body(transport), under ring_guard.
-template <class Params, class F>
-auto ring_call(RingRank::State& s, const Params& p, F&& body) {
+// A ring call on this rank: `check` (its parameters' validate(), its buffers: InvalidArgument),
+// the ranks' admission of the call with its settings `fields` (ring_admit), then body(transport),
+// all under ring_guard.
+template <class Check, class F>
+auto ring_call(RingRank::State& s, const RingFields& fields, const std::string& what, Check&& check, F&& body) {
   return ring_guard(s, [&] {
-    p.validate();
-    ring_require_transport(*s.transport, p.ranks);
+    std::string refusal;
+    try {
+      check();
+    } catch (const InvalidArgument& e) {
+      refusal = e.what();
+    }
+    ring_admit(s, fields, refusal, what);
     return body(*s.transport);
   });
 }

@@ -93,33 +93,42 @@ struct Block {
 RingTiming ring_attention(RingRank& rank, const RingParams& p, const AttentionBuffers& b) {
   RingRank::State& s = rank.state();
   const auto t_call = Clock::now();
-  return detail::ring_call(s, p, [&](RingTransport& t) {
-    const std::uint32_t R = p.ranks, r = t.rank();
+  // The ranks agree on the call first: a rank whose settings differ (an MPMD launch's) is named as
+  // such, rather than by a buffer those settings size differently.
+  detail::RingFields fields = detail::ring_fields(p.attention);
+  fields.insert(fields.begin(), {{"ranks", p.ranks},
+                                 {"layout", static_cast<std::int64_t>(p.layout), detail::RingField::Kind::Layout},
+                                 {"query_offset", p.attention.query_offset}});
+  const std::uint32_t r = rank.rank();
+  return detail::ring_call(s, fields, "ring attention", [&] {
+    p.validate();
+    detail::ring_require_transport(*s.transport, p.ranks);
     const AttentionParams& a = p.attention;
     const std::uint64_t B = a.batch, H = a.heads, Hkv = a.kv_heads, D = a.head_dim, es = dtype_size(a.dtype);
     const DType out_dtype = a.output_dtype();
     const std::uint32_t Qr = p.local_queries(r), Kr = p.local_keys(r);
     const std::string dt(dtype_name(a.dtype)), odt(dtype_name(out_dtype));
-
-    // The ranks agree on the call first: a rank whose settings differ (an MPMD launch's) is named as
-    // such, rather than by a buffer those settings size differently.
-    detail::RingFields fields = detail::ring_fields(a);
-    fields.insert(fields.begin(), {{"ranks", R}, {"layout", static_cast<std::int64_t>(p.layout), detail::RingField::Kind::Layout}, {"query_offset", a.query_offset}});
-    detail::ring_agree(s, fields, "ring attention");
-
+    detail::require_own_buffers(s.recorder, b);
     detail::ring_require_size(b.q, B * H * Qr * D * es, "q buffer", dt + " [batch, heads, local queries = " + std::to_string(Qr) + ", head_dim]");
     detail::ring_require_size(b.k, B * Hkv * Kr * D * es, "k buffer", dt + " [batch, kv_heads, local keys = " + std::to_string(Kr) + ", head_dim]");
     detail::ring_require_size(b.v, B * Hkv * Kr * D * es, "v buffer", dt + " [batch, kv_heads, local keys = " + std::to_string(Kr) + ", head_dim]");
     detail::ring_require_size(b.out, B * H * Qr * D * dtype_size(out_dtype), "out buffer", odt + " [batch, heads, local queries, head_dim]");
     if (b.lse) detail::ring_require_size(b.lse, B * H * Qr * 4, "lse buffer", "float32 [batch, heads, local queries]");
-    const detail::RingBiasInput bias_kind = detail::ring_bias_input(a);
-    const std::uint32_t lse_floats = detail::ring_lse_floats(a);
+    detail::check_relative_tables(s.ctx->limits(), a, b);
     if (p.local_bias_elements(r) > 0)
       detail::ring_require_size(b.bias, p.local_bias_elements(r) * 4, "bias buffer",
-                   bias_kind == detail::RingBiasInput::Dense ? "float32 [heads, local queries, keys]" : "float32, as attention() takes it");
+                                detail::ring_bias_input(a) == detail::RingBiasInput::Dense ? "float32 [heads, local queries, keys]"
+                                                                                          : "float32, as attention() takes it");
     require(b.key_lengths == nullptr, "key_lengths buffer", "given", "is not taken by ring attention (no key padding)");
     require(b.block_table == nullptr && b.cache_lengths == nullptr, "block_table buffer", "given", "is not taken by ring attention");
-
+  }, [&](RingTransport& t) {
+    const std::uint32_t R = p.ranks;
+    const AttentionParams& a = p.attention;
+    const std::uint64_t B = a.batch, H = a.heads, Hkv = a.kv_heads, D = a.head_dim, es = dtype_size(a.dtype);
+    const DType out_dtype = a.output_dtype();
+    const std::uint32_t Qr = p.local_queries(r), Kr = p.local_keys(r);
+    const detail::RingBiasInput bias_kind = detail::ring_bias_input(a);
+    const std::uint32_t lse_floats = detail::ring_lse_floats(a);
 
     // --- The rank's pieces, the parcels of every step and the blocks it computes -----------
     const std::vector<RingPiece> my_queries = p.query_pieces(r);

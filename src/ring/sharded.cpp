@@ -2,6 +2,7 @@
 // partial results of every rank all-gathered around the ring into one host-visible buffer
 // ([ranks] slots of out then lse, float32), merged by log-sum-exp where they are wanted.
 #include <algorithm>
+#include <optional>
 
 #include "ops/attention_launch.hpp"
 #include "ops/attention_record.hpp"
@@ -22,28 +23,37 @@ using detail::ring_aligned;
 RingTiming sharded_attention(RingRank& rank, const ShardedParams& p, const AttentionBuffers& b) {
   RingRank::State& s = rank.state();
   const auto t_call = Clock::now();
-  return detail::ring_call(s, p, [&](RingTransport& t) {
-    const std::uint32_t R = p.ranks, r = t.rank();
-    const AttentionParams& a = p.attention;
-    const bool paged = a.paged.enabled(), merges = p.gather == RingGather::All || r == p.root;
-    const std::uint64_t B = a.batch, H = a.heads, Hkv = a.kv_heads, Q = a.queries, D = a.head_dim, es = dtype_size(a.dtype);
-    const DType out_dtype = a.output_dtype();
+  const AttentionParams& a = p.attention;
+  const bool paged = a.paged.enabled();
+  // The ranks agree on the call first (ring_attention.cpp).
+  detail::RingFields fields = detail::ring_fields(a);
+  fields.insert(fields.begin(), {{"ranks", p.ranks},
+                                 {"gather", static_cast<std::int64_t>(p.gather), detail::RingField::Kind::Gather},
+                                 {"root", p.root},
+                                 {"paged", paged},
+                                 {"query_offset", paged ? 0 : a.query_offset}});
+  if (paged)  // each rank's cache has its own capacity (kept as 0, so that every rank sends as many fields)
+    for (detail::RingField& f : fields)
+      if (f.name == "keys") f.value = 0;
+
+  const std::uint32_t R = p.ranks, r = rank.rank();
+  const bool merges = p.gather == RingGather::All || r == p.root;
+  const std::uint64_t B = a.batch, H = a.heads, Q = a.queries, D = a.head_dim, rows = B * H * Q;
+  const DType out_dtype = a.output_dtype();
+  // Set up by the checks: this rank's slot of the gathered buffer, its block (absent where its keys
+  // are all masked) and the block's buffers.
+  std::uint32_t lse_floats = 1;
+  std::uint64_t out_part = 0, slot = 0;
+  Buffer* gathered = nullptr;
+  std::optional<AttentionParams> block;
+  AttentionBuffers block_buffers;
+  return detail::ring_call(s, fields, "sharded attention", [&] {
+    p.validate();
+    detail::ring_require_transport(*s.transport, p.ranks);
+    const std::uint64_t Hkv = a.kv_heads, es = dtype_size(a.dtype);
     const std::string dt(dtype_name(a.dtype));
     const RingPiece keys = p.key_pieces(r)[0];
-    const RingPiece queries{0, a.queries};
-
-    // The ranks agree on the call first (ring_attention.cpp).
-    detail::RingFields fields = detail::ring_fields(a);
-    fields.insert(fields.begin(), {{"ranks", R},
-                                   {"gather", static_cast<std::int64_t>(p.gather), detail::RingField::Kind::Gather},
-                                   {"root", p.root},
-                                   {"paged", paged},
-                                   {"query_offset", paged ? 0 : a.query_offset}});
-    if (paged)  // each rank's cache has its own capacity (kept as 0, so that every rank sends as many fields)
-      for (detail::RingField& f : fields)
-        if (f.name == "keys") f.value = 0;
-    detail::ring_agree(s, fields, "sharded attention");
-
+    detail::require_own_buffers(s.recorder, b);
     detail::ring_require_size(b.q, B * H * Q * D * es, "q buffer", dt + " [batch, heads, queries, head_dim]");
     if (!paged) {  // rows of the cache's format (docs/paged_attention.md, "Cache formats")
       const std::uint64_t row = cache_row_bytes(a.cache(), a.head_dim);
@@ -52,20 +62,33 @@ RingTiming sharded_attention(RingRank& rank, const ShardedParams& p, const Atten
       detail::ring_require_size(b.k, B * Hkv * keys.count * row, "k buffer", layout);
       detail::ring_require_size(b.v, B * Hkv * keys.count * row, "v buffer", layout);
     }
-    if (merges) detail::ring_require_size(b.out, B * H * Q * D * dtype_size(out_dtype), "out buffer", std::string(dtype_name(out_dtype)) + " [batch, heads, queries, head_dim]");
-    if (merges && b.lse) detail::ring_require_size(b.lse, B * H * Q * 4, "lse buffer", "float32 [batch, heads, queries]");
+    if (merges) detail::ring_require_size(b.out, rows * D * dtype_size(out_dtype), "out buffer", std::string(dtype_name(out_dtype)) + " [batch, heads, queries, head_dim]");
+    if (merges && b.lse) detail::ring_require_size(b.lse, rows * 4, "lse buffer", "float32 [batch, heads, queries]");
     const detail::RingBiasInput bias_kind = detail::ring_bias_input(a);
     if (p.local_bias_elements(r) > 0)
       detail::ring_require_size(b.bias, p.local_bias_elements(r) * 4, "bias buffer",
                    bias_kind == detail::RingBiasInput::Dense ? "float32 [heads, queries, local keys]" : "float32, as attention() takes it");
     require(b.key_lengths == nullptr, "key_lengths buffer", "given", "is not taken by sharded attention (no key padding)");
 
-    // This rank's partial result goes into its slot of the gathered buffer: its lse rows relative to
-    // their references where the mode keeps one (record_attention_with_lse_reference), so that the
-    // merge weighs the ranks' parts exactly however far the queries are from the keys.
-    const std::uint32_t lse_floats = detail::ring_lse_floats(a);
-    const std::uint64_t rows = B * H * Q, out_part = ring_aligned(rows * D * 4), slot = out_part + ring_aligned(rows * 4 * lse_floats);
-    Buffer& gathered = s.keep("gathered", R * slot, MemoryUse::Host);
+    // This rank's partial result goes into its slot of the gathered buffer: its lse rows relative
+    // to their references where the mode keeps one (record_attention_with_lse_reference), so that
+    // the merge weighs the ranks' parts exactly however far the queries are from the keys.
+    lse_floats = detail::ring_lse_floats(a);
+    out_part = ring_aligned(rows * D * 4);
+    slot = out_part + ring_aligned(rows * 4 * lse_floats);
+    gathered = &s.keep("gathered", R * slot, MemoryUse::Host);
+    block_buffers = b;
+    block_buffers.out = &s.view(*gathered, r * slot, rows * D * 4);
+    block_buffers.lse = &s.view(*gathered, r * slot + out_part, rows * 4 * lse_floats);
+    if (!paged && detail::ring_block_masked(a, {0, a.queries}, keys)) return;
+    AttentionParams& bp = block.emplace(paged ? a : detail::ring_block_params(a, {0, a.queries}, keys, DType::F32));
+    bp.out_dtype = DType::F32;
+    if (bias_kind == detail::RingBiasInput::DistanceRow)
+      block_buffers.bias = &s.view(s.keep("bias", bp.bias_elements() * 4, MemoryUse::Device), 0, bp.bias_elements() * 4);
+    // Whatever the block's own call would refuse, refused before any data moves.
+    detail::check_attention_call(s.recorder, bp, block_buffers, detail::attention_lse_has_reference(bp));
+  }, [&](RingTransport&) {
+    const RingPiece keys = p.key_pieces(r)[0];
     Recorder& rec = s.recorder;
     const bool timestamps = s.ctx->limits().timestamps;
     RingTiming timing;
@@ -75,25 +98,15 @@ RingTiming sharded_attention(RingRank& rank, const ShardedParams& p, const Atten
     detail::barrier(rec);
     std::uint32_t ts[4] = {};
     if (timestamps) ts[0] = rec.write_timestamp();
-    const Buffer& part_out = s.view(gathered, r * slot, rows * D * 4);
-    const Buffer& part_lse = s.view(gathered, r * slot + out_part, rows * 4 * lse_floats);
-    if (!paged && detail::ring_block_masked(a, queries, keys)) {
+    if (!block) {
       ++timing.blocks_skipped;
-      detail::fill_words(rec, part_out, 0, rows * D * 4, 0);
-      detail::fill_words(rec, part_lse, 0, rows * 4 * lse_floats, 0xff800000u);  // (a reference never read)
+      detail::fill_words(rec, *block_buffers.out, 0, rows * D * 4, 0);  // (views of this rank's slot)
+      detail::fill_words(rec, *block_buffers.lse, 0, rows * 4 * lse_floats, 0xff800000u);  // (a reference never read)
     } else {
       ++timing.blocks_computed;
-      AttentionParams bp = paged ? a : detail::ring_block_params(a, queries, keys, DType::F32);
-      bp.out_dtype = DType::F32;
-      AttentionBuffers ab = b;
-      ab.out = &part_out;
-      ab.lse = &part_lse;
-      if (bias_kind == detail::RingBiasInput::DistanceRow) {
-        Buffer& window = s.keep("bias", bp.bias_elements() * 4, MemoryUse::Device);
-        detail::copy_in_groups(rec, *b.bias, window, detail::ring_bias_regions(a, bias_kind, queries, keys, {}));
-        ab.bias = &s.view(window, 0, bp.bias_elements() * 4);
-      }
-      detail::record_attention_with_lse_reference(rec, bp, ab);  // a dense input is the block's already: [heads, queries, local keys]
+      if (detail::ring_bias_input(a) == detail::RingBiasInput::DistanceRow)
+        detail::copy_in_groups(rec, *b.bias, *block_buffers.bias, detail::ring_bias_regions(a, detail::RingBiasInput::DistanceRow, {0, a.queries}, keys, {}));
+      detail::record_attention_with_lse_reference(rec, *block, block_buffers);  // a dense input is the block's already: [heads, queries, local keys]
     }
     if (timestamps) ts[1] = rec.write_timestamp();
     rec.submit();
@@ -102,14 +115,14 @@ RingTiming sharded_attention(RingRank& rank, const ShardedParams& p, const Atten
     if (timestamps) st.compute_ms = rec.elapsed_ms(ts[0], ts[1]);
 
     const auto c0 = Clock::now();
-    detail::ring_allgather(s, gathered, slot, "sharded attention's gather");
+    detail::ring_allgather(s, *gathered, slot, "sharded attention's gather");
     st.comm_ms = detail::ms_since(c0);
     st.comm_end_ms = detail::ms_since(t0);
 
     if (merges) {
       const Buffer& lse_out = b.lse ? *b.lse : s.keep("lse", rows * 4, MemoryUse::Device);
-      const Buffer& in = s.view(gathered, 0, R * slot);
-      const Buffer& in_lse = s.view(gathered, out_part, R * slot - out_part);
+      const Buffer& in = s.view(*gathered, 0, R * slot);
+      const Buffer& in_lse = s.view(*gathered, out_part, R * slot - out_part);
       Recorder& merge = s.setup;
       const auto m0 = Clock::now();
       if (timestamps) ts[2] = merge.write_timestamp();
