@@ -516,6 +516,95 @@ TEST_F(RingAttention, AlibiFarNaNAndHalfPrecision) {
 // Sharded decoding over paged caches: every rank holds, of each of two sequences, a slice of
 // S keys counted from the sequence's end (rank r: keys [L - (r+1)S, L - rS)), in a cache of its own
 // with the blocks in a shuffled order; its calls' query_offset is r·S.
+// Rank r's paged cache for sharded decoding: of each sequence b (keys [b, Hkv, Lmax, D] in `in`,
+// lengths[b] of them) the slice of S keys that ends r·S before the sequence's end (none where the
+// sequence is shorter), in blocks of `bs` handed out in reverse order; `a` gets the paged cache of
+// S keys a sequence and query_offset r·S.
+struct RankSlices {
+  std::vector<float> k, v;
+  std::vector<std::int32_t> table, held;
+};
+RankSlices rank_slices(const WholeInputs& in, const AttentionParams& whole, const std::vector<std::int32_t>& lengths, std::uint32_t Lmax,
+                       std::uint32_t r, std::uint32_t S, std::uint32_t bs, AttentionParams& a) {
+  const std::uint32_t B = whole.batch, Hkv = whole.kv_heads, D = whole.head_dim, max_blocks = S / bs;
+  a.paged = {bs, B * max_blocks, max_blocks};
+  a.keys = S;
+  a.query_offset = std::int64_t{r} * S;
+  RankSlices c;
+  c.k.assign(std::size_t{a.paged.num_blocks} * bs * Hkv * D, 0.0f);
+  c.v = c.k;
+  c.table.resize(std::size_t{B} * max_blocks);
+  c.held.resize(B);
+  for (std::uint32_t b = 0; b < B; ++b) {
+    const std::int32_t end = lengths[b] - static_cast<std::int32_t>(r * S), first = std::max(0, end - static_cast<std::int32_t>(S));
+    c.held[b] = std::max(0, end - first);
+    for (std::uint32_t n = 0; n < max_blocks; ++n) c.table[b * max_blocks + n] = static_cast<std::int32_t>(a.paged.num_blocks - 1 - (b * max_blocks + n));
+    for (std::int32_t j = 0; j < c.held[b]; ++j)
+      for (std::uint32_t h = 0; h < Hkv; ++h) {
+        const std::size_t block = static_cast<std::size_t>(c.table[b * max_blocks + j / bs]);
+        const std::size_t to = ((block * bs + j % bs) * Hkv + h) * D, from = ((std::size_t{b} * Hkv + h) * Lmax + first + j) * D;
+        std::copy_n(in.k.begin() + from, D, c.k.begin() + to);
+        std::copy_n(in.v.begin() + from, D, c.v.begin() + to);
+      }
+  }
+  return c;
+}
+
+// A rank's buffers for sharded paged attention: q (as given), its cache, the bias inputs of `in`,
+// out and lse for a's rows, and the query lengths where given.
+struct PagedRankBuffers {
+  Buffer q, k, v, table, held, out, lse, bias, rel_keys, rel_values, query_lengths;
+  PagedRankBuffers(Context& ctx, const std::vector<float>& q_values, const RankSlices& slices, const WholeInputs& in, const AttentionParams& a,
+                   const std::vector<std::int32_t>& lengths_of_queries = {})
+      : q(make_buffer(ctx, q_values)), k(make_buffer(ctx, slices.k)), v(make_buffer(ctx, slices.v)), table(make_buffer(ctx, slices.table)),
+        held(make_buffer(ctx, slices.held)), out(ctx, a.rows() * a.head_dim * 4), lse(ctx, a.rows() * 4) {
+    if (!in.bias.empty()) bias = make_buffer(ctx, in.bias);
+    if (!in.rel_keys.empty()) {
+      rel_keys = make_buffer(ctx, in.rel_keys);
+      rel_values = make_buffer(ctx, in.rel_values);
+    }
+    if (!lengths_of_queries.empty()) query_lengths = make_buffer(ctx, lengths_of_queries);
+  }
+  AttentionBuffers buffers() const {
+    AttentionBuffers ab{&q, &k, &v, &out, &lse};
+    if (bias.handle()) ab.bias = &bias;
+    if (rel_keys.handle()) {
+      ab.rel_keys = &rel_keys;
+      ab.rel_values = &rel_values;
+    }
+    ab.block_table = &table;
+    ab.cache_lengths = &held;
+    if (query_lengths.handle()) ab.query_lengths = &query_lengths;
+    return ab;
+  }
+};
+
+// The reference of sequence b of `whole` alone ([B, Hkv, Lmax, D] keys, q [B, H, whole.queries, D]):
+// its last n queries over its first `length` keys, the queries being the sequence's last n positions.
+AttentionResult sequence_reference(const WholeInputs& in, const AttentionParams& whole, std::uint32_t Lmax, std::uint32_t b,
+                                   std::int32_t length, std::uint32_t n) {
+  const std::uint32_t Q = whole.queries, D = whole.head_dim, Hkv = whole.kv_heads;
+  AttentionParams one = whole;
+  one.batch = 1;
+  one.queries = n;
+  one.keys = static_cast<std::uint32_t>(length);
+  one.query_offset = length - std::int64_t{n};
+  WholeInputs seq = in;
+  seq.q.clear();
+  for (std::uint32_t h = 0; h < whole.heads; ++h) {
+    const std::size_t from = ((std::size_t{b} * whole.heads + h) * Q + (Q - n)) * D;
+    seq.q.insert(seq.q.end(), in.q.begin() + from, in.q.begin() + from + std::size_t{n} * D);
+  }
+  seq.k.clear();
+  seq.v.clear();
+  for (std::uint32_t h = 0; h < Hkv; ++h) {
+    const std::size_t from = (std::size_t{b} * Hkv + h) * Lmax * D;
+    seq.k.insert(seq.k.end(), in.k.begin() + from, in.k.begin() + from + one.keys * D);
+    seq.v.insert(seq.v.end(), in.v.begin() + from, in.v.begin() + from + one.keys * D);
+  }
+  return attention_reference(one, seq.host());
+}
+
 TEST_F(RingAttention, ShardedPagedDecoding) {
   std::mt19937 rng(37);
   for (AttentionBias mode : {AttentionBias::None, AttentionBias::T5, AttentionBias::Alibi, AttentionBias::Kerple, AttentionBias::Shaw,
@@ -534,59 +623,71 @@ TEST_F(RingAttention, ShardedPagedDecoding) {
     const WholeInputs in = random_whole_inputs(rng, whole);
     std::vector<float> want_out, want_lse;
     for (std::uint32_t b = 0; b < 2; ++b) {
-      AttentionParams one = whole;
-      one.batch = 1;
-      one.keys = static_cast<std::uint32_t>(lengths[b]);
-      one.query_offset = lengths[b] - std::int64_t{Q};
-      WholeInputs seq = in;
-      seq.q.assign(in.q.begin() + b * whole.heads * Q * D, in.q.begin() + (b + 1) * whole.heads * Q * D);
-      seq.k.clear();
-      seq.v.clear();
-      for (std::uint32_t h = 0; h < Hkv; ++h) {
-        const std::size_t from = (std::size_t{b} * Hkv + h) * Lmax * D;
-        seq.k.insert(seq.k.end(), in.k.begin() + from, in.k.begin() + from + one.keys * D);
-        seq.v.insert(seq.v.end(), in.v.begin() + from, in.v.begin() + from + one.keys * D);
-      }
-      const AttentionResult r = attention_reference(one, seq.host());
+      const AttentionResult r = sequence_reference(in, whole, Lmax, b, lengths[b], Q);
       want_out.insert(want_out.end(), r.out.begin(), r.out.end());
       want_lse.insert(want_lse.end(), r.lse.begin(), r.lse.end());
     }
     AttentionResult got;
     const InProcessRingOutcome outcome = run_in_process_ring(shared(gpu(), R), kTimeout, [&](std::uint32_t r, Context& ctx, RingTransport& t) {
-      // This rank's cache: each sequence's slice in blocks of its own, handed out in reverse order.
-      const std::uint32_t max_blocks = S / bs;
       ShardedParams sp{whole, R, RingGather::Root, 1};
       AttentionParams& a = sp.attention;
-      a.paged = {bs, 2 * max_blocks, max_blocks};
-      a.keys = S;
-      a.query_offset = std::int64_t{r} * S;
-      std::vector<float> k(std::size_t{a.paged.num_blocks} * bs * Hkv * D, 0.0f), v = k;
-      std::vector<std::int32_t> table(2 * max_blocks), held(2);
-      for (std::uint32_t b = 0; b < 2; ++b) {
-        const std::int32_t end = lengths[b] - static_cast<std::int32_t>(r * S), first = std::max(0, end - static_cast<std::int32_t>(S));
-        held[b] = std::max(0, end - first);
-        for (std::uint32_t n = 0; n < max_blocks; ++n) table[b * max_blocks + n] = static_cast<std::int32_t>(a.paged.num_blocks - 1 - (b * max_blocks + n));
-        for (std::int32_t j = 0; j < held[b]; ++j)
-          for (std::uint32_t h = 0; h < Hkv; ++h) {
-            const std::size_t block = static_cast<std::size_t>(table[b * max_blocks + j / bs]);
-            const std::size_t to = ((block * bs + j % bs) * Hkv + h) * D, from = ((std::size_t{b} * Hkv + h) * Lmax + first + j) * D;
-            std::copy_n(in.k.begin() + from, D, k.begin() + to);
-            std::copy_n(in.v.begin() + from, D, v.begin() + to);
-          }
-      }
-      Buffer qb = make_buffer(ctx, in.q), kb = make_buffer(ctx, k), vb = make_buffer(ctx, v), tb = make_buffer(ctx, table), lb = make_buffer(ctx, held);
-      Buffer out(ctx, a.rows() * D * 4), lse(ctx, a.rows() * 4), bias, rk, rv;
-      AttentionBuffers ab{&qb, &kb, &vb, &out, &lse};
-      if (!in.bias.empty()) ab.bias = &(bias = make_buffer(ctx, in.bias));
-      if (!in.rel_keys.empty()) {
-        ab.rel_keys = &(rk = make_buffer(ctx, in.rel_keys));
-        ab.rel_values = &(rv = make_buffer(ctx, in.rel_values));
-      }
-      ab.block_table = &tb;
-      ab.cache_lengths = &lb;
+      const RankSlices slices = rank_slices(in, whole, lengths, Lmax, r, S, bs, a);
+      PagedRankBuffers bufs(ctx, in.q, slices, in, a);
+      const AttentionBuffers ab = bufs.buffers();
+      Buffer &out = bufs.out, &lse = bufs.lse;
       RingRank rank(ctx, t);
       sharded_attention(rank, sp, ab);
       if (r == sp.root) got = {out.download<float>(a.rows() * D), lse.download<float>(a.rows())};
+    });
+    ASSERT_TRUE(outcome.ok()) << outcome.describe();
+    EXPECT_LE(normalised_error(got.out, want_out), kTolF32);
+    EXPECT_LE(normalised_error(got.lse, want_lse), kTolF32);
+  }
+}
+
+// Chunked prefill and decoding in one sharded call: packed queries (query_lengths, FlashAttention's
+// varlen layout) over paged caches sliced across the ranks. Sequences of 0, 1, a few and many
+// queries, one whose chunk is longer than the last rank's slice (its first queries lie before that
+// slice: they see none of its keys) and one that leaves a rank empty; every mode a paged sharded
+// call takes. Each sequence equals its reference alone.
+TEST_F(RingAttention, ShardedPagedPackedChunkedPrefill) {
+  std::mt19937 rng(59);
+  for (AttentionBias mode : {AttentionBias::None, AttentionBias::T5, AttentionBias::Alibi, AttentionBias::Kerple, AttentionBias::Shaw,
+                             AttentionBias::Sandwich}) {
+    const std::uint32_t R = 3, S = 48, bs = 16, Lmax = 130;
+    const std::vector<std::int32_t> lengths = {130, 61, 40, 97, 9}, query_lengths = {60, 1, 0, 17, 9};
+    AttentionParams whole = relpos::test::random_ring_params(rng, mode, DType::F32, R);
+    whole.batch = static_cast<std::uint32_t>(lengths.size());
+    whole.queries = 60;  // the longest sequence's
+    whole.keys = Lmax;
+    whole.causal = mode != AttentionBias::Kerple;  // (one mode both ways)
+    whole.t5.bidirectional = false;
+    SCOPED_TRACE(describe(whole));
+    const std::uint32_t D = whole.head_dim, H = whole.heads;
+    const WholeInputs in = random_whole_inputs(rng, whole);  // q [B, H, 60, D]: a sequence's last n rows are its queries
+    // Packed q and the wanted rows, token-major: [T, H, D] and [T, H].
+    std::vector<float> q_packed, want_out, want_lse;
+    for (std::uint32_t b = 0; b < whole.batch; ++b) {
+      const std::uint32_t n = static_cast<std::uint32_t>(query_lengths[b]);
+      if (n == 0) continue;
+      const AttentionResult ref = sequence_reference(in, whole, Lmax, b, lengths[b], n);
+      for (std::uint32_t i = 0; i < n; ++i)
+        for (std::uint32_t h = 0; h < H; ++h) {
+          const std::size_t from = ((std::size_t{b} * H + h) * whole.queries + (whole.queries - n + i)) * D;
+          q_packed.insert(q_packed.end(), in.q.begin() + from, in.q.begin() + from + D);
+          want_out.insert(want_out.end(), ref.out.begin() + (std::size_t{h} * n + i) * D, ref.out.begin() + (std::size_t{h} * n + i + 1) * D);
+          want_lse.push_back(ref.lse[std::size_t{h} * n + i]);
+        }
+    }
+    whole.total_queries = static_cast<std::uint32_t>(q_packed.size() / (std::size_t{H} * D));
+    AttentionResult got;
+    const InProcessRingOutcome outcome = run_in_process_ring(shared(gpu(), R), kTimeout, [&](std::uint32_t r, Context& ctx, RingTransport& t) {
+      ShardedParams sp{whole, R, RingGather::All};
+      const RankSlices slices = rank_slices(in, whole, lengths, Lmax, r, S, bs, sp.attention);
+      PagedRankBuffers bufs(ctx, q_packed, slices, in, sp.attention, query_lengths);
+      RingRank rank(ctx, t);
+      sharded_attention(rank, sp, bufs.buffers());
+      if (r == 2) got = {bufs.out.download<float>(sp.attention.rows() * D), bufs.lse.download<float>(sp.attention.rows())};
     });
     ASSERT_TRUE(outcome.ok()) << outcome.describe();
     EXPECT_LE(normalised_error(got.out, want_out), kTolF32);

@@ -123,7 +123,6 @@ void require_ring_attention(const AttentionParams& a) {
   require(a.memory_prefix == 0, "memory_prefix", std::to_string(a.memory_prefix), "must be 0 in ring and sharded attention");
   require(a.key_splits == 0, "key_splits", std::to_string(a.key_splits),
           "must be 0 in ring and sharded attention (each block chooses its own splits)");
-  require(!a.packed(), "total_queries", std::to_string(a.total_queries), "must be 0 in ring and sharded attention");
   require_f32_or_f16(a.dtype, "dtype");
   require_f32_or_f16(a.output_dtype(), "out_dtype");
 }
@@ -145,6 +144,8 @@ void RingParams::validate() const {
   require(!attention.cache_format, "cache_format", attention.cache_format ? std::string(cache_format_name(*attention.cache_format)) : "",
           "must be unset in ring attention (the chunks travel as dtype values; sharded_attention takes any cache format)");
   require_ring_attention(attention);
+  require(!attention.packed(), "total_queries", std::to_string(attention.total_queries),
+          "must be 0 in ring attention (packed queries are paged attention's: sharded_attention takes them)");
   const std::uint32_t n = ring_chunks(*this);
   const std::string why = " (ranks = " + std::to_string(ranks) + ", " + std::string(ring_layout_name(layout)) + ": " + std::to_string(n) +
                           " chunks, each with at least one)";

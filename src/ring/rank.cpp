@@ -51,6 +51,7 @@ RingFields ring_fields(const AttentionParams& a) {
           {"heads", a.heads},
           {"kv_heads", a.kv_heads},
           {"queries", a.queries},
+          {"total_queries", a.total_queries},
           {"keys", a.keys},
           {"head_dim", a.head_dim},
           {"dtype", static_cast<std::int64_t>(a.dtype), Kind::DType},

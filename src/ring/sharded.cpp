@@ -38,7 +38,9 @@ RingTiming sharded_attention(RingRank& rank, const ShardedParams& p, const Atten
 
   const std::uint32_t R = p.ranks, r = rank.rank();
   const bool merges = p.gather == RingGather::All || r == p.root;
-  const std::uint64_t B = a.batch, H = a.heads, Q = a.queries, D = a.head_dim, rows = B * H * Q;
+  const std::uint64_t B = a.batch, D = a.head_dim, rows = a.rows();
+  // Rows [batch, heads, queries] or, packed, [total_queries, heads].
+  const std::string rows_shape = a.packed() ? "[total_queries, heads" : "[batch, heads, queries";
   const DType out_dtype = a.output_dtype();
   // Set up by the checks: this rank's slot of the gathered buffer, its block (absent where its keys
   // are all masked) and the block's buffers.
@@ -54,7 +56,7 @@ RingTiming sharded_attention(RingRank& rank, const ShardedParams& p, const Atten
     const std::string dt(dtype_name(a.dtype));
     const RingPiece keys = p.key_pieces(r)[0];
     detail::require_own_buffers(s.recorder, b);
-    detail::ring_require_size(b.q, B * H * Q * D * es, "q buffer", dt + " [batch, heads, queries, head_dim]");
+    detail::ring_require_size(b.q, rows * D * es, "q buffer", dt + " " + rows_shape + ", head_dim]");
     if (!paged) {  // rows of the cache's format (docs/paged_attention.md, "Cache formats")
       const std::uint64_t row = cache_row_bytes(a.cache(), a.head_dim);
       const std::string layout = std::string(cache_format_name(a.cache())) + " [batch, kv_heads, local keys = " + std::to_string(keys.count) +
@@ -62,8 +64,8 @@ RingTiming sharded_attention(RingRank& rank, const ShardedParams& p, const Atten
       detail::ring_require_size(b.k, B * Hkv * keys.count * row, "k buffer", layout);
       detail::ring_require_size(b.v, B * Hkv * keys.count * row, "v buffer", layout);
     }
-    if (merges) detail::ring_require_size(b.out, rows * D * dtype_size(out_dtype), "out buffer", std::string(dtype_name(out_dtype)) + " [batch, heads, queries, head_dim]");
-    if (merges && b.lse) detail::ring_require_size(b.lse, rows * 4, "lse buffer", "float32 [batch, heads, queries]");
+    if (merges) detail::ring_require_size(b.out, rows * D * dtype_size(out_dtype), "out buffer", std::string(dtype_name(out_dtype)) + " " + rows_shape + ", head_dim]");
+    if (merges && b.lse) detail::ring_require_size(b.lse, rows * 4, "lse buffer", "float32 " + rows_shape + "]");
     const detail::RingBiasInput bias_kind = detail::ring_bias_input(a);
     if (p.local_bias_elements(r) > 0)
       detail::ring_require_size(b.bias, p.local_bias_elements(r) * 4, "bias buffer",
