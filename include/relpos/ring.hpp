@@ -82,7 +82,9 @@ struct ShardedParams {
   // each hold a slice of the sequence, and attention.query_offset the number of each sequence's
   // keys that lie past this rank's slice (the same for every sequence: slices taken from the ends
   // of the sequences, or one sequence); the bias then comes as parameters (no distance rows or
-  // dense bias).
+  // dense bias). Packed queries (attention.total_queries, a paged cache): q and out [total_queries,
+  // heads, head_dim] and query_lengths the same on every rank, each sequence's queries its last
+  // positions (docs/ring_attention.md).
   AttentionParams attention;
   std::uint32_t ranks = 1;
   RingGather gather = RingGather::Root;
@@ -160,10 +162,11 @@ class RingRank {
 // transport and RingRank on every rank).
 RingTiming ring_attention(RingRank& rank, const RingParams& p, const AttentionBuffers& local);
 
-// Sequence-parallel attention on this rank: q [batch, heads, queries, head_dim] (the same on every
-// rank), k and v this rank's keys (contiguous [batch, kv_heads, local keys, head_dim], or the
-// paged cache with its block_table and cache_lengths), bias as local_bias_elements. out and lse
-// are written on the root (RingGather::Root; they may be null elsewhere) or on every rank.
+// Sequence-parallel attention on this rank: q [batch, heads, queries, head_dim] or packed
+// [total_queries, heads, head_dim] with query_lengths (the same on every rank), k and v this rank's
+// keys (contiguous [batch, kv_heads, local keys, head_dim], or the paged cache with its
+// block_table and cache_lengths), bias as local_bias_elements. out and lse (the rows of q) are
+// written on the root (RingGather::Root; they may be null elsewhere) or on every rank.
 // Records, submits and waits itself (its partials travel through the host). Failures as
 // ring_attention's: whatever attention() would refuse of this rank's call is refused before any
 // data moves.
