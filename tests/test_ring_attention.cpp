@@ -300,6 +300,54 @@ TEST_F(RingAttention, RepeatedCallsReuseBuffers) {
   EXPECT_EQ(buffers_after[1], buffers_after[2]);
 }
 
+// Sharded decoding whose batch changes from step to step (sequences joining and leaving, as in
+// continuous batching): after a step of the largest batch, smaller ones create no Vulkan object
+// (the call's scratch is taken from what the larger one left, as a plan's envelope would).
+TEST_F(RingAttention, ShardedStepsWhoseBatchShrinksCreateNothing) {
+  for (AttentionBias mode : {AttentionBias::Alibi, AttentionBias::T5}) {
+    std::mt19937 rng(61);
+    ShardedParams sp{relpos::test::random_ring_params(rng, mode, DType::F32, 2), 2, RingGather::All};
+    AttentionParams& a = sp.attention;
+    a.heads = 4;
+    a.kv_heads = 2;
+    a.queries = 1;
+    a.keys = 3000;  // split keys: partial results in the call's scratch
+    a.query_offset = a.keys - 1;
+    a.causal = true;
+    SCOPED_TRACE(describe(a));
+    const std::vector<std::uint32_t> batches = {4, 3, 2, 4, 1, 3};
+    std::vector<std::vector<std::uint64_t>> objects(2);
+    InProcessRingOptions options;
+    options.context = relpos::test::validated_context_options();
+    options.timeout = kTimeout;
+    const InProcessRingOutcome outcome = run_in_process_ring(2, options, [&](std::uint32_t r, Context& ctx, RingTransport& t) {
+      std::vector<relpos::test::DeviceInputs> inputs;
+      std::vector<ShardedParams> calls;
+      for (std::uint32_t B : {4u, 3u, 2u, 1u}) {
+        ShardedParams c = sp;
+        c.attention.batch = B;
+        std::mt19937 draws(B);
+        const WholeInputs in = random_whole_inputs(draws, c.attention);
+        const auto kp = c.key_pieces(r);
+        const std::uint64_t D = a.head_dim, BHkv = std::uint64_t{B} * a.kv_heads;
+        inputs.push_back(relpos::test::upload(ctx, a.dtype, in.q, take_pieces<float>(in.k, BHkv, a.keys, D, kp), take_pieces<float>(in.v, BHkv, a.keys, D, kp),
+                                              in.bias, in, c.attention.rows() * D, c.attention.rows()));
+        calls.push_back(c);
+      }
+      RingRank rank(ctx, t);
+      for (std::uint32_t B : batches) {
+        const std::size_t i = 4 - B;
+        sharded_attention(rank, calls[i], inputs[i].buffers());
+        objects[r].push_back(resource_counts(ctx).objects());
+      }
+    });
+    ASSERT_TRUE(outcome.ok()) << outcome.describe();
+    for (std::uint32_t r = 0; r < 2; ++r)
+      for (std::size_t step = 1; step < batches.size(); ++step)
+        EXPECT_EQ(objects[r][step], objects[r][0]) << "rank " << r << ", step " << step << " (batch " << batches[step] << ")";
+  }
+}
+
 // One RingRank per rank through calls of other shapes (larger, then smaller and uneven, without and
 // with lse, both layouts): what it keeps is cut to each call.
 TEST_F(RingAttention, ShapesChangeBetweenCalls) {

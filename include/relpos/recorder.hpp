@@ -41,10 +41,12 @@ class Recorder {
   // again (timestamps of the finished work stay readable until the next recording writes one).
   // Reuse does not grow: the command buffer, the descriptor pools and the scratch buffers of the
   // finished recording are kept for the next one (a scratch buffer is taken again by a request of
-  // the same size and memory use), and those the next recording leaves unused are freed at its
-  // own submit_and_wait. A loop that records the same shapes every step creates no Vulkan object
-  // after its first step; shapes that change every step (keys growing in a decode loop) take a
-  // plan (relpos/attention_plan.hpp), which holds its own scratch and descriptor sets.
+  // the same size and memory use; fused attention's by any request it holds, the smallest first),
+  // and those the next recording leaves unused are freed at its own submit_and_wait. A loop that
+  // records the same shapes every step creates no Vulkan object after its first step, nor does
+  // attention() with a batch smaller than the step before; shapes that change every step (keys
+  // growing in a decode loop) take a plan (relpos/attention_plan.hpp), which holds its own scratch
+  // and descriptor sets.
   // A Recorder on an application's command buffer keeps what its operations used until it is
   // destroyed (see above): make one per command buffer.
   void submit_and_wait();

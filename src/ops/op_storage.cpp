@@ -7,7 +7,7 @@
 
 namespace relpos::detail {
 
-const Buffer& RecordingStorage::make(std::uint64_t bytes, const std::string&) { return scratch(r_, bytes, MemoryUse::Device); }
+const Buffer& RecordingStorage::make(std::uint64_t bytes, const std::string&) { return scratch_at_least(r_, bytes, MemoryUse::Device); }
 
 // Host-visible scratch no GPU work uses yet (fresh, or its last submission has finished).
 const Buffer& RecordingStorage::upload_bytes(const void* data, std::uint64_t bytes, const std::string&) {

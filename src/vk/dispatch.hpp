@@ -67,6 +67,9 @@ void barrier(Recorder& r);
 
 // A buffer that lives as long as the recording (until submit_and_wait or the Recorder's end).
 Buffer& scratch(Recorder& r, std::uint64_t bytes, MemoryUse use);
+// The same, of at least `bytes`: the smallest spare that holds them, so that a call smaller than
+// the one before (a batch that shrank) takes that one's buffer instead of a new one.
+Buffer& scratch_at_least(Recorder& r, std::uint64_t bytes, MemoryUse use);
 
 // Where a dispatch's descriptor set comes from when not from the recording's own pools: a plan's
 // sets (ops/attention_plan.cpp), which it hands out for the pipeline's layout. A set taken earlier

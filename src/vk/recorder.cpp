@@ -180,22 +180,35 @@ void barrier(Recorder& r) {
   memory_barrier(s, kWorkStages, kWriteAccess, kWorkStages, kAllAccess);
 }
 
-Buffer& scratch(Recorder& r, std::uint64_t bytes, MemoryUse use) {
+namespace {
+// A spare scratch buffer of `use` whose last user's submission has finished (ops never assume fresh
+// contents): of exactly `bytes`, or (at_least) the smallest that holds them; a new one otherwise.
+Buffer& take_scratch(Recorder& r, std::uint64_t bytes, MemoryUse use, bool at_least) {
   auto& s = state_of(r);
   bytes = std::max<std::uint64_t>(bytes, 16);
+  auto best = s.spare_scratch.end();
+  auto best_use = s.spare_uses.end();
   auto use_it = s.spare_uses.begin();
   for (auto it = s.spare_scratch.begin(); it != s.spare_scratch.end(); ++it, ++use_it)
-    if (it->size() == bytes && *use_it == use) {
-      // Its last user's submission has finished; ops never assume fresh contents.
-      s.resources.scratch.splice(s.resources.scratch.end(), s.spare_scratch, it);
-      s.spare_uses.erase(use_it);
-      s.resources.scratch_uses.push_back(use);
-      return s.resources.scratch.back();
+    if (*use_it == use && (at_least ? it->size() >= bytes : it->size() == bytes) && (best == s.spare_scratch.end() || it->size() < best->size())) {
+      best = it;
+      best_use = use_it;
     }
+  if (best != s.spare_scratch.end()) {
+    s.resources.scratch.splice(s.resources.scratch.end(), s.spare_scratch, best);
+    s.spare_uses.erase(best_use);
+    s.resources.scratch_uses.push_back(use);
+    return s.resources.scratch.back();
+  }
   s.resources.scratch.push_back(RuntimeAccess::buffer(s.dev, bytes, use));
   s.resources.scratch_uses.push_back(use);
   return s.resources.scratch.back();
 }
+}  // namespace
+
+Buffer& scratch(Recorder& r, std::uint64_t bytes, MemoryUse use) { return take_scratch(r, bytes, use, false); }
+
+Buffer& scratch_at_least(Recorder& r, std::uint64_t bytes, MemoryUse use) { return take_scratch(r, bytes, use, true); }
 
 void dispatch(Recorder& r, DescriptorSource* sets, ShaderId shader, const SpecValues& spec, const BindingSpans& bindings, const void* push,
               std::size_t push_bytes, std::uint32_t groups_x, std::uint32_t groups_y, std::uint32_t groups_z) {
