@@ -728,18 +728,24 @@ TEST_F(RingAttention, ShardedPagedPackedChunkedPrefill) {
         }
     }
     whole.total_queries = static_cast<std::uint32_t>(q_packed.size() / (std::size_t{H} * D));
-    AttentionResult got;
-    const InProcessRingOutcome outcome = run_in_process_ring(shared(gpu(), R), kTimeout, [&](std::uint32_t r, Context& ctx, RingTransport& t) {
-      ShardedParams sp{whole, R, RingGather::All};
-      const RankSlices slices = rank_slices(in, whole, lengths, Lmax, r, S, bs, sp.attention);
-      PagedRankBuffers bufs(ctx, q_packed, slices, in, sp.attention, query_lengths);
-      RingRank rank(ctx, t);
-      sharded_attention(rank, sp, bufs.buffers());
-      if (r == 2) got = {bufs.out.download<float>(sp.attention.rows() * D), bufs.lse.download<float>(sp.attention.rows())};
-    });
-    ASSERT_TRUE(outcome.ok()) << outcome.describe();
-    EXPECT_LE(normalised_error(got.out, want_out), kTolF32);
-    EXPECT_LE(normalised_error(got.lse, want_lse), kTolF32);
+    for (Kernels kernels : {Kernels::Cpu, Kernels::Gpu}) {
+      SCOPED_TRACE(kernels == Kernels::Cpu ? "cpu kernels" : "gpu kernels");
+      ContextOptions options = relpos::test::validated_context_options();
+      options.tuning.kernels = kernels;
+      Context ctx_of_class(options);
+      AttentionResult got;
+      const InProcessRingOutcome outcome = run_in_process_ring(shared(ctx_of_class, R), kTimeout, [&](std::uint32_t r, Context& ctx, RingTransport& t) {
+        ShardedParams sp{whole, R, RingGather::All};
+        const RankSlices slices = rank_slices(in, whole, lengths, Lmax, r, S, bs, sp.attention);
+        PagedRankBuffers bufs(ctx, q_packed, slices, in, sp.attention, query_lengths);
+        RingRank rank(ctx, t);
+        sharded_attention(rank, sp, bufs.buffers());
+        if (r == 2) got = {bufs.out.download<float>(sp.attention.rows() * D), bufs.lse.download<float>(sp.attention.rows())};
+      });
+      ASSERT_TRUE(outcome.ok()) << outcome.describe();
+      EXPECT_LE(normalised_error(got.out, want_out), kTolF32);
+      EXPECT_LE(normalised_error(got.lse, want_lse), kTolF32);
+    }
   }
 }
 
@@ -841,6 +847,7 @@ TEST_F(RingAttention, ACallAfterAFailureSaysTheRingStopped) {
       } catch (const RingError& e) {
         first[r] = e.what();
       }
+      EXPECT_TRUE(rank.stopped());
       try {
         relpos::test::ring_rank(rank, rp, in, got);
       } catch (const RingError& e) {
@@ -898,6 +905,9 @@ TEST_F(RingAttention, BadParametersAreRefused) {
   AttentionParams splits = a;
   splits.key_splits = 2;
   expect_invalid([&] { RingParams{splits, 2}.validate(); }, "key_splits");
+  AttentionParams packed = a;
+  packed.total_queries = 3;
+  expect_invalid([&] { RingParams{packed, 2}.validate(); }, "total_queries = 3: must be 0 in ring attention (packed queries over a paged cache are sharded");
   expect_invalid([&] { ShardedParams{a, 10}.validate(); }, "keys = 9: must be >= ranks = 10");
   expect_invalid([&] { ShardedParams{a, 2, RingGather::Root, 2}.validate(); }, "root = 2");
   AttentionParams paged_row = a;
@@ -920,12 +930,14 @@ TEST_F(RingAttention, RanksThatDisagreeAreAllRefused) {
   // Rank 1 differs in one setting; the ranks agree before any buffer is checked, so a bias rank 1
   // alone takes (and has no buffer for) is named as the disagreement, by the family's name, and a
   // scale by its value. Each rank names its own value and the first other rank's that differs.
-  struct Case { const char* what; std::function<void(AttentionParams&)> change; std::string value0, value1; };
+  struct Case { const char* what; std::function<void(RingParams&)> change; std::string value0, value1; };
   const std::string causal0 = rp.attention.causal ? "causal = 1" : "causal = 0", causal1 = rp.attention.causal ? "causal = 0" : "causal = 1";
   const std::vector<Case> cases = {
-      {"causal", [](AttentionParams& a) { a.causal = !a.causal; }, causal0, causal1},
-      {"bias", [](AttentionParams& a) { a.bias = AttentionBias::Alibi; }, "bias = none", "bias = alibi"},
-      {"scale", [](AttentionParams& a) { a.scale = 0.5f; }, "scale = 0.25", "scale = 0.5"},
+      {"causal", [](RingParams& p) { p.attention.causal = !p.attention.causal; }, causal0, causal1},
+      {"bias", [](RingParams& p) { p.attention.bias = AttentionBias::Alibi; }, "bias = none", "bias = alibi"},
+      {"scale", [](RingParams& p) { p.attention.scale = 0.5f; }, "scale = 0.25", "scale = 0.5"},
+      // A value no name belongs to (rank 1 refuses it too): shown as its number.
+      {"layout", [](RingParams& p) { p.layout = static_cast<RingLayout>(5); }, "layout = contiguous", "layout = 5"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
@@ -933,13 +945,14 @@ TEST_F(RingAttention, RanksThatDisagreeAreAllRefused) {
     AttentionResult got = empty_result(rp.attention);
     const InProcessRingOutcome outcome = run_in_process_ring(shared(gpu(), 3), kTimeout, [&](std::uint32_t r, Context& ctx, RingTransport& t) {
       RingParams mine = rp;
-      if (r == 1) c.change(mine.attention);
+      if (r == 1) c.change(mine);
       RingRank rank(ctx, t);
       try {
         relpos::test::ring_rank(rank, mine, in, got);
       } catch (const InvalidArgument& e) {
         errors[r] = e.what();
       }
+      EXPECT_FALSE(rank.stopped());
       relpos::test::ring_rank(rank, rp, in, got);
     });
     ASSERT_TRUE(outcome.ok()) << outcome.describe();
@@ -972,17 +985,18 @@ TEST_F(RingAttention, BadBufferOnOneRankIsRefusedEverywhere) {
     } catch (const InvalidArgument& e) {
       kinds[r] = "invalid";
       errors[r] = e.what();
-    } catch (const RingError& e) {
-      kinds[r] = "ring";
+    } catch (const RingRefused& e) {
+      kinds[r] = "refused";
       errors[r] = e.what();
     }
+    EXPECT_FALSE(rank.stopped());
     relpos::test::ring_rank(rank, rp, in, got);
   });
   ASSERT_TRUE(outcome.ok()) << outcome.describe();
   EXPECT_EQ(kinds[2], "invalid");
   EXPECT_NE(errors[2].find("q buffer"), std::string::npos) << errors[2];
   for (std::uint32_t r : {0u, 1u}) {
-    EXPECT_EQ(kinds[r], "ring") << errors[r];
+    EXPECT_EQ(kinds[r], "refused") << errors[r];
     EXPECT_NE(errors[r].find("rank 2 refused the call (ring attention): q buffer"), std::string::npos) << "rank " << r << ": " << errors[r];
     EXPECT_NE(errors[r].find("the ring runs on"), std::string::npos) << "rank " << r << ": " << errors[r];
   }
@@ -1007,16 +1021,70 @@ TEST_F(RingAttention, ShardedBadBlockTableOnOneRankIsRefusedEverywhere) {
     } catch (const InvalidArgument& e) {
       kinds[r] = "invalid";
       errors[r] = e.what();
-    } catch (const RingError& e) {
-      kinds[r] = "ring";
+    } catch (const RingRefused& e) {
+      kinds[r] = "refused";
       errors[r] = e.what();
     }
   });
   ASSERT_TRUE(outcome.ok()) << outcome.describe();
   EXPECT_EQ(kinds[1], "invalid") << errors[1];
   EXPECT_NE(errors[1].find("block_table buffer"), std::string::npos) << errors[1];
-  EXPECT_EQ(kinds[0], "ring") << errors[0];
+  EXPECT_EQ(kinds[0], "refused") << errors[0];
   EXPECT_NE(errors[0].find("rank 1 refused the call (sharded attention): block_table buffer"), std::string::npos) << errors[0];
+}
+
+// Ranks making different ring calls (one times the link, the other runs sharded attention) are
+// refused on every rank, and the ring runs on.
+TEST_F(RingAttention, DifferentCallsOnDifferentRanksAreRefused) {
+  std::vector<std::string> errors(2);
+  std::vector<double> ms(2, -1);
+  const InProcessRingOutcome outcome = run_in_process_ring(shared(gpu(), 2), kTimeout, [&](std::uint32_t r, Context& ctx, RingTransport& t) {
+    RingRank rank(ctx, t);
+    try {
+      if (r == 0) {
+        ring_exchange_ms(rank, 64);
+      } else {
+        const ShardedParams sp{AttentionParams{.heads = 2, .kv_heads = 1, .queries = 1, .keys = 16, .head_dim = 8}, 2};
+        Buffer any(ctx, 4096);
+        sharded_attention(rank, sp, AttentionBuffers{&any, &any, &any, &any});
+      }
+    } catch (const InvalidArgument& e) {
+      errors[r] = e.what();
+    }
+    ms[r] = ring_exchange_ms(rank, 64);
+  });
+  ASSERT_TRUE(outcome.ok()) << outcome.describe();
+  EXPECT_NE(errors[0].find("call = ring_exchange_ms on rank 0: the ranks disagree: rank 1 makes another call"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[1].find("call = sharded attention on rank 1: the ranks disagree: rank 0 makes another call"), std::string::npos) << errors[1];
+  EXPECT_GE(ms[0], 0.0);
+  EXPECT_GE(ms[1], 0.0);
+}
+
+// A rank whose keys the causal mask hides entirely still checks its inputs as attention() would:
+// an input its bias mode does not read is refused there, whatever the keys it holds.
+TEST_F(RingAttention, ShardedMaskedRankStillChecksItsInputs) {
+  std::vector<std::string> kinds(2), errors(2);
+  const AttentionParams a{.heads = 2, .kv_heads = 1, .queries = 1, .keys = 32, .head_dim = 8, .query_offset = 10, .causal = true};
+  const InProcessRingOutcome outcome = run_in_process_ring(shared(gpu(), 2), kTimeout, [&](std::uint32_t r, Context& ctx, RingTransport& t) {
+    const ShardedParams sp{a, 2};  // rank 1 holds keys 16..31: past query 10, masked
+    Buffer q(ctx, a.rows() * 8 * 4), out(ctx, a.rows() * 8 * 4), kv(ctx, 16 * 8 * 4), lse(ctx, a.rows() * 4), stray(ctx, 64);
+    AttentionBuffers ab{&q, &kv, &kv, &out, &lse};
+    if (r == 1) ab.bias = &stray;
+    RingRank rank(ctx, t);
+    try {
+      sharded_attention(rank, sp, ab);
+    } catch (const InvalidArgument& e) {
+      kinds[r] = "invalid";
+      errors[r] = e.what();
+    } catch (const RingRefused& e) {
+      kinds[r] = "refused";
+      errors[r] = e.what();
+    }
+  });
+  ASSERT_TRUE(outcome.ok()) << outcome.describe();
+  EXPECT_EQ(kinds[1], "invalid") << errors[1];
+  EXPECT_NE(errors[1].find("bias buffer = given: is not read by bias = none"), std::string::npos) << errors[1];
+  EXPECT_EQ(kinds[0], "refused") << errors[0];
 }
 
 TEST_F(RingAttention, TransportErrorStopsEveryRank) {

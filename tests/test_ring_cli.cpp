@@ -107,6 +107,39 @@ TEST(RingCli, InProcessRanksEqualRunAttention) {
   expect_ring_equals_attention(RELPOS_TOOL, d, bias_args("dense", "d_"), "--ranks 4", "d_", 1e-4);
 }
 
+// Sharded attention over caches in the formats engines keep (--kv-dtype, as run attention reads
+// them): bf16 bit patterns, ggml's q8_0 blocks, fp8 e4m3 with a scale per kv head; in process and
+// under mpirun. Ring attention (Q = K) refuses a cache format, naming the flag.
+TEST(RingCli, ShardedOverCacheFormatsEqualsRunAttention) {
+  const std::uint32_t B = 2, H = 4, Hkv = 2, Q = 2, K = 45, D = 32;
+  const Files f = write_inputs(B, H, Hkv, Q, K, D, "x_");
+  const std::vector<float> k = read_npy(temp("x_k.npy")).to_f32("k"), v = read_npy(temp("x_v.npy")).to_f32("v");
+  write_f32("x_scale.npy", {0.01f, 0.02f}, {Hkv});
+  for (CacheFormat format : {CacheFormat::BF16, CacheFormat::Q8_0, CacheFormat::FP8_E4M3}) {
+    const std::string name(cache_format_name(format));
+    SCOPED_TRACE(name);
+    const std::size_t row = cache_row_bytes(format, D), rows = std::size_t{B} * Hkv * K;
+    for (const auto& [values, file] : {std::pair{&k, "x_kc.npy"}, std::pair{&v, "x_vc.npy"}}) {
+      std::vector<std::uint8_t> bytes(rows * row);
+      for (std::size_t r = 0; r < rows; ++r)
+        encode_cache_row(format, std::span<const float>(*values).subspan(r * D, D), std::span<std::uint8_t>(bytes).subspan(r * row, row),
+                         cache_format_scaled(format) ? (r / K % Hkv == 0 ? 0.01f : 0.02f) : 1.0f);
+      const std::vector<std::uint64_t> shape = {B, Hkv, K, format == CacheFormat::BF16 ? D : row};
+      write_npy(temp(file), format == CacheFormat::BF16 ? "<u2" : "|u1", shape, bytes.data());
+    }
+    const std::string scales = cache_format_scaled(format) ? " --k-scale " + temp("x_scale.npy") + " --v-scale " + temp("x_scale.npy") : "";
+    const Files c{B, H, Hkv, Q, K, D, "--q " + temp("x_q.npy") + " --k " + temp("x_kc.npy") + " --v " + temp("x_vc.npy")};
+    expect_ring_equals_attention(RELPOS_TOOL, c, " --bias alibi --causal --query-offset 43 --kv-dtype " + name + scales, "--ranks 3", "x_", 1e-4);
+    if (!mpirun(2).empty())
+      expect_ring_equals_attention(mpirun(2) + RELPOS_TOOL, c, " --bias t5 --table " + temp("x_table.npy") + " --max-distance 30 --scale 1 --kv-dtype " + name + scales,
+                                   "", "x_", 1e-4);
+  }
+  const Files ring = write_inputs(1, 2, 2, 7, 7, 32, "y_");
+  auto r = tool("run ring-attention " + ring.args + " --ranks 2 --kv-dtype f16 --out " + temp("y_out.npy"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("--kv-dtype f16: ring attention (as many queries as keys: 7)"), std::string::npos) << r.output;
+}
+
 TEST(RingCli, TimingsNameEveryRankAndStep) {
   const Files f = write_inputs(1, 2, 2, 16, 16, 8, "t_");
   auto r = tool("run ring-attention " + f.args + " --ranks 2 --layout zigzag --causal --out " + temp("t_out.npy") + " --timings " + temp("t.json"));

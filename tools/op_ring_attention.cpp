@@ -16,6 +16,7 @@
 #include <relpos/ring.hpp>
 
 #include "attention_bias.hpp"
+#include "cache_npy.hpp"
 #include "number_flags.hpp"
 #include "registry.hpp"
 #include "ring_tool.hpp"
@@ -28,7 +29,7 @@ namespace relpos::tool {
 namespace {
 
 struct RingArgs {
-  std::string q, k, v, lse, dtype = "f32", layout = "contiguous", devices, timings;
+  std::string q, k, v, lse, dtype = "f32", layout = "contiguous", devices, timings, kv_dtype, k_scale, v_scale;
   std::uint32_t ranks = 0;  // 0: not given (MPI ranks)
   std::optional<float> scale;
   bool causal = false;
@@ -46,6 +47,7 @@ AttentionParams flag_params(const RingArgs& a) {
   p.causal = a.causal;
   p.scale = a.scale;
   p.dtype = a.dtype == "f16" ? DType::F16 : DType::F32;
+  if (!a.kv_dtype.empty()) p.cache_format = cache_format_flag(a.kv_dtype);
   return p;
 }
 
@@ -56,11 +58,21 @@ RingCall read_call(const RingArgs& a, std::uint32_t ranks) {
   AttentionParams& p = c.p;
   std::vector<std::uint64_t> qs, ks, vs;
   c.in.q = read_floats("--q", a.q, 4, qs);
-  c.in.k = read_floats("--k", a.k, 4, ks);
-  c.in.v = read_floats("--v", a.v, 4, vs);
+  if (p.cache_format) {  // the format's bytes, [B, Hkv, K, row]; head_dim by the format's rule
+    check_cache_head_dim(*p.cache_format, dimension32("--q head_dim", qs[3]), "--q head_dim");
+    c.in.k_bytes = read_cache_npy("--k", a.k, *p.cache_format, ks);
+    c.in.v_bytes = read_cache_npy("--v", a.v, *p.cache_format, vs);
+    if (ks.size() != 4) throw InvalidArgument("--k " + a.k + ": must be 4-D, got " + std::to_string(ks.size()) + " dimension(s)");
+  } else {
+    c.in.k = read_floats("--k", a.k, 4, ks);
+    c.in.v = read_floats("--v", a.v, 4, vs);
+  }
   if (ks != vs) throw InvalidArgument("--v: shape must equal --k's [B, Hkv, K, D]");
   if (qs[0] != ks[0] || qs[3] != ks[3])
     throw InvalidArgument("--k: batch and head_dim must equal --q's (" + std::to_string(qs[0]) + ", " + std::to_string(qs[3]) + ")");
+  std::vector<std::uint64_t> scale_shape;
+  if (!a.k_scale.empty()) p.k_scales = read_floats("--k-scale", a.k_scale, 1, scale_shape);
+  if (!a.v_scale.empty()) p.v_scales = read_floats("--v-scale", a.v_scale, 1, scale_shape);
   p.batch = dimension32("--q batch", qs[0]);
   p.heads = dimension32("--q heads", qs[1]);
   p.queries = dimension32("--q queries", qs[2]);
@@ -78,6 +90,9 @@ RingCall read_call(const RingArgs& a, std::uint32_t ranks) {
   if (p.dtype == DType::F16)  // what the f16 buffers hold
     for (auto* x : {&c.in.q, &c.in.k, &c.in.v}) *x = from_half(to_half(*x));
   c.plan = ring_plan(p, ranks, *ring_layout_from_name(a.layout));
+  if (p.cache_format && !c.plan.sharded)
+    throw InvalidArgument("--kv-dtype " + a.kv_dtype + ": ring attention (as many queries as keys: " + std::to_string(p.queries) +
+                          ") passes its chunks as --dtype values; a cache format is for sharded attention (fewer queries than keys)");
   if (c.plan.sharded && a.layout != "contiguous")
     throw InvalidArgument("--layout " + a.layout + ": with fewer queries (" + std::to_string(p.queries) + ") than keys (" + std::to_string(p.keys) +
                           ") the keys are split contiguously and the queries replicated (sharded attention)");
@@ -300,7 +315,12 @@ void add_ring_run(CLI::App& run, Registry& reg) {
   cmd->add_flag("--causal", a->causal, "mask keys after the query");
   add_number(*cmd, "--query-offset", a->p.query_offset, "absolute position of query 0 among the keys");
   add_number(*cmd, "--scale", a->scale, "multiplies q.k (default 1/sqrt(D); T5 models pass 1)");
-  cmd->add_option("--dtype", a->dtype, "storage of q, k, v and out")->check(CLI::IsMember({"f32", "f16"}));
+  cmd->add_option("--dtype", a->dtype, "storage of q and out (and of k and v without --kv-dtype)")->check(CLI::IsMember({"f32", "f16"}));
+  cmd->add_option("--kv-dtype", a->kv_dtype,
+                  "sharded attention (Q < K): k and v in a cache format, as run attention reads them: f32, f16, bf16 (uint16 bit "
+                  "patterns), q8_0 (uint8 [B, Hkv, K, D/32*34], ggml's blocks), fp8_e4m3 (uint8 [B, Hkv, K, D], with --k-scale and --v-scale)");
+  cmd->add_option("--k-scale", a->k_scale, "fp8_e4m3: float32 [Hkv] .npy, the keys' scale per kv head");
+  cmd->add_option("--v-scale", a->v_scale, "fp8_e4m3: float32 [Hkv] .npy, the values' scale per kv head");
   cmd->add_option("--layout", a->layout, "contiguous (rank r holds chunk r of R) or zigzag (chunks r and 2R-1-r of 2R: causal balance)")
       ->check(CLI::IsMember({"contiguous", "zigzag"}));
   add_number(*cmd, "--timeout", a->timeout_s, "seconds a rank waits for its neighbour before it stops with an error (default 60)", 1e-3, 1e6);

@@ -61,8 +61,14 @@ RingInputs rank_inputs(const RingCall& c, std::uint32_t rank) {
   const std::uint64_t D = p.head_dim, BH = std::uint64_t{p.batch} * p.heads, BHkv = std::uint64_t{p.batch} * p.kv_heads;
   RingInputs in;
   in.q = take_pieces<float>(c.in.q, BH, p.queries, D, qp);
-  in.k = take_pieces<float>(c.in.k, BHkv, p.keys, D, kp);
-  in.v = take_pieces<float>(c.in.v, BHkv, p.keys, D, kp);
+  if (p.cache_format) {  // rows of the format's bytes
+    const std::uint64_t row = cache_row_bytes(p.cache(), p.head_dim);
+    in.k_bytes = take_pieces<std::uint8_t>(c.in.k_bytes, BHkv, p.keys, row, kp);
+    in.v_bytes = take_pieces<std::uint8_t>(c.in.v_bytes, BHkv, p.keys, row, kp);
+  } else {
+    in.k = take_pieces<float>(c.in.k, BHkv, p.keys, D, kp);
+    in.v = take_pieces<float>(c.in.v, BHkv, p.keys, D, kp);
+  }
   const std::uint64_t local_bias = c.plan.sharded ? c.plan.shard.local_bias_elements(rank) : c.plan.ring.local_bias_elements(rank);
   if (local_bias == p.bias_elements()) in.bias = c.in.bias;
   else if (c.plan.sharded) in.bias = take_pieces<float>(c.in.bias, std::uint64_t{p.heads} * p.queries, p.keys, 1, kp);  // dense columns
@@ -78,7 +84,9 @@ RankResult run_ring_rank(RingRank& rank, const RingPlan& plan, const AttentionPa
   std::uint32_t Qr = 0;
   for (const RingPiece& piece : plan.query_pieces(r)) Qr += piece.count;
   const std::uint64_t rows = std::uint64_t{p.batch} * p.heads * Qr, values = rows * p.head_dim;
-  Buffer q = make_float_buffer(ctx, in.q, p.dtype), k = make_float_buffer(ctx, in.k, p.dtype), v = make_float_buffer(ctx, in.v, p.dtype);
+  Buffer q = make_float_buffer(ctx, in.q, p.dtype);
+  Buffer k = p.cache_format ? make_buffer(ctx, std::span<const std::uint8_t>(in.k_bytes)) : make_float_buffer(ctx, in.k, p.dtype);
+  Buffer v = p.cache_format ? make_buffer(ctx, std::span<const std::uint8_t>(in.v_bytes)) : make_float_buffer(ctx, in.v, p.dtype);
   Buffer out, lse, bias, rel_keys, rel_values;
   AttentionBuffers b{&q, &k, &v};
   if (plan.has_output(r)) {
@@ -145,6 +153,10 @@ class Writer {
     word(v.size());
     raw(v.data(), v.size() * 4);
   }
+  void octets(const std::vector<std::uint8_t>& v) {
+    word(v.size());
+    raw(v.data(), v.size());
+  }
   std::vector<std::byte> bytes;
 
  private:
@@ -175,6 +187,13 @@ class Reader {
     raw(v.data(), n * 4);
     return v;
   }
+  std::vector<std::uint8_t> octets() {
+    const std::uint64_t n = word();
+    if (n > bytes_.size() - at_) throw Error("a ring message ends early: " + std::to_string(n) + " bytes announced");
+    std::vector<std::uint8_t> v(n);
+    raw(v.data(), n);
+    return v;
+  }
 
  private:
   void raw(void* p, std::size_t n) {
@@ -199,8 +218,12 @@ std::vector<std::byte> pack_rank_call(const RingCall& c, std::uint32_t rank) {
                           std::uint64_t{p.t5.bidirectional}, static_cast<std::uint64_t>(p.t5.log), std::uint64_t{std::bit_cast<std::uint32_t>(p.t5.scale)},
                           static_cast<std::uint64_t>(p.kerple_variant), std::uint64_t{p.max_relative_position}, std::uint64_t{p.sandwich_dim}})
     w.word(x);
+  w.floats(p.k_scales);  // fp8's, read from files on the root (the format itself is a flag)
+  w.floats(p.v_scales);
   const RingInputs in = rank_inputs(c, rank);
   for (const auto* v : {&in.q, &in.k, &in.v, &in.bias, &in.rel_keys, &in.rel_values}) w.floats(*v);
+  w.octets(in.k_bytes);
+  w.octets(in.v_bytes);
   return std::move(w.bytes);
 }
 
@@ -223,7 +246,11 @@ RingCall unpack_rank_call(const std::vector<std::byte>& bytes, const AttentionPa
   p.kerple_variant = static_cast<KerpleVariant>(r.word());
   p.max_relative_position = dim("max_relative_position");
   p.sandwich_dim = dim("sandwich_dim");
+  p.k_scales = r.floats();
+  p.v_scales = r.floats();
   for (auto* v : {&c.in.q, &c.in.k, &c.in.v, &c.in.bias, &c.in.rel_keys, &c.in.rel_values}) *v = r.floats();
+  c.in.k_bytes = r.octets();
+  c.in.v_bytes = r.octets();
   c.plan = ring_plan(p, ranks, layout);
   return c;
 }

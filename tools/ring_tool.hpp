@@ -27,6 +27,9 @@ RingPlan ring_plan(const AttentionParams& p, std::uint32_t ranks, RingLayout lay
 
 struct RingInputs {
   std::vector<float> q, k, v, bias, rel_keys, rel_values;
+  // With a cache format (sharded attention): k and v as the format's bytes, [B, Hkv, K] rows of
+  // cache_row_bytes each (k and v then empty).
+  std::vector<std::uint8_t> k_bytes, v_bytes;
 };
 struct RingCall {
   AttentionParams p;

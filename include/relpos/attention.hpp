@@ -180,7 +180,9 @@ void check_block_table(const AttentionParams& p, std::span<const std::int32_t> b
 // Packed queries' lengths held on the host (the reference and the tool call it; an application
 // before uploading them): each in [0, min(queries, cache_lengths[b])], their sum total_queries.
 // InvalidArgument names the sequence, its length and the limit. The GPU op clamps each length into
-// [0, queries] and stores no row past total_queries instead.
+// [0, queries] and stores no row past total_queries instead. It checks a call over whole sequences:
+// a sharded rank's slice may hold fewer keys than a chunk has queries (docs/ring_attention.md), so
+// check the lengths against the whole sequences' there.
 void check_query_lengths(const AttentionParams& p, std::span<const std::int32_t> query_lengths, std::span<const std::int32_t> cache_lengths);
 
 struct AttentionResult {

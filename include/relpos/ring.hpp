@@ -138,6 +138,9 @@ class RingRank {
   RingTransport& transport() const;
   std::uint32_t rank() const;
   std::uint32_t ranks() const;
+  // Whether a failure stopped this rank's ring (every later call throws RingError); a refused call
+  // (InvalidArgument, RingRefused) does not.
+  bool stopped() const;
 
   struct State;  // opaque: what the library keeps
   State& state() const { return *state_; }
@@ -156,7 +159,8 @@ class RingRank {
 // Records, submits and waits itself (R steps). The result equals attention() of the whole
 // sequence on one device, out and lse. Bad input is refused before any data moves, on every rank
 // and whatever the timing: settings the ranks disagree on, InvalidArgument on every rank; a rank's
-// own bad parameters or buffers, InvalidArgument there and a RingError naming it on every other.
+// own bad parameters or buffers, InvalidArgument there and a RingRefused (a RingError) naming it on
+// every other.
 // The ring then runs on. Failures after that (the transport, the device): RingError on every rank,
 // and the ring stops for good: every later call on its RingRanks throws RingError (make a new
 // transport and RingRank on every rank).

@@ -20,10 +20,19 @@ class Buffer;
 
 // A failure of the ring itself: a timeout (the message names the silent rank and the step), a
 // message of the wrong size, another rank's failure (the message names it and says what it
-// reported), a transport error. Every rank of a failed ring throws one.
+// reported), a transport error. Every rank of a failed ring throws one, and the ring stops
+// (RingRank::stopped); but for RingRefused, below.
 class RingError : public Error {
  public:
   using Error::Error;
+};
+
+// Another rank refused a ring call before any data moved (its own input was bad: it threw
+// InvalidArgument, and the message names it and says why). Unlike the other RingErrors, the ring
+// runs on: the same RingRanks take the next call.
+class RingRefused : public RingError {
+ public:
+  using RingError::RingError;
 };
 
 class RingTransport {

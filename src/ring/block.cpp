@@ -138,14 +138,16 @@ void RingParams::validate() const {
   require_ranks(ranks);
   require(layout == RingLayout::Contiguous || layout == RingLayout::Zigzag, "layout", std::to_string(static_cast<std::uint32_t>(layout)),
           "must be contiguous or zigzag");
-  attention.validate();
+  // What ring attention never takes, named as such before the attention's own checks (which
+  // would ask for what goes with it: packed queries for a paged cache).
+  require(!attention.packed(), "total_queries", std::to_string(attention.total_queries),
+          "must be 0 in ring attention (packed queries over a paged cache are sharded attention's: sharded_attention)");
   require(!attention.paged.enabled(), "paged.block_size", std::to_string(attention.paged.block_size),
           "must be 0 in ring attention (a paged cache is for sharded decoding: sharded_attention)");
   require(!attention.cache_format, "cache_format", attention.cache_format ? std::string(cache_format_name(*attention.cache_format)) : "",
           "must be unset in ring attention (the chunks travel as dtype values; sharded_attention takes any cache format)");
+  attention.validate();
   require_ring_attention(attention);
-  require(!attention.packed(), "total_queries", std::to_string(attention.total_queries),
-          "must be 0 in ring attention (packed queries are paged attention's: sharded_attention takes them)");
   const std::uint32_t n = ring_chunks(*this);
   const std::string why = " (ranks = " + std::to_string(ranks) + ", " + std::string(ring_layout_name(layout)) + ": " + std::to_string(n) +
                           " chunks, each with at least one)";

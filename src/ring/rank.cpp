@@ -86,8 +86,12 @@ std::string field_text(const RingField& f, std::int64_t value) {
       case RingField::Kind::Float: return number_text(std::bit_cast<float>(static_cast<std::uint32_t>(value)));
       case RingField::Kind::DType: return std::string(dtype_name(static_cast<DType>(value)));
       case RingField::Kind::Bias: return std::string(attention_bias_info(static_cast<AttentionBias>(value)).name);
-      case RingField::Kind::Layout: return std::string(ring_layout_name(static_cast<RingLayout>(value)));
-      case RingField::Kind::Gather: return static_cast<RingGather>(value) == RingGather::Root ? "root" : "all";
+      case RingField::Kind::Layout:
+        if (value == 0 || value == 1) return std::string(ring_layout_name(static_cast<RingLayout>(value)));
+        break;
+      case RingField::Kind::Gather:
+        if (value == 0 || value == 1) return static_cast<RingGather>(value) == RingGather::Root ? "root" : "all";
+        break;
       case RingField::Kind::Integer: break;
     }
   } catch (const InvalidArgument&) {  // a value no name belongs to (its rank refuses it too): its number
@@ -107,16 +111,32 @@ void ring_admit(RingRank::State& s, const RingFields& mine, const std::string& r
     if (!refusal.empty()) refuse(InvalidArgument(refusal));
     return;
   }
-  // A rank's slot: its field count, whether it refused, its fields.
-  const std::size_t n = mine.size() + 2;
+  // A rank's slot, of one size for every call so that ranks making different calls compare rather
+  // than fail the exchange: which call (a hash of its name), whether it refused, its field count,
+  // its fields.
+  constexpr std::size_t kHeader = 3, kMaxFields = 61;
+  require(mine.size() <= kMaxFields, "settings", std::to_string(mine.size()), "must be <= " + std::to_string(kMaxFields) + " (ring_admit's slot)");
+  const std::size_t n = kHeader + kMaxFields;
+  auto call_of = [](const std::string& name) {  // FNV-1a: the same in every process
+    std::uint64_t h = 14695981039346656037ull;
+    for (const char c : name) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+    return static_cast<std::int64_t>(h >> 1);
+  };
   Buffer& slots = s.keep("admit", n * 8 * R, MemoryUse::Host);
   auto* words = static_cast<std::int64_t*>(slots.host_pointer());
-  words[r * n] = static_cast<std::int64_t>(mine.size());
-  words[r * n + 1] = refusal.empty() ? 0 : 1;
-  for (std::size_t i = 0; i < mine.size(); ++i) words[r * n + 2 + i] = mine[i].value;
+  std::int64_t* own = words + r * n;
+  std::fill(own, own + n, 0);
+  own[0] = call_of(what);
+  own[1] = refusal.empty() ? 0 : 1;
+  own[2] = static_cast<std::int64_t>(mine.size());
+  for (std::size_t i = 0; i < mine.size(); ++i) own[kHeader + i] = mine[i].value;
   ring_allgather(s, slots, n * 8, what + ": the ranks' agreement on the call");
+  for (std::uint32_t k = 0; k < R; ++k)
+    if (words[k * n] != own[0] || words[k * n + 2] != own[2])
+      refuse(InvalidArgument("call = " + what + " on rank " + std::to_string(r) + ": the ranks disagree: rank " + std::to_string(k) +
+                             " makes another call (every rank must make the same ring call)"));
   for (std::uint32_t k = 0; k < R; ++k) {
-    const std::int64_t* theirs = words + k * n + 2;
+    const std::int64_t* theirs = words + k * n + kHeader;
     for (std::size_t i = 0; i < mine.size(); ++i)
       if (theirs[i] != mine[i].value)
         refuse(InvalidArgument(mine[i].name + " = " + field_text(mine[i], mine[i].value) + " on rank " + std::to_string(r) +
@@ -137,7 +157,7 @@ void ring_admit(RingRank::State& s, const RingFields& mine, const std::string& r
   text[r * kText + length] = '\0';
   ring_allgather(s, texts, kText, what + ": the reasons of a refused call");
   if (!refusal.empty()) refuse(InvalidArgument(refusal));
-  refuse(RingError("rank " + std::to_string(r) + ": rank " + std::to_string(first_refusal) + " refused the call (" + what +
+  refuse(RingRefused("rank " + std::to_string(r) + ": rank " + std::to_string(first_refusal) + " refused the call (" + what +
                    "): " + std::string(text + first_refusal * kText) + "; no data moved, the ring runs on"));
 }
 
@@ -151,6 +171,7 @@ Context& RingRank::context() const { return *state_->ctx; }
 RingTransport& RingRank::transport() const { return *state_->transport; }
 std::uint32_t RingRank::rank() const { return state_->transport->rank(); }
 std::uint32_t RingRank::ranks() const { return state_->transport->ranks(); }
+bool RingRank::stopped() const { return !state_->stopped.empty(); }
 
 double ring_exchange_ms(RingRank& rank, std::uint64_t bytes, std::uint32_t repeat) {
   RingRank::State& s = rank.state();

@@ -82,13 +82,14 @@ RingTiming sharded_attention(RingRank& rank, const ShardedParams& p, const Atten
     block_buffers = b;
     block_buffers.out = &s.view(*gathered, r * slot, rows * D * 4);
     block_buffers.lse = &s.view(*gathered, r * slot + out_part, rows * 4 * lse_floats);
-    if (!paged && detail::ring_block_masked(a, {0, a.queries}, keys)) return;
     AttentionParams& bp = block.emplace(paged ? a : detail::ring_block_params(a, {0, a.queries}, keys, DType::F32));
     bp.out_dtype = DType::F32;
     if (bias_kind == detail::RingBiasInput::DistanceRow)
       block_buffers.bias = &s.view(s.keep("bias", bp.bias_elements() * 4, MemoryUse::Device), 0, bp.bias_elements() * 4);
-    // Whatever the block's own call would refuse, refused before any data moves.
+    // Whatever the block's own call would refuse, refused before any data moves: on every rank,
+    // whether or not the causal mask hides its keys.
     detail::check_attention_call(s.recorder, bp, block_buffers, detail::attention_lse_has_reference(bp));
+    if (!paged && detail::ring_block_masked(a, {0, a.queries}, keys)) block.reset();
   }, [&](RingTransport&) {
     const RingPiece keys = p.key_pieces(r)[0];
     Recorder& rec = s.recorder;
