@@ -149,6 +149,35 @@ std::vector<std::string> faulty_ring(std::uint32_t ranks, std::uint32_t faulty, 
   return errors;
 }
 
+// How a rank's call was refused: "invalid" (InvalidArgument: its own input), "refused"
+// (RingRefused: another rank's), or "" where it ran; and the message.
+struct Refusal {
+  std::string kind, text;
+};
+Refusal refusal_of(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const InvalidArgument& e) {
+    return {"invalid", e.what()};
+  } catch (const RingRefused& e) {
+    return {"refused", e.what()};
+  }
+  return {};
+}
+
+// Each rank's refusal of `call` on its RingRank over in-process ranks sharing the test's context;
+// a refusal never stops the ring.
+std::vector<Refusal> refusals(std::uint32_t ranks, const std::function<void(std::uint32_t, Context&, RingRank&)>& call) {
+  std::vector<Refusal> out(ranks);
+  const InProcessRingOutcome outcome = run_in_process_ring(shared(gpu(), ranks), kTimeout, [&](std::uint32_t r, Context& ctx, RingTransport& t) {
+    RingRank rank(ctx, t);
+    out[r] = refusal_of([&] { call(r, ctx, rank); });
+    EXPECT_FALSE(rank.stopped()) << "rank " << r;
+  });
+  EXPECT_TRUE(outcome.ok()) << outcome.describe();
+  return out;
+}
+
 }  // namespace
 
 TEST_F(RingAttention, EveryBiasModeBothLayoutsMatchSingleDevice) {
@@ -979,16 +1008,12 @@ TEST_F(RingAttention, BadBufferOnOneRankIsRefusedEverywhere) {
   const InProcessRingOutcome outcome = run_in_process_ring(shared(gpu(), 3), kTimeout, [&](std::uint32_t r, Context& ctx, RingTransport& t) {
     RingRank rank(ctx, t);
     relpos::test::DeviceInputs d = relpos::test::upload(ctx, DType::F32, {1, 2, 3, 4}, {1, 2, 3, 4}, {1, 2, 3, 4}, in.bias, in, 4, 1);
-    try {
+    const Refusal refused = refusal_of([&] {
       if (r != 2) relpos::test::ring_rank(rank, rp, in, got);
       else ring_attention(rank, rp, d.buffers());
-    } catch (const InvalidArgument& e) {
-      kinds[r] = "invalid";
-      errors[r] = e.what();
-    } catch (const RingRefused& e) {
-      kinds[r] = "refused";
-      errors[r] = e.what();
-    }
+    });
+    kinds[r] = refused.kind;
+    errors[r] = refused.text;
     EXPECT_FALSE(rank.stopped());
     relpos::test::ring_rank(rank, rp, in, got);
   });
@@ -1004,10 +1029,8 @@ TEST_F(RingAttention, BadBufferOnOneRankIsRefusedEverywhere) {
 }
 
 TEST_F(RingAttention, ShardedBadBlockTableOnOneRankIsRefusedEverywhere) {
-  std::vector<std::string> kinds(2), errors(2);
   const AttentionParams a{.heads = 2, .kv_heads = 1, .queries = 1, .keys = 16, .head_dim = 8, .paged = {16, 2, 1}};
-  const InProcessRingOutcome outcome = run_in_process_ring(shared(gpu(), 2), kTimeout, [&](std::uint32_t r, Context& ctx, RingTransport& t) {
-    const ShardedParams sp{a, 2};
+  const auto got = refusals(2, [&](std::uint32_t r, Context& ctx, RingRank& rank) {
     Buffer q(ctx, a.rows() * a.head_dim * 4), out(ctx, a.rows() * a.head_dim * 4), k(ctx, a.kv_bytes()), v(ctx, a.kv_bytes());
     Buffer table(ctx, r == 1 ? 8 : 4), lengths(ctx, 4);  // max_blocks = 1: 4 bytes
     table.upload<std::int32_t>(std::vector<std::int32_t>(table.size() / 4, 0));
@@ -1015,22 +1038,12 @@ TEST_F(RingAttention, ShardedBadBlockTableOnOneRankIsRefusedEverywhere) {
     AttentionBuffers ab{&q, &k, &v, &out};
     ab.block_table = &table;
     ab.cache_lengths = &lengths;
-    RingRank rank(ctx, t);
-    try {
-      sharded_attention(rank, sp, ab);
-    } catch (const InvalidArgument& e) {
-      kinds[r] = "invalid";
-      errors[r] = e.what();
-    } catch (const RingRefused& e) {
-      kinds[r] = "refused";
-      errors[r] = e.what();
-    }
+    sharded_attention(rank, ShardedParams{a, 2}, ab);
   });
-  ASSERT_TRUE(outcome.ok()) << outcome.describe();
-  EXPECT_EQ(kinds[1], "invalid") << errors[1];
-  EXPECT_NE(errors[1].find("block_table buffer"), std::string::npos) << errors[1];
-  EXPECT_EQ(kinds[0], "refused") << errors[0];
-  EXPECT_NE(errors[0].find("rank 1 refused the call (sharded attention): block_table buffer"), std::string::npos) << errors[0];
+  EXPECT_EQ(got[1].kind, "invalid") << got[1].text;
+  EXPECT_NE(got[1].text.find("block_table buffer"), std::string::npos) << got[1].text;
+  EXPECT_EQ(got[0].kind, "refused") << got[0].text;
+  EXPECT_NE(got[0].text.find("rank 1 refused the call (sharded attention): block_table buffer"), std::string::npos) << got[0].text;
 }
 
 // Ranks making different ring calls (one times the link, the other runs sharded attention) are
@@ -1063,28 +1076,16 @@ TEST_F(RingAttention, DifferentCallsOnDifferentRanksAreRefused) {
 // A rank whose keys the causal mask hides entirely still checks its inputs as attention() would:
 // an input its bias mode does not read is refused there, whatever the keys it holds.
 TEST_F(RingAttention, ShardedMaskedRankStillChecksItsInputs) {
-  std::vector<std::string> kinds(2), errors(2);
   const AttentionParams a{.heads = 2, .kv_heads = 1, .queries = 1, .keys = 32, .head_dim = 8, .query_offset = 10, .causal = true};
-  const InProcessRingOutcome outcome = run_in_process_ring(shared(gpu(), 2), kTimeout, [&](std::uint32_t r, Context& ctx, RingTransport& t) {
-    const ShardedParams sp{a, 2};  // rank 1 holds keys 16..31: past query 10, masked
+  const auto got = refusals(2, [&](std::uint32_t r, Context& ctx, RingRank& rank) {
     Buffer q(ctx, a.rows() * 8 * 4), out(ctx, a.rows() * 8 * 4), kv(ctx, 16 * 8 * 4), lse(ctx, a.rows() * 4), stray(ctx, 64);
     AttentionBuffers ab{&q, &kv, &kv, &out, &lse};
     if (r == 1) ab.bias = &stray;
-    RingRank rank(ctx, t);
-    try {
-      sharded_attention(rank, sp, ab);
-    } catch (const InvalidArgument& e) {
-      kinds[r] = "invalid";
-      errors[r] = e.what();
-    } catch (const RingRefused& e) {
-      kinds[r] = "refused";
-      errors[r] = e.what();
-    }
+    sharded_attention(rank, ShardedParams{a, 2}, ab);  // rank 1 holds keys 16..31: past query 10, masked
   });
-  ASSERT_TRUE(outcome.ok()) << outcome.describe();
-  EXPECT_EQ(kinds[1], "invalid") << errors[1];
-  EXPECT_NE(errors[1].find("bias buffer = given: is not read by bias = none"), std::string::npos) << errors[1];
-  EXPECT_EQ(kinds[0], "refused") << errors[0];
+  EXPECT_EQ(got[1].kind, "invalid") << got[1].text;
+  EXPECT_NE(got[1].text.find("bias buffer = given: is not read by bias = none"), std::string::npos) << got[1].text;
+  EXPECT_EQ(got[0].kind, "refused") << got[0].text;
 }
 
 TEST_F(RingAttention, TransportErrorStopsEveryRank) {
