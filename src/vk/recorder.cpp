@@ -164,7 +164,7 @@ OpScope::~OpScope() {
 
 void require_own_buffer(Recorder& r, const Buffer* b, const std::string& name) {
   if (b && RuntimeAccess::device(*b) != state_of(r).dev.get())
-    throw InvalidArgument(name + " = a buffer of another Context: must be made on the Context the Recorder records on");
+    throw InvalidArgument(name + " = a buffer of another Context: must be made on the Context the Recorder (or RingRank) records on");
 }
 
 void require_own_buffers(Recorder& r, std::initializer_list<std::pair<const Buffer*, const char*>> buffers) {
@@ -231,7 +231,7 @@ void dispatch(Recorder& r, DescriptorSource* sets, ShaderId shader, const SpecVa
     // a descriptor could hold a VkBuffer of another device.
     if (RuntimeAccess::device(*b.buffer) != &d)
       throw InvalidArgument("binding " + std::string(shader_contract(shader).bindings[i].name) + " of " + std::string(embedded_shader(shader).name) +
-                            " = a buffer of another Context: every buffer must be made on the Context the Recorder records on");
+                            " = a buffer of another Context: every buffer must be made on the Context the Recorder (or RingRank) records on");
     std::uint64_t range = b.bytes ? b.bytes : b.buffer->capacity() - b.offset;
     range = std::min<std::uint64_t>((range + 3) / 4 * 4, b.buffer->capacity() - b.offset);
     if (range > lim.max_storage_buffer_range || b.offset % lim.min_storage_buffer_offset_alignment != 0)
