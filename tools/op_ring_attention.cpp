@@ -348,6 +348,7 @@ void add_ring_run(CLI::App& run, Registry& reg) {
 void register_ring_attention(CLI::App& run, Registry& reg) {
   add_ring_run(run, reg);
   add_ring_checks(reg);
+  add_sharded_paged_checks(reg);
   add_ring_benches(reg);
 }
 

@@ -67,5 +67,7 @@ RankResult unpack_rank_result(const std::vector<std::byte>& bytes);
 struct Registry;
 // relpos bench --filter ring (bench_ring.cpp).
 void add_ring_benches(Registry& reg);
+// relpos check's sharded attention over paged caches with packed queries (check_sharded_paged.cpp).
+void add_sharded_paged_checks(Registry& reg);
 
 }  // namespace relpos::tool
