@@ -241,4 +241,82 @@ TEST(EngineLoop, DecodeStepsInTheApplicationsCommandBuffersCreateNothing) {
   EXPECT_EQ(app.take_messages(), std::vector<std::string>{});
 }
 
+// An engine's steps in flight: each step recorded (a plan's, and attention() through the Recorder)
+// into a command buffer of the application's while the one before is still executing (followed by
+// the application's own long fills, so it stays pending), and waited for only two steps later. On
+// a device with push descriptors relpos writes no descriptor set that a pending command buffer
+// used (the validation layer checks: it reported VUID-vkUpdateDescriptorSets-None-03047 when steps
+// rewrote their sets), every step's result is right, and nothing is created after the first two.
+TEST(EngineLoop, StepsInFlightWithPushDescriptors) {
+  relpos::test::AppVulkan app(VK_API_VERSION_1_1, true);
+  if (!app.push_descriptors_enabled()) GTEST_SKIP() << "the device has no VK_KHR_push_descriptor";
+  Context ctx(app.adopted());
+  std::mt19937 rng(27);
+  constexpr std::uint32_t Bf = 2, Hf = 4, Hkvf = 2, Df = 64, kSlots = 2, kStepsInFlight = 24;
+  const PagedKv paged{.block_size = 16, .num_blocks = 8, .max_blocks = 4};
+  AttentionParams att{.batch = Bf, .heads = Hf, .kv_heads = Hkvf, .queries = 1, .keys = 64, .head_dim = Df, .causal = true,
+                      .bias = AttentionBias::Alibi};
+  att.paged = paged;
+  const std::vector<std::int32_t> table = {7, 1, 3, 5, 0, 2, 4, 6}, held = {61, 20};
+  const std::vector<float> kh = random_floats(rng, paged.cache_elements(Hkvf, Df)), vh = random_floats(rng, kh.size());
+  const std::vector<float> slopes = random_floats(rng, Hf, 0.05f, 0.5f);
+  Buffer k = make_buffer(ctx, kh), v = make_buffer(ctx, vh), tb = make_buffer(ctx, table), lb = make_buffer(ctx, held), sb = make_buffer(ctx, slopes);
+  std::vector<std::vector<float>> qh;
+  std::vector<AttentionResult> want;
+  std::vector<Buffer> q, out_plan, out_call;
+  for (std::uint32_t slot = 0; slot < kSlots; ++slot) {
+    qh.push_back(random_floats(rng, att.rows() * Df));
+    want.push_back(attention_reference(att, {qh[slot], kh, vh, slopes, {}, {}, {}, table, held}));
+    q.push_back(make_buffer(ctx, qh[slot]));
+    out_plan.emplace_back(ctx, att.rows() * Df * 4, MemoryUse::Host);
+    out_call.emplace_back(ctx, att.rows() * Df * 4, MemoryUse::Host);
+  }
+  AttentionPlan plan(ctx, att);
+  // The application's own work after each step: a fill of a large buffer of its own (one a slot:
+  // the fills of steps in flight do not overlap).
+  constexpr VkDeviceSize kFill = 96u << 20;
+  const std::array<VkBuffer, kSlots> busy = {app.make_buffer(kFill, VK_BUFFER_USAGE_TRANSFER_DST_BIT),
+                                             app.make_buffer(kFill, VK_BUFFER_USAGE_TRANSFER_DST_BIT)};
+  std::array<VkFence, kSlots> fences{};
+  for (VkFence& f : fences) {
+    VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    ASSERT_EQ(vkCreateFence(app.device, &fi, nullptr, &f), VK_SUCCESS);
+  }
+  std::array<bool, kSlots> submitted{};
+  auto finish = [&](std::uint32_t slot, int step) {
+    if (!submitted[slot]) return;
+    ASSERT_EQ(vkWaitForFences(app.device, 1, &fences[slot], VK_TRUE, UINT64_MAX), VK_SUCCESS);
+    ASSERT_EQ(vkResetFences(app.device, 1, &fences[slot]), VK_SUCCESS);
+    submitted[slot] = false;
+    EXPECT_LE(normalised_error(out_plan[slot].download<float>(att.rows() * Df), want[slot].out), 1e-4) << "plan, step " << step;
+    EXPECT_LE(normalised_error(out_call[slot].download<float>(att.rows() * Df), want[slot].out), 1e-4) << "attention(), step " << step;
+  };
+  ResourceCounts after_first{};
+  for (int step = 0; step < static_cast<int>(kStepsInFlight); ++step) {
+    const std::uint32_t slot = static_cast<std::uint32_t>(step) % kSlots;
+    finish(slot, step - static_cast<int>(kSlots));  // the step two before: the one just before is still in flight
+    VkCommandBuffer cb = app.begin_command_buffer();
+    {
+      Recorder rec(ctx, cb);
+      AttentionBuffers ab{&q[slot], &k, &v, &out_plan[slot], nullptr, &sb};
+      ab.block_table = &tb;
+      ab.cache_lengths = &lb;
+      plan.record(rec, {.queries = 1}, ab);
+      ab.out = &out_call[slot];
+      attention(rec, att, ab);
+      rec.release(VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+    }
+    vkCmdFillBuffer(cb, busy[slot], 0, kFill, static_cast<std::uint32_t>(step));
+    app.submit(cb, fences[slot]);
+    submitted[slot] = true;
+    if (step == static_cast<int>(kSlots) - 1) after_first = resource_counts(ctx);
+    if (step >= static_cast<int>(kSlots)) ASSERT_EQ(counts(resource_counts(ctx)), counts(after_first)) << "step " << step;
+  }
+  for (std::uint32_t slot = 0; slot < kSlots; ++slot) finish(slot, static_cast<int>(kStepsInFlight));
+  EXPECT_EQ(resource_counts(ctx).descriptor_sets, 0u);
+  ctx.wait_idle();
+  EXPECT_EQ(app.take_messages(), std::vector<std::string>{});
+  for (VkFence f : fences) vkDestroyFence(app.device, f, nullptr);
+}
+
 }  // namespace

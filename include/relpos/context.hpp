@@ -103,6 +103,8 @@ struct ContextOptions {
 // - a HOST_VISIBLE | HOST_COHERENT memory type (uploads, downloads, host buffers).
 // No device features or extensions are needed: relpos's shaders use only Vulkan 1.1 core
 // (subgroup shuffles where the device reports them for compute). Timestamps are optional.
+// VK_KHR_push_descriptor is wanted where steps are recorded while earlier ones are pending (see
+// push_descriptors).
 // On a device whose compute subgroups have several sizes (Intel: 8 to 32; AMD RDNA: 32 or 64)
 // relpos uses subgroup shuffles only where it can require a size: set subgroup_size_control when
 // the device was created with subgroupSizeControl and computeFullSubgroups enabled (Vulkan 1.3's
@@ -123,6 +125,14 @@ struct AdoptedVulkan {
   std::uint32_t api_version = 0;
   // The device was created with subgroupSizeControl and computeFullSubgroups enabled.
   bool subgroup_size_control = false;
+  // The device was created with VK_KHR_push_descriptor enabled (NVIDIA, AMD, Intel, lavapipe and
+  // MoltenVK have it; core in Vulkan 1.4). relpos then records every binding into the command
+  // buffer and keeps no descriptor set, so an engine may record a step while the command buffers of
+  // earlier steps are still pending. Without it, relpos writes a step's descriptor sets again once
+  // that step's end event is set, which Vulkan allows only after its command buffer left the
+  // pending state: then record a step only once the command buffer of the step before has
+  // completed (its fence), or keep each step in flight on a plan or Recorder of its own.
+  bool push_descriptors = false;
   // The application's lock for `queue` (VkQueue is externally synchronised). relpos holds it around
   // each vkQueueSubmit and vkQueueWaitIdle; the application must hold it around its own uses of
   // the queue, and several Contexts adopting one queue must all be given the same mutex. Do not

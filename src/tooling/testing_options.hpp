@@ -18,6 +18,9 @@ struct TestingOptions {
   bool staging_only = false;
   // Treat the device as one without subgroup shuffles, so that the kernels such devices get run.
   bool no_subgroup_shuffles = false;
+  // Record bindings through descriptor sets even where the device pushes them, so that the path of
+  // devices (and adopted devices) without VK_KHR_push_descriptor runs.
+  bool descriptor_sets = false;
   // Lower the shared memory a workgroup may take (0 = keep), so that the GPU kernels run with
   // smaller tiles than the device would give them.
   std::uint32_t max_shared_memory_bytes = 0;

@@ -204,12 +204,16 @@ void read_limits(Device& d) {
   // The device's cores, where an extension states them (chained only where the device has it).
   VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
   VkPhysicalDeviceShaderCorePropertiesAMD core{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD};
+  VkPhysicalDevicePushDescriptorPropertiesKHR push{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PUSH_DESCRIPTOR_PROPERTIES_KHR};
   const bool has_sm = device_has_extension(d, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME);
   const bool has_core = device_has_extension(d, VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME);
+  const bool has_push = device_has_extension(d, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
   void** tail = &m3.pNext;
   if (has_sm) *std::exchange(tail, &sm.pNext) = &sm;
   if (has_core) *std::exchange(tail, &core.pNext) = &core;
+  if (has_push) *std::exchange(tail, &push.pNext) = &push;
   fn.vkGetPhysicalDeviceProperties2(d.physical, &p2);
+  d.max_push_descriptors = has_push ? push.maxPushDescriptors : 0;
   const VkPhysicalDeviceLimits& l = p2.properties.limits;
   DeviceLimits& o = d.limits;
   o.max_storage_buffer_range = l.maxStorageBufferRange;
@@ -498,6 +502,10 @@ Context::Context(const ContextOptions& opt) : device_(std::make_shared<Device>()
     if (sizes.extension) exts.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
   }
   detail::pin_subgroup_size(d, sizes, pin);
+  if (d.max_push_descriptors >= detail::kMaxBindings) {
+    exts.push_back(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
+    d.push_descriptors = true;
+  }
   dci.queueCreateInfoCount = 1;
   dci.pQueueCreateInfos = &qci;
   dci.enabledExtensionCount = static_cast<std::uint32_t>(exts.size());
@@ -552,6 +560,7 @@ Context::Context(const AdoptedVulkan& app, const ContextOptions& opt) : device_(
   detail::read_limits(d);
   const detail::SubgroupSizes sizes = detail::subgroup_sizes(d, app.api_version);
   detail::pin_subgroup_size(d, sizes, app.subgroup_size_control && sizes.control);
+  d.push_descriptors = app.push_descriptors && d.max_push_descriptors >= detail::kMaxBindings;
   d.tuning.distance_expansion = opt.tuning.distance_expansion;
   d.tuning.kernels = detail::resolve_kernels(opt.tuning.kernels, d.info.type);
   detail::require_usable_memory(d);

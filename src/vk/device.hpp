@@ -134,6 +134,12 @@ struct Device {
   VkPhysicalDeviceMemoryProperties memory{};
   bool validation = false;
   bool staging_only = false;
+  // Dispatches push their bindings into the command buffer (VK_KHR_push_descriptor, enabled where
+  // the device has it and allows kMaxBindings; an adopted device where the application enabled it):
+  // no descriptor set is allocated or written, so none can be written while a command buffer that
+  // used it is still pending (an engine's steps in flight). Otherwise descriptor sets.
+  bool push_descriptors = false;
+  std::uint32_t max_push_descriptors = 0;  // VkPhysicalDevicePushDescriptorPropertiesKHR, where it has the extension
   // ContextOptions::tuning, resolved: kernels Cpu or Gpu; compile_only (ops plan, check and compile,
   // and record and run nothing; buffers are host memory only) and pipeline_statistics (pipelines
   // created with CAPTURE_STATISTICS, where the device has VK_KHR_pipeline_executable_properties)

@@ -21,6 +21,7 @@ VkDescriptorSetLayout shared_set_layout(Device& d, std::uint32_t n) {
   std::vector<VkDescriptorSetLayoutBinding> bindings(n);
   for (std::uint32_t b = 0; b < n; ++b) bindings[b] = {b, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
   VkDescriptorSetLayoutCreateInfo dl{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+  if (d.push_descriptors) dl.flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR;
   dl.bindingCount = n;
   dl.pBindings = bindings.data();
   VkDescriptorSetLayout layout = VK_NULL_HANDLE;

@@ -249,14 +249,18 @@ void dispatch(Recorder& r, DescriptorSource* sets, ShaderId shader, const SpecVa
     ++s.dispatches;
     return;
   }
-  const TakenSet taken = sets ? sets->take(p, {infos, i}) : TakenSet{allocate_set(s, p.set_layout), false};
-  const VkDescriptorSet set = taken.set;
-  if (!taken.written) {
-    for (std::uint32_t k = 0; k < i; ++k) writes[k].dstSet = set;
-    d.vk.vkUpdateDescriptorSets(d.device, i, writes, 0, nullptr);
-  }
   d.vk.vkCmdBindPipeline(s.cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
-  d.vk.vkCmdBindDescriptorSets(s.cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
+  if (d.push_descriptors) {  // the bindings travel in the command buffer: no set to write again later
+    d.vk.vkCmdPushDescriptorSetKHR(s.cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, i, writes);
+  } else {
+    const TakenSet taken = sets ? sets->take(p, {infos, i}) : TakenSet{allocate_set(s, p.set_layout), false};
+    const VkDescriptorSet set = taken.set;
+    if (!taken.written) {
+      for (std::uint32_t k = 0; k < i; ++k) writes[k].dstSet = set;
+      d.vk.vkUpdateDescriptorSets(d.device, i, writes, 0, nullptr);
+    }
+    d.vk.vkCmdBindDescriptorSets(s.cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
+  }
   if (push_bytes) d.vk.vkCmdPushConstants(s.cb, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, static_cast<std::uint32_t>(push_bytes), push);
   d.vk.vkCmdDispatch(s.cb, groups_x, groups_y, groups_z);
   mark_command(s);

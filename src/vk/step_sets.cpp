@@ -71,8 +71,9 @@ DescriptorSource& StepSets::begin_step() {
     VkEventCreateInfo ei{VK_STRUCTURE_TYPE_EVENT_CREATE_INFO};
     vk_check(d.vk.vkCreateEvent(d.device, &ei, nullptr, &s.done), "vkCreateEvent");
     ++d.counters.events;
-    for (const auto& [layout, n] : reserved_)
-      for (std::size_t k = 0; k < n; ++k) s.sets[layout].push_back(allocate(layout));
+    if (!d.push_descriptors)  // (pushed bindings need no set)
+      for (const auto& [layout, n] : reserved_)
+        for (std::size_t k = 0; k < n; ++k) s.sets[layout].push_back(allocate(layout));
     current_ = &s;
   }
   current_->taken.clear();

@@ -11,6 +11,7 @@ Context testing_context(const ContextOptions& options, const TestingOptions& tes
   Device& d = *device_of(ctx);
   d.staging_only = testing.staging_only;
   if (testing.no_subgroup_shuffles) d.limits.subgroup_shuffle = false;
+  if (testing.descriptor_sets) d.push_descriptors = false;  // (before any pipeline made its set layout)
   if (testing.max_storage_buffer_range)
     d.limits.max_storage_buffer_range = std::min(d.limits.max_storage_buffer_range, testing.max_storage_buffer_range);
   if (testing.max_shared_memory_bytes) d.limits.max_shared_memory_bytes = std::min(d.limits.max_shared_memory_bytes, testing.max_shared_memory_bytes);

@@ -17,8 +17,9 @@ namespace relpos::test {
 
 class AppVulkan {
  public:
-  // `api_version`: the VkApplicationInfo::apiVersion the instance is created with.
-  explicit AppVulkan(std::uint32_t api_version = VK_API_VERSION_1_1) : api_version_(api_version) {
+  // `api_version`: the VkApplicationInfo::apiVersion the instance is created with; push_descriptors:
+  // the device enables VK_KHR_push_descriptor where it has it (push_descriptors_enabled()).
+  explicit AppVulkan(std::uint32_t api_version = VK_API_VERSION_1_1, bool push_descriptors = false) : api_version_(api_version) {
     VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
     app.apiVersion = api_version;
     VkValidationFeatureEnableEXT enables[] = {VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT};
@@ -65,6 +66,18 @@ class AppVulkan {
     VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
     dci.queueCreateInfoCount = 1;
     dci.pQueueCreateInfos = &qci;
+    const char* push = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
+    if (push_descriptors) {
+      std::uint32_t ne = 0;
+      vkEnumerateDeviceExtensionProperties(physical, nullptr, &ne, nullptr);
+      std::vector<VkExtensionProperties> exts(ne);
+      vkEnumerateDeviceExtensionProperties(physical, nullptr, &ne, exts.data());
+      for (const VkExtensionProperties& e : exts) push_descriptors_ = push_descriptors_ || std::string(e.extensionName) == push;
+      if (push_descriptors_) {
+        dci.enabledExtensionCount = 1;
+        dci.ppEnabledExtensionNames = &push;
+      }
+    }
     check(vkCreateDevice(physical, &dci, nullptr, &device), "vkCreateDevice");
     vkGetDeviceQueue(device, family, 0, &queue);
     VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
@@ -92,6 +105,7 @@ class AppVulkan {
   AdoptedVulkan adopted(bool with_lock = true) {
     AdoptedVulkan a{instance, physical, device, queue, family, vkGetInstanceProcAddr};
     a.api_version = api_version_;
+    a.push_descriptors = push_descriptors_;
     if (with_lock) a.queue_mutex = &queue_mutex;
     return a;
   }
@@ -107,6 +121,18 @@ class AppVulkan {
     VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
     check(vkBeginCommandBuffer(cb, &bi), "vkBeginCommandBuffer");
     return cb;
+  }
+
+  bool push_descriptors_enabled() const { return push_descriptors_; }
+
+  // Ends `cb` and submits it under the queue lock, signalling `fence`.
+  void submit(VkCommandBuffer cb, VkFence fence) {
+    check(vkEndCommandBuffer(cb), "vkEndCommandBuffer");
+    VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    si.commandBufferCount = 1;
+    si.pCommandBuffers = &cb;
+    std::lock_guard lock(queue_mutex);
+    check(vkQueueSubmit(queue, 1, &si, fence), "vkQueueSubmit");
   }
 
   // Ends `cb`, submits it under the queue lock and waits for the queue.
@@ -173,6 +199,7 @@ class AppVulkan {
   }
 
   std::uint32_t api_version_;
+  bool push_descriptors_ = false;
   VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
   std::mutex messages_mutex_;
   std::vector<std::string> messages_;
