@@ -11,6 +11,7 @@
 #include "support/expect.hpp"
 #include "support/gpu_fixture.hpp"
 #include "support/test_data.hpp"
+#include "testing_options.hpp"
 
 using namespace relpos;
 using relpos::test::AppVulkan;
@@ -220,6 +221,19 @@ TEST_F(HotLoops, DecodePlanEqualsAttentionForEveryBias) {
     env.t5.max_distance = 128;
     expect_plan_equals_free_function(env, decode_steps(), 11);
   }
+}
+
+// The same through descriptor sets (a device without push descriptors): the plan's step slots keep
+// their sets, and the keys crossing split counts create nothing after the first step.
+TEST_F(HotLoops, DecodePlanThroughDescriptorSets) {
+  ContextOptions o = relpos::test::validated_context_options();
+  detail::TestingOptions t;
+  t.descriptor_sets = true;
+  Context ctx = detail::testing_context(o, t);
+  AttentionParams env{.batch = 2, .heads = 4, .kv_heads = 2, .queries = 1, .keys = 1100, .head_dim = 8, .causal = true, .bias = AttentionBias::T5};
+  env.t5.bidirectional = false;
+  expect_plan_equals_free_function(env, decode_steps(), 12, ctx);
+  EXPECT_GT(resource_counts(ctx).descriptor_sets, 0u);  // (the path under test)
 }
 
 // The GPU kernel class (attention_tiled) in a plan: decoding and several queries, bit-exact with

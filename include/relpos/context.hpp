@@ -131,7 +131,9 @@ struct AdoptedVulkan {
   // earlier steps are still pending. Without it, relpos writes a step's descriptor sets again once
   // that step's end event is set, which Vulkan allows only after its command buffer left the
   // pending state: then record a step only once the command buffer of the step before has
-  // completed (its fence), or keep each step in flight on a plan or Recorder of its own.
+  // completed (its fence), or keep each step in flight on a plan or Recorder of its own. (Under the
+  // validation layer's GPU-assisted mode, asked for in VK_LAYER_ENABLES, relpos binds sets
+  // anyway: that mode misreads pushed descriptors.)
   bool push_descriptors = false;
   // The application's lock for `queue` (VkQueue is externally synchronised). relpos holds it around
   // each vkQueueSubmit and vkQueueWaitIdle; the application must hold it around its own uses of

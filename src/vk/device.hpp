@@ -137,7 +137,8 @@ struct Device {
   // Dispatches push their bindings into the command buffer (VK_KHR_push_descriptor, enabled where
   // the device has it and allows kMaxBindings; an adopted device where the application enabled it):
   // no descriptor set is allocated or written, so none can be written while a command buffer that
-  // used it is still pending (an engine's steps in flight). Otherwise descriptor sets.
+  // used it is still pending (an engine's steps in flight). Otherwise descriptor sets (and under the
+  // validation layer's GPU-assisted mode, which misreads pushed descriptors).
   bool push_descriptors = false;
   std::uint32_t max_push_descriptors = 0;  // VkPhysicalDevicePushDescriptorPropertiesKHR, where it has the extension
   // ContextOptions::tuning, resolved: kernels Cpu or Gpu; compile_only (ops plan, check and compile,
