@@ -137,12 +137,8 @@ class AppVulkan {
 
   // Ends `cb`, submits it under the queue lock and waits for the queue.
   void submit_and_wait(VkCommandBuffer cb) {
-    check(vkEndCommandBuffer(cb), "vkEndCommandBuffer");
-    VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
-    si.commandBufferCount = 1;
-    si.pCommandBuffers = &cb;
+    submit(cb, VK_NULL_HANDLE);
     std::lock_guard lock(queue_mutex);
-    check(vkQueueSubmit(queue, 1, &si, VK_NULL_HANDLE), "vkQueueSubmit");
     check(vkQueueWaitIdle(queue), "vkQueueWaitIdle");
   }
 
