@@ -21,6 +21,7 @@
 #include "support/gpu_fixture.hpp"
 #include "support/ring_data.hpp"
 #include "support/test_data.hpp"
+#include "sharded_slices.hpp"
 
 using namespace relpos;
 using relpos::test::expect_invalid;
@@ -590,51 +591,14 @@ TEST_F(RingAttention, AlibiFarNaNAndHalfPrecision) {
     }
 }
 
-// Sharded decoding over paged caches: every rank holds, of each of two sequences, a slice of
-// S keys counted from the sequence's end (rank r: keys [L - (r+1)S, L - rS)), in a cache of its own
-// with the blocks in a shuffled order; its calls' query_offset is r·S.
-// Rank r's paged cache for sharded decoding: of each sequence b (keys [b, Hkv, Lmax, D] in `in`,
-// lengths[b] of them) the slice of S keys that ends r·S before the sequence's end (none where the
-// sequence is shorter), in blocks of `bs` handed out in reverse order; `a` gets the paged cache of
-// S keys a sequence and query_offset r·S.
-struct RankSlices {
-  std::vector<float> k, v;
-  std::vector<std::int32_t> table, held;
-};
-RankSlices rank_slices(const WholeInputs& in, const AttentionParams& whole, const std::vector<std::int32_t>& lengths, std::uint32_t Lmax,
-                       std::uint32_t r, std::uint32_t S, std::uint32_t bs, AttentionParams& a) {
-  const std::uint32_t B = whole.batch, Hkv = whole.kv_heads, D = whole.head_dim, max_blocks = S / bs;
-  a.paged = {bs, B * max_blocks, max_blocks};
-  a.keys = S;
-  a.query_offset = std::int64_t{r} * S;
-  RankSlices c;
-  c.k.assign(std::size_t{a.paged.num_blocks} * bs * Hkv * D, 0.0f);
-  c.v = c.k;
-  c.table.resize(std::size_t{B} * max_blocks);
-  c.held.resize(B);
-  for (std::uint32_t b = 0; b < B; ++b) {
-    const std::int32_t end = lengths[b] - static_cast<std::int32_t>(r * S), first = std::max(0, end - static_cast<std::int32_t>(S));
-    c.held[b] = std::max(0, end - first);
-    for (std::uint32_t n = 0; n < max_blocks; ++n) c.table[b * max_blocks + n] = static_cast<std::int32_t>(a.paged.num_blocks - 1 - (b * max_blocks + n));
-    for (std::int32_t j = 0; j < c.held[b]; ++j)
-      for (std::uint32_t h = 0; h < Hkv; ++h) {
-        const std::size_t block = static_cast<std::size_t>(c.table[b * max_blocks + j / bs]);
-        const std::size_t to = ((block * bs + j % bs) * Hkv + h) * D, from = ((std::size_t{b} * Hkv + h) * Lmax + first + j) * D;
-        std::copy_n(in.k.begin() + from, D, c.k.begin() + to);
-        std::copy_n(in.v.begin() + from, D, c.v.begin() + to);
-      }
-  }
-  return c;
-}
-
 // A rank's buffers for sharded paged attention: q (as given), its cache, the bias inputs of `in`,
 // out and lse for a's rows, and the query lengths where given.
 struct PagedRankBuffers {
   Buffer q, k, v, table, held, out, lse, bias, rel_keys, rel_values, query_lengths;
-  PagedRankBuffers(Context& ctx, const std::vector<float>& q_values, const RankSlices& slices, const WholeInputs& in, const AttentionParams& a,
+  PagedRankBuffers(Context& ctx, const std::vector<float>& q_values, const detail::PagedPart& slices, const WholeInputs& in, const AttentionParams& a,
                    const std::vector<std::int32_t>& lengths_of_queries = {})
       : q(make_buffer(ctx, q_values)), k(make_buffer(ctx, slices.k)), v(make_buffer(ctx, slices.v)), table(make_buffer(ctx, slices.table)),
-        held(make_buffer(ctx, slices.held)), out(ctx, a.rows() * a.head_dim * 4), lse(ctx, a.rows() * 4) {
+        held(make_buffer(ctx, slices.lengths)), out(ctx, a.rows() * a.head_dim * 4), lse(ctx, a.rows() * 4) {
     if (!in.bias.empty()) bias = make_buffer(ctx, in.bias);
     if (!in.rel_keys.empty()) {
       rel_keys = make_buffer(ctx, in.rel_keys);
@@ -682,6 +646,9 @@ AttentionResult sequence_reference(const WholeInputs& in, const AttentionParams&
   return attention_reference(one, seq.host());
 }
 
+// Sharded decoding over paged caches: every rank holds, of each of two sequences, a slice of
+// S keys counted from the sequence's end (rank r: keys [L - (r+1)S, L - rS)), in a cache of its own
+// with the blocks in a shuffled order; its calls' query_offset is r·S.
 TEST_F(RingAttention, ShardedPagedDecoding) {
   std::mt19937 rng(37);
   for (AttentionBias mode : {AttentionBias::None, AttentionBias::T5, AttentionBias::Alibi, AttentionBias::Kerple, AttentionBias::Shaw,
@@ -708,7 +675,7 @@ TEST_F(RingAttention, ShardedPagedDecoding) {
     const InProcessRingOutcome outcome = run_in_process_ring(shared(gpu(), R), kTimeout, [&](std::uint32_t r, Context& ctx, RingTransport& t) {
       ShardedParams sp{whole, R, RingGather::Root, 1};
       AttentionParams& a = sp.attention;
-      const RankSlices slices = rank_slices(in, whole, lengths, Lmax, r, S, bs, a);
+      const detail::PagedPart slices = detail::sharded_paged_part(in.k, in.v, whole, Lmax, lengths, r, S, bs, a);
       PagedRankBuffers bufs(ctx, in.q, slices, in, a);
       const AttentionBuffers ab = bufs.buffers();
       Buffer &out = bufs.out, &lse = bufs.lse;
@@ -765,7 +732,7 @@ TEST_F(RingAttention, ShardedPagedPackedChunkedPrefill) {
       AttentionResult got;
       const InProcessRingOutcome outcome = run_in_process_ring(shared(ctx_of_class, R), kTimeout, [&](std::uint32_t r, Context& ctx, RingTransport& t) {
         ShardedParams sp{whole, R, RingGather::All};
-        const RankSlices slices = rank_slices(in, whole, lengths, Lmax, r, S, bs, sp.attention);
+        const detail::PagedPart slices = detail::sharded_paged_part(in.k, in.v, whole, Lmax, lengths, r, S, bs, sp.attention);
         PagedRankBuffers bufs(ctx, q_packed, slices, in, sp.attention, query_lengths);
         RingRank rank(ctx, t);
         sharded_attention(rank, sp, bufs.buffers());

@@ -8,44 +8,12 @@
 
 #include "registry.hpp"
 #include "ring_tool.hpp"
+#include "sharded_slices.hpp"
 
 namespace relpos::tool {
 namespace {
 
 constexpr std::uint32_t kBlock = 16;
-
-// Rank r's slice of sequence b: the `slice` keys that end r·slice before its end (fewer, or none,
-// where the sequence is shorter), as [first, first + count).
-RingPiece slice_of(std::int32_t length, std::uint32_t slice, std::uint32_t r) {
-  const std::int64_t end = std::int64_t{length} - std::int64_t{r} * slice, first = std::max<std::int64_t>(0, end - slice);
-  return end <= 0 ? RingPiece{} : RingPiece{static_cast<std::uint32_t>(first), static_cast<std::uint32_t>(end - first)};
-}
-
-// A paged cache [num_blocks, kBlock, Hkv, D] holding, for each sequence, `pieces[b]` of its keys
-// (rows of `whole` [B, Hkv, Lmax, D]) in blocks of its own, and its block table.
-struct PagedPart {
-  std::vector<float> k, v;
-  std::vector<std::int32_t> table, lengths;
-};
-PagedPart paged_part(const std::vector<float>& k, const std::vector<float>& v, const AttentionParams& p, std::uint32_t Lmax,
-                     const std::vector<RingPiece>& pieces, std::uint32_t max_blocks) {
-  const std::uint32_t B = p.batch, Hkv = p.kv_heads, D = p.head_dim;
-  PagedPart c;
-  c.k.assign(std::size_t{B} * max_blocks * kBlock * Hkv * D, 0.0f);
-  c.v = c.k;
-  for (std::uint32_t b = 0; b < B; ++b) {
-    for (std::uint32_t n = 0; n < max_blocks; ++n) c.table.push_back(static_cast<std::int32_t>((B - 1 - b) * max_blocks + n));  // not in order
-    c.lengths.push_back(static_cast<std::int32_t>(pieces[b].count));
-    for (std::uint32_t j = 0; j < pieces[b].count; ++j)
-      for (std::uint32_t h = 0; h < Hkv; ++h) {
-        const std::size_t block = static_cast<std::size_t>(c.table[b * max_blocks + j / kBlock]);
-        const std::size_t to = ((block * kBlock + j % kBlock) * Hkv + h) * D, from = ((std::size_t{b} * Hkv + h) * Lmax + pieces[b].first + j) * D;
-        std::copy_n(k.begin() + from, D, c.k.begin() + to);
-        std::copy_n(v.begin() + from, D, c.v.begin() + to);
-      }
-  }
-  return c;
-}
 
 CheckResult check_sharded_paged(Context& ctx, const AttentionParams& shape, std::uint32_t R, const std::vector<std::int32_t>& lengths,
                                 const std::vector<std::int32_t>& query_lengths, std::uint32_t slice) {
@@ -66,22 +34,16 @@ CheckResult check_sharded_paged(Context& ctx, const AttentionParams& shape, std:
   whole.keys = whole_blocks * kBlock;
   std::vector<RingPiece> all(B);
   for (std::uint32_t b = 0; b < B; ++b) all[b] = {0, static_cast<std::uint32_t>(lengths[b])};
-  const PagedPart one = paged_part(in.k, in.v, p, Lmax, all, whole_blocks);
+  const detail::PagedPart one = detail::paged_part(in.k, in.v, p, Lmax, all, kBlock, whole_blocks);
   const AttentionResult want =
       attention_reference(whole, {q, one.k, one.v, in.bias, in.rel_keys, in.rel_values, {}, one.table, one.lengths, query_lengths});
 
   AttentionResult got;
   const InProcessRingOutcome outcome =
       run_in_process_ring(std::vector<Context*>(R, &ctx), std::chrono::minutes(5), [&](std::uint32_t r, Context& rank_ctx, RingTransport& t) {
-        std::vector<RingPiece> mine(B);
-        for (std::uint32_t b = 0; b < B; ++b) mine[b] = slice_of(lengths[b], slice, r);
         ShardedParams sp{p, R, RingGather::Root, 0};
         AttentionParams& a = sp.attention;
-        const std::uint32_t blocks = (slice + kBlock - 1) / kBlock;
-        a.paged = {kBlock, B * blocks, blocks};
-        a.keys = blocks * kBlock;
-        a.query_offset = std::int64_t{r} * slice;
-        const PagedPart part = paged_part(in.k, in.v, p, Lmax, mine, blocks);
+        const detail::PagedPart part = detail::sharded_paged_part(in.k, in.v, p, Lmax, lengths, r, slice, kBlock, a);
         Buffer qb = make_float_buffer(rank_ctx, q, p.dtype), kb = make_float_buffer(rank_ctx, part.k, p.dtype),
                vb = make_float_buffer(rank_ctx, part.v, p.dtype), table = make_buffer(rank_ctx, part.table),
                held = make_buffer(rank_ctx, part.lengths), ql = make_buffer(rank_ctx, query_lengths), bias, rk, rv;
