@@ -26,12 +26,7 @@ void require_bytes(const Buffer* b, std::uint64_t want, const std::string& name,
 }
 
 void record_call(Recorder& r, const AttentionParams& p, const AttentionBuffers& b, bool lse_with_reference) {
-  const detail::AttentionSchedule schedule = detail::check_attention_call(r, p, b, lse_with_reference);
-  const auto op = detail::begin_op(r);
-  detail::RecordingStorage storage(r);
-  const detail::AttentionScratch scratch =
-      detail::make_attention_scratch(r.context(), p, detail::attention_partials(p, schedule.splits), storage);
-  detail::record_attention(r, p, schedule, p.keys, b, scratch, nullptr);
+  detail::record_checked_attention(r, p, detail::check_attention_call(r, p, b, lse_with_reference), b);
 }
 
 }  // namespace
@@ -44,6 +39,13 @@ AttentionSchedule check_attention_call(Recorder& r, const AttentionParams& p, co
   check_attention_buffers(r, p, p, b, BufferFit::Exact, lse_with_reference);
   check_attention_device(lim, p);
   return attention_schedule(lim, p, attention_tiles(r.context()), p.keys, lse_with_reference);
+}
+
+void record_checked_attention(Recorder& r, const AttentionParams& p, const AttentionSchedule& schedule, const AttentionBuffers& b) {
+  const auto op = begin_op(r);
+  RecordingStorage storage(r);
+  const AttentionScratch scratch = make_attention_scratch(r.context(), p, attention_partials(p, schedule.splits), storage);
+  record_attention(r, p, schedule, p.keys, b, scratch, nullptr);
 }
 
 void record_attention_with_lse_reference(Recorder& r, const AttentionParams& p, const AttentionBuffers& b) {

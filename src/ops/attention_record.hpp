@@ -118,5 +118,7 @@ void record_attention_with_lse_reference(Recorder& r, const AttentionParams& p, 
 // What attention() (lse_with_reference: record_attention_with_lse_reference) checks before it
 // records anything, and the schedule it would record: InvalidArgument naming what it refuses.
 AttentionSchedule check_attention_call(Recorder& r, const AttentionParams& p, const AttentionBuffers& b, bool lse_with_reference);
+// Records the call check_attention_call checked, with the schedule it gave (the same buffers).
+void record_checked_attention(Recorder& r, const AttentionParams& p, const AttentionSchedule& schedule, const AttentionBuffers& b);
 
 }  // namespace relpos::detail

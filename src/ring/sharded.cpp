@@ -42,19 +42,25 @@ RingTiming sharded_attention(RingRank& rank, const ShardedParams& p, const Atten
   // Rows [batch, heads, queries] or, packed, [total_queries, heads].
   const std::string rows_shape = a.packed() ? "[total_queries, heads" : "[batch, heads, queries";
   const DType out_dtype = a.output_dtype();
-  // Set up by the checks: this rank's slot of the gathered buffer, its block (absent where its keys
-  // are all masked) and the block's buffers.
+  // Set up by the checks: this rank's keys and slot of the gathered buffer, its block (absent where
+  // its keys are all masked) with the schedule its check gave, and the block's buffers.
+  RingPiece keys;
+  detail::RingBiasInput bias_kind = detail::RingBiasInput::Parameters;
   std::uint32_t lse_floats = 1;
   std::uint64_t out_part = 0, slot = 0;
   Buffer* gathered = nullptr;
-  std::optional<AttentionParams> block;
+  struct Block {
+    AttentionParams params;
+    detail::AttentionSchedule schedule;
+  };
+  std::optional<Block> block;
   AttentionBuffers block_buffers;
   return detail::ring_call(s, fields, "sharded attention", [&] {
     p.validate();
     detail::ring_require_transport(*s.transport, p.ranks);
     const std::uint64_t Hkv = a.kv_heads, es = dtype_size(a.dtype);
     const std::string dt(dtype_name(a.dtype));
-    const RingPiece keys = p.key_pieces(r)[0];
+    keys = p.key_pieces(r)[0];
     detail::require_own_buffers(s.recorder, b);
     detail::ring_require_size(b.q, rows * D * es, "q buffer", dt + " " + rows_shape + ", head_dim]");
     if (!paged) {  // rows of the cache's format (docs/paged_attention.md, "Cache formats")
@@ -66,7 +72,7 @@ RingTiming sharded_attention(RingRank& rank, const ShardedParams& p, const Atten
     }
     if (merges) detail::ring_require_size(b.out, rows * D * dtype_size(out_dtype), "out buffer", std::string(dtype_name(out_dtype)) + " " + rows_shape + ", head_dim]");
     if (merges && b.lse) detail::ring_require_size(b.lse, rows * 4, "lse buffer", "float32 " + rows_shape + "]");
-    const detail::RingBiasInput bias_kind = detail::ring_bias_input(a);
+    bias_kind = detail::ring_bias_input(a);
     if (p.local_bias_elements(r) > 0)
       detail::ring_require_size(b.bias, p.local_bias_elements(r) * 4, "bias buffer",
                    bias_kind == detail::RingBiasInput::Dense ? "float32 [heads, queries, local keys]" : "float32, as attention() takes it");
@@ -82,16 +88,15 @@ RingTiming sharded_attention(RingRank& rank, const ShardedParams& p, const Atten
     block_buffers = b;
     block_buffers.out = &s.view(*gathered, r * slot, rows * D * 4);
     block_buffers.lse = &s.view(*gathered, r * slot + out_part, rows * 4 * lse_floats);
-    AttentionParams& bp = block.emplace(paged ? a : detail::ring_block_params(a, {0, a.queries}, keys, DType::F32));
+    AttentionParams bp = paged ? a : detail::ring_block_params(a, {0, a.queries}, keys, DType::F32);
     bp.out_dtype = DType::F32;
     if (bias_kind == detail::RingBiasInput::DistanceRow)
       block_buffers.bias = &s.view(s.keep("bias", bp.bias_elements() * 4, MemoryUse::Device), 0, bp.bias_elements() * 4);
     // Whatever the block's own call would refuse, refused before any data moves: on every rank,
     // whether or not the causal mask hides its keys.
-    detail::check_attention_call(s.recorder, bp, block_buffers, detail::attention_lse_has_reference(bp));
-    if (!paged && detail::ring_block_masked(a, {0, a.queries}, keys)) block.reset();
+    detail::AttentionSchedule schedule = detail::check_attention_call(s.recorder, bp, block_buffers, detail::attention_lse_has_reference(bp));
+    if (paged || !detail::ring_block_masked(a, {0, a.queries}, keys)) block.emplace(Block{bp, std::move(schedule)});
   }, [&](RingTransport&) {
-    const RingPiece keys = p.key_pieces(r)[0];
     Recorder& rec = s.recorder;
     const bool timestamps = s.ctx->limits().timestamps;
     RingTiming timing;
@@ -107,9 +112,11 @@ RingTiming sharded_attention(RingRank& rank, const ShardedParams& p, const Atten
       detail::fill_words(rec, *block_buffers.lse, 0, rows * 4 * lse_floats, 0xff800000u);  // (a reference never read)
     } else {
       ++timing.blocks_computed;
-      if (detail::ring_bias_input(a) == detail::RingBiasInput::DistanceRow)
-        detail::copy_in_groups(rec, *b.bias, *block_buffers.bias, detail::ring_bias_regions(a, detail::RingBiasInput::DistanceRow, {0, a.queries}, keys, {}));
-      detail::record_attention_with_lse_reference(rec, *block, block_buffers);  // a dense input is the block's already: [heads, queries, local keys]
+      if (bias_kind == detail::RingBiasInput::DistanceRow)
+        detail::copy_in_groups(rec, *b.bias, *block_buffers.bias, detail::ring_bias_regions(a, bias_kind, {0, a.queries}, keys, {}));
+      // As record_attention_with_lse_reference, checked at the admission; a dense input is the
+      // block's already: [heads, queries, local keys].
+      detail::record_checked_attention(rec, block->params, block->schedule, block_buffers);
     }
     if (timestamps) ts[1] = rec.write_timestamp();
     rec.submit();
