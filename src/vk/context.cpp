@@ -15,13 +15,15 @@
 namespace relpos {
 namespace detail {
 
-// The validation layer's GPU-assisted mode, asked for through the environment: it misreads pushed
-// descriptors (reports them uninitialised, and the dispatches then go wrong: Vulkan-ValidationLayers
-// issues 5321 and 11433), so relpos binds descriptor sets under it.
-bool gpu_assisted_validation_requested() {
+// Whether dispatches may push their bindings on `d` (read_limits done): the device allows
+// kMaxBindings of them, and the validation layer's GPU-assisted mode is not asked for through the
+// environment (it misreads pushed descriptors: reports them uninitialised, and the dispatches then
+// go wrong, Vulkan-ValidationLayers issues 5321 and 11433; relpos binds descriptor sets under it).
+bool can_push_descriptors(const Device& d) {
+  if (d.max_push_descriptors < kMaxBindings) return false;
   for (const char* name : {"VK_LAYER_ENABLES", "VK_KHRONOS_VALIDATION_ENABLES"})
-    if (const char* v = std::getenv(name); v && std::strstr(v, "GPU_ASSISTED")) return true;
-  return false;
+    if (const char* v = std::getenv(name); v && std::strstr(v, "GPU_ASSISTED")) return false;
+  return true;
 }
 namespace {
 
@@ -511,7 +513,7 @@ Context::Context(const ContextOptions& opt) : device_(std::make_shared<Device>()
     if (sizes.extension) exts.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
   }
   detail::pin_subgroup_size(d, sizes, pin);
-  if (d.max_push_descriptors >= detail::kMaxBindings && !detail::gpu_assisted_validation_requested()) {
+  if (detail::can_push_descriptors(d)) {
     exts.push_back(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
     d.push_descriptors = true;
   }
@@ -569,7 +571,7 @@ Context::Context(const AdoptedVulkan& app, const ContextOptions& opt) : device_(
   detail::read_limits(d);
   const detail::SubgroupSizes sizes = detail::subgroup_sizes(d, app.api_version);
   detail::pin_subgroup_size(d, sizes, app.subgroup_size_control && sizes.control);
-  d.push_descriptors = app.push_descriptors && d.max_push_descriptors >= detail::kMaxBindings && !detail::gpu_assisted_validation_requested();
+  d.push_descriptors = app.push_descriptors && detail::can_push_descriptors(d);
   d.tuning.distance_expansion = opt.tuning.distance_expansion;
   d.tuning.kernels = detail::resolve_kernels(opt.tuning.kernels, d.info.type);
   detail::require_usable_memory(d);
