@@ -4,6 +4,9 @@
 #include <relpos/error.hpp>
 #include <relpos/npy.hpp>
 
+#include "attention_bias.hpp"
+#include "registry.hpp"
+
 namespace relpos::tool {
 namespace {
 
@@ -29,6 +32,22 @@ Stored stored(CacheFormat f) {
 CacheFormat cache_format_flag(const std::string& name) {
   if (const auto f = parse_cache_format(name)) return *f;
   throw InvalidArgument("--kv-dtype " + name + ": must be one of f32, f16, bf16, q8_0, fp8_e4m3");
+}
+
+KvFiles read_kv_npy(std::optional<CacheFormat> format, const std::string& k_flag, const std::string& k_path, const std::string& v_flag,
+                    const std::string& v_path, std::vector<std::uint64_t>& shape) {
+  KvFiles f;
+  std::vector<std::uint64_t> vs;
+  if (format) {
+    f.k_bytes = read_cache_npy(k_flag, k_path, *format, shape);
+    f.v_bytes = read_cache_npy(v_flag, v_path, *format, vs);
+  } else {
+    f.k = read_floats(k_flag, k_path, 4, shape);
+    f.v = read_floats(v_flag, v_path, 4, vs);
+  }
+  if (shape.size() != 4) throw InvalidArgument(k_flag + " " + k_path + ": must be 4-D, got " + std::to_string(shape.size()) + " dimension(s)");
+  if (shape != vs) throw InvalidArgument(v_flag + ": shape " + shape_text(vs) + " must equal " + k_flag + "'s " + shape_text(shape));
+  return f;
 }
 
 std::vector<std::uint8_t> read_cache_npy(const std::string& flag, const std::string& path, CacheFormat format, std::vector<std::uint64_t>& shape) {

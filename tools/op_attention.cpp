@@ -26,16 +26,11 @@ struct RunArgs {
 // bytes; `ks` gets their shape (head_dim last).
 void read_caches(AttentionData& d, const std::string& k_flag, const std::string& k_path, const std::string& v_flag,
                  const std::string& v_path, std::vector<std::uint64_t>& ks) {
-  std::vector<std::uint64_t> vs;
-  if (d.p.cache_format) {
-    d.k_bytes = read_cache_npy(k_flag, k_path, *d.p.cache_format, ks);
-    d.v_bytes = read_cache_npy(v_flag, v_path, *d.p.cache_format, vs);
-  } else {
-    d.k = read_floats(k_flag, k_path, 4, ks);
-    d.v = read_floats(v_flag, v_path, 4, vs);
-  }
-  if (ks.size() != 4) throw InvalidArgument(k_flag + " " + k_path + ": must be 4-D, got " + std::to_string(ks.size()) + " dimension(s)");
-  if (ks != vs) throw InvalidArgument(v_flag + ": shape must equal " + k_flag + "'s");
+  KvFiles f = read_kv_npy(d.p.cache_format, k_flag, k_path, v_flag, v_path, ks);
+  d.k = std::move(f.k);
+  d.v = std::move(f.v);
+  d.k_bytes = std::move(f.k_bytes);
+  d.v_bytes = std::move(f.v_bytes);
 }
 
 // --k-cache, --v-cache, --block-table and --cache-lengths: the paged layout.

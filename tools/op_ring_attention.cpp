@@ -56,18 +56,15 @@ RingCall read_call(const RingArgs& a, std::uint32_t ranks) {
   RingCall c;
   c.p = flag_params(a);
   AttentionParams& p = c.p;
-  std::vector<std::uint64_t> qs, ks, vs;
+  std::vector<std::uint64_t> qs, ks;
   c.in.q = read_floats("--q", a.q, 4, qs);
-  if (p.cache_format) {  // the format's bytes, [B, Hkv, K, row]; head_dim by the format's rule
-    check_cache_head_dim(*p.cache_format, dimension32("--q head_dim", qs[3]), "--q head_dim");
-    c.in.k_bytes = read_cache_npy("--k", a.k, *p.cache_format, ks);
-    c.in.v_bytes = read_cache_npy("--v", a.v, *p.cache_format, vs);
-    if (ks.size() != 4) throw InvalidArgument("--k " + a.k + ": must be 4-D, got " + std::to_string(ks.size()) + " dimension(s)");
-  } else {
-    c.in.k = read_floats("--k", a.k, 4, ks);
-    c.in.v = read_floats("--v", a.v, 4, vs);
-  }
-  if (ks != vs) throw InvalidArgument("--v: shape must equal --k's [B, Hkv, K, D]");
+  // A head size the format cannot store, by its rule rather than by the caches' row sizes.
+  if (p.cache_format) check_cache_head_dim(*p.cache_format, dimension32("--q head_dim", qs[3]), "--q head_dim");
+  KvFiles kv = read_kv_npy(p.cache_format, "--k", a.k, "--v", a.v, ks);  // [B, Hkv, K, D]
+  c.in.k = std::move(kv.k);
+  c.in.v = std::move(kv.v);
+  c.in.k_bytes = std::move(kv.k_bytes);
+  c.in.v_bytes = std::move(kv.v_bytes);
   if (qs[0] != ks[0] || qs[3] != ks[3])
     throw InvalidArgument("--k: batch and head_dim must equal --q's (" + std::to_string(qs[0]) + ", " + std::to_string(qs[3]) + ")");
   std::vector<std::uint64_t> scale_shape;
