@@ -6,6 +6,7 @@
 #include <relpos/relpos.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <random>
 
@@ -183,6 +184,58 @@ TEST_F(KvAppendFormats, EveryFormatRaggedOrNotMatchesTheReference) {
     Uploaded u(ctx, c);
     run(ctx, [&](Recorder& r) { kv_append(r, p, u.buffers(with_q)); });
     expect_matches(ctx, c, u, want, with_q);
+  }
+}
+
+// q8_0's d = amax / 127 and 1 / d each rounded once, as ggml's float division: a d or an id one
+// ulp off moves x * id across a tie. Rows of amax, ±amax / 2 (x * id a tie at 63.5 whatever amax)
+// and values a hair from the other ties (amax · (2k + 1) / 254), amax over many binades (f16's from 2^-6;
+// f32's from 2^-100 to 2^100, where no value is subnormal: devices may flush those), in f32 and f16
+// inputs, equal the host's bytes.
+TEST_F(KvAppendFormats, Q8_0RoundsTiesAsGgml) {
+  Context& ctx = gpu();
+  std::mt19937 rng(127);
+  std::uniform_real_distribution<double> unit(0.5, 1.0);
+  for (const DType dtype : {DType::F32, DType::F16}) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    constexpr std::uint32_t kRows = 300, D = 64;
+    KvAppendParams p{.batch = kRows, .heads = 1, .kv_heads = 1, .new_tokens = 1, .head_dim = D, .dtype = dtype};
+    p.paged = {.block_size = 16, .num_blocks = kRows, .max_blocks = 1};
+    p.cache_format = CacheFormat::Q8_0;
+    std::vector<float> rows(std::size_t{kRows} * D);
+    for (std::uint32_t r = 0; r < kRows; ++r)
+      for (std::uint32_t blk = 0; blk < D / 32; ++blk) {
+        const int binade = dtype == DType::F16 ? static_cast<int>(r % 20) - 5 : static_cast<int>(r % 201) - 100;
+        const float amax = rounded_to_storage(std::vector<float>{static_cast<float>(std::ldexp(unit(rng), binade))}, dtype)[0];
+        float* x = rows.data() + std::size_t{r} * D + blk * 32;
+        x[0] = r % 2 ? -amax : amax;
+        x[1] = amax / 2;
+        x[2] = -amax / 2;
+        for (std::uint32_t j = 3; j < 32; ++j) {
+          const double k = static_cast<double>(j % 127);
+          x[j] = static_cast<float>((j % 2 ? 1.0 : -1.0) * static_cast<double>(amax) * (2.0 * k + 1.0) / 254.0);
+        }
+        const std::vector<float> stored = rounded_to_storage(std::vector<float>(x, x + 32), dtype);
+        std::copy(stored.begin(), stored.end(), x);
+      }
+    std::vector<std::int32_t> table(kRows), lengths(kRows, 0);
+    std::iota(table.begin(), table.end(), 0);
+    std::vector<std::uint8_t> want_k(p.cache_bytes(), 0), want_v(p.cache_bytes(), 0);
+    std::vector<float> none;
+    KvAppendHostData d{none, none, rows, rows, table, lengths, std::span<float>()};
+    d.k_cache_bytes = want_k;
+    d.v_cache_bytes = want_v;
+    kv_append_reference(p, d);
+    const std::vector<std::uint8_t> zeros(p.cache_bytes(), 0);
+    Buffer kc = make_buffer(ctx, zeros), vc = make_buffer(ctx, zeros), k = make_float_buffer(ctx, rows, dtype),
+           v = make_float_buffer(ctx, rows, dtype), tb = make_buffer(ctx, table), lb = make_buffer(ctx, lengths);
+    run(ctx, [&](Recorder& r) { kv_append(r, p, {&kc, &vc, &k, &v, &tb, &lb}); });
+    const std::vector<std::uint8_t> got = kc.download<std::uint8_t>(want_k.size());
+    std::size_t differ = 0, first = got.size();
+    for (std::size_t i = 0; i < got.size(); ++i)
+      if (got[i] != want_k[i]) first = std::min(first, i), ++differ;
+    EXPECT_EQ(differ, 0u) << "bytes differ from the host's, the first at byte " << first;
+    EXPECT_EQ(vc.download<std::uint8_t>(want_v.size()), want_v);
   }
 }
 

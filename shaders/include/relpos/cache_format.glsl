@@ -68,19 +68,39 @@ uint cache_encode_fp8(float x) {
   if (a < 0x3c800000u) return sign | uint(roundEven(uintBitsToFloat(a) * 512.0));
   return sign | (((a + 0x7ffffu + ((a >> 20) & 1u)) >> 20) - 960u);
 }
-// ggml's quantize_row_q8_0: d = amax / 127 and id = d ? 1 / d : 0 (refined by one Newton step,
-// since a shader's division need not be correctly rounded); q = roundf(x * id).
-float q8_scale(float amax) {
-  precise float d = amax / 127.0;
-  precise float rest = fma(-d, 127.0, amax);  // exact: what d misses of amax
-  return fma(rest, 1.0 / 127.0, d);
+// a / b rounded to nearest even, for finite a >= 0 and b > 0, by long division of the
+// significands. Vulkan lets a shader's division be 2.5 ulp off and its fma a rounded multiply then
+// a rounded add (lavapipe's is), so neither gives ggml's d and 1 / d exactly; a d or 1 / d one ulp
+// off moves x * id across a rounding tie (x = amax / 2: 63.5).
+float div_rn(float a, float b) {
+  const uint ua = floatBitsToUint(a), ub = floatBitsToUint(b);
+  if (a == 0.0 || ua >= 0x7f800000u || ub >= 0x7f800000u || !(b > 0.0)) return a / b;
+  // a / b = (ma / mb) * 2^e, ma and mb integers in [2^23, 2^24) (subnormals normalised)
+  int ea = int(ua >> 23), eb = int(ub >> 23);
+  uint ma = ua & 0x7fffffu, mb = ub & 0x7fffffu;
+  if (ea == 0) { const int s = 23 - findMSB(ma); ma <<= s; ea = 1 - s; } else ma |= 0x800000u;
+  if (eb == 0) { const int s = 23 - findMSB(mb); mb <<= s; eb = 1 - s; } else mb |= 0x800000u;
+  int e = ea - eb;
+  if (ma < mb) { ma <<= 1; e -= 1; }  // ma / mb in [1, 2)
+  // 25 bits of the quotient (in [2^24, 2^25)): 24 and the rounding bit; rem != 0: more below
+  uint q = 0u, rem = ma;
+  for (uint i = 0u; i < 25u; ++i) {
+    const bool ge = rem >= mb;
+    q = (q << 1) | (ge ? 1u : 0u);
+    rem = (ge ? rem - mb : rem) << 1;
+  }
+  const int biased = e + 127;
+  const int shift = biased < 1 ? min(2 - biased, 26) : 1;  // a subnormal result keeps fewer bits
+  const uint kept = q >> shift, dropped = q & ((1u << shift) - 1u), midpoint = 1u << (shift - 1);
+  const bool up = dropped > midpoint || (dropped == midpoint && (rem != 0u || (kept & 1u) != 0u));
+  const uint m = kept + (up ? 1u : 0u);
+  if (biased >= 255) return uintBitsToFloat(0x7f800000u);
+  if (biased < 1) return uintBitsToFloat(m);
+  return uintBitsToFloat((uint(biased) << 23) + m - 0x800000u);  // a carry of m moves the exponent
 }
-float q8_inverse(float d) {
-  if (d == 0.0) return 0.0;
-  precise float r = 1.0 / d;
-  precise float e = fma(-d, r, 1.0);
-  return fma(r, e, r);
-}
+// ggml's quantize_row_q8_0: d = amax / 127 and id = d ? 1 / d : 0, each rounded once; q = roundf(x * id).
+float q8_scale(float amax) { return div_rn(amax, 127.0); }
+float q8_inverse(float d) { return d == 0.0 ? 0.0 : div_rn(1.0, d); }
 // Four int8 of x * id, rounded half away from zero, as the bytes of one word.
 uint q8_encode4(vec4 x, float id) {
   precise vec4 y = x * id;
