@@ -183,8 +183,10 @@ TEST(AttentionReference, InvalidParametersNameTheLimit) {
   p.t5.max_distance = 4;
   expect_invalid([&] { p.validate(); }, "max_distance");
   std::vector<float> q(4 * 3 * 8), kv(2 * 5 * 8), wrong(7);
-  expect_invalid([&] { attention_reference(ok, {wrong, kv, kv, {}, {}, {}, {}}); }, "q");
-  expect_invalid([&] { attention_reference(ok, {q, wrong, kv, {}, {}, {}, {}}); }, "k");
+  // Each size named with what it is made of (a packed call's q is total_queries rows, exactly).
+  expect_invalid([&] { attention_reference(ok, {wrong, kv, kv, {}, {}, {}, {}}); },
+                 "q = 7 values: must be exactly batch * heads * queries * head_dim = 96");
+  expect_invalid([&] { attention_reference(ok, {q, wrong, kv, {}, {}, {}, {}}); }, "k = 7 values: must be exactly batch * kv_heads * keys * head_dim = 80");
   p = ok;
   p.bias = AttentionBias::Alibi;
   expect_invalid([&] { attention_reference(p, {q, kv, kv, wrong, {}, {}, {}}); }, "bias");

@@ -16,9 +16,11 @@
 #include <algorithm>
 #include <array>
 #include <numeric>
+#include <optional>
 #include <random>
 
 #include "support/app_vulkan.hpp"
+#include "support/gpu_fixture.hpp"
 #include "support/test_data.hpp"
 #include "support/tolerance.hpp"
 
@@ -320,3 +322,102 @@ TEST(EngineLoop, StepsInFlightWithPushDescriptors) {
 }
 
 }  // namespace
+
+// Speculative decoding: each step appends a draft of 1 + k tokens per sequence (0 for an idle
+// one), verifies them with packed queries over the paged cache, then rolls the rejected ones back
+// by lowering the sequence's length. Lengths may go down as well as up: rows past a length are
+// never read (here they are overwritten with 1e30 before the next step, so a leak would show at
+// once) and the next append writes over them. Both kernel classes; every step against the
+// reference on the cache as the device holds it; nothing created after the first step.
+TEST(EngineLoop, SpeculativeDraftsRolledBackByLoweringTheLength) {
+  constexpr std::uint32_t Bs = 4, Hs = 4, Hkvs = 2, Ds = 64, kDraft = 5, kVerifySteps = 8;
+  const std::vector<std::int32_t> prompts = {23, 1, 40, 0};
+  for (const Kernels kernels : {Kernels::Cpu, Kernels::Gpu}) {
+    SCOPED_TRACE(kernels == Kernels::Cpu ? "cpu kernels" : "gpu kernels");
+    Context& ctx = relpos::test::gpu_kernels(kernels);
+    std::mt19937 rng(5);
+    const std::uint32_t max_blocks = (40 + kVerifySteps * kDraft + kBlock - 1) / kBlock;
+    const PagedKv paged{.block_size = kBlock, .num_blocks = Bs * max_blocks, .max_blocks = max_blocks};
+    std::vector<std::int32_t> table(std::size_t{Bs} * max_blocks);
+    std::iota(table.begin(), table.end(), 0);
+    std::shuffle(table.begin(), table.end(), rng);
+    const std::size_t cache_values = paged.cache_elements(Hkvs, Ds);
+    Buffer kc = make_buffer(ctx, std::vector<float>(cache_values, 0.0f)), vc = make_buffer(ctx, std::vector<float>(cache_values, 0.0f));
+    Buffer table_buf = make_buffer(ctx, table), lengths = make_buffer(ctx, std::vector<std::int32_t>(Bs, 0));
+
+    KvAppendParams append{.batch = Bs, .heads = Hs, .kv_heads = Hkvs, .new_tokens = 40, .head_dim = Ds, .paged = paged};
+    append.ragged = true;
+    append.packed_tokens = Bs * 40;
+    append.advance_lengths = true;
+    AttentionParams att{.batch = Bs, .heads = Hs, .kv_heads = Hkvs, .queries = 40, .keys = max_blocks * kBlock, .head_dim = Ds,
+                        .scale = 0.125f, .causal = true, .bias = AttentionBias::Alibi};
+    att.paged = paged;
+    att.total_queries = Bs * 40;
+    KvAppendPlan append_plan(ctx, append);
+    AttentionPlan attention_plan(ctx, att);
+    std::vector<float> slopes(Hs);
+    for (std::uint32_t h = 0; h < Hs; ++h) slopes[h] = std::ldexp(1.0f, -static_cast<int>(h + 1));
+    Buffer slopes_buf = make_buffer(ctx, slopes);
+    Buffer q(ctx, std::uint64_t{Bs} * 40 * Hs * Ds * 4), k(ctx, std::uint64_t{Bs} * 40 * Hkvs * Ds * 4), v(ctx, k.size()),
+        out(ctx, q.size()), counts_buf(ctx, Bs * 4);
+
+    std::vector<std::int32_t> host_lengths(Bs, 0);
+    std::optional<ResourceCounts> after_first;
+    for (std::uint32_t step = 0; step <= kVerifySteps; ++step) {
+      // Step 0 is the prefill; then drafts of 1 + k tokens, or none.
+      std::vector<std::int32_t> n(Bs);
+      for (std::uint32_t b = 0; b < Bs; ++b)
+        n[b] = step == 0 ? prompts[b] : std::uniform_int_distribution<int>(0, 3)(rng) == 0 ? 0 : std::uniform_int_distribution<int>(1, kDraft)(rng);
+      const std::int32_t total = std::accumulate(n.begin(), n.end(), 0);
+      if (total == 0) continue;
+      const std::vector<float> qh = random_floats(rng, std::size_t(total) * Hs * Ds), kh = random_floats(rng, std::size_t(total) * Hkvs * Ds),
+                               vh = random_floats(rng, kh.size());
+      q.upload(std::span<const float>(qh));
+      k.upload(std::span<const float>(kh));
+      v.upload(std::span<const float>(vh));
+      counts_buf.upload(std::span<const std::int32_t>(n));
+      const std::uint32_t longest = static_cast<std::uint32_t>(*std::max_element(n.begin(), n.end()));
+      {
+        Recorder rec(ctx);
+        KvAppendBuffers ab{&kc, &vc, &k, &v, &table_buf, &lengths};
+        ab.new_tokens = &counts_buf;
+        append_plan.record(rec, ab);
+        AttentionBuffers bb{&q, &kc, &vc, &out, nullptr, &slopes_buf};
+        bb.block_table = &table_buf;
+        bb.cache_lengths = &lengths;
+        bb.query_lengths = &counts_buf;
+        attention_plan.record(rec, {.queries = longest, .total_queries = static_cast<std::uint32_t>(total)}, bb);
+        rec.submit_and_wait();
+      }
+      // The prefill and the first verify step make what a step needs; later steps create nothing.
+      if (step > 0 && !after_first) after_first = resource_counts(ctx);
+      else if (step > 0) EXPECT_EQ(counts(resource_counts(ctx)), counts(*after_first)) << "step " << step << " created Vulkan objects";
+      for (std::uint32_t b = 0; b < Bs; ++b) host_lengths[b] += n[b];
+      ASSERT_EQ(lengths.download<std::int32_t>(Bs), host_lengths) << "step " << step;
+      // The reference over the cache as the device holds it (rows past each length hold 1e30).
+      const std::vector<float> kd = kc.download<float>(cache_values), vd = vc.download<float>(cache_values);
+      AttentionParams sp = att;
+      sp.queries = longest;
+      sp.total_queries = static_cast<std::uint32_t>(total);
+      const AttentionResult want = attention_reference(sp, {qh, kd, vd, slopes, {}, {}, {}, table, host_lengths, n});
+      const double e = normalised_error(out.download<float>(want.out.size()), want.out);
+      ASSERT_LE(e, 1e-4) << "step " << step;
+      if (step == 0) continue;
+      // Verification accepts a prefix of each draft; the rest is rolled back, its rows poisoned.
+      std::vector<float> kp = kd, vp = vd;
+      for (std::uint32_t b = 0; b < Bs; ++b) {
+        const std::int32_t accepted = std::uniform_int_distribution<int>(0, n[b])(rng);
+        for (std::int32_t pos = host_lengths[b] - n[b] + accepted; pos < host_lengths[b]; ++pos)
+          for (std::uint32_t h = 0; h < Hkvs; ++h) {
+            const std::size_t row = ((std::size_t(table[b * max_blocks + pos / kBlock]) * kBlock + pos % kBlock) * Hkvs + h) * Ds;
+            std::fill_n(kp.begin() + row, Ds, 1e30f);
+            std::fill_n(vp.begin() + row, Ds, 1e30f);
+          }
+        host_lengths[b] -= n[b] - accepted;
+      }
+      kc.upload(std::span<const float>(kp));
+      vc.upload(std::span<const float>(vp));
+      lengths.upload(std::span<const std::int32_t>(host_lengths));
+    }
+  }
+}

@@ -170,6 +170,38 @@ TEST_F(HotLoops, ReusedRecorderCreatesNothingAfterItsFirstStep) {
   EXPECT_EQ(out.download<float>(p.rows() * p.head_dim), first);  // recycled scratch: the same result
 }
 
+// A new Recorder of relpos's own a step (an engine's simplest loop): a destroyed Recorder leaves
+// its command buffer, pool and fence, its scratch and descriptor sets to the next one, whether it
+// was waited for, submitted and left to its destructor's wait, or never submitted.
+TEST_F(HotLoops, ARecorderAStepCreatesNothingAfterTheFirst) {
+  Context& ctx = gpu();
+  const AttentionParams p{.heads = 4, .queries = 1, .keys = 700, .head_dim = 16, .query_offset = 699, .causal = true,
+                          .bias = AttentionBias::T5};
+  std::mt19937 rng(4);
+  Buffer q = make_buffer(ctx, random_floats(rng, p.rows() * p.head_dim));
+  Buffer k = make_buffer(ctx, random_floats(rng, std::size_t{p.keys} * p.head_dim));
+  Buffer v = make_buffer(ctx, random_floats(rng, std::size_t{p.keys} * p.head_dim));
+  Buffer table = make_buffer(ctx, random_floats(rng, std::size_t{p.t5.num_buckets} * p.heads));
+  Buffer out(ctx, p.rows() * p.head_dim * 4);
+  std::vector<float> first;
+  ResourceCounts after_first{};
+  for (int step = 0; step < 60; ++step) {
+    {
+      Recorder r(ctx);
+      attention(r, p, {&q, &k, &v, &out, nullptr, &table});
+      if (step % 3 == 0) r.submit_and_wait();
+      else if (step % 3 == 1) r.submit();  // the destructor waits
+    }  // step % 3 == 2: abandoned, never submitted
+    if (step == 0) {
+      after_first = resource_counts(ctx);
+      first = out.download<float>(p.rows() * p.head_dim);
+    } else {
+      ASSERT_EQ(resource_counts(ctx).objects(), after_first.objects()) << "step " << step << " created Vulkan objects";
+      if (step % 3 != 2) ASSERT_EQ(out.download<float>(p.rows() * p.head_dim), first) << "step " << step;
+    }
+  }
+}
+
 // Ops whose shapes stay while their offsets move (RoPE on the new token, ALiBi added to its logits)
 // reuse what the recorder kept: nothing created after the first step, and the results equal a
 // fresh recorder's.

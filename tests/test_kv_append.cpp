@@ -88,6 +88,19 @@ TEST(KvAppendReference, BadTablesNameTheSequenceAndEntry) {
   expect_invalid([&] { check_append_table(p, std::vector<std::int32_t>{0, 1, -1, 3}, std::vector<std::int32_t>{15, 3}); }, "block_table[1][0]");
   expect_invalid([&] { check_append_table(p, std::vector<std::int32_t>{0, 1, 2, 3}, std::vector<std::int32_t>{31, 3}); }, "cache_lengths[0]");
   expect_invalid([&] { check_append_table(p, std::vector<std::int32_t>{0, 1, 2, 3}, std::vector<std::int32_t>{1, -2}); }, "cache_lengths[1]");
+  {  // the reference's inputs, each named with what its size is made of
+    std::vector<float> kc(p.paged.cache_elements(p.kv_heads, p.head_dim)), vc(kc), k(2 * 2 * 8), v(k), wrong(5);
+    const std::vector<std::int32_t> table{0, 1, 2, 3}, lengths{1, 3};
+    expect_invalid([&] { kv_append_reference(p, {kc, vc, wrong, v, table, lengths, {}}); },
+                   "k = 5 values: must be exactly batch * new_tokens * kv_heads * head_dim = 32");
+    auto ragged = p;
+    ragged.ragged = true;
+    ragged.packed_tokens = 3;
+    const std::vector<std::int32_t> counts{2, 1};
+    KvAppendHostData d{kc, vc, k, v, table, lengths, {}};
+    d.new_tokens = counts;
+    expect_invalid([&] { kv_append_reference(ragged, d); }, "k = 32 values: must be exactly packed_tokens * kv_heads * head_dim = 24");
+  }
   auto bad = p;
   bad.paged.block_size = 20;
   expect_invalid([&] { bad.validate(); }, "paged.block_size");

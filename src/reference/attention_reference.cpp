@@ -18,8 +18,9 @@ constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 std::string str(std::uint64_t v) { return std::to_string(v); }
 
-void require_size(std::span<const float> s, std::uint64_t want, const std::string& name) {
-  require(s.size() == want, name, str(s.size()) + " values", "must hold " + str(want));
+// `shape` says what the size is made of: the reference takes each input at exactly its size.
+void require_size(std::span<const float> s, std::uint64_t want, const std::string& name, const std::string& shape) {
+  require(s.size() == want, name, str(s.size()) + " values", "must be exactly " + shape + " = " + str(want));
 }
 
 // Relative position of key j for query i, or nullopt for a memory key (no position bias).
@@ -75,16 +76,17 @@ DecodedCaches decoded_caches(const AttentionParams& p, const AttentionHostInputs
 void check_inputs(const AttentionParams& p, const AttentionHostInputs& in) {
   p.validate();
   const std::uint64_t D = p.head_dim;
-  require_size(in.q, p.rows() * D, "q");
+  require_size(in.q, p.rows() * D, "q", p.packed() ? "total_queries * heads * head_dim" : "batch * heads * queries * head_dim");
   const std::uint64_t kv = p.paged.enabled() ? p.paged.cache_elements(p.kv_heads, p.head_dim) : std::uint64_t{p.batch} * p.kv_heads * p.keys * D;
-  require_size(in.k, kv, "k");
-  require_size(in.v, kv, "v");
-  require_size(in.bias, p.bias_elements(), "bias");
+  const std::string kv_shape = p.paged.enabled() ? "num_blocks * block_size * kv_heads * head_dim" : "batch * kv_heads * keys * head_dim";
+  require_size(in.k, kv, "k", kv_shape);
+  require_size(in.v, kv, "v", kv_shape);
+  require_size(in.bias, p.bias_elements(), "bias", "the bias mode's input (AttentionParams::bias_elements())");
   const detail::BiasFamily& family = detail::bias_family(p.bias);
   if (family.check_input) family.check_input(p, in.bias);
   const std::uint64_t rel = family.info.rel_tables ? (2ull * p.max_relative_position + 1) * D : 0;
-  require_size(in.rel_keys, rel, "rel_keys");
-  require_size(in.rel_values, rel, "rel_values");
+  require_size(in.rel_keys, rel, "rel_keys", "(2 * max_relative_position + 1) * head_dim");
+  require_size(in.rel_values, rel, "rel_values", "(2 * max_relative_position + 1) * head_dim");
   require(in.key_lengths.empty() || in.key_lengths.size() == p.batch, "key_lengths", str(in.key_lengths.size()) + " values",
           "must be empty or hold batch = " + str(p.batch));
   if (p.paged.enabled()) {
@@ -184,7 +186,7 @@ std::vector<float> attention_bias_reference(const AttentionParams& p, const Atte
   p.validate();
   // A paged call's bias differs per sequence: attention_reference takes it sequence by sequence.
   require(!p.paged.enabled(), "paged.block_size", str(p.paged.block_size), "must be 0 here (one [H, Q, K] bias for every sequence)");
-  require_size(in.bias, p.bias_elements(), "bias");
+  require_size(in.bias, p.bias_elements(), "bias", "the bias mode's input (AttentionParams::bias_elements())");
   const std::uint64_t Q = p.queries, K = p.keys;
   std::vector<float> out(p.heads * Q * K, 0.0f);
   const detail::BiasFamily& family = detail::bias_family(p.bias);
@@ -291,8 +293,8 @@ AttentionResult attention_reference(const AttentionParams& p, const AttentionHos
 AttentionResult attention_merge_reference(const AttentionMergeParams& p, std::span<const float> out, std::span<const float> lse) {
   p.validate();
   const std::uint64_t D = p.head_dim;
-  require_size(out, p.parts * p.rows * D, "partial out");
-  require_size(lse, p.parts * p.rows, "partial lse");
+  require_size(out, p.parts * p.rows * D, "partial out", "parts * rows * head_dim");
+  require_size(lse, p.parts * p.rows, "partial lse", "parts * rows");
   AttentionResult res{std::vector<float>(p.rows * D, 0.0f), std::vector<float>(p.rows)};
   for (std::uint64_t r = 0; r < p.rows; ++r) {
     double m = kNegInf;

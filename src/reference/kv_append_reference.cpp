@@ -16,8 +16,9 @@ using detail::require;
 
 std::string str(std::uint64_t v) { return std::to_string(v); }
 
-void require_size(std::size_t got, std::uint64_t want, const std::string& name) {
-  require(got == want, name, str(got) + " values", "must hold " + str(want));
+// `shape` says what the size is made of: the reference takes each input at exactly its size.
+void require_size(std::size_t got, std::uint64_t want, const std::string& name, const std::string& shape, const char* unit = " values") {
+  require(got == want, name, str(got) + unit, "must be exactly " + shape + " = " + str(want));
 }
 
 }  // namespace
@@ -27,17 +28,18 @@ void kv_append_reference(const KvAppendParams& p, const KvAppendHostData& d) {
   const std::uint64_t D = p.head_dim, T = p.new_tokens, rows = p.input_rows();
   const bool encoded = p.cache_format.has_value();
   if (encoded) {
-    require_size(d.k_cache_bytes.size(), p.cache_bytes(), "k_cache_bytes");
-    require_size(d.v_cache_bytes.size(), p.cache_bytes(), "v_cache_bytes");
+    require_size(d.k_cache_bytes.size(), p.cache_bytes(), "k_cache_bytes", "KvAppendParams::cache_bytes()", " bytes");
+    require_size(d.v_cache_bytes.size(), p.cache_bytes(), "v_cache_bytes", "KvAppendParams::cache_bytes()", " bytes");
   } else {
     const std::uint64_t cache = p.paged.cache_elements(p.kv_heads, p.head_dim);
-    require_size(d.k_cache.size(), cache, "k_cache");
-    require_size(d.v_cache.size(), cache, "v_cache");
+    require_size(d.k_cache.size(), cache, "k_cache", "num_blocks * block_size * kv_heads * head_dim");
+    require_size(d.v_cache.size(), cache, "v_cache", "num_blocks * block_size * kv_heads * head_dim");
   }
-  require_size(d.k.size(), rows * p.kv_heads * D, "k");
-  require_size(d.v.size(), rows * p.kv_heads * D, "v");
+  const std::string rows_are = p.ragged ? "packed_tokens" : "batch * new_tokens";
+  require_size(d.k.size(), rows * p.kv_heads * D, "k", rows_are + " * kv_heads * head_dim");
+  require_size(d.v.size(), rows * p.kv_heads * D, "v", rows_are + " * kv_heads * head_dim");
   require(d.q.empty() || d.q.size() == rows * p.heads * D, "q", str(d.q.size()) + " values",
-          "must be empty or hold " + str(rows * p.heads * D) + " (rows * heads * head_dim)");
+          "must be empty or exactly " + rows_are + " * heads * head_dim = " + str(rows * p.heads * D));
   require(d.advanced_lengths.size() == (p.advance_lengths ? p.batch : 0u), "advanced_lengths", str(d.advanced_lengths.size()) + " values",
           p.advance_lengths ? "must hold batch = " + str(p.batch) : std::string("must be empty without advance_lengths"));
   check_append_table(p, d.block_table, d.cache_lengths, p.ragged ? d.new_tokens : std::span<const std::int32_t>());

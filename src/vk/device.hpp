@@ -186,11 +186,21 @@ struct Device {
 
   // Resources of recorders destroyed while their commands may still be pending in an application's
   // command buffer; once the command buffer has set the last event (or the application said it was
-  // reset, release_recordings), they are spare, for the next recording into an application's
-  // command buffer to take; freed with the Context.
+  // reset, release_recordings), they are spare, for the next recording to take (a Recorder of
+  // relpos's own puts what it used there at once: its commands have run); freed with the Context.
   std::mutex retired_mutex;
   std::list<RetiredResources> retired;
   std::list<RetiredResources> spare;
+  // The command pools (one command buffer each, reset) and fences of destroyed Recorders of relpos's
+  // own, for the next one, so that a Recorder a step creates nothing (under retired_mutex).
+  struct OwnCommands {
+    VkCommandPool pool = VK_NULL_HANDLE;
+    VkCommandBuffer cb = VK_NULL_HANDLE;
+    VkFence fence = VK_NULL_HANDLE;
+  };
+  std::vector<OwnCommands> spare_commands;
+  void give_back_commands(const OwnCommands& c);
+  std::optional<OwnCommands> take_commands();
   // release_recordings' log for plans, whose step slots wait for an event an abandoned command
   // buffer never sets: a counter of releases, and the count at each command buffer's last release
   // (one entry per command buffer ever released). A step recorded into cb when the counter read E

@@ -84,8 +84,22 @@ void free_handles(Device& d, RetiredResources& r) {
 
 }  // namespace
 
+void Device::give_back_commands(const OwnCommands& c) {
+  std::lock_guard lock(retired_mutex);
+  spare_commands.push_back(c);
+}
+
+std::optional<Device::OwnCommands> Device::take_commands() {
+  std::lock_guard lock(retired_mutex);
+  if (spare_commands.empty()) return std::nullopt;
+  const OwnCommands c = spare_commands.back();
+  spare_commands.pop_back();
+  return c;
+}
+
 void Device::free_retired(bool all, VkCommandBuffer cb) {
   std::list<RetiredResources> done;
+  std::vector<OwnCommands> commands;
   {
     std::lock_guard lock(retired_mutex);
     for (auto it = retired.begin(); it != retired.end();) {
@@ -98,9 +112,16 @@ void Device::free_retired(bool all, VkCommandBuffer cb) {
       }
       it = next;
     }
-    if (all) done.splice(done.end(), spare);
+    if (all) {
+      done.splice(done.end(), spare);
+      commands.swap(spare_commands);
+    }
   }
   for (auto& r : done) free_handles(*this, r);
+  for (const OwnCommands& c : commands) {
+    vk.vkDestroyFence(device, c.fence, nullptr);
+    vk.vkDestroyCommandPool(device, c.pool, nullptr);
+  }
 }
 
 void Device::note_release(VkCommandBuffer cb) {

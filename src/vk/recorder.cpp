@@ -125,12 +125,20 @@ RecorderState::~RecorderState() {
   }
   if (external) {  // the application's command buffer may not have executed yet
     d.retire(std::move(resources), std::move(spare_scratch), std::move(spare_uses), std::move(spare_events), cb);
-  } else {  // every submission of the recorder's own command buffer was waited for
-    d.free_resources(resources);
-    for (auto e : spare_events) d.vk.vkDestroyEvent(d.device, e, nullptr);
+    return;
   }
-  if (fence) d.vk.vkDestroyFence(d.device, fence, nullptr);
-  if (command_pool) d.vk.vkDestroyCommandPool(d.device, command_pool, nullptr);
+  // Every submission of the recorder's own command buffer was waited for (what was recorded after
+  // the last one never runs): what it used is spare at once, and the command buffer, reset, with
+  // its pool and fence, goes to the next Recorder.
+  resources.commands_after_last_event = false;
+  d.retire(std::move(resources), std::move(spare_scratch), std::move(spare_uses), std::move(spare_events), VK_NULL_HANDLE);
+  if (!command_pool) return;
+  if (d.vk.vkResetCommandPool(d.device, command_pool, 0) == VK_SUCCESS && d.vk.vkResetFences(d.device, 1, &fence) == VK_SUCCESS) {
+    d.give_back_commands({command_pool, cb, fence});
+  } else {  // a lost device: nothing to keep
+    d.vk.vkDestroyFence(d.device, fence, nullptr);
+    d.vk.vkDestroyCommandPool(d.device, command_pool, nullptr);
+  }
 }
 
 void require_recording(const RecorderState& s) {
@@ -314,6 +322,14 @@ Recorder::Recorder(Context& ctx) : state_(std::make_unique<State>()) {
   auto& d = *s.dev;
   d.free_retired(false);
   if (d.tuning.compile_only) return;  // records nothing
+  detail::take_spare(s);  // what a finished recording used: scratch, descriptor sets, query pool
+  if (const auto spare = d.take_commands()) {
+    s.command_pool = spare->pool;
+    s.cb = spare->cb;
+    s.fence = spare->fence;
+    detail::begin_own(s);
+    return;
+  }
   VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
   pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
   pci.queueFamilyIndex = d.queue_family;
