@@ -277,6 +277,24 @@ TEST_F(AttentionGpu, DecodingSplitsKeysAndMerges) {
   expect_matches(gpu(), p, random_inputs(rng, p));
 }
 
+// An additive padding mask (HF style: -1e4 on every key but the last) in decoding: each key
+// group of a workgroup has its own running maximum, and they meet through shared memory rescaled to
+// the largest; a group whose keys are all "masked" sits 1e4 below the one that holds the last key,
+// so merging against any other group's maximum overflows exp. Keys within one split and across
+// several, both kernel classes.
+TEST_F(AttentionGpu, DecodingWithAnAdditiveMaskOnAllButTheLastKey) {
+  std::mt19937 rng(63);
+  for (const std::uint32_t keys : {63u, 700u})
+    for (const Kernels kernels : {Kernels::Cpu, Kernels::Gpu}) {
+      const AttentionParams p{.heads = 2, .queries = 1, .keys = keys, .head_dim = 64, .bias = AttentionBias::Dense};
+      Inputs in = random_inputs(rng, p);
+      for (std::uint32_t h = 0; h < 2; ++h)
+        for (std::uint32_t j = 0; j < keys; ++j) in.bias[h * keys + j] = j + 1 == keys ? 0.0f : -1e4f;
+      SCOPED_TRACE(kernels == Kernels::Gpu ? "gpu kernels" : "cpu kernels");
+      expect_matches(gpu_kernels(kernels), p, in);
+    }
+}
+
 // A few queries against a long cache (speculative decoding's drafts): the CPU class decodes up to
 // 16 as it decodes one (a lane takes one query over one key split), the GPU class up to 8 (a
 // workgroup one query of a kv head's heads over one split); more take query rows.

@@ -239,6 +239,37 @@ TEST_F(KvAppendFormats, Q8_0RoundsTiesAsGgml) {
   }
 }
 
+// fp8's encoder on the device at its edges, which random rows seldom reach: ties (to even),
+// values past 448 (saturated to ±448, never NaN), subnormals and NaN, each equal to the host's
+// bytes (CacheFormat.Fp8IsTheNearestCodeTiesToEvenSaturating checks the host's own).
+TEST_F(KvAppendFormats, Fp8EncoderOnTiesAndSaturation) {
+  Context& ctx = gpu();
+  const float edges[] = {1.0625f, 1.1875f, -1.0625f, -1.1875f, 0x1p-10f, 3 * 0x1p-10f, -5 * 0x1p-10f, 0x1p-9f * 1.5f,
+                         448.0f, 460.0f, 464.0f, 480.0f, -1000.0f, 1e30f, -INFINITY, INFINITY, std::nanf(""), 3.25f, 13.0f,
+                         0.0f, -0.0f, 240.0f, 232.0f, 0x1p-6f * 1.0625f};
+  constexpr std::uint32_t D = 32, T = 3;
+  KvAppendParams p{.batch = 2, .heads = 1, .kv_heads = 1, .new_tokens = T, .head_dim = D};
+  p.paged = {.block_size = 16, .num_blocks = 2, .max_blocks = 1};
+  p.cache_format = CacheFormat::FP8_E4M3;
+  p.k_scales = {1.0f};
+  p.v_scales = {0.5f};  // the same edges at twice the value, through 1 / scale
+  std::vector<float> rows(std::size_t{p.batch} * T * D);
+  for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = edges[i % std::size(edges)] * (i / std::size(edges) % 2 ? -1.0f : 1.0f);
+  const std::vector<std::int32_t> table{1, 0}, lengths{0, 5};
+  std::vector<std::uint8_t> want_k(p.cache_bytes(), 0), want_v(p.cache_bytes(), 0);
+  std::vector<float> none;
+  KvAppendHostData d{none, none, rows, rows, table, lengths, std::span<float>()};
+  d.k_cache_bytes = want_k;
+  d.v_cache_bytes = want_v;
+  kv_append_reference(p, d);
+  const std::vector<std::uint8_t> zeros(p.cache_bytes(), 0);
+  Buffer kc = make_buffer(ctx, zeros), vc = make_buffer(ctx, zeros), k = make_float_buffer(ctx, rows, DType::F32),
+         v = make_float_buffer(ctx, rows, DType::F32), tb = make_buffer(ctx, table), lb = make_buffer(ctx, lengths);
+  run(ctx, [&](Recorder& r) { kv_append(r, p, {&kc, &vc, &k, &v, &tb, &lb}); });
+  EXPECT_EQ(kc.download<std::uint8_t>(want_k.size()), want_k);
+  EXPECT_EQ(vc.download<std::uint8_t>(want_v.size()), want_v);
+}
+
 // A plan's steps: the free function's bytes, and nothing created after the first step.
 TEST_F(KvAppendFormats, PlanEqualsTheFreeFunctionAndCreatesNothing) {
   Context& ctx = gpu();
@@ -308,6 +339,9 @@ TEST_F(KvAppendFormats, BadInputIsRefusedBeforeRecording) {
   bad = c.p;
   bad.packed_tokens = 7;
   expect_invalid([&] { bad.validate(); }, "packed_tokens");
+  bad = c.p;
+  bad.new_tokens = bad.capacity() + 1;  // more than a sequence's blocks hold
+  expect_invalid([&] { bad.validate(); }, "new_tokens = 33: must be <= max_blocks * block_size = 32");
   // Host-side counts: negative, past new_tokens, summing past packed_tokens; a sequence's length.
   expect_invalid([&] { check_append_table(c.p, c.table, c.lengths, std::vector<std::int32_t>{-1, 0}); }, "new_tokens[0]");
   expect_invalid([&] { check_append_table(c.p, c.table, c.lengths, std::vector<std::int32_t>{0, 4}); }, "new_tokens[1]");

@@ -271,6 +271,28 @@ TEST_F(PagedAttentionGpu, DeviceTableOutsideTheCacheIsClampedIntoIt) {
   }
 }
 
+// A device length past the call's keys (the table's row holds no more) is clamped to them: the
+// kernels read no table entry past the sequence's row, so the result is that of the length `keys`.
+// One query and three (decoding and query rows), both kernel classes.
+TEST_F(PagedAttentionGpu, DeviceLengthsPastKeysAreClamped) {
+  std::mt19937 rng(2030);
+  for (Kernels kernels : {Kernels::Gpu, Kernels::Cpu})
+    for (std::uint32_t queries : {1u, 3u}) {
+      AttentionParams p{.batch = 2, .heads = 2, .kv_heads = 1, .queries = queries, .head_dim = 16, .causal = true};
+      p.paged.block_size = 16;
+      p.paged.max_blocks = 3;
+      PagedInputs in = random_paged_inputs(rng, p, {48, 20});
+      PagedInputs past = in;
+      past.cache_lengths = {1000, 20};
+      expect_invalid([&] { attention_reference(p, past.host()); }, "cache_lengths[0]");
+      SCOPED_TRACE(testing::Message() << (kernels == Kernels::Gpu ? "gpu" : "cpu") << " kernels, Q = " << queries);
+      const AttentionResult want = attention_reference(p, in.host());
+      const AttentionResult got = gpu_paged_attention(gpu_kernels(kernels), p, past);
+      EXPECT_LE(normalised_error(got.out, want.out), kTolF32);
+      EXPECT_LE(normalised_error(got.lse, want.lse), kTolF32);
+    }
+}
+
 TEST_F(PagedAttentionGpu, MismatchedBuffersAreRefusedBeforeRecording) {
   Context& ctx = gpu();
   std::mt19937 rng(5);

@@ -21,6 +21,7 @@
 #include "support/gpu_fixture.hpp"
 #include "support/ring_data.hpp"
 #include "support/test_data.hpp"
+#include "ring/rank.hpp"
 #include "sharded_slices.hpp"
 
 using namespace relpos;
@@ -959,6 +960,65 @@ TEST_F(RingAttention, RanksThatDisagreeAreAllRefused) {
       EXPECT_NE(errors[r].find(c.value1), std::string::npos) << "rank " << r << ": " << errors[r];
     }
     EXPECT_LE(normalised_error(got.out, want.out), kTolF32);
+  }
+}
+
+// Every setting the ranks exchange is compared: one rank differing in any one of them (every field
+// of detail::ring_fields, which the cases must cover) is refused on both ranks, naming it; a rank
+// that computed with its own T5 buckets or KERPLE variant would return wrong numbers silently.
+TEST_F(RingAttention, EveryAdmittedFieldIsCompared) {
+  std::mt19937 rng(47);
+  RingParams rp{relpos::test::random_ring_params(rng, AttentionBias::T5, DType::F32, 2), 2};
+  rp.attention.queries = rp.attention.keys = 12;
+  rp.attention.query_offset = 0;
+  const WholeInputs in = random_whole_inputs(rng, rp.attention);
+  using Change = std::function<void(AttentionParams&)>;
+  const std::vector<std::pair<std::string, Change>> cases = {
+      {"batch", [](AttentionParams& a) { ++a.batch; }},
+      {"heads", [](AttentionParams& a) { a.heads *= 2; }},
+      {"kv_heads", [](AttentionParams& a) { a.kv_heads = a.kv_heads == 1 ? 2 : 1; }},
+      {"queries", [](AttentionParams& a) { a.queries += 2; }},
+      {"total_queries", [](AttentionParams& a) { a.total_queries = 3; }},
+      {"keys", [](AttentionParams& a) { a.keys += 2; }},
+      {"head_dim", [](AttentionParams& a) { a.head_dim = 16; }},
+      {"dtype", [](AttentionParams& a) { a.dtype = DType::F16; }},
+      {"out_dtype", [](AttentionParams& a) { a.out_dtype = DType::F16; }},
+      {"scale", [](AttentionParams& a) { a.scale = a.effective_scale() * 2; }},
+      {"causal", [](AttentionParams& a) { a.causal = !a.causal; }},
+      {"bias", [](AttentionParams& a) { a.bias = AttentionBias::None; }},
+      {"t5.num_buckets", [](AttentionParams& a) { a.t5.num_buckets += 2; }},
+      {"t5.max_distance", [](AttentionParams& a) { a.t5.max_distance += 1; }},
+      {"t5.bidirectional", [](AttentionParams& a) { a.t5.bidirectional = !a.t5.bidirectional; }},
+      {"t5.log", [](AttentionParams& a) { a.t5.log = a.t5.log == T5Log::HuggingFace ? T5Log::FlaxEps : T5Log::HuggingFace; }},
+      {"t5.scale", [](AttentionParams& a) { a.t5.scale *= 3; }},
+      {"max_relative_position", [](AttentionParams& a) { ++a.max_relative_position; }},
+      {"kerple_variant", [](AttentionParams& a) { a.kerple_variant = a.kerple_variant == KerpleVariant::Log ? KerpleVariant::Power : KerpleVariant::Log; }},
+      {"sandwich_dim", [](AttentionParams& a) { a.sandwich_dim += 2; }},
+  };
+  std::vector<std::string> covered, fields;
+  for (const auto& [name, change] : cases) covered.push_back(name);
+  for (const auto& f : detail::ring_fields(rp.attention)) fields.push_back(f.name);
+  ASSERT_EQ(covered, fields) << "a case for every field the ranks compare";
+  for (const auto& [name, change] : cases) {
+    SCOPED_TRACE(name);
+    std::vector<std::string> errors(2);
+    AttentionResult got = empty_result(rp.attention);
+    const InProcessRingOutcome outcome = run_in_process_ring(shared(gpu(), 2), kTimeout, [&](std::uint32_t r, Context& ctx, RingTransport& t) {
+      RingParams mine = rp;
+      if (r == 1) change(mine.attention);
+      RingRank rank(ctx, t);
+      try {
+        relpos::test::ring_rank(rank, mine, in, got);
+      } catch (const InvalidArgument& e) {
+        errors[r] = e.what();
+      }
+      EXPECT_FALSE(rank.stopped());
+    });
+    ASSERT_TRUE(outcome.ok()) << outcome.describe();
+    for (std::uint32_t r = 0; r < 2; ++r) {
+      EXPECT_NE(errors[r].find("the ranks disagree"), std::string::npos) << "rank " << r << ": " << errors[r];
+      EXPECT_NE(errors[r].find(" " + name + " = "), std::string::npos) << "rank " << r << ": " << errors[r];
+    }
   }
 }
 
