@@ -43,6 +43,72 @@ CheckResult check_kv_append(Context& ctx, const KvAppendParams& given, const std
   return {e, tol, "max_err"};
 }
 
+// An append into a cache of a format (bf16, q8_0, fp8_e4m3), ragged or not, lengths advanced on the
+// device or not: the caches' bytes against the reference's encoding. Values are encoded exactly as
+// the host does, so their bytes must be equal (a q8_0 tie rounded the other way is one byte); keys
+// without RoPE too; rotated keys within one step of the format (RoPE's error may cross a rounding
+// point), the queries within RoPE's error. A mismatch of an exact byte or length counts as error 1.
+CheckResult check_kv_append_format(Context& ctx, const KvAppendParams& given, const std::vector<std::int32_t>& lengths,
+                                   const std::vector<std::int32_t>& new_tokens) {
+  KvAppendParams p = given;
+  p.paged.num_blocks = p.batch * p.paged.max_blocks + 1;
+  const CacheFormat f = p.cache();
+  std::mt19937 rng(13);
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  auto fill = [&](std::size_t n) {
+    std::vector<float> x(n);
+    for (float& e : x) e = u(rng);
+    return rounded_to_storage(x, p.dtype);
+  };
+  std::vector<std::int32_t> table(p.paged.num_blocks);
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), rng);
+  table.resize(std::size_t{p.batch} * p.paged.max_blocks);
+  const std::uint64_t row_bytes = cache_row_bytes(f, p.head_dim), rows = p.cache_bytes() / row_bytes;
+  auto scale_of = [&](const std::vector<float>& scales, std::uint64_t row) { return scales.empty() ? 1.0f : scales[row % p.kv_heads]; };
+  std::vector<std::uint8_t> kc(p.cache_bytes()), vc(p.cache_bytes());
+  for (std::uint64_t r = 0; r < rows; ++r) {
+    encode_cache_row(f, fill(p.head_dim), std::span(kc).subspan(r * row_bytes, row_bytes), scale_of(p.k_scales, r));
+    encode_cache_row(f, fill(p.head_dim), std::span(vc).subspan(r * row_bytes, row_bytes), scale_of(p.v_scales, r));
+  }
+  const std::uint64_t in_rows = p.input_rows() * p.head_dim;
+  const std::vector<float> k = fill(in_rows * p.kv_heads), v = fill(in_rows * p.kv_heads);
+  std::vector<float> q = fill(in_rows * p.heads);
+  Buffer bkc = make_buffer(ctx, kc), bvc = make_buffer(ctx, vc), bk = make_float_buffer(ctx, k, p.dtype), bv = make_float_buffer(ctx, v, p.dtype),
+         bq = make_float_buffer(ctx, q, p.dtype), bt = make_buffer(ctx, table), bl = make_buffer(ctx, lengths), bn;
+  KvAppendBuffers b{&bkc, &bvc, &bk, &bv, &bt, &bl, p.apply_rope ? &bq : nullptr};
+  if (p.ragged) b.new_tokens = &(bn = make_buffer(ctx, new_tokens));
+  std::vector<float> none;
+  std::vector<std::int32_t> advanced(p.advance_lengths ? p.batch : 0);
+  KvAppendHostData d{none, none, k, v, table, lengths, p.apply_rope ? std::span<float>(q) : std::span<float>()};
+  d.k_cache_bytes = kc;
+  d.v_cache_bytes = vc;
+  d.new_tokens = new_tokens;
+  d.advanced_lengths = advanced;
+  kv_append_reference(p, d);
+  Recorder r(ctx);
+  kv_append(r, p, b);
+  r.submit_and_wait();
+  const std::vector<std::uint8_t> got_k = bkc.download<std::uint8_t>(kc.size()), got_v = bvc.download<std::uint8_t>(vc.size());
+  const std::vector<std::int32_t> got_lengths = bl.download<std::int32_t>(p.batch);
+  if (got_v != vc || got_lengths != (p.advance_lengths ? advanced : lengths) || (!p.apply_rope && got_k != kc)) return {1.0, 0.0, "max_err"};
+  if (!p.apply_rope) return {0.0, 0.0, "max_err"};
+  auto decoded = [&](const std::vector<std::uint8_t>& bytes) {
+    std::vector<float> out(rows * p.head_dim);
+    for (std::uint64_t r = 0; r < rows; ++r)
+      decode_cache_row(f, std::span(bytes).subspan(r * row_bytes, row_bytes), std::span(out).subspan(r * p.head_dim, p.head_dim),
+                       scale_of(p.k_scales, r));
+    return out;
+  };
+  const double step = f == CacheFormat::Q8_0 ? 2.0 / 127.0 : f == CacheFormat::FP8_E4M3 ? 0.0625 : 8e-3;  // bf16: 2^-7
+  // One tolerance for both: the keys' error is scaled so that one step of the format reads as the
+  // queries' tolerance.
+  const double q_tol = p.dtype == DType::F16 ? 0x1p-10 + 1e-6 : 1e-6;
+  const double e = std::max(normalised_error(decoded(got_k), decoded(kc)) / step * q_tol,
+                            normalised_error(download_floats(bq, q.size(), p.dtype), q));
+  return {e, q_tol, "max_err"};
+}
+
 // One random append: any even head_dim and rotary_dim, both pairings, every scaling, grouped-query
 // heads, blocks of 16 to 256 keys, steps of 1 to 64 tokens, lengths from empty to full, f32 or f16.
 CheckCase draw_case(FuzzRng& g) {
@@ -104,6 +170,31 @@ RELPOS_TOOL_FAMILY(kv_append) {
                                   " " + std::string(dtype_name(dtype));
         reg.checks.push_back({"kv-append", shape, [p, lengths](Context& ctx) { return check_kv_append(ctx, p, lengths); }, true});
       }
+  // The cache formats (which also bring their pipelines into `relpos stats`): one plain append of
+  // f32 values, and one ragged step of f16 values with RoPE whose lengths advance on the device.
+  for (const CacheFormat f : {CacheFormat::BF16, CacheFormat::Q8_0, CacheFormat::FP8_E4M3})
+    for (const bool ragged : {false, true}) {
+      KvAppendParams p{.batch = 3, .heads = 4, .kv_heads = 2, .new_tokens = 5, .head_dim = 64, .dtype = ragged ? DType::F16 : DType::F32,
+                       .apply_rope = ragged};
+      p.cache_format = f;
+      p.paged = {.block_size = 16, .num_blocks = 0, .max_blocks = 4};
+      if (f == CacheFormat::FP8_E4M3) {
+        p.k_scales = {0.004f, 0.03f};  // values past 448 · 0.004 saturate
+        p.v_scales = {0.02f, 0.0035f};
+      }
+      std::vector<std::int32_t> counts;
+      if (ragged) {
+        p.ragged = true;
+        p.advance_lengths = true;
+        counts = {5, 0, 3};
+        p.packed_tokens = 8;
+        p.rope.scaling = {.type = RopeScaling::Llama3, .factor = 8.0, .original_max_position = 64};
+      }
+      const std::vector<std::int32_t> lengths = {0, 15, static_cast<std::int32_t>(p.capacity() - 5)};
+      const std::string shape = "B=3,H=4/2,T=5,D=64,block=16," + std::string(cache_format_name(f)) + " cache" +
+                                (ragged ? ",ragged 5:0:3,advance,neox llama3 f16" : ",no rope f32");
+      reg.checks.push_back({"kv-append", shape, [p, lengths, counts](Context& ctx) { return check_kv_append_format(ctx, p, lengths, counts); }, true});
+    }
 }
 
 }  // namespace relpos::tool
