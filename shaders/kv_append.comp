@@ -137,11 +137,11 @@ void write_row(bool key, uint src, uint at, int pos, float inv_scale) {
 
 void main() {
   if (ADVANCE != 0u) {
-    const uint s = gl_GlobalInvocationID.x;
+    const uint s = pc.first_sequence + gl_GlobalInvocationID.x;
     if (s < pc.batch) cache_lengths[s] += int(count_of(s));
     return;
   }
-  const uint b = gl_WorkGroupID.y, lane = gl_LocalInvocationID.x;
+  const uint b = pc.first_sequence + gl_WorkGroupID.y, lane = gl_LocalInvocationID.x;
   // cu: the first input row of sequence b; ragged, the sum of the earlier counts, summed by the
   // whole workgroup (every lane reaches each barrier).
   uint cu = b * pc.tokens;

@@ -270,6 +270,33 @@ TEST_F(KvAppendFormats, Fp8EncoderOnTiesAndSaturation) {
   EXPECT_EQ(vc.download<std::uint8_t>(want_v.size()), want_v);
 }
 
+// More sequences than the device's workgroup rows a dispatch (maxComputeWorkGroupCount lowered to
+// 3): the batch takes several dispatches, ragged rows summed over every earlier sequence, lengths
+// advanced past the first 3 workgroups of 64 sequences (before, such a batch was refused).
+TEST_F(KvAppendFormats, BatchesPastTheWorkgroupCountTakeSeveralDispatches) {
+  Context& ctx = relpos::test::gpu_few_workgroups();
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 10; ++trial) {
+    KvAppendParams p = random_params(rng, trial);
+    p.batch = trial < 8 ? 7 + static_cast<std::uint32_t>(trial % 3) : 200;
+    if (trial >= 8) {  // 200 sequences: 4 dispatches of the lengths' advance
+      p.advance_lengths = true;
+      p.lengths_include_new = false;
+      p.kv_heads = p.heads = 1;
+      p.paged.max_blocks = 1;
+    }
+    p.new_tokens = std::min<std::uint32_t>(p.new_tokens, 3);  // rows within 3 workgroups of 64
+    const Case c = random_case(rng, p);
+    SCOPED_TRACE("trial " + std::to_string(trial) + " " + std::string(cache_format_name(c.p.cache())) + " B=" + std::to_string(c.p.batch) +
+                 (c.p.ragged ? " ragged" : "") + (c.p.advance_lengths ? " advance" : ""));
+    const bool with_q = c.p.apply_rope;
+    const Expected want = reference(c, with_q);
+    Uploaded u(ctx, c);
+    run(ctx, [&](Recorder& r) { kv_append(r, c.p, u.buffers(with_q)); });
+    expect_matches(ctx, c, u, want, with_q);
+  }
+}
+
 // A plan's steps: the free function's bytes, and nothing created after the first step.
 TEST_F(KvAppendFormats, PlanEqualsTheFreeFunctionAndCreatesNothing) {
   Context& ctx = gpu();

@@ -49,11 +49,11 @@ CheckResult check_kv_append(Context& ctx, const KvAppendParams& given, const std
 // without RoPE too; rotated keys within one step of the format (RoPE's error may cross a rounding
 // point), the queries within RoPE's error. A mismatch of an exact byte or length counts as error 1.
 CheckResult check_kv_append_format(Context& ctx, const KvAppendParams& given, const std::vector<std::int32_t>& lengths,
-                                   const std::vector<std::int32_t>& new_tokens) {
+                                   const std::vector<std::int32_t>& new_tokens, unsigned seed = 13) {
   KvAppendParams p = given;
   p.paged.num_blocks = p.batch * p.paged.max_blocks + 1;
   const CacheFormat f = p.cache();
-  std::mt19937 rng(13);
+  std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-2.0f, 2.0f);
   auto fill = [&](std::size_t n) {
     std::vector<float> x(n);
@@ -115,7 +115,20 @@ CheckCase draw_case(FuzzRng& g) {
   KvAppendParams p;
   p.dtype = g.float_dtype();
   p.head_dim = 2 * g.size(1, AttentionParams::kMaxHeadDim / 2);
+  // A third of the time a cache format (q8_0's head_dim a multiple of 32), its bytes checked
+  // against the host's encoding, ragged or not, lengths advanced on the device or not.
+  if (g.chance(0.35)) {
+    p.cache_format = g.pick({CacheFormat::BF16, CacheFormat::Q8_0, CacheFormat::FP8_E4M3});
+    if (p.cache() == CacheFormat::Q8_0) p.head_dim = std::max(32u, p.head_dim / 32 * 32);
+    p.ragged = g.chance(0.5);
+    p.advance_lengths = g.chance(0.5);
+  }
   p.kv_heads = g.size(1, 8);
+  if (p.cache() == CacheFormat::FP8_E4M3)
+    for (std::uint32_t h = 0; h < p.kv_heads; ++h) {
+      p.k_scales.push_back(static_cast<float>(g.real(0.002, 0.05)));
+      p.v_scales.push_back(static_cast<float>(g.real(0.002, 0.05)));
+    }
   p.heads = p.kv_heads * g.size(1, 4);
   p.batch = g.size(1, 4);
   p.paged.block_size = 16 * g.size(1, 16);
@@ -132,15 +145,26 @@ CheckCase draw_case(FuzzRng& g) {
   s.factor = g.real(1.0, 16.0);
   s.original_max_position = g.size(1, 32768);
   if (s.type == RopeScaling::DynamicNtk) s.seq_len = g.size(1, 1u << 24);
-  std::vector<std::int32_t> lengths;
+  std::vector<std::int32_t> lengths, counts;
   std::string shape = "B=" + std::to_string(p.batch) + ",H=" + std::to_string(p.heads) + "/" + std::to_string(p.kv_heads) +
                       ",T=" + std::to_string(p.new_tokens) + ",D=" + std::to_string(p.head_dim) + ",block=" + std::to_string(p.paged.block_size) +
-                      "x" + std::to_string(p.paged.max_blocks) + (p.apply_rope ? ",rope" : "") + ",lengths=";
+                      "x" + std::to_string(p.paged.max_blocks) + (p.apply_rope ? ",rope" : "") +
+                      (p.cache_format ? "," + std::string(cache_format_name(p.cache())) + " cache" : "") + (p.advance_lengths ? ",advance" : "") +
+                      (p.ragged ? ",counts=" : ",lengths=");
+  std::uint32_t total = 0;
   for (std::uint32_t b = 0; b < p.batch; ++b) {
-    lengths.push_back(static_cast<std::int32_t>(g.offset(0, p.capacity() - p.new_tokens)));
-    shape += (b ? ":" : "") + std::to_string(lengths.back());
+    counts.push_back(p.ragged ? static_cast<std::int32_t>(g.between(0, p.new_tokens)) : static_cast<std::int32_t>(p.new_tokens));
+    total += static_cast<std::uint32_t>(counts.back());
+    lengths.push_back(static_cast<std::int32_t>(g.offset(0, p.capacity() - counts.back())));
+    if (p.ragged) shape += (b ? ":" : "") + std::to_string(counts.back()) + "@" + std::to_string(lengths.back());
+    else shape += (b ? ":" : "") + std::to_string(lengths.back());
   }
+  if (p.ragged) p.packed_tokens = std::min(p.batch * p.new_tokens, std::max(1u, total + static_cast<std::uint32_t>(g.below(3))));
+  else counts.clear();
   const unsigned seed = g.data_seed();
+  if (p.cache_format)
+    return {"kv-append", shape + " " + std::string(dtype_name(p.dtype)),
+            [p, lengths, counts, seed](Context& ctx) { return check_kv_append_format(ctx, p, lengths, counts, seed); }};
   return {"kv-append", shape + " " + std::string(dtype_name(p.dtype)), [p, lengths, seed](Context& ctx) { return check_kv_append(ctx, p, lengths, seed); }};
 }
 

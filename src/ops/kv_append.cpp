@@ -66,8 +66,6 @@ void check_kv_append_buffers(Recorder& r, const KvAppendParams& p, const KvAppen
     require_bytes(lim, b.q, rows * p.heads * D * es, "q buffer",
                   dt + (p.ragged ? " [packed_tokens, heads, head_dim]" : " [batch, heads, new_tokens, head_dim]"));
   }
-  require(p.batch <= lim.max_workgroup_count[1], "batch", std::to_string(p.batch),
-          "must be <= maxComputeWorkGroupCount[1] = " + std::to_string(lim.max_workgroup_count[1]) + " (a row of workgroups per sequence)");
 }
 
 void record_kv_append(Recorder& r, const KvAppendParams& p, const KvAppendConstants& c, const KvAppendBuffers& b,
@@ -116,17 +114,24 @@ void record_kv_append(Recorder& r, const KvAppendParams& p, const KvAppendConsta
                                             .NEW_TOKENS = {&new_tokens}};
   const std::uint64_t rows = (std::uint64_t{p.kv_heads} + (b.q ? p.heads : 0u)) * p.new_tokens;  // per sequence, at most
   bool later = false;
-  for_each_group_range(lim, div_up(rows, kGroup), [&](std::uint64_t first, std::uint32_t groups) {
-    // Dispatches past the device's group count write other rows of the same bindings: ordered, so
-    // that no write hazard is left for a validator (or a driver) to guess about.
-    if (std::exchange(later, true)) barrier(r);
-    pc.first_row = static_cast<std::uint32_t>(first * kGroup);
-    dispatch(r, res.sets, ShaderId::kv_append, spec, bindings, pc, groups, p.batch);
-  });
+  // Workgroup rows are sequences, as many a dispatch as the device's group count allows.
+  const std::uint32_t per_dispatch = std::max<std::uint32_t>(1, lim.max_workgroup_count[1]);
+  for (std::uint32_t first_sequence = 0; first_sequence < p.batch; first_sequence += per_dispatch)
+    for_each_group_range(lim, div_up(rows, kGroup), [&](std::uint64_t first, std::uint32_t groups) {
+      // Dispatches past the device's group count write other rows of the same bindings: ordered, so
+      // that no write hazard is left for a validator (or a driver) to guess about.
+      if (std::exchange(later, true)) barrier(r);
+      pc.first_row = static_cast<std::uint32_t>(first * kGroup);
+      pc.first_sequence = first_sequence;
+      dispatch(r, res.sets, ShaderId::kv_append, spec, bindings, pc, groups, std::min(per_dispatch, p.batch - first_sequence));
+    });
   if (p.advance_lengths) {
-    barrier(r);  // every row has read its sequence's length
     pc.first_row = 0;
-    dispatch(r, res.sets, ShaderId::kv_append, advance, bindings, pc, static_cast<std::uint32_t>(div_up(p.batch, kGroup)));
+    for_each_group_range(lim, div_up(p.batch, kGroup), [&](std::uint64_t first, std::uint32_t groups) {
+      barrier(r);  // every row has read its sequence's length (and the dispatch before wrote others)
+      pc.first_sequence = static_cast<std::uint32_t>(first * kGroup);
+      dispatch(r, res.sets, ShaderId::kv_append, advance, bindings, pc, groups);
+    });
   }
 }
 

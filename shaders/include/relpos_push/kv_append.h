@@ -1,8 +1,8 @@
-// kv_append.comp: workgroup row y is sequence b; invocation x (from first_row) one row of that
+// kv_append.comp: workgroup row y is sequence first_sequence + y; invocation x (from first_row) one row of that
 // sequence's n new tokens: rows [0, kv_heads * n) the keys and values of kv head r / n, token r % n;
 // then, with queries, heads * n rows of the queries. A row's position is cache_lengths[b] + t (or - n + t); its
 // input row (b * heads_of_x + h) * tokens + t, or ragged (cu[b] + t) * heads_of_x + h.
-// The ADVANCE dispatch: invocation x is sequence x.
+// The ADVANCE dispatch: invocation x is sequence first_sequence + x.
 #ifndef RELPOS_PUSH_KV_APPEND_H
 #define RELPOS_PUSH_KV_APPEND_H
 #include "relpos_push/common.h"
@@ -23,6 +23,7 @@ RELPOS_PUSH_BEGIN(KvAppendPush) {
   uint scales_at;   // CONSTANTS[scales_at + h]: 1 / k scale of kv head h, then kv_heads of 1 / v scale
   float scale;      // cos and sin multiplier (YaRN's attention factor; 1 otherwise)
   uint lengths_include_new;  // 1: a row's position is cache_lengths[b] - n + t
+  uint first_sequence;  // of this dispatch: batches past maxComputeWorkGroupCount take several
 }
 RELPOS_PUSH_END(KvAppendPush)
 
