@@ -16,6 +16,9 @@
 #include "relpos/attention.hpp"
 #include "relpos/context.hpp"
 #include "relpos/error.hpp"
+#include "relpos/recorder.hpp"
+#include "support/gpu_fixture.hpp"
+#include "vk/dispatch.hpp"
 
 using namespace relpos;
 using namespace relpos::detail;
@@ -515,4 +518,18 @@ TEST(AttentionSplits, CpuClassLanesTakeARowEachBeforeMore) {
     EXPECT_EQ(s.launch.rows_per_group, 32u * rows);
     EXPECT_EQ(s.launch.groups_per_bh, s.launch.split_groups * ((queries + 32 * rows - 1) / (32 * rows)));
   }
+}
+
+// Fused attention's recording scratch (RecordingStorage) takes the smallest spare that holds a
+// request, but one past a binding's range only for a request past it too: ops bind such scratch
+// whole, and a T5 row of 16 bytes given a 128 KiB spare broke the binding limit on a device whose
+// bindings take 64 KiB (relpos fuzz, a lowered-limits device).
+TEST(AttentionSplits, ALargerSpareScratchStaysWithinABinding) {
+  Context& ctx = relpos::test::gpu_small_limits();
+  const std::uint64_t range = ctx.limits().max_storage_buffer_range;
+  Recorder r(ctx);
+  detail::scratch_at_least(r, 2 * range, MemoryUse::Device);
+  r.submit_and_wait();
+  EXPECT_LE(detail::scratch_at_least(r, 16, MemoryUse::Device).size(), range);
+  EXPECT_EQ(detail::scratch_at_least(r, range + 1, MemoryUse::Device).size(), 2 * range) << "the large spare, for a large request";
 }

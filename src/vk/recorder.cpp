@@ -194,11 +194,16 @@ namespace {
 Buffer& take_scratch(Recorder& r, std::uint64_t bytes, MemoryUse use, bool at_least) {
   auto& s = state_of(r);
   bytes = std::max<std::uint64_t>(bytes, 16);
+  // A larger spare only within one binding's range where the request is: ops bind a scratch
+  // buffer whole, so one that fits a binding must stay one that does.
+  const std::uint64_t range = s.dev->limits.max_storage_buffer_range;
+  const std::uint64_t largest = bytes > range ? ~std::uint64_t{0} : range;
   auto best = s.spare_scratch.end();
   auto best_use = s.spare_uses.end();
   auto use_it = s.spare_uses.begin();
   for (auto it = s.spare_scratch.begin(); it != s.spare_scratch.end(); ++it, ++use_it)
-    if (*use_it == use && (at_least ? it->size() >= bytes : it->size() == bytes) && (best == s.spare_scratch.end() || it->size() < best->size())) {
+    if (*use_it == use && (at_least ? it->size() >= bytes && it->size() <= largest : it->size() == bytes) &&
+        (best == s.spare_scratch.end() || it->size() < best->size())) {
       best = it;
       best_use = use_it;
     }
