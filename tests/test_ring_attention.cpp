@@ -1007,8 +1007,8 @@ TEST_F(RingAttention, EveryAdmittedFieldIsCompared) {
       RingParams mine = rp;
       if (r == 1) change(mine.attention);
       RingRank rank(ctx, t);
-      try {
-        relpos::test::ring_rank(rank, mine, in, got);
+      try {  // the pieces of the agreed call (rank 1's settings would size others), called with its own
+        relpos::test::ring_rank(rank, rp, in, got, true, &mine);
       } catch (const InvalidArgument& e) {
         errors[r] = e.what();
       }

@@ -92,7 +92,10 @@ inline AttentionResult single_device(Context& ctx, const AttentionParams& p, con
 // Rank `rank`'s part of a ring over the whole inputs: its pieces uploaded, ring_attention, its
 // results put into `whole` (out [B, H, Q, D], lse [B, H, Q], sized by the caller; ranks write
 // disjoint parts). Without `with_lse` the call gets no lse buffer and whole.lse is left as it is.
-inline RingTiming ring_rank(RingRank& rank, const RingParams& rp, const WholeInputs& in, AttentionResult& whole, bool with_lse = true) {
+// `called`: the settings ring_attention is called with, where they differ from those that sized
+// the pieces (a rank whose settings disagree with the others', refused before any data moves).
+inline RingTiming ring_rank(RingRank& rank, const RingParams& rp, const WholeInputs& in, AttentionResult& whole, bool with_lse = true,
+                            const RingParams* called = nullptr) {
   const AttentionParams& a = rp.attention;
   const std::uint32_t r = rank.rank();
   const auto qp = rp.query_pieces(r), kp = rp.key_pieces(r);
@@ -105,7 +108,7 @@ inline RingTiming ring_rank(RingRank& rank, const RingParams& rp, const WholeInp
                           take_pieces<float>(in.v, BHkv, a.keys, D, kp), bias, in, BH * Qr * D, BH * Qr);
   AttentionBuffers b = d.buffers();
   if (!with_lse) b.lse = nullptr;
-  const RingTiming t = ring_attention(rank, rp, b);
+  const RingTiming t = ring_attention(rank, called ? *called : rp, b);
   put_pieces<float>(download_floats(d.out, BH * Qr * D, a.output_dtype()), whole.out, BH, a.queries, D, qp);
   if (with_lse) put_pieces<float>(d.lse.download<float>(BH * Qr), whole.lse, BH, a.queries, 1, qp);
   return t;
