@@ -171,33 +171,41 @@ TEST_F(HotLoops, ReusedRecorderCreatesNothingAfterItsFirstStep) {
 }
 
 // A new Recorder of relpos's own a step (an engine's simplest loop): a destroyed Recorder leaves
-// its command buffer, pool and fence, its scratch and descriptor sets to the next one, whether it
-// was waited for, submitted and left to its destructor's wait, or never submitted.
+// its command buffer, pool and fence and what its recording used to the next one, whether it was
+// waited for, submitted and left to its destructor's wait, or never submitted; with pushed
+// descriptors and with descriptor sets. Objects are counted around each Recorder's life only (a
+// discrete GPU's uploads and downloads make staging buffers); the output is cleared before each
+// step, so a step that did nothing shows.
 TEST_F(HotLoops, ARecorderAStepCreatesNothingAfterTheFirst) {
-  Context& ctx = gpu();
-  const AttentionParams p{.heads = 4, .queries = 1, .keys = 700, .head_dim = 16, .query_offset = 699, .causal = true,
-                          .bias = AttentionBias::T5};
-  std::mt19937 rng(4);
-  Buffer q = make_buffer(ctx, random_floats(rng, p.rows() * p.head_dim));
-  Buffer k = make_buffer(ctx, random_floats(rng, std::size_t{p.keys} * p.head_dim));
-  Buffer v = make_buffer(ctx, random_floats(rng, std::size_t{p.keys} * p.head_dim));
-  Buffer table = make_buffer(ctx, random_floats(rng, std::size_t{p.t5.num_buckets} * p.heads));
-  Buffer out(ctx, p.rows() * p.head_dim * 4);
-  std::vector<float> first;
-  ResourceCounts after_first{};
-  for (int step = 0; step < 60; ++step) {
-    {
-      Recorder r(ctx);
-      attention(r, p, {&q, &k, &v, &out, nullptr, &table});
-      if (step % 3 == 0) r.submit_and_wait();
-      else if (step % 3 == 1) r.submit();  // the destructor waits
-    }  // step % 3 == 2: abandoned, never submitted
-    if (step == 0) {
-      after_first = resource_counts(ctx);
-      first = out.download<float>(p.rows() * p.head_dim);
-    } else {
-      ASSERT_EQ(resource_counts(ctx).objects(), after_first.objects()) << "step " << step << " created Vulkan objects";
-      if (step % 3 != 2) ASSERT_EQ(out.download<float>(p.rows() * p.head_dim), first) << "step " << step;
+  detail::TestingOptions with_sets;
+  with_sets.descriptor_sets = true;
+  Context sets_ctx = detail::testing_context(relpos::test::validated_context_options(), with_sets);
+  for (Context* ctx : {&gpu(), &sets_ctx}) {
+    SCOPED_TRACE(ctx == &sets_ctx ? "descriptor sets" : "the device's descriptors");
+    const AttentionParams p{.heads = 4, .queries = 1, .keys = 700, .head_dim = 16, .query_offset = 699, .causal = true,
+                            .bias = AttentionBias::T5};
+    std::mt19937 rng(4);
+    Buffer q = make_buffer(*ctx, random_floats(rng, p.rows() * p.head_dim));
+    Buffer k = make_buffer(*ctx, random_floats(rng, std::size_t{p.keys} * p.head_dim));
+    Buffer v = make_buffer(*ctx, random_floats(rng, std::size_t{p.keys} * p.head_dim));
+    Buffer table = make_buffer(*ctx, random_floats(rng, std::size_t{p.t5.num_buckets} * p.heads));
+    const std::vector<float> cleared(p.rows() * p.head_dim, -7.0f);
+    Buffer out = make_buffer(*ctx, cleared);
+    std::vector<float> first;
+    for (int step = 0; step < 60; ++step) {
+      out.upload(std::span<const float>(cleared));
+      const ResourceCounts before = resource_counts(*ctx);
+      {
+        Recorder r(*ctx);
+        attention(r, p, {&q, &k, &v, &out, nullptr, &table});
+        if (step % 3 == 0) r.submit_and_wait();
+        else if (step % 3 == 1) r.submit();  // the destructor waits
+      }  // step % 3 == 2: abandoned, never submitted
+      if (step > 0) ASSERT_EQ(resource_counts(*ctx).objects(), before.objects()) << "step " << step << " created Vulkan objects";
+      const std::vector<float> got = out.download<float>(p.rows() * p.head_dim);
+      if (step == 0) first = got;
+      else if (step % 3 != 2) ASSERT_EQ(got, first) << "step " << step;
+      else ASSERT_EQ(got, cleared) << "step " << step << ", never submitted";
     }
   }
 }

@@ -186,21 +186,32 @@ struct Device {
 
   // Resources of recorders destroyed while their commands may still be pending in an application's
   // command buffer; once the command buffer has set the last event (or the application said it was
-  // reset, release_recordings), they are spare, for the next recording to take (a Recorder of
-  // relpos's own puts what it used there at once: its commands have run); freed with the Context.
+  // reset, release_recordings), they are spare, for the next recording into an application's
+  // command buffer to take; freed with the Context.
   std::mutex retired_mutex;
   std::list<RetiredResources> retired;
   std::list<RetiredResources> spare;
-  // The command pools (one command buffer each, reset) and fences of destroyed Recorders of relpos's
-  // own, for the next one, so that a Recorder a step creates nothing (under retired_mutex).
+  // What destroyed Recorders of relpos's own leave, every command of theirs executed: the command
+  // pool (its one command buffer reset) and fence, and the resources of the last recording. The
+  // next own Recorder takes the latest (last in, first out), so that a loop making one Recorder a
+  // step creates nothing after the first; there are as many as Recorders were alive at once. Kept
+  // apart from `spare`, whose descriptor sets an application's pending command buffer may still
+  // use (under retired_mutex).
   struct OwnCommands {
     VkCommandPool pool = VK_NULL_HANDLE;
     VkCommandBuffer cb = VK_NULL_HANDLE;
     VkFence fence = VK_NULL_HANDLE;
   };
-  std::vector<OwnCommands> spare_commands;
-  void give_back_commands(const OwnCommands& c);
-  std::optional<OwnCommands> take_commands();
+  struct OwnSpare {
+    OwnCommands commands;
+    RetiredResources resources;
+  };
+  std::vector<OwnSpare> own_spare;
+  void give_back_own(OwnSpare&& s);
+  std::optional<OwnSpare> take_own();
+  // The resources of a finished or pending recording as handles (what retire() keeps).
+  RetiredResources retired_of(RecordingResources&& r, std::list<Buffer>&& spare_scratch, std::list<MemoryUse>&& spare_uses,
+                              std::vector<VkEvent>&& spare_events, VkCommandBuffer cb);
   // release_recordings' log for plans, whose step slots wait for an event an abandoned command
   // buffer never sets: a counter of releases, and the count at each command buffer's last release
   // (one entry per command buffer ever released). A step recorded into cb when the counter read E

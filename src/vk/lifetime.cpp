@@ -41,8 +41,8 @@ void Device::free_resources(RecordingResources& r) {
   r.commands_after_last_event = false;
 }
 
-void Device::retire(RecordingResources&& r, std::list<Buffer>&& spare_scratch, std::list<MemoryUse>&& spare_uses,
-                    std::vector<VkEvent>&& spare_events, VkCommandBuffer cb) {
+RetiredResources Device::retired_of(RecordingResources&& r, std::list<Buffer>&& spare_scratch, std::list<MemoryUse>&& spare_uses,
+                                    std::vector<VkEvent>&& spare_events, VkCommandBuffer cb) {
   RetiredResources out;
   out.sets = std::move(r.sets);
   // (A compile-only context's buffers are host memory: they simply go.)
@@ -63,6 +63,12 @@ void Device::retire(RecordingResources&& r, std::list<Buffer>&& spare_scratch, s
   if (!out.events.empty() && !out.pending) out.finished = out.events.back();
   out.command_buffer = cb;
   r = RecordingResources{};
+  return out;
+}
+
+void Device::retire(RecordingResources&& r, std::list<Buffer>&& spare_scratch, std::list<MemoryUse>&& spare_uses,
+                    std::vector<VkEvent>&& spare_events, VkCommandBuffer cb) {
+  RetiredResources out = retired_of(std::move(r), std::move(spare_scratch), std::move(spare_uses), std::move(spare_events), cb);
   std::lock_guard lock(retired_mutex);
   // Nothing recorded: spare at once.
   if (out.events.empty() && !out.pending) spare.push_back(std::move(out));
@@ -84,22 +90,26 @@ void free_handles(Device& d, RetiredResources& r) {
 
 }  // namespace
 
-void Device::give_back_commands(const OwnCommands& c) {
+void Device::give_back_own(OwnSpare&& s) {
   std::lock_guard lock(retired_mutex);
-  spare_commands.push_back(c);
+  own_spare.push_back(std::move(s));
 }
 
-std::optional<Device::OwnCommands> Device::take_commands() {
-  std::lock_guard lock(retired_mutex);
-  if (spare_commands.empty()) return std::nullopt;
-  const OwnCommands c = spare_commands.back();
-  spare_commands.pop_back();
-  return c;
+std::optional<Device::OwnSpare> Device::take_own() {
+  std::optional<OwnSpare> out;
+  {
+    std::lock_guard lock(retired_mutex);
+    if (own_spare.empty()) return out;
+    out = std::move(own_spare.back());
+    own_spare.pop_back();
+  }
+  for (auto& [layout, taken] : out->resources.sets.taken) taken = 0;
+  return out;
 }
 
 void Device::free_retired(bool all, VkCommandBuffer cb) {
   std::list<RetiredResources> done;
-  std::vector<OwnCommands> commands;
+  std::vector<OwnSpare> own;
   {
     std::lock_guard lock(retired_mutex);
     for (auto it = retired.begin(); it != retired.end();) {
@@ -114,13 +124,14 @@ void Device::free_retired(bool all, VkCommandBuffer cb) {
     }
     if (all) {
       done.splice(done.end(), spare);
-      commands.swap(spare_commands);
+      own.swap(own_spare);
     }
   }
   for (auto& r : done) free_handles(*this, r);
-  for (const OwnCommands& c : commands) {
-    vk.vkDestroyFence(device, c.fence, nullptr);
-    vk.vkDestroyCommandPool(device, c.pool, nullptr);
+  for (OwnSpare& o : own) {
+    free_handles(*this, o.resources);
+    vk.vkDestroyFence(device, o.commands.fence, nullptr);
+    vk.vkDestroyCommandPool(device, o.commands.pool, nullptr);
   }
 }
 

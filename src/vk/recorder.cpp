@@ -72,10 +72,10 @@ void recycle_submitted(RecorderState& s) {
   s.resources.scratch_uses.clear();
 }
 
-// Takes what a finished recording into an application's command buffer left (the Device's
-// spares): its descriptor sets, scratch buffers, events and query pool.
-void take_spare(RecorderState& s) {
-  std::optional<RetiredResources> r = s.dev->take_spare();
+// Takes what a finished recording left (the Device's spares, for a recording into an
+// application's command buffer; an own Recorder's, for an own Recorder): its descriptor sets,
+// scratch buffers, events and query pool.
+void adopt_spare(RecorderState& s, std::optional<RetiredResources>&& r) {
   if (!r) return;
   s.resources.sets = std::move(r->sets);
   for (const BufferHandles& h : r->buffers) {
@@ -117,10 +117,12 @@ RecorderState::~RecorderState() {
   if (!dev) return;
   auto& d = *dev;
   // Submitted and never waited for: the command buffer and what it uses must outlive its execution.
+  bool executed = true;
   if (in_flight) {
     try {
       d.wait(fence, ticket);
-    } catch (...) {  // a lost device: nothing left to wait for
+    } catch (...) {  // a lost device: nothing left to wait for, and nothing to keep
+      executed = false;
     }
   }
   if (external) {  // the application's command buffer may not have executed yet
@@ -128,17 +130,26 @@ RecorderState::~RecorderState() {
     return;
   }
   // Every submission of the recorder's own command buffer was waited for (what was recorded after
-  // the last one never runs): what it used is spare at once, and the command buffer, reset, with
-  // its pool and fence, goes to the next Recorder.
-  resources.commands_after_last_event = false;
-  d.retire(std::move(resources), std::move(spare_scratch), std::move(spare_uses), std::move(spare_events), VK_NULL_HANDLE);
-  if (!command_pool) return;
-  if (d.vk.vkResetCommandPool(d.device, command_pool, 0) == VK_SUCCESS && d.vk.vkResetFences(d.device, 1, &fence) == VK_SUCCESS) {
-    d.give_back_commands({command_pool, cb, fence});
-  } else {  // a lost device: nothing to keep
-    d.vk.vkDestroyFence(d.device, fence, nullptr);
-    d.vk.vkDestroyCommandPool(d.device, command_pool, nullptr);
+  // the last one never runs): the command buffer, reset, with its pool and fence, and what the last
+  // recording used (the scratch earlier ones left unused goes, as after a wait) go to the next own
+  // Recorder. A compile-only context, a Recorder whose construction or wait failed: freed.
+  const bool keep = executed && !d.tuning.compile_only && command_pool && cb && fence &&
+                    d.vk.vkResetCommandPool(d.device, command_pool, 0) == VK_SUCCESS &&
+                    d.vk.vkResetFences(d.device, 1, &fence) == VK_SUCCESS;
+  if (!keep) {
+    d.free_resources(resources);
+    for (auto e : spare_events) d.vk.vkDestroyEvent(d.device, e, nullptr);
+    if (fence) d.vk.vkDestroyFence(d.device, fence, nullptr);
+    if (command_pool) d.vk.vkDestroyCommandPool(d.device, command_pool, nullptr);
+    return;
   }
+  if (!resources.scratch.empty()) {
+    spare_scratch.clear();
+    spare_uses.clear();
+  }
+  resources.commands_after_last_event = false;
+  d.give_back_own({{command_pool, cb, fence},
+                   d.retired_of(std::move(resources), std::move(spare_scratch), std::move(spare_uses), std::move(spare_events), VK_NULL_HANDLE)});
 }
 
 void require_recording(const RecorderState& s) {
@@ -327,11 +338,11 @@ Recorder::Recorder(Context& ctx) : state_(std::make_unique<State>()) {
   auto& d = *s.dev;
   d.free_retired(false);
   if (d.tuning.compile_only) return;  // records nothing
-  detail::take_spare(s);  // what a finished recording used: scratch, descriptor sets, query pool
-  if (const auto spare = d.take_commands()) {
-    s.command_pool = spare->pool;
-    s.cb = spare->cb;
-    s.fence = spare->fence;
+  if (auto spare = d.take_own()) {  // the latest destroyed own Recorder's
+    s.command_pool = spare->commands.pool;
+    s.cb = spare->commands.cb;
+    s.fence = spare->commands.fence;
+    detail::adopt_spare(s, std::move(spare->resources));
     detail::begin_own(s);
     return;
   }
@@ -358,7 +369,7 @@ Recorder::Recorder(Context& ctx, VkCommandBuffer external) : state_(std::make_un
   s.cb = external;
   s.external = true;
   s.dev->free_retired(false);
-  detail::take_spare(s);
+  detail::adopt_spare(s, s.dev->take_spare());
 }
 
 Recorder::~Recorder() = default;
@@ -399,8 +410,8 @@ void Recorder::wait() {
     return;
   }
   if (!s.in_flight) return;
+  d.wait(s.fence, s.ticket);  // (throwing, it leaves the recorder in flight: its destructor keeps nothing)
   s.in_flight = false;
-  d.wait(s.fence, s.ticket);
   vk_check(d.vk.vkResetFences(d.device, 1, &s.fence), "vkResetFences");
   if (s.next_timestamp > 0) {
     s.timestamp_values.assign(s.next_timestamp, 0);
