@@ -187,6 +187,28 @@ TEST_F(KvAppendFormats, EveryFormatRaggedOrNotMatchesTheReference) {
   }
 }
 
+// An append of `rows` (f32 or f16 values, no RoPE) into zeroed caches, by the device and by the
+// reference: the encoded caches' bytes, each way.
+struct AppendedBytes {
+  std::vector<std::uint8_t> want_k, want_v, got_k, got_v;
+};
+AppendedBytes append_into_zeros(Context& ctx, const KvAppendParams& p, const std::vector<float>& rows, const std::vector<std::int32_t>& table,
+                                const std::vector<std::int32_t>& lengths) {
+  AppendedBytes a{std::vector<std::uint8_t>(p.cache_bytes(), 0), std::vector<std::uint8_t>(p.cache_bytes(), 0), {}, {}};
+  std::vector<float> none;
+  KvAppendHostData d{none, none, rows, rows, table, lengths, std::span<float>()};
+  d.k_cache_bytes = a.want_k;
+  d.v_cache_bytes = a.want_v;
+  kv_append_reference(p, d);
+  const std::vector<std::uint8_t> zeros(p.cache_bytes(), 0);
+  Buffer kc = make_buffer(ctx, zeros), vc = make_buffer(ctx, zeros), k = make_float_buffer(ctx, rows, p.dtype),
+         v = make_float_buffer(ctx, rows, p.dtype), tb = make_buffer(ctx, table), lb = make_buffer(ctx, lengths);
+  run(ctx, [&](Recorder& r) { kv_append(r, p, {&kc, &vc, &k, &v, &tb, &lb}); });
+  a.got_k = kc.download<std::uint8_t>(a.want_k.size());
+  a.got_v = vc.download<std::uint8_t>(a.want_v.size());
+  return a;
+}
+
 // q8_0's d = amax / 127 and 1 / d each rounded once, as ggml's float division: a d or an id one
 // ulp off moves x * id across a tie. Rows of amax, ±amax / 2 (x * id a tie at 63.5 whatever amax)
 // and values a hair from the other ties (amax · (2k + 1) / 254), amax over many binades (f16's from 2^-6;
@@ -220,22 +242,14 @@ TEST_F(KvAppendFormats, Q8_0RoundsTiesAsGgml) {
       }
     std::vector<std::int32_t> table(kRows), lengths(kRows, 0);
     std::iota(table.begin(), table.end(), 0);
-    std::vector<std::uint8_t> want_k(p.cache_bytes(), 0), want_v(p.cache_bytes(), 0);
-    std::vector<float> none;
-    KvAppendHostData d{none, none, rows, rows, table, lengths, std::span<float>()};
-    d.k_cache_bytes = want_k;
-    d.v_cache_bytes = want_v;
-    kv_append_reference(p, d);
-    const std::vector<std::uint8_t> zeros(p.cache_bytes(), 0);
-    Buffer kc = make_buffer(ctx, zeros), vc = make_buffer(ctx, zeros), k = make_float_buffer(ctx, rows, dtype),
-           v = make_float_buffer(ctx, rows, dtype), tb = make_buffer(ctx, table), lb = make_buffer(ctx, lengths);
-    run(ctx, [&](Recorder& r) { kv_append(r, p, {&kc, &vc, &k, &v, &tb, &lb}); });
-    const std::vector<std::uint8_t> got = kc.download<std::uint8_t>(want_k.size());
+    const AppendedBytes a = append_into_zeros(ctx, p, rows, table, lengths);
+    const std::vector<std::uint8_t>& got = a.got_k;
+    const std::vector<std::uint8_t>& want_k = a.want_k;
     std::size_t differ = 0, first = got.size();
     for (std::size_t i = 0; i < got.size(); ++i)
       if (got[i] != want_k[i]) first = std::min(first, i), ++differ;
     EXPECT_EQ(differ, 0u) << "bytes differ from the host's, the first at byte " << first;
-    EXPECT_EQ(vc.download<std::uint8_t>(want_v.size()), want_v);
+    EXPECT_EQ(a.got_v, a.want_v);
   }
 }
 
@@ -255,19 +269,9 @@ TEST_F(KvAppendFormats, Fp8EncoderOnTiesAndSaturation) {
   p.v_scales = {0.5f};  // the same edges at twice the value, through 1 / scale
   std::vector<float> rows(std::size_t{p.batch} * T * D);
   for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = edges[i % std::size(edges)] * (i / std::size(edges) % 2 ? -1.0f : 1.0f);
-  const std::vector<std::int32_t> table{1, 0}, lengths{0, 5};
-  std::vector<std::uint8_t> want_k(p.cache_bytes(), 0), want_v(p.cache_bytes(), 0);
-  std::vector<float> none;
-  KvAppendHostData d{none, none, rows, rows, table, lengths, std::span<float>()};
-  d.k_cache_bytes = want_k;
-  d.v_cache_bytes = want_v;
-  kv_append_reference(p, d);
-  const std::vector<std::uint8_t> zeros(p.cache_bytes(), 0);
-  Buffer kc = make_buffer(ctx, zeros), vc = make_buffer(ctx, zeros), k = make_float_buffer(ctx, rows, DType::F32),
-         v = make_float_buffer(ctx, rows, DType::F32), tb = make_buffer(ctx, table), lb = make_buffer(ctx, lengths);
-  run(ctx, [&](Recorder& r) { kv_append(r, p, {&kc, &vc, &k, &v, &tb, &lb}); });
-  EXPECT_EQ(kc.download<std::uint8_t>(want_k.size()), want_k);
-  EXPECT_EQ(vc.download<std::uint8_t>(want_v.size()), want_v);
+  const AppendedBytes a = append_into_zeros(ctx, p, rows, {1, 0}, {0, 5});
+  EXPECT_EQ(a.got_k, a.want_k);
+  EXPECT_EQ(a.got_v, a.want_v);
 }
 
 // More sequences than the device's workgroup rows a dispatch (maxComputeWorkGroupCount lowered to

@@ -915,6 +915,30 @@ TEST_F(RingAttention, BadParametersAreRefused) {
   expect_invalid([&] { make_in_process_ring(0, kTimeout); }, "ranks = 0");
 }
 
+namespace {
+// Every rank's InvalidArgument text (empty where none) of a ring call that rank 1 makes with
+// `change`d settings (its pieces sized by the agreed call), each rank then checked to run on (and,
+// with `again`, making the agreed call, whose result lands in `got`).
+std::vector<std::string> refusals_with_rank_1_changed(const RingParams& rp, const WholeInputs& in, const std::function<void(RingParams&)>& change,
+                                                      AttentionResult& got, bool again) {
+  std::vector<std::string> errors(rp.ranks);
+  const InProcessRingOutcome outcome = run_in_process_ring(shared(gpu(), rp.ranks), kTimeout, [&](std::uint32_t r, Context& ctx, RingTransport& t) {
+    RingParams mine = rp;
+    if (r == 1) change(mine);
+    RingRank rank(ctx, t);
+    try {
+      relpos::test::ring_rank(rank, rp, in, got, true, &mine);
+    } catch (const InvalidArgument& e) {
+      errors[r] = e.what();
+    }
+    EXPECT_FALSE(rank.stopped());
+    if (again) relpos::test::ring_rank(rank, rp, in, got);
+  });
+  EXPECT_TRUE(outcome.ok()) << outcome.describe();
+  return errors;
+}
+}  // namespace
+
 // Ranks that disagree on the shape are all refused before any data moves, every one of them with
 // InvalidArgument naming the difference, whatever the timing; the ring then runs on.
 TEST_F(RingAttention, RanksThatDisagreeAreAllRefused) {
@@ -938,21 +962,8 @@ TEST_F(RingAttention, RanksThatDisagreeAreAllRefused) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
-    std::vector<std::string> errors(3);
     AttentionResult got = empty_result(rp.attention);
-    const InProcessRingOutcome outcome = run_in_process_ring(shared(gpu(), 3), kTimeout, [&](std::uint32_t r, Context& ctx, RingTransport& t) {
-      RingParams mine = rp;
-      if (r == 1) c.change(mine);
-      RingRank rank(ctx, t);
-      try {
-        relpos::test::ring_rank(rank, mine, in, got);
-      } catch (const InvalidArgument& e) {
-        errors[r] = e.what();
-      }
-      EXPECT_FALSE(rank.stopped());
-      relpos::test::ring_rank(rank, rp, in, got);
-    });
-    ASSERT_TRUE(outcome.ok()) << outcome.describe();
+    const std::vector<std::string> errors = refusals_with_rank_1_changed(rp, in, c.change, got, true);
     for (std::uint32_t r = 0; r < 3; ++r) {
       EXPECT_NE(errors[r].find("the ranks disagree"), std::string::npos) << "rank " << r << ": " << errors[r];
       EXPECT_NE(errors[r].find(c.what), std::string::npos) << "rank " << r << ": " << errors[r];
@@ -1001,20 +1012,9 @@ TEST_F(RingAttention, EveryAdmittedFieldIsCompared) {
   ASSERT_EQ(covered, fields) << "a case for every field the ranks compare";
   for (const auto& [name, change] : cases) {
     SCOPED_TRACE(name);
-    std::vector<std::string> errors(2);
     AttentionResult got = empty_result(rp.attention);
-    const InProcessRingOutcome outcome = run_in_process_ring(shared(gpu(), 2), kTimeout, [&](std::uint32_t r, Context& ctx, RingTransport& t) {
-      RingParams mine = rp;
-      if (r == 1) change(mine.attention);
-      RingRank rank(ctx, t);
-      try {  // the pieces of the agreed call (rank 1's settings would size others), called with its own
-        relpos::test::ring_rank(rank, rp, in, got, true, &mine);
-      } catch (const InvalidArgument& e) {
-        errors[r] = e.what();
-      }
-      EXPECT_FALSE(rank.stopped());
-    });
-    ASSERT_TRUE(outcome.ok()) << outcome.describe();
+    const std::vector<std::string> errors =
+        refusals_with_rank_1_changed(rp, in, [&, &change = change](RingParams& p) { change(p.attention); }, got, false);
     for (std::uint32_t r = 0; r < 2; ++r) {
       EXPECT_NE(errors[r].find("the ranks disagree"), std::string::npos) << "rank " << r << ": " << errors[r];
       EXPECT_NE(errors[r].find(" " + name + " = "), std::string::npos) << "rank " << r << ": " << errors[r];

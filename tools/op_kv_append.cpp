@@ -12,20 +12,32 @@
 namespace relpos::tool {
 namespace {
 
-CheckResult check_kv_append(Context& ctx, const KvAppendParams& given, const std::vector<std::int32_t>& lengths, unsigned seed = 11) {
-  KvAppendParams p = given;
-  p.paged.num_blocks = p.batch * p.paged.max_blocks + 1;
-  std::mt19937 rng(seed);
-  auto fill = [&](std::size_t n) {
+// A check's random data: values in [-2, 2] rounded to the inputs' dtype, and a block table in a
+// shuffled order (the cache one block larger than the table holds).
+struct AppendData {
+  std::mt19937 rng;
+  DType dtype;
+  std::vector<float> values(std::size_t n) {
     std::uniform_real_distribution<float> u(-2.0f, 2.0f);
     std::vector<float> x(n);
     for (float& e : x) e = u(rng);
-    return rounded_to_storage(x, p.dtype);
-  };
-  std::vector<std::int32_t> table(p.paged.num_blocks);
-  std::iota(table.begin(), table.end(), 0);
-  std::shuffle(table.begin(), table.end(), rng);
-  table.resize(std::size_t{p.batch} * p.paged.max_blocks);
+    return rounded_to_storage(x, dtype);
+  }
+  std::vector<std::int32_t> table(KvAppendParams& p) {
+    p.paged.num_blocks = p.batch * p.paged.max_blocks + 1;
+    std::vector<std::int32_t> t(p.paged.num_blocks);
+    std::iota(t.begin(), t.end(), 0);
+    std::shuffle(t.begin(), t.end(), rng);
+    t.resize(std::size_t{p.batch} * p.paged.max_blocks);
+    return t;
+  }
+};
+
+CheckResult check_kv_append(Context& ctx, const KvAppendParams& given, const std::vector<std::int32_t>& lengths, unsigned seed = 11) {
+  KvAppendParams p = given;
+  AppendData data{std::mt19937(seed), p.dtype};
+  const std::vector<std::int32_t> table = data.table(p);
+  auto fill = [&](std::size_t n) { return data.values(n); };
   const std::size_t cache = p.paged.cache_elements(p.kv_heads, p.head_dim), row = std::size_t{p.batch} * p.new_tokens * p.head_dim;
   std::vector<float> kc = fill(cache), vc = fill(cache), k = fill(row * p.kv_heads), v = fill(row * p.kv_heads), q = fill(row * p.heads);
   Buffer bkc = make_float_buffer(ctx, kc, p.dtype), bvc = make_float_buffer(ctx, vc, p.dtype), bk = make_float_buffer(ctx, k, p.dtype),
@@ -51,19 +63,10 @@ CheckResult check_kv_append(Context& ctx, const KvAppendParams& given, const std
 CheckResult check_kv_append_format(Context& ctx, const KvAppendParams& given, const std::vector<std::int32_t>& lengths,
                                    const std::vector<std::int32_t>& new_tokens, unsigned seed = 13) {
   KvAppendParams p = given;
-  p.paged.num_blocks = p.batch * p.paged.max_blocks + 1;
   const CacheFormat f = p.cache();
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
-  auto fill = [&](std::size_t n) {
-    std::vector<float> x(n);
-    for (float& e : x) e = u(rng);
-    return rounded_to_storage(x, p.dtype);
-  };
-  std::vector<std::int32_t> table(p.paged.num_blocks);
-  std::iota(table.begin(), table.end(), 0);
-  std::shuffle(table.begin(), table.end(), rng);
-  table.resize(std::size_t{p.batch} * p.paged.max_blocks);
+  AppendData data{std::mt19937(seed), p.dtype};
+  const std::vector<std::int32_t> table = data.table(p);
+  auto fill = [&](std::size_t n) { return data.values(n); };
   const std::uint64_t row_bytes = cache_row_bytes(f, p.head_dim), rows = p.cache_bytes() / row_bytes;
   auto scale_of = [&](const std::vector<float>& scales, std::uint64_t row) { return scales.empty() ? 1.0f : scales[row % p.kv_heads]; };
   std::vector<std::uint8_t> kc(p.cache_bytes()), vc(p.cache_bytes());
