@@ -112,11 +112,9 @@ Expected reference(const Case& c, bool with_q) {
 }
 
 std::vector<float> decoded(const KvAppendParams& p, const std::vector<std::uint8_t>& bytes, const std::vector<float>& scales) {
-  const std::uint64_t rb = cache_row_bytes(p.cache(), p.head_dim), rows = bytes.size() / rb;
-  std::vector<float> out(rows * p.head_dim);
-  for (std::uint64_t i = 0; i < rows; ++i)
-    decode_cache_row(p.cache(), std::span(bytes).subspan(i * rb, rb), std::span(out).subspan(i * p.head_dim, p.head_dim),
-                     scales.empty() ? 1.0f : scales[i % p.kv_heads]);
+  const auto rows = static_cast<std::uint32_t>(bytes.size() / cache_row_bytes(p.cache(), p.head_dim));
+  std::vector<float> out(std::size_t{rows} * p.head_dim);
+  decode_cache_reference({p.cache(), rows, p.kv_heads, p.head_dim, scales}, bytes, out);
   return out;
 }
 

@@ -96,11 +96,10 @@ CheckResult check_kv_append_format(Context& ctx, const KvAppendParams& given, co
   const std::vector<std::int32_t> got_lengths = bl.download<std::int32_t>(p.batch);
   if (got_v != vc || got_lengths != (p.advance_lengths ? advanced : lengths) || (!p.apply_rope && got_k != kc)) return {1.0, 0.0, "max_err"};
   if (!p.apply_rope) return {0.0, 0.0, "max_err"};
+  const CacheDecodeParams keys{f, static_cast<std::uint32_t>(rows), p.kv_heads, p.head_dim, p.k_scales};
   auto decoded = [&](const std::vector<std::uint8_t>& bytes) {
     std::vector<float> out(rows * p.head_dim);
-    for (std::uint64_t r = 0; r < rows; ++r)
-      decode_cache_row(f, std::span(bytes).subspan(r * row_bytes, row_bytes), std::span(out).subspan(r * p.head_dim, p.head_dim),
-                       scale_of(p.k_scales, r));
+    decode_cache_reference(keys, bytes, out);
     return out;
   };
   const double step = f == CacheFormat::Q8_0 ? 2.0 / 127.0 : f == CacheFormat::FP8_E4M3 ? 0.0625 : 8e-3;  // bf16: 2^-7
