@@ -96,14 +96,10 @@ void Device::give_back_own(OwnSpare&& s) {
 }
 
 std::optional<Device::OwnSpare> Device::take_own() {
-  std::optional<OwnSpare> out;
-  {
-    std::lock_guard lock(retired_mutex);
-    if (own_spare.empty()) return out;
-    out = std::move(own_spare.back());
-    own_spare.pop_back();
-  }
-  for (auto& [layout, taken] : out->resources.sets.taken) taken = 0;
+  std::lock_guard lock(retired_mutex);
+  if (own_spare.empty()) return std::nullopt;
+  std::optional<OwnSpare> out = std::move(own_spare.back());
+  own_spare.pop_back();
   return out;
 }
 
@@ -164,7 +160,6 @@ std::optional<RetiredResources> Device::take_spare() {
   out->events.clear();
   out->finished = VK_NULL_HANDLE;
   for (auto e : out->spare_events) vk_check(vk.vkResetEvent(device, e), "vkResetEvent");
-  for (auto& [layout, taken] : out->sets.taken) taken = 0;
   return out;
 }
 

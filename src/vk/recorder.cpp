@@ -78,6 +78,7 @@ void recycle_submitted(RecorderState& s) {
 void adopt_spare(RecorderState& s, std::optional<RetiredResources>&& r) {
   if (!r) return;
   s.resources.sets = std::move(r->sets);
+  for (auto& [layout, taken] : s.resources.sets.taken) taken = 0;  // handed out again in order
   for (const BufferHandles& h : r->buffers) {
     s.spare_scratch.push_back(RuntimeAccess::adopt(s.dev, h));
     s.spare_uses.push_back(h.use);
