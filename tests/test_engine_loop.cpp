@@ -281,16 +281,11 @@ TEST(EngineLoop, StepsInFlightWithPushDescriptors) {
   constexpr VkDeviceSize kFill = 96u << 20;
   const std::array<VkBuffer, kSlots> busy = {app.make_buffer(kFill, VK_BUFFER_USAGE_TRANSFER_DST_BIT),
                                              app.make_buffer(kFill, VK_BUFFER_USAGE_TRANSFER_DST_BIT)};
-  std::array<VkFence, kSlots> fences{};
-  for (VkFence& f : fences) {
-    VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-    ASSERT_EQ(vkCreateFence(app.device, &fi, nullptr, &f), VK_SUCCESS);
-  }
+  const std::array<VkFence, kSlots> fences = {app.make_fence(), app.make_fence()};
   std::array<bool, kSlots> submitted{};
   auto finish = [&](std::uint32_t slot, int step) {
     if (!submitted[slot]) return;
-    ASSERT_EQ(vkWaitForFences(app.device, 1, &fences[slot], VK_TRUE, UINT64_MAX), VK_SUCCESS);
-    ASSERT_EQ(vkResetFences(app.device, 1, &fences[slot]), VK_SUCCESS);
+    app.wait_and_reset(fences[slot]);
     submitted[slot] = false;
     EXPECT_LE(normalised_error(out_plan[slot].download<float>(att.rows() * Df), want[slot].out), 1e-4) << "plan, step " << step;
     EXPECT_LE(normalised_error(out_call[slot].download<float>(att.rows() * Df), want[slot].out), 1e-4) << "attention(), step " << step;
@@ -320,7 +315,6 @@ TEST(EngineLoop, StepsInFlightWithPushDescriptors) {
   EXPECT_EQ(resource_counts(ctx).descriptor_sets, 0u);
   ctx.wait_idle();
   EXPECT_EQ(app.take_messages(), std::vector<std::string>{});
-  for (VkFence f : fences) vkDestroyFence(app.device, f, nullptr);
 }
 
 }  // namespace
@@ -454,9 +448,7 @@ TEST(EngineLoop, OwnRecordersLeaveThePendingApplicationsSetsAlone) {
   Buffer out_app(ctx, p.rows() * p.head_dim * 4, MemoryUse::Host), out_own(ctx, p.rows() * p.head_dim * 4, MemoryUse::Host);
   constexpr VkDeviceSize kFill = 64u << 20, kFills = 8;
   const VkBuffer busy = app.make_buffer(kFill * kFills, VK_BUFFER_USAGE_TRANSFER_DST_BIT);
-  VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-  VkFence fence = VK_NULL_HANDLE;
-  ASSERT_EQ(vkCreateFence(app.device, &fi, nullptr, &fence), VK_SUCCESS);
+  const VkFence fence = app.make_fence();
   for (int round = 0; round < 3; ++round) {
     VkCommandBuffer cb = app.begin_command_buffer();
     {
@@ -472,12 +464,10 @@ TEST(EngineLoop, OwnRecordersLeaveThePendingApplicationsSetsAlone) {
       attention(own, p, {&q, &k, &v, &out_own});
       own.submit_and_wait();
     }
-    ASSERT_EQ(vkWaitForFences(app.device, 1, &fence, VK_TRUE, UINT64_MAX), VK_SUCCESS);
-    ASSERT_EQ(vkResetFences(app.device, 1, &fence), VK_SUCCESS);
+    app.wait_and_reset(fence);
     EXPECT_LE(normalised_error(out_app.download<float>(want.out.size()), want.out), 1e-4) << round;
     EXPECT_LE(normalised_error(out_own.download<float>(want.out.size()), want.out), 1e-4) << round;
   }
   ctx.wait_idle();
   EXPECT_EQ(app.take_messages(), std::vector<std::string>{});
-  vkDestroyFence(app.device, fence, nullptr);
 }

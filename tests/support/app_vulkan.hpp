@@ -88,6 +88,7 @@ class AppVulkan {
 
   ~AppVulkan() {
     vkDeviceWaitIdle(device);
+    for (VkFence f : fences_) vkDestroyFence(device, f, nullptr);
     for (auto [buffer, memory] : buffers_) {
       vkDestroyBuffer(device, buffer, nullptr);
       vkFreeMemory(device, memory, nullptr);
@@ -166,6 +167,20 @@ class AppVulkan {
     return buf;
   }
 
+  // An unsignalled fence, destroyed with the app.
+  VkFence make_fence() {
+    VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    VkFence f = VK_NULL_HANDLE;
+    check(vkCreateFence(device, &fi, nullptr, &f), "vkCreateFence");
+    fences_.push_back(f);
+    return f;
+  }
+  // Waits for `fence` (a submission's) and resets it for the next.
+  void wait_and_reset(VkFence fence) {
+    check(vkWaitForFences(device, 1, &fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+    check(vkResetFences(device, 1, &fence), "vkResetFences");
+  }
+
   // Validation messages for the application's instance since the last call.
   std::vector<std::string> take_messages() {
     std::lock_guard lock(messages_mutex_);
@@ -196,6 +211,7 @@ class AppVulkan {
 
   std::uint32_t api_version_;
   bool push_descriptors_ = false;
+  std::vector<VkFence> fences_;
   VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
   std::mutex messages_mutex_;
   std::vector<std::string> messages_;
