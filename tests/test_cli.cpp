@@ -151,6 +151,29 @@ TEST(Cli, BenchSkipsTheCpuReferenceWhenAsked) {
   }
 }
 
+// --dispatches: each record lists the op's shaders with their median time a run, which together
+// take no longer than the op (each dispatch timed from when the work before it had finished).
+TEST(Cli, BenchDispatchesListsEachShadersTime) {
+  auto r = tool("bench --json --filter attention --repeat 3 --short --skip-cpu --dispatches");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto records = nlohmann::json::parse(r.output.substr(r.output.find('[')));
+  ASSERT_FALSE(records.empty()) << r.output;
+  for (const auto& rec : records) {
+    const auto& list = rec.at("dispatch_ms");
+    ASSERT_FALSE(list.empty()) << rec.dump();
+    double sum = 0;
+    for (const auto& d : list) {
+      EXPECT_FALSE(d.at("shader").get<std::string>().empty()) << rec.dump();
+      EXPECT_GT(d.at("median_ms").get<double>(), 0.0) << rec.dump();
+      sum += d.at("median_ms").get<double>();
+    }
+    // Medians of each shader's share may exceed the median of the whole a little on a noisy machine.
+    EXPECT_LT(sum, 1.5 * rec.at("median_ms").get<double>()) << rec.dump();
+  }
+  EXPECT_NE(r.output.find("\"shader\": \"attention_fused"), std::string::npos) << r.output;
+  EXPECT_EQ(tool("bench --json --filter t5-bias --repeat 1 --short --skip-cpu").output.find("dispatch_ms"), std::string::npos);
+}
+
 // Cases whose target is a ratio to another implementation time it in the same submission.
 TEST(Cli, BenchJsonReportsTheSameSubmissionBaseline) {
   auto r = tool("bench --json --filter attention --repeat 1 --short");

@@ -156,6 +156,43 @@ TEST_F(Runtime, TimestampsMeasureRecordedWork) {
   EXPECT_THROW(r.elapsed_ms(a, 5), InvalidArgument);
 }
 
+// Recorder::time_dispatches: the shader and time of each dispatch recorded while it is on, in
+// order, inside the bracket of the recording's own timestamps; transfer commands are not timed; a
+// submission without timing leaves no times.
+TEST_F(Runtime, DispatchTimesNameEachTimedDispatch) {
+  T5Params p;
+  p.queries = p.keys = 256;
+  const std::uint64_t bytes = 256 * 256 * 4;
+  Buffer out(gpu(), bytes), copy(gpu(), bytes);
+  Recorder r(gpu());
+  fill_u32(r, out, bytes, 0);  // before timing: not listed
+  r.time_dispatches(true);
+  const auto a = r.write_timestamp();
+  t5_buckets(r, p, out);
+  const std::uint32_t t5_dispatches = r.dispatch_count() - 1;
+  copy_transfer(r, out, copy, bytes);
+  fill_u32(r, copy, bytes, 0x3f800000u);
+  const auto b = r.write_timestamp();
+  r.time_dispatches(false);
+  fill_u32(r, out, bytes, 0);  // after timing: not listed
+  EXPECT_TRUE(r.dispatch_times().empty());  // nothing finished yet
+  r.submit_and_wait();
+  const std::vector<DispatchTime> times = r.dispatch_times();
+  ASSERT_EQ(times.size(), t5_dispatches + 1);
+  double sum = 0;
+  for (std::size_t k = 0; k < times.size(); ++k) {
+    SCOPED_TRACE(times[k].shader);
+    EXPECT_EQ(times[k].shader, k < t5_dispatches ? "t5_distance_row" : "fill");
+    EXPECT_GT(times[k].ms, 0.0);
+    sum += times[k].ms;
+  }
+  EXPECT_LE(sum, r.elapsed_ms(a, b));
+  EXPECT_EQ(copy.download<float>(4), std::vector<float>(4, 1.0f));
+  fill_u32(r, out, bytes, 0);
+  r.submit_and_wait();
+  EXPECT_TRUE(r.dispatch_times().empty());
+}
+
 // submit() returns while the work runs; the recorder refuses to record until wait(), which gives
 // the results and readies it for the next recording; a recorder destroyed in flight waits.
 TEST_F(Runtime, SubmitThenWaitOverlapsTheHost) {
@@ -314,10 +351,17 @@ TEST(AdoptedDevice, RecordsIntoTheApplicationsCommandBuffer) {
     const VkCommandBuffer cb = app.begin_command_buffer();
     {
       Recorder rec(ctx, cb);
+      rec.time_dispatches(path == DistanceExpansion::Shader);
       t5_bias(rec, p, t, out);
       rec.release(VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+      const std::uint32_t dispatches = rec.dispatch_count();
       app.submit_and_wait(cb);
       EXPECT_THROW(rec.submit_and_wait(), InvalidArgument);
+      // Timed: each dispatch of the application's finished submission.
+      const std::vector<DispatchTime> times = rec.dispatch_times();
+      EXPECT_GT(dispatches, 0u);
+      EXPECT_EQ(times.size(), path == DistanceExpansion::Shader ? dispatches : 0u);
+      for (const DispatchTime& time : times) EXPECT_GT(time.ms, 0.0) << time.shader;
     }
     EXPECT_EQ(out.download<float>(3 * 20 * 30), t5_bias_reference(p, table));
   }

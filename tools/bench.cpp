@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <cstdio>
 
 #include "ceiling.hpp"
@@ -65,6 +66,32 @@ Timing time_gpu(Context& ctx, const std::vector<std::function<void(Recorder&)>>&
   for (auto& v : ms) t.ms.push_back(median(v));
   if (has_baseline) t.speedup = median(speedup);
   return t;
+}
+
+// Each shader's median milliseconds a round over `repeat` rounds of the op alone, every dispatch
+// between two timestamps (Recorder::time_dispatches), in the order the shaders first ran.
+std::vector<std::pair<std::string, double>> time_dispatches(Context& ctx, const std::function<void(Recorder&)>& op, int repeat) {
+  Recorder r(ctx);
+  r.time_dispatches(true);
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<double>> rounds;
+  for (int k = 0; k < repeat; ++k) {
+    op(r);
+    r.submit_and_wait();
+    std::map<std::string, double> sum;
+    for (const DispatchTime& t : r.dispatch_times()) {
+      if (!rounds.count(t.shader) && !sum.count(t.shader)) order.push_back(t.shader);
+      sum[t.shader] += t.ms;
+    }
+    for (const auto& [shader, ms] : sum) rounds[shader].push_back(ms);
+  }
+  std::vector<std::pair<std::string, double>> out;
+  for (const std::string& shader : order) {
+    auto& v = rounds[shader];
+    v.resize(repeat, 0.0);  // a round that did not run it
+    out.emplace_back(shader, median(v));
+  }
+  return out;
 }
 
 double time_cpu(const std::function<void()>& cpu) {
@@ -148,6 +175,13 @@ int bench_command(Registry& reg, const BenchOptions& options) {
       rec["baseline_ms"] = t.ms.back();
       rec["speedup_vs_baseline"] = t.speedup;
     }
+    std::vector<std::pair<std::string, double>> dispatches;
+    if (options.dispatches) {
+      dispatches = time_dispatches(ctx, run.record, repeat);
+      nlohmann::json list = nlohmann::json::array();
+      for (const auto& [shader, ms] : dispatches) list.push_back({{"shader", shader}, {"median_ms", ms}});
+      rec["dispatch_ms"] = list;
+    }
     std::vector<std::pair<std::string, double>> loop_figures;
     if (run.loop) loop_figures = run.loop();
     for (const auto& [name, value] : loop_figures) rec[name] = value;
@@ -159,6 +193,11 @@ int bench_command(Registry& reg, const BenchOptions& options) {
       std::printf("  transfer %.2f (%.0f%%)", transfer_gbps, 100.0 * gbps / transfer_gbps);
       for (const auto& [name, value] : loop_figures) std::printf("  %s %.4g", name.c_str(), value);
       std::printf("\n");
+      if (!dispatches.empty()) {
+        std::printf("%-18s dispatches:", "");
+        for (const auto& [shader, ms] : dispatches) std::printf(" %s %.3f ms", shader.c_str(), ms);
+        std::printf("\n");
+      }
       std::fflush(stdout);
     }
   }

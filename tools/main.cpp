@@ -226,6 +226,8 @@ int main(int argc, char** argv) {
   bench->add_flag("--short", bench_options.short_run, "only the short benchmark (what the main command runs)");
   bench->add_option("--filter", bench_options.filter, "only ops whose name contains this");
   bench->add_flag("--skip-cpu", bench_options.skip_cpu, "do not time the CPU reference (cpu_ms 0)");
+  bench->add_flag("--dispatches", bench_options.dispatches,
+                  "also time each dispatch of the op (timestamps around it) and print each shader's median ms a run (JSON: dispatch_ms)");
   add_number(*bench, "--repeat", repeat, "timed repetitions (default 10, 5 with --short)", 1, 1000);
   add_number(*bench, "--hold-ms", bench_options.hold_ms,
              "run each op this many milliseconds before timing it, so that a GPU's clock is the one it holds under load "

@@ -80,6 +80,7 @@ struct BenchOptions {
   std::string filter;  // only ops whose name contains this
   bool json = false, short_run = false;
   bool skip_cpu = false;  // no CPU reference timed (cpu_ms 0)
+  bool dispatches = false;  // each shader's time a run, from timestamps around every dispatch
   int repeat = 10;
   // Milliseconds each case's streams (the op, the ceilings, a baseline) run untimed before the
   // timed submission, so that a GPU that lowers its clocks between short submissions times at the

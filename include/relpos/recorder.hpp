@@ -5,10 +5,19 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 namespace relpos {
 
 class Context;
+
+// One dispatch's GPU time (Recorder::dispatch_times): the embedded shader it ran and the
+// milliseconds from when every command before it had finished to when it had.
+struct DispatchTime {
+  std::string shader;
+  double ms = 0;
+};
 
 // Threads: a Recorder belongs to one thread at a time (it may move between threads); any number
 // of Recorders of one Context may record and submit at once, each from its own thread.
@@ -72,6 +81,16 @@ class Recorder {
 
   // Dispatches recorded since the recording began (or since the last submit_and_wait).
   std::uint32_t dispatch_count() const;
+
+  // Profiling: while on, every dispatch relpos records lies between two timestamps (each written
+  // once all commands before it have finished), two of write_timestamp()'s 1024 a recording.
+  // dispatch_times() gives each timed dispatch's shader and milliseconds in recording order: of the
+  // last finished submit_and_wait() on an own command buffer; on an application's, of the
+  // recording so far, which the application must have submitted and seen finish. Times include a
+  // dispatch's launch and its wait for the barrier before it, not the work of transfer commands.
+  // Throws where the queue has no timestamp support.
+  void time_dispatches(bool on);
+  std::vector<DispatchTime> dispatch_times() const;
 
  private:
   friend struct RuntimeAccess;  // the runtime's way in (not installed)

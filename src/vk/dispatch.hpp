@@ -36,6 +36,14 @@ struct RecorderState {
   std::uint32_t next_timestamp = 0;
   std::uint32_t dispatches = 0;
   std::vector<std::uint64_t> timestamp_values;  // of the last finished submission
+  // Recorder::time_dispatches: each timed dispatch's shader and its two timestamps, of the
+  // recording under way and (an own command buffer's) of the last finished submission.
+  struct TimedDispatch {
+    ShaderId shader;
+    std::uint32_t before, after;
+  };
+  bool time_dispatches = false;
+  std::vector<TimedDispatch> timed, timed_finished;
   // Recorder::submit() without its wait() yet: the Submissions ticket of the work in flight.
   bool in_flight = false;
   std::uint64_t ticket = 0;

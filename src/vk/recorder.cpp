@@ -57,6 +57,7 @@ void begin_own(RecorderState& s) {
   s.timestamps_reset = false;
   s.next_timestamp = 0;
   s.dispatches = 0;
+  s.timed.clear();
 }
 
 // After a finished submission of the recorder's own command buffer, what its commands used is
@@ -287,8 +288,10 @@ void dispatch(Recorder& r, DescriptorSource* sets, ShaderId shader, const SpecVa
     d.vk.vkCmdBindDescriptorSets(s.cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
   }
   if (push_bytes) d.vk.vkCmdPushConstants(s.cb, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, static_cast<std::uint32_t>(push_bytes), push);
+  const std::uint32_t before = s.time_dispatches ? r.write_timestamp() : 0;
   d.vk.vkCmdDispatch(s.cb, groups_x, groups_y, groups_z);
   mark_command(s);
+  if (s.time_dispatches) s.timed.push_back({shader, before, r.write_timestamp()});
   ++s.dispatches;
 }
 
@@ -421,6 +424,7 @@ void Recorder::wait() {
                                         VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
              "vkGetQueryPoolResults");
   }
+  s.timed_finished = std::move(s.timed);
   detail::recycle_submitted(s);
   vk_check(d.vk.vkResetCommandBuffer(s.cb, 0), "vkResetCommandBuffer");
   d.free_retired(false);
@@ -472,6 +476,19 @@ double Recorder::elapsed_ms(std::uint32_t from, std::uint32_t to) const {
     a = s.timestamp_values[from], b = s.timestamp_values[to];
   }
   return static_cast<double>(b - a) * d.limits.timestamp_period_ns * 1e-6;
+}
+
+void Recorder::time_dispatches(bool on) {
+  if (on && !state_->dev->limits.timestamps) throw VulkanError("Recorder::time_dispatches: this device's compute queue does not support timestamp queries");
+  state_->time_dispatches = on;
+}
+
+std::vector<DispatchTime> Recorder::dispatch_times() const {
+  const auto& s = *state_;
+  std::vector<DispatchTime> out;
+  for (const auto& t : s.external ? s.timed : s.timed_finished)
+    out.push_back({std::string(detail::embedded_shader(t.shader).name), elapsed_ms(t.before, t.after)});
+  return out;
 }
 
 }  // namespace relpos
