@@ -75,7 +75,8 @@ class Recorder {
                VkAccessFlags dst_access = VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT);
 
   // GPU timestamps. write_timestamp() returns an index; elapsed_ms() reads two of them after the
-  // work has finished. Throws when the queue has no timestamp support.
+  // work has finished (on an application's command buffer, once the application has seen its
+  // submission finish: it does not wait). Throws when the queue has no timestamp support.
   std::uint32_t write_timestamp();
   double elapsed_ms(std::uint32_t from, std::uint32_t to) const;
 
@@ -86,7 +87,7 @@ class Recorder {
   // once all commands before it have finished), two of write_timestamp()'s 1024 a recording.
   // dispatch_times() gives each timed dispatch's shader and milliseconds in recording order: of the
   // last finished submit_and_wait() on an own command buffer; on an application's, of the
-  // recording so far, which the application must have submitted and seen finish. Times include a
+  // recording so far, once the application's submission has finished. Times include a
   // dispatch's launch and its wait for the barrier before it, not the work of transfer commands.
   // Throws where the queue has no timestamp support.
   void time_dispatches(bool on);

@@ -464,11 +464,15 @@ double Recorder::elapsed_ms(std::uint32_t from, std::uint32_t to) const {
   std::uint64_t a = 0, b = 0;
   if (s.external) {
     if (!s.resources.query_pool || std::max(from, to) >= s.next_timestamp) throw InvalidArgument("Recorder::elapsed_ms: unknown timestamp index");
+    // Not waited for: the application may never submit its command buffer.
     std::uint64_t v[2];
-    for (int k = 0; k < 2; ++k)
-      vk_check(d.vk.vkGetQueryPoolResults(d.device, s.resources.query_pool, k ? to : from, 1, sizeof(std::uint64_t), &v[k], sizeof(std::uint64_t),
-                                          VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
-               "vkGetQueryPoolResults");
+    for (int k = 0; k < 2; ++k) {
+      const VkResult res = d.vk.vkGetQueryPoolResults(d.device, s.resources.query_pool, k ? to : from, 1, sizeof(std::uint64_t), &v[k],
+                                                      sizeof(std::uint64_t), VK_QUERY_RESULT_64_BIT);
+      if (res == VK_NOT_READY)
+        throw InvalidArgument("Recorder::elapsed_ms: the timestamps of the application's command buffer are not written yet (submit it and wait for it first)");
+      vk_check(res, "vkGetQueryPoolResults");
+    }
     a = v[0], b = v[1];
   } else {
     if (std::max(from, to) >= s.timestamp_values.size())
