@@ -3,6 +3,7 @@
 
 #include <relpos/relpos.hpp>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -12,10 +13,10 @@
 #include <fstream>
 #include <limits>
 #include <memory>
+#include <set>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
-#include <set>
 #include <sstream>
 
 #include "support/run_tool.hpp"
@@ -26,6 +27,15 @@ using relpos::test::tool;
 namespace {
 
 std::string temp(const std::string& name) { return (std::filesystem::temp_directory_path() / ("relpos_cli_" + name)).string(); }
+
+// The records of `relpos bench --json ARGS` (none, with a failure, where it fails).
+nlohmann::json bench_records(const std::string& args) {
+  const auto r = tool("bench --json " + args);
+  const auto list = r.output.find('[');
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(list, std::string::npos) << r.output;
+  return r.status == 0 && list != std::string::npos ? nlohmann::json::parse(r.output.substr(list)) : nlohmann::json::array();
+}
 
 }  // namespace
 
@@ -141,37 +151,32 @@ TEST(Cli, BenchJsonHasTheDocumentedFields) {
 // --skip-cpu times no CPU reference: every record's cpu_ms is 0 (with --hold-ms, which runs each
 // case before timing it, on any device).
 TEST(Cli, BenchSkipsTheCpuReferenceWhenAsked) {
-  auto r = tool("bench --json --filter t5-bias --repeat 1 --short --skip-cpu --hold-ms 50");
-  ASSERT_EQ(r.status, 0) << r.output;
-  const auto records = nlohmann::json::parse(r.output.substr(r.output.find('[')));
-  ASSERT_FALSE(records.empty()) << r.output;
+  const auto records = bench_records("--filter t5-bias --repeat 1 --short --skip-cpu --hold-ms 50");
+  ASSERT_FALSE(records.empty());
   for (const auto& rec : records) {
     EXPECT_EQ(rec.at("cpu_ms").get<double>(), 0.0) << rec.dump();
     EXPECT_GT(rec.at("median_ms").get<double>(), 0.0) << rec.dump();
   }
 }
 
-// --dispatches: each record lists the op's shaders with their median time a run, which together
-// take no longer than the op (each dispatch timed from when the work before it had finished).
+// --dispatches: each record lists the shaders the op ran, each with its median time a run; a bench
+// without it lists none.
 TEST(Cli, BenchDispatchesListsEachShadersTime) {
-  auto r = tool("bench --json --filter attention --repeat 3 --short --skip-cpu --dispatches");
-  ASSERT_EQ(r.status, 0) << r.output;
-  const auto records = nlohmann::json::parse(r.output.substr(r.output.find('[')));
-  ASSERT_FALSE(records.empty()) << r.output;
+  const auto records = bench_records("--filter attention --repeat 3 --short --skip-cpu --dispatches");
+  ASSERT_FALSE(records.empty());
+  std::set<std::string> shaders;
   for (const auto& rec : records) {
     const auto& list = rec.at("dispatch_ms");
-    ASSERT_FALSE(list.empty()) << rec.dump();
-    double sum = 0;
+    EXPECT_FALSE(list.empty()) << rec.dump();
     for (const auto& d : list) {
-      EXPECT_FALSE(d.at("shader").get<std::string>().empty()) << rec.dump();
+      shaders.insert(d.at("shader").get<std::string>());
       EXPECT_GT(d.at("median_ms").get<double>(), 0.0) << rec.dump();
-      sum += d.at("median_ms").get<double>();
     }
-    // Medians of each shader's share may exceed the median of the whole a little on a noisy machine.
-    EXPECT_LT(sum, 1.5 * rec.at("median_ms").get<double>()) << rec.dump();
   }
-  EXPECT_NE(r.output.find("\"shader\": \"attention_fused"), std::string::npos) << r.output;
-  EXPECT_EQ(tool("bench --json --filter t5-bias --repeat 1 --short --skip-cpu").output.find("dispatch_ms"), std::string::npos);
+  // The fused kernel (the CPU or the GPU class's) and, in the unfused baseline's own case, its products.
+  EXPECT_TRUE(std::any_of(shaders.begin(), shaders.end(), [](const std::string& s) { return s.starts_with("attention_fused"); }));
+  EXPECT_TRUE(shaders.count("masked_softmax"));
+  for (const auto& rec : bench_records("--filter t5-bias --repeat 1 --short --skip-cpu")) EXPECT_FALSE(rec.contains("dispatch_ms"));
 }
 
 // Cases whose target is a ratio to another implementation time it in the same submission.
