@@ -193,6 +193,21 @@ TEST_F(Runtime, DispatchTimesNameEachTimedDispatch) {
   EXPECT_TRUE(r.dispatch_times().empty());
 }
 
+// A recording holds 1024 timestamps: a timed dispatch that would take them past that is refused
+// before any of it is recorded (with one timestamp left it would have recorded the dispatch and
+// then thrown), and the recording still runs, with the dispatches before it timed.
+TEST_F(Runtime, DispatchTimingPastTheTimestampsIsRefused) {
+  Buffer out(gpu(), 1024);
+  Recorder r(gpu());
+  r.write_timestamp();
+  r.time_dispatches(true);
+  for (std::uint32_t k = 0; k < 511; ++k) fill_u32(r, out, 1024, k);  // 1023 timestamps
+  relpos::test::expect_invalid([&] { fill_u32(r, out, 1024, 0xdeadu); }, "1024");
+  r.submit_and_wait();
+  EXPECT_EQ(r.dispatch_times().size(), 511u);
+  EXPECT_EQ(out.download<std::uint32_t>(1), std::vector<std::uint32_t>{510u});
+}
+
 // submit() returns while the work runs; the recorder refuses to record until wait(), which gives
 // the results and readies it for the next recording; a recorder destroyed in flight waits.
 TEST_F(Runtime, SubmitThenWaitOverlapsTheHost) {

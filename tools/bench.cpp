@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <map>
 #include <cstdio>
+#include <map>
 
 #include "ceiling.hpp"
 #include "registry.hpp"

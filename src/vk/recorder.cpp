@@ -275,6 +275,9 @@ void dispatch(Recorder& r, DescriptorSource* sets, ShaderId shader, const SpecVa
     ++s.dispatches;
     return;
   }
+  if (s.time_dispatches && s.next_timestamp + 2 > kTimestampCapacity)  // refused before anything of it is recorded
+    throw InvalidArgument("Recorder::time_dispatches: dispatch " + std::to_string(s.dispatches + 1) + " of this recording needs timestamps past the " +
+                          std::to_string(kTimestampCapacity) + " a recording holds (two a timed dispatch)");
   d.vk.vkCmdBindPipeline(s.cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
   if (d.push_descriptors) {  // the bindings travel in the command buffer: no set to write again later
     d.vk.vkCmdPushDescriptorSetKHR(s.cb, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, i, writes);
