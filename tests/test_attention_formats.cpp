@@ -170,17 +170,18 @@ TEST_F(AttentionFormatsGpu, DecodingAndPackedQueries) {
 }
 
 // Decoding in every format, each key's row read whole (f16 and bf16 in 16-byte pairs of words when
-// head_dim / 4 is even, q8_0 by blocks when head_dim is a multiple of 64, fp8 a word per 4 values;
-// otherwise word by word), with the query heads of a kv head together (groups of 4, 8 and 3: on a
-// CPU device slabs of 4, 8 and 3 heads) and in every bias mode that differs per head.
+// head_dim / 4 is even; q8_0 by its row's words when head_dim is a multiple of 64, 8 bytes a load
+// when of 128; fp8 16 bytes a load when head_dim is a multiple of 16; otherwise word by word), with
+// the query heads of a kv head together (groups of 4, 8 and 3: on a CPU device slabs of 4, 8 and 3
+// heads) and in every bias mode that differs per head.
 TEST_F(AttentionFormatsGpu, DecodingEveryFormatAndRowWidth) {
   std::mt19937 rng(2042);
   const AttentionBias biases[] = {AttentionBias::Alibi, AttentionBias::T5, AttentionBias::Shaw, AttentionBias::Kerple};
   int n = 0;
   for (Kernels kernels : {Kernels::Gpu, Kernels::Cpu})
     for (CacheFormat f : kFormats)
-      for (std::uint32_t head_dim : {20u, 96u, 128u}) {
-        if (f == CacheFormat::Q8_0 ? head_dim == 20 : head_dim == 96) continue;
+      for (std::uint32_t head_dim : {20u, 64u, 96u, 128u}) {
+        if (f == CacheFormat::Q8_0 ? head_dim == 20 : head_dim == 64 || head_dim == 96) continue;
         const bool paged = n % 2 == 0;
         const std::uint32_t heads = n % 3 == 0 ? 6u : n % 3 == 1 ? 16u : 8u;  // 16: a slab of 8 on a CPU device
         AttentionParams p{.batch = 2, .heads = heads, .kv_heads = 2, .queries = 1, .keys = 300, .head_dim = head_dim,

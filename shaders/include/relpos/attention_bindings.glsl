@@ -111,12 +111,16 @@ vec4 load_v(uint w) { return load_kv(w, true); }
 //     binding's start) is even: a chunk's binding starts a multiple of 16 bytes into the buffer
 //     (planner.hpp's bound_bytes, so kv_shift is even), a whole one at the buffer's start, and
 //     rows are D4 words.
-//   q8_0 with rows on words (Q8_ROWS_ON_WORDS): each block is the 9 words it overlaps, 9 loads for
-//     32 values (word by word: a scale and two words per 4).
-//   Others word by word (load_kv; fp8: a row, head_dim bytes, starts on a word, so each 4 values
-//     are one load already).
+//   fp8 (head_dim a multiple of 16): 16-byte loads, 16 values each (rows of head_dim bytes start
+//     on 16 bytes, the cache bound whole).
+//   q8_0 with rows on words (Q8_ROWS_ON_WORDS): the row's words, 8 bytes a load where rows are a
+//     multiple of 8 bytes (head_dim a multiple of 128: 17 loads for 128 values), else one word a
+//     load (each block the 9 words it overlaps), then each block decoded from them.
+//   Others word by word (load_kv).
 // (No && or ||: glslang makes a specialisation constant's a branch, outside any function.)
 const bool KV_PAIRS = (KV_FORMAT == CACHE_F16 ? 1u : KV_FORMAT == CACHE_BF16 ? 1u : 0u) * (D4 % 2u == 0u ? 1u : 0u) != 0u;
+const bool FP8_QUADS = (KV_FORMAT == CACHE_FP8_E4M3 ? 1u : 0u) * (D4 % 4u == 0u ? 1u : 0u) != 0u;
+const bool Q8_ROWS_ON_PAIRS = (Q8_ROWS_ON_WORDS ? 1u : 0u) * (KV_ROW_BYTES % 8u == 0u ? 1u : 0u) != 0u;
 layout(std430, binding = BINDING_K) readonly buffer KPairs { uvec4 k_pairs[]; };
 layout(std430, binding = BINDING_V) readonly buffer VPairs { uvec4 v_pairs[]; };
 void load_kv_row(uint w, bool values, out vec4 row[D4]) {
@@ -126,17 +130,30 @@ void load_kv_row(uint w, bool values, out vec4 row[D4]) {
       row[d] = kv_decode(uvec4(u.xy, 0u, 0u), w + d, values);
       row[d + 1u] = kv_decode(uvec4(u.zw, 0u, 0u), w + d + 1u, values);
     }
+  } else if (FP8_QUADS) {
+    [[unroll]] for (uint d = 0u; d < D4; d += 4u) {
+      const uvec4 u = values ? v_pairs[(w + d) / 4u] : k_pairs[(w + d) / 4u];
+      [[unroll]] for (uint i = 0u; i < 4u; ++i) row[d + i] = kv_decode(uvec4(u[i], 0u, 0u, 0u), w + d + i, values);
+    }
   } else if (Q8_ROWS_ON_WORDS) {
     const uint row_word = (w / D4) * (KV_ROW_BYTES / 4u);
+    uint x[KV_ROW_BYTES / 4u];
+    if (Q8_ROWS_ON_PAIRS) {
+      [[unroll]] for (uint t = 0u; t < KV_ROW_BYTES / 8u; ++t) {
+        const uvec2 u = values ? v16[row_word / 2u + t] : k16[row_word / 2u + t];
+        x[2u * t] = u.x;
+        x[2u * t + 1u] = u.y;
+      }
+    } else {
+      [[unroll]] for (uint t = 0u; t < KV_ROW_BYTES / 4u; ++t) x[t] = values ? v_words[row_word + t] : k_words[row_word + t];
+    }
     [[unroll]] for (uint k = 0u; k < D4 / 8u; ++k) {
-      const uint first = row_word + (k * 34u) / 4u;  // the word holding the block's first byte
-      uint x[9];
-      [[unroll]] for (uint t = 0u; t < 9u; ++t) x[t] = values ? v_words[first + t] : k_words[first + t];
+      const uint first = (k * 34u) / 4u;  // the row's word holding the block's first byte
       // kv_decode's q8_0 words, the scale decoded once for the block's 8.
       const bool odd = (k & 1u) != 0u;  // the block starts 2 bytes into word `first`
-      const float d = cache_decode_f16(odd ? x[0] >> 16 : x[0]);
+      const float d = cache_decode_f16(odd ? x[first] >> 16 : x[first]);
       [[unroll]] for (uint t = 0u; t < 8u; ++t) {
-        const uint q = odd ? x[t + 1u] : (x[t] >> 16) | (x[t + 1u] << 16);
+        const uint q = odd ? x[first + t + 1u] : (x[first + t] >> 16) | (x[first + t + 1u] << 16);
         row[k * 8u + t] = d * vec4(q8_value(q, 0u), q8_value(q, 1u), q8_value(q, 2u), q8_value(q, 3u));
       }
     }
