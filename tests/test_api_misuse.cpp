@@ -179,6 +179,60 @@ TEST_F(ApiMisuse, KvAppendRefusesOneBufferForBothCaches) {
   expect_invalid([&] { plan.record(r, b); }, "v_cache buffer = the k_cache buffer");
 }
 
+// Views of one VkBuffer (an engine's arena) are apart only where their bytes are: a view an op
+// writes that overlaps another of its buffers is refused like the same Buffer twice, before
+// anything is recorded; views side by side are taken.
+TEST_F(ApiMisuse, OverlappingViewsOfOneVkBufferAreRefused) {
+  Context& ctx = gpu();
+  std::mt19937 rng(5);
+  Append append(ctx, rng);
+  const std::uint64_t align = std::max<std::uint64_t>(ctx.limits().min_storage_buffer_offset_alignment, 4);
+  const std::uint64_t cache = append.p.cache_bytes(), apart = (cache + align - 1) / align * align;
+  Buffer arena(ctx, 2 * apart);
+  const VkBufferUsageFlags usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  Buffer kc = Buffer::external(ctx, arena.handle(), cache, usage, 0), vc_apart = Buffer::external(ctx, arena.handle(), cache, usage, apart),
+         vc_overlapping = Buffer::external(ctx, arena.handle(), cache, usage, align), vc_same = Buffer::external(ctx, arena.handle(), cache, usage, 0);
+  Recorder r(ctx);
+  KvAppendBuffers b = append.buffers();
+  b.k_cache = &kc;
+  b.v_cache = &vc_overlapping;
+  expect_invalid([&] { kv_append(r, append.p, b); },
+                 "v_cache buffer = bytes [" + std::to_string(align) + ", " + std::to_string(align + cache) + ") of the VkBuffer whose bytes [0, " +
+                     std::to_string(cache) + ") are the k_cache buffer: must not overlap it");
+  b.v_cache = &vc_same;
+  expect_invalid([&] { kv_append(r, append.p, b); }, "v_cache buffer = bytes [0, ");
+  KvAppendPlan plan(ctx, append.p);
+  expect_invalid([&] { plan.record(r, b); }, "v_cache buffer = bytes [0, ");
+  // Lengths advanced on the device are written: a view over the table's bytes is refused then
+  // only (read only, it may share them).
+  Buffer tables(ctx, 4 * 4);
+  Buffer table = Buffer::external(ctx, tables.handle(), 2 * 4, usage, 0), lengths = Buffer::external(ctx, tables.handle(), 4, usage, 0);
+  b.v_cache = &vc_apart;
+  b.block_table = &table;
+  b.cache_lengths = &lengths;
+  EXPECT_EQ(r.dispatch_count(), 0u);
+  kv_append(r, append.p, b);
+  const std::uint32_t recorded = r.dispatch_count();
+  EXPECT_GT(recorded, 0u);
+  KvAppendParams advancing = append.p;
+  advancing.advance_lengths = true;
+  expect_invalid([&] { kv_append(r, advancing, b); }, "cache_lengths buffer = bytes [0, 4) of the VkBuffer whose bytes [0, 8) are the block_table buffer");
+  EXPECT_EQ(r.dispatch_count(), recorded);
+
+  // Attention: out over q's bytes.
+  Attention at(ctx, rng);
+  Buffer io(ctx, 2 * 4 * 8 * 4);
+  Buffer q = Buffer::external(ctx, io.handle(), 4 * 8 * 4, usage, 0), out = Buffer::external(ctx, io.handle(), 4 * 8 * 4, usage, 0);
+  AttentionBuffers ab = at.buffers();
+  ab.q = &q;
+  ab.out = &out;
+  Recorder r2(ctx);
+  expect_invalid([&] { attention(r2, at.p, ab); }, "out buffer = bytes [0, 128) of the VkBuffer whose bytes [0, 128) are the q buffer: must not overlap it (the op writes the out buffer)");
+  ab.out = ab.q;
+  expect_invalid([&] { attention(r2, at.p, ab); }, "out buffer = the q buffer: must be a buffer of its own");
+  EXPECT_EQ(r2.dispatch_count(), 0u);
+}
+
 // Messages name what is wrong: the keys past the relative positions' range (not the offset), an
 // enum value that is no cache format, a T5 table's bucket count (not the element count it makes).
 TEST(ApiMessages, NameTheParameterAtFault) {

@@ -67,7 +67,7 @@ void attention_merge(Recorder& r, const AttentionMergeParams& p, const Buffer& p
               std::to_string(RELPOS_MAX_LOOP_ITERATIONS) + "); merge in several passes");
   const std::uint64_t es = dtype_size(p.dtype), D = p.head_dim;
   const std::string dt(dtype_name(p.dtype));
-  detail::require_own_buffers(r, {{&partial_out, "partial_out buffer"}, {&partial_lse, "partial_lse buffer"}, {&out, "out buffer"}, {lse, "lse buffer"}});
+  detail::require_own_buffers(r, {{&partial_out, "partial_out buffer"}, {&partial_lse, "partial_lse buffer"}, {&out, "out buffer", true}, {lse, "lse buffer", true}});
   require_bytes(&partial_out, p.parts * p.rows * D * es, "partial_out buffer", dt + " [parts, rows, head_dim]");
   require_bytes(&partial_lse, p.parts * p.rows * 4, "partial_lse buffer", "float32 [parts, rows]");
   require_bytes(&out, p.rows * D * es, "out buffer", dt + " [rows, head_dim]");

@@ -156,7 +156,7 @@ void check_attention_buffers(Recorder& r, const AttentionParams& p, const Attent
 }
 
 void require_own_buffers(Recorder& r, const AttentionBuffers& b) {
-  require_own_buffers(r, {{b.q, "q buffer"}, {b.k, "k buffer"}, {b.v, "v buffer"}, {b.out, "out buffer"}, {b.lse, "lse buffer"},
+  require_own_buffers(r, {{b.q, "q buffer"}, {b.k, "k buffer"}, {b.v, "v buffer"}, {b.out, "out buffer", true}, {b.lse, "lse buffer", true},
                           {b.bias, "bias buffer"}, {b.rel_keys, "rel_keys buffer"}, {b.rel_values, "rel_values buffer"},
                           {b.key_lengths, "key_lengths buffer"}, {b.block_table, "block_table buffer"},
                           {b.cache_lengths, "cache_lengths buffer"}, {b.query_lengths, "query_lengths buffer"}});

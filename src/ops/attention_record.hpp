@@ -45,7 +45,8 @@ enum class BufferFit { Exact, Step };
 // lse_with_reference: lse rows of 2 floats (record_attention_with_lse_reference).
 void check_attention_buffers(Recorder& r, const AttentionParams& p, const AttentionParams& envelope, const AttentionBuffers& b,
                              BufferFit fit, bool lse_with_reference = false);
-// Every buffer given is of `r`'s Context (InvalidArgument naming it otherwise).
+// Every buffer given is of `r`'s Context, and out and lse share no byte with another (InvalidArgument
+// naming it otherwise).
 void require_own_buffers(Recorder& r, const AttentionBuffers& b);
 // Shaw's tables whole ([2 * max_relative_position + 1, head_dim] each) where the bias family reads
 // them (bound_whole: a plan's, checked against the device's binding limits too), and no bias input

@@ -44,12 +44,10 @@ KvAppendConstants kv_append_constants(const KvAppendParams& p) {
 
 void check_kv_append_buffers(Recorder& r, const KvAppendParams& p, const KvAppendBuffers& b) {
   const DeviceLimits& lim = r.context().limits();
-  require_own_buffers(r, {{b.k_cache, "k_cache buffer"}, {b.v_cache, "v_cache buffer"}, {b.k, "k buffer"}, {b.v, "v buffer"},
-                         {b.block_table, "block_table buffer"}, {b.cache_lengths, "cache_lengths buffer"}, {b.q, "q buffer"},
-                         {b.new_tokens, "new_tokens buffer"}});
-  // The kernel writes both caches from one pass; one buffer for both would have the values
-  // overwrite the keys.
-  require(b.k_cache == nullptr || b.k_cache != b.v_cache, "v_cache buffer", "the k_cache buffer", "must be a buffer of its own (the values would overwrite the keys)");
+  // q is rotated in place, and the lengths advanced in place where asked.
+  require_own_buffers(r, {{b.k_cache, "k_cache buffer", true}, {b.v_cache, "v_cache buffer", true}, {b.k, "k buffer"}, {b.v, "v buffer"},
+                         {b.block_table, "block_table buffer"}, {b.cache_lengths, "cache_lengths buffer", p.advance_lengths},
+                         {b.q, "q buffer", true}, {b.new_tokens, "new_tokens buffer"}});
   const std::uint64_t es = dtype_size(p.dtype), D = p.head_dim, rows = p.input_rows();
   const std::string dt(dtype_name(p.dtype)), fmt(cache_format_name(p.cache()));
   if (p.ragged) require_bytes(lim, b.new_tokens, std::uint64_t{p.batch} * 4, "new_tokens buffer", "int32 [batch] (ragged)");

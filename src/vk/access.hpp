@@ -65,8 +65,16 @@ inline RecorderState& state_of(Recorder& r) { return RuntimeAccess::state(r); }
 // VkBuffer of another device in a descriptor set is undefined behaviour (on lavapipe, a crash).
 // `name` is the parameter ("q buffer").
 void require_own_buffer(Recorder& r, const Buffer* b, const std::string& name);
-// The same for each of an op's buffers (null ones skipped).
-void require_own_buffers(Recorder& r, std::initializer_list<std::pair<const Buffer*, const char*>> buffers);
+// A buffer an op binds (null: none), its parameter's name, and whether the op writes it.
+struct BufferRole {
+  const Buffer* buffer;
+  const char* name;
+  bool written = false;
+};
+// require_own_buffer for each of an op's buffers (null ones skipped), and none that the op writes
+// shares a byte with another it binds: the same Buffer twice, or two views of one VkBuffer whose
+// ranges overlap (an engine's arena of caches), would have one's writes land in the other's data.
+void require_own_buffers(Recorder& r, std::initializer_list<BufferRole> buffers);
 // InvalidArgument unless `r` records on the Context whose Device is `dev`: a plan keeps its
 // Context's Device (which a moved Context takes along), not the Context's address.
 void require_plan_recorder(Recorder& r, const std::shared_ptr<Device>& dev);

@@ -188,8 +188,21 @@ void require_own_buffer(Recorder& r, const Buffer* b, const std::string& name) {
     throw InvalidArgument(name + " = a buffer of another Context: must be made on the Context the Recorder (or RingRank) records on");
 }
 
-void require_own_buffers(Recorder& r, std::initializer_list<std::pair<const Buffer*, const char*>> buffers) {
-  for (const auto& [b, name] : buffers) require_own_buffer(r, b, name);
+void require_own_buffers(Recorder& r, std::initializer_list<BufferRole> buffers) {
+  for (const BufferRole& x : buffers) require_own_buffer(r, x.buffer, x.name);
+  auto range = [](const Buffer& b) { return "bytes [" + std::to_string(b.offset()) + ", " + std::to_string(b.offset() + b.size()) + ")"; };
+  for (auto a = buffers.begin(); a != buffers.end(); ++a)
+    for (auto b = a + 1; b != buffers.end(); ++b) {
+      if (!a->buffer || !b->buffer || !(a->written || b->written)) continue;
+      const Buffer &x = *a->buffer, &y = *b->buffer;
+      // A compile-only Context's buffers have no VkBuffer.
+      if (x.handle() == VK_NULL_HANDLE || x.handle() != y.handle()) continue;
+      if (x.offset() >= y.offset() + y.size() || y.offset() >= x.offset() + x.size()) continue;
+      const std::string written = a->written ? a->name : b->name;
+      if (&x == &y) throw InvalidArgument(std::string(b->name) + " = the " + a->name + ": must be a buffer of its own (the op writes the " + written + ")");
+      throw InvalidArgument(std::string(b->name) + " = " + range(y) + " of the VkBuffer whose " + range(x) + " are the " + a->name +
+                            ": must not overlap it (the op writes the " + written + ")");
+    }
 }
 
 void require_plan_recorder(Recorder& r, const std::shared_ptr<Device>& dev) {
