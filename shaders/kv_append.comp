@@ -123,8 +123,13 @@ void write_row(bool key, uint src, uint at, int pos, float inv_scale) {
     for (uint blk = 0u; blk < D / 32u; ++blk) {
       const uint e0 = blk * 32u, dst = at + blk * 34u;
       float amax = 0.0;
-      for (uint j = 0u; j < 32u; ++j) amax = max(amax, abs(row_value(key, src, e0 + j, pos)));
-      const float d = q8_scale(amax), id = q8_inverse(d);
+      bool any_nan = false;
+      for (uint j = 0u; j < 32u; ++j) {
+        const float x = row_value(key, src, e0 + j, pos);
+        amax = max(amax, q8_magnitude(x));
+        any_nan = any_nan || q8_is_nan(x);
+      }
+      const float d = q8_block_scale(amax, any_nan), id = q8_inverse(d);
       store(key, dst, cache_encode_f16(d), 2u);
       for (uint j = 0u; j < 32u; j += 4u) {
         const vec4 x = vec4(row_value(key, src, e0 + j, pos), row_value(key, src, e0 + j + 1u, pos),

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <limits>
 #include <cstring>
 #include <string>
 
@@ -146,14 +147,23 @@ void encode_cache_row(CacheFormat f, std::span<const float> row, std::span<std::
       for (std::size_t blk = 0; blk < n / kQ8BlockValues; ++blk) {
         const float* x = row.data() + blk * kQ8BlockValues;
         std::uint8_t* y = out.data() + blk * kQ8BlockBytes;
+        // ggml's bytes for finite blocks. Its own leave a NaN or an infinity to the order of its
+        // max and to an undefined float-to-int8 conversion; here such a block keeps the NaN (or
+        // +inf) in d and stores q = 0, so that every value of it decodes to NaN (d * 0).
         float amax = 0.0f;
-        for (std::uint32_t j = 0; j < kQ8BlockValues; ++j) amax = std::max(amax, std::fabs(x[j]));
-        const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        bool nan = false;
+        for (std::uint32_t j = 0; j < kQ8BlockValues; ++j) {
+          nan = nan || std::isnan(x[j]);
+          if (!std::isnan(x[j])) amax = std::max(amax, std::fabs(x[j]));
+        }
+        const float d = nan ? std::numeric_limits<float>::quiet_NaN() : amax / 127.0f;
+        const float id = d != 0.0f && std::isfinite(d) ? 1.0f / d : 0.0f;
         const std::uint16_t dh = float_to_half(d);
         std::memcpy(y, &dh, 2);
-        for (std::uint32_t j = 0; j < kQ8BlockValues; ++j)
-          y[2 + j] = static_cast<std::uint8_t>(static_cast<std::int8_t>(round_half_away(x[j] * id)));
+        for (std::uint32_t j = 0; j < kQ8BlockValues; ++j) {
+          const float q = round_half_away(x[j] * id);  // within +-127 where finite
+          y[2 + j] = std::isnan(q) ? 0 : static_cast<std::uint8_t>(static_cast<std::int8_t>(q));
+        }
       }
       return;
     case CacheFormat::FP8_E4M3: {

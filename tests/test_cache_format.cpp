@@ -96,6 +96,20 @@ TEST(CacheFormat, Q8_0IsGgmlsBlock) {
   std::vector<std::uint8_t> z(68, 0xff);
   encode_cache_row(CacheFormat::Q8_0, zeros, z);
   EXPECT_EQ(z, std::vector<std::uint8_t>(68, 0));
+  // A block holding a NaN keeps it in d, one holding an infinity d = +inf; q = 0 in both, so every
+  // value decodes to NaN (ggml's own bytes are undefined there).
+  for (float special : {std::nanf(""), -std::nanf(""), INFINITY, -INFINITY}) {
+    std::vector<float> row(64, 1.5f);
+    row[33] = special;
+    row[40] = -2.0f;
+    encode_cache_row(CacheFormat::Q8_0, row, z);
+    const std::uint16_t d = static_cast<std::uint16_t>(z[34] | z[35] << 8);
+    EXPECT_EQ(d, std::isnan(special) ? 0x7e00 : 0x7c00) << special;
+    EXPECT_EQ(std::vector<std::uint8_t>(z.begin() + 36, z.end()), std::vector<std::uint8_t>(32, 0)) << special;
+    decode_cache_row(CacheFormat::Q8_0, z, back);
+    for (std::size_t i = 32; i < 64; ++i) EXPECT_TRUE(std::isnan(back[i])) << special << " value " << i;
+    EXPECT_NEAR(back[0], 1.5f, 1e-3f) << special;  // the finite block before it keeps its values
+  }
   // Decoding: d * q with d the stored binary16; within half a step of the input.
   std::mt19937 rng(5);
   const std::vector<float> r = relpos::test::random_floats(rng, 64, -3.0f, 3.0f);

@@ -272,6 +272,26 @@ TEST_F(KvAppendFormats, Fp8EncoderOnTiesAndSaturation) {
   EXPECT_EQ(a.got_v, a.want_v);
 }
 
+// q8_0's encoder on blocks holding a NaN or an infinity (ggml leaves them undefined): d = NaN or
+// +inf and q = 0, equal to the host's bytes (CacheFormat.Q8_0IsGgmlsBlock checks the host's own),
+// beside finite blocks.
+TEST_F(KvAppendFormats, Q8EncoderOnNonFiniteBlocks) {
+  Context& ctx = gpu();
+  constexpr std::uint32_t D = 64, T = 3;
+  KvAppendParams p{.batch = 2, .heads = 1, .kv_heads = 1, .new_tokens = T, .head_dim = D};
+  p.paged = {.block_size = 16, .num_blocks = 2, .max_blocks = 1};
+  p.cache_format = CacheFormat::Q8_0;
+  std::mt19937 rng(7);
+  std::vector<float> rows = relpos::test::random_floats(rng, std::size_t{p.batch} * T * D, -3.0f, 3.0f);
+  const float specials[] = {std::nanf(""), INFINITY, -INFINITY, -std::nanf("")};
+  for (std::size_t blk = 0; blk < rows.size() / 32; ++blk)
+    if (blk % 3 != 2) rows[blk * 32 + blk % 32] = specials[blk % std::size(specials)];  // every third block finite
+  rows[5 * 32 + 7] = INFINITY;  // NaN and inf in one block: NaN
+  const AppendedBytes a = append_into_zeros(ctx, p, rows, {1, 0}, {0, 5});
+  EXPECT_EQ(a.got_k, a.want_k);
+  EXPECT_EQ(a.got_v, a.want_v);
+}
+
 // More sequences than the device's workgroup rows a dispatch (maxComputeWorkGroupCount lowered to
 // 3): the batch takes several dispatches, ragged rows summed over every earlier sequence, lengths
 // advanced past the first 3 workgroups of 64 sequences (before, such a batch was refused).

@@ -15,7 +15,7 @@
 //   void NAME##_store(uint at, uint bits, uint count)  count (1..4) bytes of `bits`, little-endian,
 //     at byte `at`; a word the bytes cover whole is stored, one they share with another row is
 //     changed by atomicAnd/atomicOr of their bits only (rows of other invocations may share it).
-// and the encoders below give the bits: cache_encode_f16/bf16/fp8 and q8_0's q8_scale, q8_encode4.
+// and the encoders below give the bits: cache_encode_f16/bf16/fp8 and q8_0's q8_block_scale, q8_inverse, q8_encode4.
 #ifndef RELPOS_CACHE_FORMAT_GLSL
 #define RELPOS_CACHE_FORMAT_GLSL
 
@@ -99,11 +99,20 @@ float div_rn(float a, float b) {
   return uintBitsToFloat((uint(biased) << 23) + m - 0x800000u);  // a carry of m moves the exponent
 }
 // ggml's quantize_row_q8_0: d = amax / 127 and id = d ? 1 / d : 0, each rounded once; q = roundf(x * id).
-float q8_scale(float amax) { return div_rn(amax, 127.0); }
-float q8_inverse(float d) { return d == 0.0 ? 0.0 : div_rn(1.0, d); }
-// Four int8 of x * id, rounded half away from zero, as the bytes of one word.
+// A block holding a NaN has d = NaN, one holding an infinity d = +inf, and both q = 0: every value
+// decodes to NaN (the host's encode_cache_row; ggml leaves them to its max's operand order and an
+// undefined conversion). NaN is found by its bits: a shader's max and float-to-int conversion of
+// NaN are undefined.
+bool q8_is_nan(float x) { return (floatBitsToUint(x) & 0x7fffffffu) > 0x7f800000u; }
+// One value's part of the block's amax (NaN: none; the block's d is NaN, q8_block_scale).
+float q8_magnitude(float x) { return q8_is_nan(x) ? 0.0 : abs(x); }
+float q8_block_scale(float amax, bool any_nan) { return any_nan ? uintBitsToFloat(0x7fc00000u) : div_rn(amax, 127.0); }
+float q8_inverse(float d) { return d == 0.0 || (floatBitsToUint(d) & 0x7fffffffu) >= 0x7f800000u ? 0.0 : div_rn(1.0, d); }
+// Four int8 of x * id, rounded half away from zero, as the bytes of one word (NaN products: 0).
 uint q8_encode4(vec4 x, float id) {
-  precise vec4 y = x * id;
+  precise vec4 p = x * id;
+  // A NaN product (d not finite: id = 0) stores 0: a NaN's conversion to an int is undefined.
+  const vec4 y = mix(p, vec4(0.0), greaterThan(floatBitsToUint(p) & uvec4(0x7fffffffu), uvec4(0x7f800000u)));
   const vec4 t = trunc(y);
   const vec4 r = t + sign(y) * vec4(greaterThanEqual(abs(y - t), vec4(0.5)));
   const ivec4 q = clamp(ivec4(r), ivec4(-128), ivec4(127));
