@@ -623,7 +623,7 @@ TEST(Cli, AttentionOverQuantisedCaches) {
   auto r = tool("run attention --q " + temp("fq.npy") + " --k-cache " + temp("fq.npy") + " --v-cache " + temp("fq.npy") + " --block-table " +
                 temp("ftable.npy") + " --cache-lengths " + temp("flengths.npy") + " --kv-dtype q8_0 --out " + temp("fatt.npy"));
   EXPECT_EQ(r.status, 1);  // a float32 file is no q8_0 cache
-  EXPECT_NE(r.output.find("q8_0 cache is a .npy of uint8"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("a cache of format q8_0 is a .npy of uint8"), std::string::npos) << r.output;
   // A head size q8_0 cannot store: refused by the format's rule, not by the caches' row sizes.
   write_f32("fq40.npy", std::vector<float>(2 * 2 * 1 * 40, 0.5f), {2, 2, 1, 40});
   r = tool("run attention --q " + temp("fq40.npy") + " --k-cache " + temp("fcache.npy") + " --v-cache " + temp("fcache.npy") + " --block-table " +

@@ -58,7 +58,7 @@ std::vector<std::uint8_t> read_cache_npy(const std::string& flag, const std::str
   std::string want = s.descr;
   if (want[0] == '|') want[0] = '<';  // read_npy gives single-byte types as '<'
   if (a.descr != want && !(format == CacheFormat::F16 && a.descr == "<f4"))
-    throw InvalidArgument(flag + " " + path + ": an " + fmt + " cache is a .npy of " + s.what + " (dtype " + s.descr + "), got " + a.descr);
+    throw InvalidArgument(flag + " " + path + ": a cache of format " + fmt + " is a .npy of " + s.what + " (dtype " + s.descr + "), got " + a.descr);
   if (a.shape.empty()) throw InvalidArgument(flag + " " + path + ": must have a row dimension");
   shape = a.shape;
   const std::uint64_t last = shape.back();

@@ -243,7 +243,7 @@ AttentionBiasTool file_bias(AttentionBias bias, const char* flag, const char* he
 // The families with no operation of their own: none, distance rows and a dense tensor.
 void register_plain_biases(Registry& reg) {
   reg.attention_biases.push_back(attention_bias_tool(AttentionBias::None));
-  reg.attention_biases.push_back(file_bias(AttentionBias::Distance, "--distance-row", "distance: float [H, Q + K - 1] .npy, index rp + query_offset + Q - 1", 2));
+  reg.attention_biases.push_back(file_bias(AttentionBias::Distance, "--distance-row", "distance: float [H, Q + K - 1] .npy, index rp + query_offset + Q - 1 (paged: rp + K - 1, K = max_blocks * block_size)", 2));
   reg.attention_biases.push_back(file_bias(AttentionBias::Dense, "--bias-tensor", "dense: float [H, Q, K] .npy", 3));
 }
 
