@@ -35,12 +35,7 @@ AlibiParams random_params(std::mt19937& rng) {
   p.causal = coin(rng);
   p.queries = size(rng);
   p.keys = size(rng);
-  switch (std::uniform_int_distribution<int>(0, 3)(rng)) {
-    case 0: p.query_offset = 0; break;
-    case 1: p.query_offset = std::int64_t{p.keys} - p.queries; break;
-    case 2: p.query_offset = std::uniform_int_distribution<std::int64_t>(-3'000'000, 3'000'000)(rng); break;
-    default: p.query_offset = std::uniform_int_distribution<std::int64_t>(-100, 100)(rng); break;
-  }
+  p.query_offset = relpos::test::random_query_offset(rng, p.queries, p.keys, 3'000'000, 100);
   p.batch = std::uniform_int_distribution<std::uint32_t>(1, 3)(rng);
   return p;
 }

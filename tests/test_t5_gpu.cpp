@@ -31,12 +31,7 @@ T5Params random_params(std::mt19937& rng) {
   p.log = coin(rng) ? T5Log::FlaxEps : T5Log::HuggingFace;
   p.queries = size(rng);
   p.keys = size(rng);
-  switch (std::uniform_int_distribution<int>(0, 4)(rng)) {
-    case 0: p.query_offset = 0; break;
-    case 1: p.query_offset = std::int64_t{p.keys} - p.queries; break;
-    case 2: p.query_offset = std::uniform_int_distribution<std::int64_t>(-3'000'000, 3'000'000)(rng); break;
-    default: p.query_offset = std::uniform_int_distribution<std::int64_t>(-500, 500)(rng); break;
-  }
+  p.query_offset = relpos::test::random_query_offset(rng, p.queries, p.keys, 3'000'000, 500);
   p.heads = heads(rng);
   p.batch = std::uniform_int_distribution<std::uint32_t>(1, 3)(rng);
   p.scale = coin(rng) ? 1.0f : std::uniform_real_distribution<float>(-2.0f, 2.0f)(rng);

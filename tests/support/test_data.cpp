@@ -31,4 +31,13 @@ std::vector<float> random_floats(std::mt19937& rng, std::size_t n, float lo, flo
   return v;
 }
 
+std::int64_t random_query_offset(std::mt19937& rng, std::uint32_t queries, std::uint32_t keys, std::int64_t far, std::int64_t near) {
+  switch (std::uniform_int_distribution<int>(0, 3)(rng)) {
+    case 0: return 0;
+    case 1: return std::int64_t{keys} - queries;
+    case 2: return std::uniform_int_distribution<std::int64_t>(-far, far)(rng);
+    default: return std::uniform_int_distribution<std::int64_t>(-near, near)(rng);
+  }
+}
+
 }  // namespace relpos::test
