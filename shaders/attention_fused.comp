@@ -4,4 +4,5 @@
 #extension GL_GOOGLE_include_directive : require
 #define SHARED_LOAD(value, lane) (value)
 #define LANE_IN_SUBGROUP 0u
+#define LANE gl_LocalInvocationID.x
 #include "relpos/attention_fused.glsl"

@@ -283,7 +283,7 @@ uint group_of(const uint n) {
 }
 void main() {
   const uint items = gl_NumWorkGroups.x * WG_X;
-  uint t = gl_WorkGroupID.x * WG_X + gl_LocalInvocationID.x;
+  uint t = gl_WorkGroupID.x * WG_X + LANE;
   for (uint taken = 0u; taken < pc.rounds; ++taken) {
     if (LANE_SPLITS != 0u) t = atomicAdd(work[pc.work_slot], 1u);
     if (t >= items) break;
