@@ -123,7 +123,8 @@ struct AdoptedVulkan {
   // The VkApplicationInfo::apiVersion the instance was created with (VK_API_VERSION_1_0 when it
   // was created without a VkApplicationInfo). Required: 0 is refused.
   std::uint32_t api_version = 0;
-  // The device was created with subgroupSizeControl and computeFullSubgroups enabled.
+  // The device was created with subgroupSizeControl and computeFullSubgroups enabled: relpos then
+  // pins a subgroup size where there are several, and asks full subgroups where there is one.
   bool subgroup_size_control = false;
   // The device was created with VK_KHR_push_descriptor enabled (NVIDIA, AMD, Intel, lavapipe and
   // MoltenVK have it; core in Vulkan 1.4). relpos then records every binding into the command

@@ -291,10 +291,15 @@ SubgroupSizes subgroup_sizes(const Device& d, std::uint32_t instance_version) {
 // Xe2, whose register file per lane halves as the width doubles: the decoding kernels, the GPU
 // kernels that shuffle, spilled at SIMD16 on dg2), else the advertised one (AMD: 64 of 32-64,
 // whose registers per lane do not depend on the wave size). Without the control, no kernel may
-// depend on the size: subgroup shuffles are off.
+// depend on the size: subgroup shuffles are off. A device of one size with the control asks full
+// subgroups of its pipelines (Device::full_subgroup_size).
 void pin_subgroup_size(Device& d, const SubgroupSizes& s, bool control_enabled) {
   DeviceLimits& o = d.limits;
-  if (s.min == 0 || s.min == s.max) return;
+  if (s.min == 0) return;
+  if (s.min == s.max) {
+    if (control_enabled) d.full_subgroup_size = s.max;
+    return;
+  }
   if (!control_enabled) {
     o.subgroup_shuffle = false;
     return;
@@ -501,18 +506,19 @@ Context::Context(const ContextOptions& opt) : device_(std::make_shared<Device>()
   executable_info.pipelineExecutableInfo = VK_TRUE;
   VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
   if (d.tuning.pipeline_statistics) dci.pNext = &executable_info;
-  // Subgroup sizes pinned where they may vary (pin_subgroup_size).
+  // Subgroup sizes pinned where they may vary, full subgroups asked where there is one
+  // (pin_subgroup_size).
   const detail::SubgroupSizes sizes = detail::subgroup_sizes(d, version);
-  const bool pin = sizes.control && sizes.min != sizes.max;
+  const bool control = sizes.control;
   VkPhysicalDeviceSubgroupSizeControlFeatures size_control{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES};
-  if (pin) {
+  if (control) {
     size_control.subgroupSizeControl = VK_TRUE;
     size_control.computeFullSubgroups = VK_TRUE;
     size_control.pNext = const_cast<void*>(dci.pNext);
     dci.pNext = &size_control;
     if (sizes.extension) exts.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
   }
-  detail::pin_subgroup_size(d, sizes, pin);
+  detail::pin_subgroup_size(d, sizes, control);
   if (detail::can_push_descriptors(d)) {
     exts.push_back(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
     d.push_descriptors = true;

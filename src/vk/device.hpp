@@ -153,6 +153,11 @@ struct Device {
   // there is one size (or the device states no range), and none is asked.
   std::uint32_t required_subgroup_size = 0;
   std::uint32_t max_workgroup_subgroups = 0;  // with it: maxComputeWorkgroupSubgroups
+  // Where there is one size and computeFullSubgroups is enabled: that size. A pipeline whose shader
+  // uses subgroup operations and whose workgroup is a whole number of such subgroups is created with
+  // full subgroups, which the kernels that number their lanes subgroup by subgroup rely on (Vulkan
+  // promises none without). 0 otherwise (where the size is pinned, required_subgroup_size asks it).
+  std::uint32_t full_subgroup_size = 0;
   std::atomic<std::uint64_t> validation_messages{0};
   std::function<void(const ValidationMessage&)> on_message;
 

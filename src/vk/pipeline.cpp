@@ -94,7 +94,7 @@ const Pipeline& Device::pipeline(ShaderId shader, const SpecValues& spec_values)
   ci.stage.pName = "main";
   ci.stage.pSpecializationInfo = spec.empty() ? nullptr : &si;
   // The subgroup size the kernels were planned with, in full subgroups where the workgroup is
-  // whole subgroups (pin_subgroup_size, context.cpp).
+  // whole subgroups (pin_subgroup_size, context.cpp); on a device of one size, full subgroups alone.
   VkPipelineShaderStageRequiredSubgroupSizeCreateInfo required{VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO};
   if (required_subgroup_size && uses_subgroups(s)) {
     if (std::uint64_t{wg[0]} * wg[1] > std::uint64_t{required_subgroup_size} * max_workgroup_subgroups)
@@ -104,6 +104,8 @@ const Pipeline& Device::pipeline(ShaderId shader, const SpecValues& spec_values)
     required.requiredSubgroupSize = required_subgroup_size;
     ci.stage.pNext = &required;
     if (wg[0] % required_subgroup_size == 0) ci.stage.flags |= VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT;
+  } else if (full_subgroup_size && wg[0] % full_subgroup_size == 0 && uses_subgroups(s)) {
+    ci.stage.flags |= VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT;
   }
   ci.layout = p.layout;
   if (tuning.pipeline_statistics) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
