@@ -149,7 +149,10 @@ void encode_cache_row(CacheFormat f, std::span<const float> row, std::span<std::
         std::uint8_t* y = out.data() + blk * kQ8BlockBytes;
         // ggml's bytes for finite blocks. Its own leave a NaN or an infinity to the order of its
         // max and to an undefined float-to-int8 conversion; here such a block keeps the NaN (or
-        // +inf) in d and stores q = 0, so that every value of it decodes to NaN (d * 0).
+        // +inf) in d and stores q = 0, so that every value of it decodes to NaN (d * 0). A d below
+        // float32's smallest normal (largest |x| under about 1.5e-36) takes id = 0, so q = 0: its
+        // 1 / d may overflow (ggml's conversion of the infinite x * id is undefined), a device that
+        // flushes subnormals sees d = 0, and its binary16 d is 0 whatever q holds.
         float amax = 0.0f;
         bool nan = false;
         for (std::uint32_t j = 0; j < kQ8BlockValues; ++j) {
@@ -157,7 +160,7 @@ void encode_cache_row(CacheFormat f, std::span<const float> row, std::span<std::
           if (!std::isnan(x[j])) amax = std::max(amax, std::fabs(x[j]));
         }
         const float d = nan ? std::numeric_limits<float>::quiet_NaN() : amax / 127.0f;
-        const float id = d != 0.0f && std::isfinite(d) ? 1.0f / d : 0.0f;
+        const float id = std::isnormal(d) ? 1.0f / d : 0.0f;
         const std::uint16_t dh = float_to_half(d);
         std::memcpy(y, &dh, 2);
         for (std::uint32_t j = 0; j < kQ8BlockValues; ++j) {

@@ -231,6 +231,21 @@ TEST_F(ApiMisuse, OverlappingViewsOfOneVkBufferAreRefused) {
   ab.out = ab.q;
   expect_invalid([&] { attention(r2, at.p, ab); }, "out buffer = the q buffer: must be a buffer of its own");
   EXPECT_EQ(r2.dispatch_count(), 0u);
+
+  // RoPE into out: out over x's bytes is refused; out = x is the in-place rotation.
+  RopeParams rp;
+  rp.batch = 1;
+  rp.heads = 1;
+  rp.seq = 4;
+  rp.head_dim = 8;
+  Buffer x = Buffer::external(ctx, io.handle(), 4 * 8 * 4, usage, 0);
+  if (align < 4 * 8 * 4) {  // a view one alignment on overlaps x (io holds 2 * 128 bytes)
+    Buffer shifted = Buffer::external(ctx, io.handle(), 4 * 8 * 4, usage, align);
+    expect_invalid([&] { rope_into(r2, rp, x, shifted); }, "out buffer = bytes [" + std::to_string(align) + ", ");
+  }
+  EXPECT_EQ(r2.dispatch_count(), 0u);
+  rope_into(r2, rp, x, x);
+  EXPECT_GT(r2.dispatch_count(), 0u);
 }
 
 // Messages name what is wrong: the keys past the relative positions' range (not the offset), an

@@ -110,6 +110,15 @@ TEST(CacheFormat, Q8_0IsGgmlsBlock) {
     for (std::size_t i = 32; i < 64; ++i) EXPECT_TRUE(std::isnan(back[i])) << special << " value " << i;
     EXPECT_NEAR(back[0], 1.5f, 1e-3f) << special;  // the finite block before it keeps its values
   }
+  // A block of values so small that d = max|x| / 127 is below float32's smallest normal: q = 0
+  // (1 / d would overflow, and a device that flushes subnormals sees d = 0); d's binary16 is 0.
+  for (float tiny : {1e-37f, 1e-38f, 1e-40f, 1.4e-36f}) {
+    std::vector<float> row(32, tiny);
+    row[5] = -tiny / 3;
+    std::vector<std::uint8_t> t(34, 0xff);
+    encode_cache_row(CacheFormat::Q8_0, row, t);
+    EXPECT_EQ(t, std::vector<std::uint8_t>(34, 0)) << tiny;
+  }
   // Decoding: d * q with d the stored binary16; within half a step of the input.
   std::mt19937 rng(5);
   const std::vector<float> r = relpos::test::random_floats(rng, 64, -3.0f, 3.0f);

@@ -273,8 +273,8 @@ TEST_F(KvAppendFormats, Fp8EncoderOnTiesAndSaturation) {
 }
 
 // q8_0's encoder on blocks holding a NaN or an infinity (ggml leaves them undefined): d = NaN or
-// +inf and q = 0, equal to the host's bytes (CacheFormat.Q8_0IsGgmlsBlock checks the host's own),
-// beside finite blocks.
+// +inf and q = 0, and on blocks whose d is subnormal (q = 0), equal to the host's bytes
+// (CacheFormat.Q8_0IsGgmlsBlock checks the host's own), beside finite blocks.
 TEST_F(KvAppendFormats, Q8EncoderOnNonFiniteBlocks) {
   Context& ctx = gpu();
   constexpr std::uint32_t D = 64, T = 3;
@@ -287,6 +287,8 @@ TEST_F(KvAppendFormats, Q8EncoderOnNonFiniteBlocks) {
   for (std::size_t blk = 0; blk < rows.size() / 32; ++blk)
     if (blk % 3 != 2) rows[blk * 32 + blk % 32] = specials[blk % std::size(specials)];  // every third block finite
   rows[4 * 32 + 7] = INFINITY;  // beside block 4's NaN: NaN
+  for (std::size_t i = 0; i < 32; ++i) rows[2 * 32 + i] = (i % 2 ? -1e-38f : 3e-38f) * static_cast<float>(i % 5 + 1);  // d subnormal: q = 0
+  for (std::size_t i = 0; i < 32; ++i) rows[8 * 32 + i] = (i % 2 ? -2e-36f : 7e-36f) * static_cast<float>(i % 5 + 1);  // d normal, tiny
   const AppendedBytes a = append_into_zeros(ctx, p, rows, {1, 0}, {0, 5});
   EXPECT_EQ(a.got_k, a.want_k);
   EXPECT_EQ(a.got_v, a.want_v);

@@ -61,7 +61,9 @@ void record_rope(Recorder& r, const RopeParams& p, const Buffer& x, const Buffer
                  const RopePlanResources& plan) {
   const RopeFrequencies fr = rope_frequencies(p, positions != nullptr);
   if (!plan.prepare_only) {
-    require_own_buffers(r, {{&x, "x buffer"}, {out, "out buffer"}, {positions, "positions buffer"}});
+    // In place (no out, or out = x), x is written; else out, which may not share x's bytes.
+    const bool rotates_x = out == nullptr || out == &x;
+    require_own_buffers(r, {{&x, "x buffer", rotates_x}, {rotates_x ? nullptr : out, "out buffer", true}, {positions, "positions buffer"}});
     check_buffers(p, x, out, dtype, positions);
   }
   const auto& lim = r.context().limits();

@@ -107,7 +107,12 @@ bool q8_is_nan(float x) { return (floatBitsToUint(x) & 0x7fffffffu) > 0x7f800000
 // One value's part of the block's amax (NaN: none; the block's d is NaN, q8_block_scale).
 float q8_magnitude(float x) { return q8_is_nan(x) ? 0.0 : abs(x); }
 float q8_block_scale(float amax, bool any_nan) { return any_nan ? uintBitsToFloat(0x7fc00000u) : div_rn(amax, 127.0); }
-float q8_inverse(float d) { return d == 0.0 || (floatBitsToUint(d) & 0x7fffffffu) >= 0x7f800000u ? 0.0 : div_rn(1.0, d); }
+// id = 1 / d for a normal d; 0 for d zero, subnormal (its inverse may overflow; tested by its bits,
+// which a device that flushes subnormals keeps) or not finite.
+float q8_inverse(float d) {
+  const uint e = floatBitsToUint(d) & 0x7f800000u;
+  return e == 0u || e == 0x7f800000u ? 0.0 : div_rn(1.0, d);
+}
 // Four int8 of x * id, rounded half away from zero, as the bytes of one word (NaN products: 0).
 uint q8_encode4(vec4 x, float id) {
   precise vec4 p = x * id;
