@@ -156,8 +156,8 @@ void encode_cache_row(CacheFormat f, std::span<const float> row, std::span<std::
         float amax = 0.0f;
         bool nan = false;
         for (std::uint32_t j = 0; j < kQ8BlockValues; ++j) {
-          nan = nan || std::isnan(x[j]);
-          if (!std::isnan(x[j])) amax = std::max(amax, std::fabs(x[j]));
+          if (std::isnan(x[j])) nan = true;
+          else amax = std::max(amax, std::fabs(x[j]));
         }
         const float d = nan ? std::numeric_limits<float>::quiet_NaN() : amax / 127.0f;
         const float id = std::isnormal(d) ? 1.0f / d : 0.0f;

@@ -509,16 +509,15 @@ Context::Context(const ContextOptions& opt) : device_(std::make_shared<Device>()
   // Subgroup sizes pinned where they may vary, full subgroups asked where there is one
   // (pin_subgroup_size).
   const detail::SubgroupSizes sizes = detail::subgroup_sizes(d, version);
-  const bool control = sizes.control;
   VkPhysicalDeviceSubgroupSizeControlFeatures size_control{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES};
-  if (control) {
+  if (sizes.control) {
     size_control.subgroupSizeControl = VK_TRUE;
     size_control.computeFullSubgroups = VK_TRUE;
     size_control.pNext = const_cast<void*>(dci.pNext);
     dci.pNext = &size_control;
     if (sizes.extension) exts.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
   }
-  detail::pin_subgroup_size(d, sizes, control);
+  detail::pin_subgroup_size(d, sizes, sizes.control);
   if (detail::can_push_descriptors(d)) {
     exts.push_back(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
     d.push_descriptors = true;

@@ -195,7 +195,7 @@ void require_own_buffers(Recorder& r, std::initializer_list<BufferRole> buffers)
     for (auto b = a + 1; b != buffers.end(); ++b) {
       if (!a->buffer || !b->buffer || !(a->written || b->written)) continue;
       const Buffer &x = *a->buffer, &y = *b->buffer;
-      const std::string written = a->written ? a->name : b->name;
+      const char* written = a->written ? a->name : b->name;
       if (&x == &y) throw InvalidArgument(std::string(b->name) + " = the " + a->name + ": must be a buffer of its own (the op writes the " + written + ")");
       // A compile-only Context's buffers have no VkBuffer.
       if (x.handle() == VK_NULL_HANDLE || x.handle() != y.handle()) continue;
