@@ -17,6 +17,7 @@ using namespace relpos;
 using relpos::test::expect_invalid;
 using relpos::test::GpuTest;
 using relpos::test::gpu;
+using relpos::test::kAppBufferUsage;
 using relpos::test::random_floats;
 
 namespace {
@@ -189,9 +190,8 @@ TEST_F(ApiMisuse, OverlappingViewsOfOneVkBufferAreRefused) {
   const std::uint64_t align = std::max<std::uint64_t>(ctx.limits().min_storage_buffer_offset_alignment, 4);
   const std::uint64_t cache = append.p.cache_bytes(), apart = (cache + align - 1) / align * align;
   Buffer arena(ctx, 2 * apart);
-  const VkBufferUsageFlags usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
-  Buffer kc = Buffer::external(ctx, arena.handle(), cache, usage, 0), vc_apart = Buffer::external(ctx, arena.handle(), cache, usage, apart),
-         vc_overlapping = Buffer::external(ctx, arena.handle(), cache, usage, align), vc_same = Buffer::external(ctx, arena.handle(), cache, usage, 0);
+  Buffer kc = Buffer::external(ctx, arena.handle(), cache, kAppBufferUsage, 0), vc_apart = Buffer::external(ctx, arena.handle(), cache, kAppBufferUsage, apart),
+         vc_overlapping = Buffer::external(ctx, arena.handle(), cache, kAppBufferUsage, align), vc_same = Buffer::external(ctx, arena.handle(), cache, kAppBufferUsage, 0);
   Recorder r(ctx);
   KvAppendBuffers b = append.buffers();
   b.k_cache = &kc;
@@ -206,7 +206,7 @@ TEST_F(ApiMisuse, OverlappingViewsOfOneVkBufferAreRefused) {
   // Lengths advanced on the device are written: a view over the table's bytes is refused then
   // only (read only, it may share them).
   Buffer tables(ctx, 4 * 4);
-  Buffer table = Buffer::external(ctx, tables.handle(), 2 * 4, usage, 0), lengths = Buffer::external(ctx, tables.handle(), 4, usage, 0);
+  Buffer table = Buffer::external(ctx, tables.handle(), 2 * 4, kAppBufferUsage, 0), lengths = Buffer::external(ctx, tables.handle(), 4, kAppBufferUsage, 0);
   b.v_cache = &vc_apart;
   b.block_table = &table;
   b.cache_lengths = &lengths;
@@ -222,7 +222,7 @@ TEST_F(ApiMisuse, OverlappingViewsOfOneVkBufferAreRefused) {
   // Attention: out over q's bytes.
   Attention at(ctx, rng);
   Buffer io(ctx, 2 * 4 * 8 * 4);
-  Buffer q = Buffer::external(ctx, io.handle(), 4 * 8 * 4, usage, 0), out = Buffer::external(ctx, io.handle(), 4 * 8 * 4, usage, 0);
+  Buffer q = Buffer::external(ctx, io.handle(), 4 * 8 * 4, kAppBufferUsage, 0), out = Buffer::external(ctx, io.handle(), 4 * 8 * 4, kAppBufferUsage, 0);
   AttentionBuffers ab = at.buffers();
   ab.q = &q;
   ab.out = &out;
@@ -238,9 +238,9 @@ TEST_F(ApiMisuse, OverlappingViewsOfOneVkBufferAreRefused) {
   rp.heads = 1;
   rp.seq = 4;
   rp.head_dim = 8;
-  Buffer x = Buffer::external(ctx, io.handle(), 4 * 8 * 4, usage, 0);
+  Buffer x = Buffer::external(ctx, io.handle(), 4 * 8 * 4, kAppBufferUsage, 0);
   if (align < 4 * 8 * 4) {  // a view one alignment on overlaps x (io holds 2 * 128 bytes)
-    Buffer shifted = Buffer::external(ctx, io.handle(), 4 * 8 * 4, usage, align);
+    Buffer shifted = Buffer::external(ctx, io.handle(), 4 * 8 * 4, kAppBufferUsage, align);
     expect_invalid([&] { rope_into(r2, rp, x, shifted); }, "out buffer = bytes [" + std::to_string(align) + ", ");
   }
   EXPECT_EQ(r2.dispatch_count(), 0u);

@@ -27,6 +27,7 @@
 #include "support/tolerance.hpp"
 
 using namespace relpos;
+using relpos::test::kAppBufferUsage;
 using relpos::test::random_floats;
 
 namespace {
@@ -62,13 +63,12 @@ TEST(EngineLoop, DecodeStepsInTheApplicationsCommandBuffersCreateNothing) {
   const std::uint64_t cache_bytes = cache_values * 4;
   const std::uint64_t align = std::max<std::uint64_t>(ctx.limits().min_storage_buffer_offset_alignment, 16);
   const std::uint64_t stride = (cache_bytes + align - 1) / align * align;
-  constexpr auto kUsage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
-  VkBuffer app_cache = app.make_buffer(stride * 2 * kLayers, kUsage);
+  VkBuffer app_cache = app.make_buffer(stride * 2 * kLayers, kAppBufferUsage);
   std::vector<Buffer> kc, vc;
   std::vector<std::vector<float>> kc_ref, vc_ref, t5_tables;
   for (std::uint32_t l = 0; l < kLayers; ++l) {
-    kc.push_back(Buffer::external(ctx, app_cache, cache_bytes, kUsage, (2 * l) * stride));
-    vc.push_back(Buffer::external(ctx, app_cache, cache_bytes, kUsage, (2 * l + 1) * stride));
+    kc.push_back(Buffer::external(ctx, app_cache, cache_bytes, kAppBufferUsage, (2 * l) * stride));
+    vc.push_back(Buffer::external(ctx, app_cache, cache_bytes, kAppBufferUsage, (2 * l + 1) * stride));
     kc_ref.push_back(std::vector<float>(cache_values, 0.0f));
     vc_ref.push_back(std::vector<float>(cache_values, 0.0f));
     kc[l].upload(std::span<const float>(kc_ref[l]));

@@ -20,6 +20,7 @@ using namespace relpos;
 using relpos::test::expect_invalid;
 using relpos::test::GpuTest;
 using relpos::test::gpu;
+using relpos::test::kAppBufferUsage;
 using relpos::test::random_floats;
 using relpos::test::run;
 
@@ -223,17 +224,16 @@ TEST(KvAppendViews, ExternalBuffersAtOffsets) {
   options.tuning.distance_expansion = DistanceExpansion::Copies;  // the bias below by transfer copies
   Context ctx(app.adopted(), options);
   const std::uint64_t align = std::max<std::uint64_t>(ctx.limits().min_storage_buffer_offset_alignment, 4);
-  constexpr auto kUsage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
   const std::uint64_t step = (64 + align - 1) / align * align;  // views of 64 bytes, apart
-  VkBuffer whole = app.make_buffer(3 * step, kUsage);
-  Buffer a = Buffer::external(ctx, whole, 64, kUsage, step), b = Buffer::external(ctx, whole, 64, kUsage, 2 * step);
+  VkBuffer whole = app.make_buffer(3 * step, kAppBufferUsage);
+  Buffer a = Buffer::external(ctx, whole, 64, kAppBufferUsage, step), b = Buffer::external(ctx, whole, 64, kAppBufferUsage, 2 * step);
   EXPECT_EQ(a.offset(), step);
   const std::vector<float> ones(16, 1.0f), twos(16, 2.0f);
   a.upload(std::span<const float>(ones));
   b.upload(std::span<const float>(twos));
   EXPECT_EQ(a.download<float>(16), ones);
   EXPECT_EQ(b.download<float>(16), twos);
-  if (align > 4) expect_invalid([&] { (void)Buffer::external(ctx, whole, 64, kUsage, 4); }, "offset");
+  if (align > 4) expect_invalid([&] { (void)Buffer::external(ctx, whole, 64, kAppBufferUsage, 4); }, "offset");
   // A bias written into view b by transfer copies lands in b, leaving a as it was.
   T5Params t5;
   t5.queries = 4;
@@ -269,9 +269,8 @@ TEST(KvAppendDecode, SixtyFourStepsOfThreeSequences) {
 
   const std::uint64_t align = std::max<std::uint64_t>(ctx.limits().min_storage_buffer_offset_alignment, 16);
   const std::uint64_t cache_bytes = c.k_cache.size() * 4, v_at = (cache_bytes + align - 1) / align * align;
-  constexpr auto kUsage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
-  VkBuffer app_cache = app.make_buffer(v_at + cache_bytes, kUsage);
-  Buffer kc = Buffer::external(ctx, app_cache, cache_bytes, kUsage, 0), vc = Buffer::external(ctx, app_cache, cache_bytes, kUsage, v_at);
+  VkBuffer app_cache = app.make_buffer(v_at + cache_bytes, kAppBufferUsage);
+  Buffer kc = Buffer::external(ctx, app_cache, cache_bytes, kAppBufferUsage, 0), vc = Buffer::external(ctx, app_cache, cache_bytes, kAppBufferUsage, v_at);
   kc.upload(std::span<const float>(c.k_cache));
   vc.upload(std::span<const float>(c.v_cache));
   Buffer table = make_buffer(ctx, c.table), before(ctx, 12), after(ctx, 12), t5 = make_buffer(ctx, t5_table);

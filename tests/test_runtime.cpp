@@ -438,8 +438,7 @@ TEST_F(Runtime, ExternalBuffersEndOnAWordSoOddF16TensorsAreExact) {
   ASSERT_EQ(want.size(), 15u);
   for (VkDeviceSize bytes : {VkDeviceSize{30}, VkDeviceSize{32}}) {
     SCOPED_TRACE(bytes);
-    const VkBufferUsageFlags usage =
-        VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    const VkBufferUsageFlags usage = relpos::test::kAppBufferUsage;
     const AppBuffer app(device, bytes, usage);
     if (bytes % 4 != 0) {
       try {

@@ -10,6 +10,11 @@
 
 namespace relpos::test {
 
+// The usage of the application buffers the tests wrap (Buffer::external): storage, and transfers
+// both ways for uploads and downloads.
+inline constexpr VkBufferUsageFlags kAppBufferUsage =
+    VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+
 // The validated context (RELPOS_DEVICE picks the device, as for the tool).
 Context& gpu();
 // A context on the same device whose limits are lowered so that small tensors take the split
