@@ -272,3 +272,21 @@ TEST(ApiMessages, NameTheParameterAtFault) {
   SinusoidalParams sp{3000000000u, 4, 0, 0.0};
   expect_invalid([&] { sp.validate(); }, "positions = 3000000000 (offset = 0)");
 }
+
+// Products of 32-bit sizes that pass 2^64 are refused, not taken for their remainder: 13309 ·
+// 1174891961 · 1179713 = 2^64 + 21 rows passed as 21, and attention() then looped without end
+// over chunks of a shape it took for small.
+TEST(ApiMessages, ProductsPastTwoToTheSixtyFourAreRefused) {
+  AttentionParams p{.batch = 13309, .heads = 1174891961u, .queries = 1179713, .keys = 1, .head_dim = 4};
+  expect_invalid([&] { p.validate(); }, "batch * heads * queries * head_dim / 4 = 2^62 or more: must be < 2^32");
+  p = AttentionParams{.batch = 1u << 22, .heads = 1u << 21, .queries = 1u << 21, .keys = 1, .head_dim = 4};  // exactly 2^64
+  expect_invalid([&] { p.validate(); }, "batch * heads * queries * head_dim / 4");
+  AttentionMergeParams m{.parts = 16, .rows = std::uint64_t{1} << 60, .head_dim = 4};  // 2^64 values
+  expect_invalid([&] { m.validate(); }, "parts * rows * head_dim / 4 = 2^62 or more");
+  // 2^31 blocks of 16 keys, 2^28 kv heads of head_dim 2: 2^64 elements, 2^66 bytes.
+  KvAppendParams k;
+  k.heads = k.kv_heads = 1u << 28;
+  k.head_dim = 2;
+  k.paged = PagedKv{.block_size = 16, .num_blocks = 1u << 31, .max_blocks = 1};
+  expect_invalid([&] { k.validate(); }, "k_cache bytes (num_blocks * block_size * kv_heads * row bytes) = 2^64 or more");
+}

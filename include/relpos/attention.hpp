@@ -139,7 +139,8 @@ struct AttentionParams {
     return static_cast<std::uint32_t>(paged.enabled() ? row % kv_heads : (row / keys) % kv_heads);
   }
   // Rows of q, out and lse: batch * heads * queries, or total_queries * heads when packed.
-  std::uint64_t rows() const { return packed() ? std::uint64_t{total_queries} * heads : std::uint64_t{batch} * heads * queries; }
+  // (batch · heads · queries, or total_queries · heads packed; 2^64 - 1 where that would not fit, which validate() refuses.)
+  std::uint64_t rows() const;
   DType output_dtype() const { return out_dtype.value_or(dtype); }
   // The shape of the bias input's floats for this mode, outermost first (empty for None and Shaw),
   // and their number (0 for those).

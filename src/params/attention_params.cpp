@@ -29,9 +29,13 @@ float AttentionParams::effective_scale() const {
   return scale ? *scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
 }
 
+std::uint64_t AttentionParams::rows() const {
+  return packed() ? detail::saturated_product({total_queries, heads}) : detail::saturated_product({batch, heads, queries});
+}
+
 std::uint64_t AttentionParams::kv_bytes() const {
-  const std::uint64_t rows = paged.enabled() ? std::uint64_t{paged.num_blocks} * paged.block_size * kv_heads : std::uint64_t{batch} * kv_heads * keys;
-  return rows * cache_row_bytes(cache(), head_dim);
+  return paged.enabled() ? detail::saturated_product({paged.num_blocks, paged.block_size, kv_heads, cache_row_bytes(cache(), head_dim)})
+                         : detail::saturated_product({batch, kv_heads, keys, cache_row_bytes(cache(), head_dim)});
 }
 
 std::vector<std::uint64_t> AttentionParams::bias_shape() const {
@@ -41,7 +45,9 @@ std::vector<std::uint64_t> AttentionParams::bias_shape() const {
 
 std::uint64_t AttentionParams::bias_elements() const {
   const std::vector<std::uint64_t> shape = bias_shape();
-  return shape.empty() ? 0 : std::accumulate(shape.begin(), shape.end(), std::uint64_t{1}, std::multiplies<>());
+  std::uint64_t n = shape.empty() ? 0 : 1;
+  for (std::uint64_t d : shape) n = detail::saturated_product({n, d});
+  return n;
 }
 
 T5Params AttentionParams::t5_row_params() const {
@@ -119,16 +125,23 @@ void AttentionParams::validate() const {
   require(last < kMax, "keys", str(keys) + " (query_offset = " + std::to_string(off) + ")", "puts relative positions above 2^31 - 1");
   // The GPU indexes 4-element words and bias values with 32-bit integers.
   constexpr std::uint64_t k32 = 0xffffffffull;
-  require(rows() * head_dim / 4 <= k32, "batch * heads * queries * head_dim / 4", str(rows() * head_dim / 4), "must be < 2^32");
-  require(kv_bytes() / 4 <= k32, "k and v bytes / 4", str(kv_bytes() / 4), "must be < 2^32 (the kernels index them in 32-bit words)");
-  if (paged.enabled())
-    require(paged.cache_elements(kv_heads, head_dim) / 4 <= k32, "num_blocks * block_size * kv_heads * head_dim / 4",
-            str(paged.cache_elements(kv_heads, head_dim) / 4), "must be < 2^32");
-  else
-    require(std::uint64_t{batch} * kv_heads * keys * head_dim / 4 <= k32, "batch * kv_heads * keys * head_dim / 4",
-            str(std::uint64_t{batch} * kv_heads * keys * head_dim / 4), "must be < 2^32");
+  using detail::saturated_product;
+  // Products of up to four 32-bit fields, in 4-element words.
+  auto words = [](std::initializer_list<std::uint64_t> dims) { return saturated_product(dims) / 4; };
+  auto words_text = [](std::uint64_t w) { return w == std::numeric_limits<std::uint64_t>::max() / 4 ? std::string("2^62 or more") : str(w); };
+  const std::uint64_t q_words = words({rows(), head_dim});
+  require(q_words <= k32, packed() ? "total_queries * heads * head_dim / 4" : "batch * heads * queries * head_dim / 4", words_text(q_words),
+          "must be < 2^32");
+  require(kv_bytes() / 4 <= k32, "k and v bytes / 4", words_text(kv_bytes() / 4), "must be < 2^32 (the kernels index them in 32-bit words)");
+  if (paged.enabled()) {
+    const std::uint64_t w = words({paged.num_blocks, paged.block_size, kv_heads, head_dim});
+    require(w <= k32, "num_blocks * block_size * kv_heads * head_dim / 4", words_text(w), "must be < 2^32");
+  } else {
+    const std::uint64_t w = words({batch, kv_heads, keys, head_dim});
+    require(w <= k32, "batch * kv_heads * keys * head_dim / 4", words_text(w), "must be < 2^32");
+  }
   if (const auto family_checks = detail::bias_family(bias).validate) family_checks(*this);
-  require(bias_elements() <= k32, "bias elements", str(bias_elements()), "must be < 2^32");
+  require(bias_elements() <= k32, "bias elements", detail::product_text(bias_elements()), "must be < 2^32");
   require(key_splits <= keys, "key_splits", str(key_splits), "must be <= keys = " + str(keys));
   require(key_splits <= AttentionMergeParams::kMaxParts, "key_splits", str(key_splits),
           "must be <= " + str(AttentionMergeParams::kMaxParts) + " (the splits' merge)");
@@ -144,8 +157,9 @@ void AttentionMergeParams::validate() const {
   require(rows >= 1, "rows", str(rows), "must be >= 1");
   require_head_dim(head_dim);
   require(dtype != DType::I32, "dtype", "i32", "must be f32, f16 or bf16");
-  require(std::uint64_t{parts} * rows * head_dim / 4 <= 0xffffffffull, "parts * rows * head_dim / 4",
-          str(std::uint64_t{parts} * rows * head_dim / 4), "must be < 2^32");
+  const std::uint64_t elements = detail::saturated_product({parts, rows, head_dim});
+  require(elements / 4 <= 0xffffffffull, "parts * rows * head_dim / 4",
+          elements == std::numeric_limits<std::uint64_t>::max() ? std::string("2^62 or more") : str(elements / 4), "must be < 2^32");
 }
 
 }  // namespace relpos

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <initializer_list>
+#include <limits>
 #include <string>
 
 #include "relpos/dtype.hpp"
@@ -26,6 +27,22 @@ inline std::string number_text(double v) {
 // A float storage that every op takes: f32 or f16 (bf16 is fused attention's only).
 inline void require_f32_or_f16(DType t, const std::string& parameter) {
   require(t == DType::F32 || t == DType::F16, parameter, std::string(dtype_name(t)), "must be f32 or f16");
+}
+
+// The product of the dimensions, saturated at 2^64 - 1 where it would wrap: checked against a
+// limit below 2^64, a product however far past 2^64 is refused, not taken for its remainder.
+inline std::uint64_t saturated_product(std::initializer_list<std::uint64_t> dims) {
+  std::uint64_t n = 1;
+  bool saturated = false;
+  for (std::uint64_t d : dims) {
+    if (d == 0) return 0;
+    saturated = saturated || __builtin_mul_overflow(n, d, &n);
+  }
+  return saturated ? std::numeric_limits<std::uint64_t>::max() : n;
+}
+// A product as an error message shows it.
+inline std::string product_text(std::uint64_t n) {
+  return n == std::numeric_limits<std::uint64_t>::max() ? std::string("2^64 or more") : std::to_string(n);
 }
 
 // The product of the dimensions, or InvalidArgument naming `what` when it does not fit in 64 bits

@@ -52,8 +52,8 @@ void FourierParams::validate() const {
           "query_offset", std::to_string(off), "puts positions or relative positions outside +-(2^31 - 1)");
   const std::uint64_t row = std::uint64_t{row_len()} * heads;
   require(row <= 0xffffffffull, "heads * (queries + keys - 1)", std::to_string(row), "must be < 2^32");
-  const std::uint64_t rows = std::uint64_t{batch} * heads * queries;
-  require(rows <= 0xffffffffull, "batch * heads * queries", std::to_string(rows), "must be < 2^32");
+  const std::uint64_t rows = detail::saturated_product({batch, heads, queries});
+  require(rows <= 0xffffffffull, "batch * heads * queries", detail::product_text(rows), "must be < 2^32");
   detail::checked_elements({batch, heads, queries, keys}, "batch * heads * queries * keys");
 }
 

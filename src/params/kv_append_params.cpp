@@ -29,7 +29,7 @@ RopeParams KvAppendParams::rope_params(std::uint32_t x_heads) const {
 }
 
 std::uint64_t KvAppendParams::cache_bytes() const {
-  return std::uint64_t{paged.num_blocks} * paged.block_size * kv_heads * cache_row_bytes(cache(), head_dim);
+  return detail::saturated_product({paged.num_blocks, paged.block_size, kv_heads, cache_row_bytes(cache(), head_dim)});
 }
 
 std::uint64_t KvAppendParams::input_rows() const { return ragged ? std::uint64_t{packed_tokens} : std::uint64_t{batch} * new_tokens; }
@@ -50,17 +50,17 @@ void KvAppendParams::validate() const {
   check_cache_head_dim(cache(), head_dim);
   check_cache_scales(cache(), k_scales, kv_heads, "k_scales");
   check_cache_scales(cache(), v_scales, kv_heads, "v_scales");
-  require(cache_bytes() <= 0xffffffffull, "k_cache bytes (num_blocks * block_size * kv_heads * row bytes)", str(cache_bytes()),
+  require(cache_bytes() <= 0xffffffffull, "k_cache bytes (num_blocks * block_size * kv_heads * row bytes)", detail::product_text(cache_bytes()),
           "must be < 2^32");
-  require(paged.cache_elements(kv_heads, head_dim) <= 0xffffffffull, "num_blocks * block_size * kv_heads * head_dim",
-          str(paged.cache_elements(kv_heads, head_dim)), "must be < 2^32");
+  const std::uint64_t cache_elements = detail::saturated_product({paged.num_blocks, paged.block_size, kv_heads, head_dim});
+  require(cache_elements <= 0xffffffffull, "num_blocks * block_size * kv_heads * head_dim", detail::product_text(cache_elements), "must be < 2^32");
   require(!(advance_lengths && lengths_include_new), "lengths_include_new", "true",
           "is not taken with advance_lengths (lengths that already count the new keys are not advanced again)");
   if (ragged)
     require(packed_tokens >= 1 && packed_tokens <= std::uint64_t{batch} * new_tokens, "packed_tokens", str(packed_tokens),
             "must be in [1, batch * new_tokens = " + str(std::uint64_t{batch} * new_tokens) + "] (the rows of the packed k and v)");
-  require(std::uint64_t{batch} * heads * new_tokens * head_dim <= 0xffffffffull, "batch * heads * new_tokens * head_dim",
-          str(std::uint64_t{batch} * heads * new_tokens * head_dim), "must be < 2^32");
+  const std::uint64_t input_elements = detail::saturated_product({batch, heads, new_tokens, head_dim});
+  require(input_elements <= 0xffffffffull, "batch * heads * new_tokens * head_dim", detail::product_text(input_elements), "must be < 2^32");
   require(std::uint64_t{batch} * paged.max_blocks <= 0xffffffffull, "batch * max_blocks", str(std::uint64_t{batch} * paged.max_blocks),
           "must be < 2^32");
   if (apply_rope) rope_params(heads).validate();
