@@ -1,5 +1,6 @@
 #include "relpos/npy.hpp"
 
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -9,7 +10,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
-#include <regex>
+#include <map>
 
 #include "params/checks.hpp"
 #include "relpos/error.hpp"
@@ -22,11 +23,59 @@ namespace {
   throw InvalidArgument(path + ": not a readable .npy file: " + why);
 }
 
-std::string dict_value(const std::string& header, const std::string& key) {
-  const std::regex re("'" + key + "'\\s*:\\s*('[^']*'|True|False|\\([^)]*\\))");
-  std::smatch m;
-  if (!std::regex_search(header, m, re)) return {};
-  return m[1].str();
+// A value of a header as a message shows it: at most 40 characters.
+std::string shown(const std::string& v) { return v.size() <= 40 ? v : v.substr(0, 37) + "..."; }
+
+// The header's dict literal, e.g. {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }: its
+// values by key, as their source text (strings with their quotes). A key given twice keeps its
+// last value, as Python's dict literal does; keys other than numpy's three are refused, as numpy
+// refuses them. Parsed by hand, in one pass: a pattern matcher's backtracking recursed once per
+// character and overflowed the stack on a long (legal) header.
+std::map<std::string, std::string> header_dict(const std::string& path, const std::string& h) {
+  std::size_t at = 0;
+  auto skip = [&] {
+    while (at < h.size() && (h[at] == ' ' || h[at] == '\t' || h[at] == '\n' || h[at] == '\r')) ++at;
+  };
+  auto expect = [&](char c) {
+    skip();
+    if (at >= h.size() || h[at] != c) bad(path, std::string("header is no dict literal (expected '") + c + "' at byte " + std::to_string(at) + ")");
+    ++at;
+  };
+  // A quoted string, True, False or a parenthesised tuple (a shape holds no nested parentheses).
+  auto token = [&]() -> std::string {
+    skip();
+    const std::size_t from = at;
+    if (at < h.size() && (h[at] == '\'' || h[at] == '"')) {
+      const std::size_t end = h.find(h[at], at + 1);
+      if (end == std::string::npos) bad(path, "header has an unterminated string at byte " + std::to_string(from));
+      at = end + 1;
+    } else if (at < h.size() && h[at] == '(') {
+      const std::size_t end = h.find(')', at);
+      if (end == std::string::npos) bad(path, "header has an unterminated tuple at byte " + std::to_string(from));
+      at = end + 1;
+    } else {
+      while (at < h.size() && std::isalpha(static_cast<unsigned char>(h[at]))) ++at;
+      if (at == from) bad(path, "header has an unexpected character at byte " + std::to_string(from));
+    }
+    return h.substr(from, at - from);
+  };
+  std::map<std::string, std::string> dict;
+  expect('{');
+  for (;;) {
+    skip();
+    if (at < h.size() && h[at] == '}') break;
+    const std::string key = token();
+    if (key.size() < 2 || (key[0] != '\'' && key[0] != '"')) bad(path, "header key " + shown(key) + " is not a string");
+    const std::string name = key.substr(1, key.size() - 2);
+    if (name != "descr" && name != "fortran_order" && name != "shape")
+      bad(path, "header key '" + shown(name) + "' is not one of numpy's (descr, fortran_order, shape)");
+    expect(':');
+    dict[name] = token();
+    skip();
+    if (at < h.size() && h[at] == ',') ++at;
+    else if (at >= h.size() || h[at] != '}') bad(path, "header is no dict literal (expected ',' or '}' at byte " + std::to_string(at) + ")");
+  }
+  return dict;
 }
 
 std::uint32_t descr_size(std::string_view d) {
@@ -56,10 +105,10 @@ std::vector<std::uint64_t> parse_shape(const std::string& path, const std::strin
     if (item.empty() && end == inner.size() && !dims.empty()) break;  // the trailing comma of "(3,)"
     std::uint64_t d = 0;
     const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), d);
-    if (!item.empty() && item[0] == '-') bad(path, "negative dimension " + item + " in shape " + tuple);
-    if (ec == std::errc::result_out_of_range) bad(path, "dimension " + item + " in shape " + tuple + " does not fit 64 bits");
+    if (!item.empty() && item[0] == '-') bad(path, "negative dimension " + shown(item) + " in shape " + shown(tuple));
+    if (ec == std::errc::result_out_of_range) bad(path, "dimension " + shown(item) + " in shape " + shown(tuple) + " does not fit 64 bits");
     if (item.empty() || ec != std::errc() || ptr != item.data() + item.size())
-      bad(path, "dimension '" + item + "' in shape " + tuple + " is not a whole number");
+      bad(path, "dimension '" + shown(item) + "' in shape " + shown(tuple) + " is not a whole number");
     dims.push_back(d);
   }
   return dims;
@@ -90,7 +139,7 @@ void read_data(std::ifstream& f, const std::string& path, const std::string& tup
     const std::uint64_t have = out.size(), step = std::min(kChunk, bytes - have);
     out.resize(have + step);
     if (!f.read(reinterpret_cast<char*>(out.data() + have), static_cast<std::streamsize>(step)))
-      bad(path, "data truncated: shape " + tuple + " needs " + std::to_string(bytes) + " bytes, the file holds " +
+      bad(path, "data truncated: shape " + shown(tuple) + " needs " + std::to_string(bytes) + " bytes, the file holds " +
                     std::to_string(have + static_cast<std::uint64_t>(f.gcount())));
   }
 }
@@ -188,18 +237,19 @@ NpyArray read_npy(const std::string& path) {
   if (!f.read(header.data(), header_len)) bad(path, "truncated header");
 
   NpyArray a;
-  std::string descr = dict_value(header, "descr"), order = dict_value(header, "fortran_order"), shape = dict_value(header, "shape");
-  if (descr.size() < 2 || order.empty() || shape.empty()) bad(path, "header lacks descr, fortran_order or shape");
+  std::map<std::string, std::string> dict = header_dict(path, header);
+  const std::string descr = dict["descr"], order = dict["fortran_order"], shape = dict["shape"];
+  if (descr.size() < 2 || descr[0] == '(' || order.empty() || shape.empty() || shape[0] != '(')
+    bad(path, "header lacks a descr string, fortran_order or a shape tuple");
   a.descr = descr.substr(1, descr.size() - 2);
   if (a.descr.size() >= 1 && a.descr[0] == '|') a.descr[0] = '<';  // single-byte types have no order
   if (order != "False") bad(path, "Fortran-ordered arrays are not supported (use numpy.ascontiguousarray)");
-  static const std::regex known("<(f2|f4|f8|i4|i8|u1|u2)");
-  if (!std::regex_match(a.descr, known))
-    bad(path, "dtype '" + a.descr + "' is not supported (little-endian float16/32/64, int32/64, uint8 or uint16 only)");
+  if (descr_size(a.descr) == 0)
+    bad(path, "dtype '" + shown(a.descr) + "' is not supported (little-endian float16/32/64, int32/64, uint8 or uint16 only)");
   a.shape = parse_shape(path, shape);
   std::uint64_t n = 1;
   for (auto d : a.shape) {
-    if (d != 0 && n > kMaxElements / d) bad(path, "shape " + shape + " has more than 2^40 elements");
+    if (d != 0 && n > kMaxElements / d) bad(path, "shape " + shown(shape) + " has more than 2^40 elements");
     n *= d;
   }
   const std::uint64_t bytes = n * descr_size(a.descr);
@@ -209,7 +259,7 @@ NpyArray read_npy(const std::string& path) {
     if (*left < bytes)
       bad(path, "data truncated: shape " + shape + " needs " + std::to_string(bytes) + " bytes, the file holds " + std::to_string(*left));
     if (*left > bytes)
-      bad(path, std::to_string(*left - bytes) + " bytes after the data of shape " + shape + " (" + std::to_string(bytes) + " bytes)");
+      bad(path, std::to_string(*left - bytes) + " bytes after the data of shape " + shown(shape) + " (" + std::to_string(bytes) + " bytes)");
   }
   read_data(f, path, shape, bytes, a.bytes);
   return a;

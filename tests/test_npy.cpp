@@ -93,6 +93,38 @@ TEST(Npy, BadFilesGiveClearErrors) {
   expect_error(temp("complex.npy"), "dtype");
 }
 
+// The header is the dict literal numpy writes, read as Python reads it: any spacing (a legal header
+// of 60,000 spaces overflowed the stack of the pattern matcher that parsed it before), either
+// quote, a key given twice taking its last value; keys numpy does not write are refused, and a
+// message shows a long value cut short.
+TEST(Npy, HeaderIsReadAsPythonReadsItsDictLiteral) {
+  auto expect_error = [](const std::string& path, const std::string& word) {
+    try {
+      read_npy(path);
+      ADD_FAILURE() << path << " was accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << e.what();
+      EXPECT_LT(std::string(e.what()).size(), 400u) << "a message of bounded length";
+    }
+  };
+  write_raw(temp("spaces.npy"), "{'descr':" + std::string(60000, ' ') + "'<f4', 'fortran_order': False, 'shape': (2,), }", 8);
+  EXPECT_EQ(read_npy(temp("spaces.npy")).shape, (std::vector<std::uint64_t>{2}));
+  write_raw(temp("quotes.npy"), "{\"descr\": \"<f4\", \"fortran_order\": False, \"shape\": (1, 3)}", 12);
+  EXPECT_EQ(read_npy(temp("quotes.npy")).shape, (std::vector<std::uint64_t>{1, 3}));
+  write_raw(temp("twice.npy"), "{'fortran_order': False, 'descr': '<f4', 'shape': (2, 2), 'fortran_order': True, }", 16);
+  expect_error(temp("twice.npy"), "Fortran");
+  write_raw(temp("extra.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'note': 'descr', }", 8);
+  expect_error(temp("extra.npy"), "'note' is not one of numpy's");
+  write_raw(temp("longdescr.npy"), "{'descr': '<f4" + std::string(50000, 'x') + "', 'fortran_order': False, 'shape': (2,), }", 8);
+  expect_error(temp("longdescr.npy"), "is not supported");
+  write_raw(temp("longshape.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (2" + std::string(50000, ' ') + "x), }", 8);
+  expect_error(temp("longshape.npy"), "not a whole number");
+  write_raw(temp("open.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (2, ", 8);
+  expect_error(temp("open.npy"), "unterminated tuple");
+  write_raw(temp("nodict.npy"), "'descr': '<f4'", 8);
+  expect_error(temp("nodict.npy"), "no dict literal");
+}
+
 // The header's shape is checked against the file before anything is allocated: a small file
 // claiming a huge array fails at once (a 1 TiB claim would otherwise throw bad_alloc or abort).
 TEST(Npy, HugeShapeInASmallFileFailsBeforeAllocating) {
