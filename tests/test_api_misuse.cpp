@@ -248,6 +248,19 @@ TEST_F(ApiMisuse, OverlappingViewsOfOneVkBufferAreRefused) {
   EXPECT_GT(r2.dispatch_count(), 0u);
 }
 
+// A view must lie within its VkBuffer: a 1 MiB view of a 64-byte buffer, or an offset whose sum with
+// the size passes 2^64, let relpos's copies and shaders write past the buffer's end.
+TEST_F(ApiMisuse, ExternalViewsPastTheirVkBufferAreRefused) {
+  Context& ctx = gpu();
+  Buffer small(ctx, 64);
+  const std::uint64_t align = std::max<std::uint64_t>(ctx.limits().min_storage_buffer_offset_alignment, 4);
+  expect_invalid([&] { (void)Buffer::external(ctx, small.handle(), 1 << 20, kAppBufferUsage, 0); }, "offset + bytes = 0 + 1048576: must be within the VkBuffer");
+  expect_invalid([&] { (void)Buffer::external(ctx, small.handle(), 64, kAppBufferUsage, 0 - align); }, "must be within the VkBuffer");
+  expect_invalid([&] { (void)Buffer::external(ctx, small.handle(), 64, kAppBufferUsage, 64 * align); }, "must be within the VkBuffer");
+  const Buffer whole = Buffer::external(ctx, small.handle(), 64, kAppBufferUsage, 0);
+  EXPECT_EQ(whole.size(), 64u);
+}
+
 // Messages name what is wrong: the keys past the relative positions' range (not the offset), an
 // enum value that is no cache format, a T5 table's bucket count (not the element count it makes).
 TEST(ApiMessages, NameTheParameterAtFault) {

@@ -182,6 +182,14 @@ Buffer Buffer::external(Context& ctx, VkBuffer buffer, std::uint64_t bytes, VkBu
   if (offset % align != 0)
     throw InvalidArgument("Buffer::external: offset = " + std::to_string(offset) + ": must be a multiple of minStorageBufferOffsetAlignment = " +
                           std::to_string(align) + " (relpos binds the view from there)");
+  // The view lies within the VkBuffer: its memory requirements' size is at least the size it was
+  // created with (and no more than alignment padding past it), so a view ending beyond that is
+  // past the buffer's end, where relpos's copies and shaders would write into other memory.
+  VkMemoryRequirements req{};
+  ctx.device_->vk.vkGetBufferMemoryRequirements(ctx.device_->device, buffer, &req);
+  if (offset > req.size || bytes > req.size - offset)
+    throw InvalidArgument("Buffer::external: offset + bytes = " + std::to_string(offset) + " + " + std::to_string(bytes) +
+                          ": must be within the VkBuffer (" + std::to_string(req.size) + " bytes by its memory requirements)");
   Buffer b;
   b.device_ = ctx.device_;
   b.buffer_ = buffer;
