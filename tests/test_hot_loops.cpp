@@ -520,6 +520,39 @@ TEST_F(HotLoops, BiasPlanRefusesStepsOutsideItsEnvelope) {
   EXPECT_EQ(r.dispatch_count(), 0u);
 }
 
+// Steps of one RopePlan recorded together, submitted once: each step's table (dynamic NTK's,
+// changing with the positions) is written in the command buffer after the step before has read
+// its own. Recorded before the op's barrier, the write raced the earlier step's reads on a GPU
+// (the validation layer's synchronization checks reported the hazard); each step's rotation is the
+// free function's.
+TEST_F(HotLoops, RopePlanStepsShareOneRecording) {
+  Context& ctx = gpu();
+  std::mt19937 rng(37);
+  RopeParams env;
+  env.seq = 8;
+  env.heads = 2;
+  env.head_dim = 16;
+  env.scaling = {.type = RopeScaling::DynamicNtk, .factor = 2.0, .original_max_position = 64};
+  RopePlan plan(ctx, env, DType::F32, true, false);
+  const std::vector<RopeStep> steps = {{8, 0}, {1, 500}, {3, 4000}};
+  std::vector<Buffer> planned, direct;
+  Recorder r(ctx), fr(ctx);
+  for (const RopeStep& st : steps) {
+    RopeParams p = env;
+    p.seq = st.seq;
+    p.position_offset = st.position_offset;
+    const std::vector<float> x = random_floats(rng, p.elements(), -2.0f, 2.0f);
+    planned.push_back(make_buffer(ctx, x));
+    direct.push_back(make_buffer(ctx, x));
+    plan.record(r, st, planned.back());
+    rope(fr, p, direct.back());
+  }
+  r.submit_and_wait();
+  fr.submit_and_wait();
+  for (std::size_t k = 0; k < steps.size(); ++k)
+    EXPECT_EQ(planned[k].download<float>(planned[k].size() / 4), direct[k].download<float>(direct[k].size() / 4)) << "step " << k;
+}
+
 // RoPE through a plan: the same bits as rope()/rope_into() for every step (seq and offsets moving,
 // dynamic NTK's table changing with the positions), nothing created after the first step.
 TEST_F(HotLoops, RopePlanEqualsTheFreeFunctions) {

@@ -119,18 +119,6 @@ void record_rope(Recorder& r, const RopeParams& p, const Buffer& x, const Buffer
   if (np_for(nl) == 0) nl = (span_max - dim) / g.l_stride + 1;
   const std::uint64_t np = std::min({g.p_count, np_for(nl), std::uint64_t{lim.max_workgroup_count[1]} * wg_y});
 
-  // A plan's frequencies travel in the command buffer (a pending step keeps its own); otherwise a
-  // host buffer no submitted work uses yet.
-  const Buffer* freq = plan.frequencies;
-  if (freq) {
-    std::vector<std::uint32_t> words(fr.inv_freq.size());
-    std::memcpy(words.data(), fr.inv_freq.data(), words.size() * 4);
-    detail::update_words(r, *freq, 0, words);
-  } else {
-    Buffer& host = detail::scratch(r, fr.inv_freq.size() * 4, MemoryUse::Host);
-    std::memcpy(host.host_pointer(), fr.inv_freq.data(), fr.inv_freq.size() * 4);
-    freq = &host;
-  }
   const contract::RopeSpec spec{.WG_X = wg_x,
                                 .WG_Y = wg_y,
                                 .F16 = dtype == DType::F16 ? 1u : 0u,
@@ -145,8 +133,22 @@ void record_rope(Recorder& r, const RopeParams& p, const Buffer& x, const Buffer
     detail::device_of(r.context())->pipeline(ShaderId::rope, spec);
     return;
   }
+  // The op's barrier first: a plan's update below overwrites the table an earlier step of the same
+  // recording reads (recorded before it, the write raced those reads on a GPU).
   const auto op = detail::begin_op(r);
-  if (plan.frequencies) detail::barrier(r);  // the update before the shader's reads
+  // A plan's frequencies travel in the command buffer (a pending step keeps its own); otherwise a
+  // host buffer no submitted work uses yet.
+  const Buffer* freq = plan.frequencies;
+  if (freq) {
+    std::vector<std::uint32_t> words(fr.inv_freq.size());
+    std::memcpy(words.data(), fr.inv_freq.data(), words.size() * 4);
+    detail::update_words(r, *freq, 0, words);
+    detail::barrier(r);  // the update before the shader's reads
+  } else {
+    Buffer& host = detail::scratch(r, fr.inv_freq.size() * 4, MemoryUse::Host);
+    std::memcpy(host.host_pointer(), fr.inv_freq.data(), fr.inv_freq.size() * 4);
+    freq = &host;
+  }
   for (std::uint64_t p0 = 0; p0 < g.p_count; p0 += np)
     for (std::uint64_t l0 = 0; l0 < g.l_count; l0 += nl) {
       const std::uint64_t pn = std::min(np, g.p_count - p0), ln = std::min(nl, g.l_count - l0);
