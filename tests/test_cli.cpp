@@ -1011,6 +1011,9 @@ TEST(Cli, RopeScalingFlagsMustBelongToTheScaling) {
            {" --scaling ntk --original-max-position 64", "--scaling ntk: needs --factor"},
            {" --scaling yarn --original-max-position 64", "--scaling yarn: needs --factor"},
            {" --scaling llama3", "--scaling llama3: needs --factor"},
+           // A 0 given is refused, not replaced by llama3's default (which is for the flag left out).
+           {" --scaling llama3 --factor 8 --original-max-position 0", "scaling.original_max_position = 0: must be >= 1"},
+           {" --scaling yarn --factor 4 --original-max-position 64 --beta-fast 1 --beta-slow 32", "scaling.beta_fast = 1: must be >= beta_slow = 32"},
        }) {
     auto r = tool(rope + args);
     EXPECT_EQ(r.status, 1) << args << ": " << r.output;

@@ -261,7 +261,13 @@ TEST(RopeReference, InvalidParametersAreRejected) {
   p.scaling.original_max_position = 1024;
   p.scaling.beta_fast = 0.0;
   expect_invalid([&] { p.validate(); }, "beta_fast");
+  p.scaling.beta_fast = 1.0;  // below beta_slow = 32: the ramp reversed
+  p.scaling.beta_slow = 32.0;
+  expect_invalid([&] { p.validate(); }, "scaling.beta_fast = 1: must be >= beta_slow = 32");
+  p.scaling.beta_fast = p.scaling.beta_slow = 4.0;  // equal: a step at one dimension, as HuggingFace takes it
+  p.validate();
   p.scaling.beta_fast = 32.0;
+  p.scaling.beta_slow = 1.0;
   p.scaling.attention_factor = -1.0;
   expect_invalid([&] { p.validate(); }, "attention_factor");
   p = ok;

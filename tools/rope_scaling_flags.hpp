@@ -21,6 +21,7 @@ struct RopeScalingFlags {
   std::vector<std::pair<const CLI::Option*, std::set<std::string>>> parameters;
   const CLI::Option* scaling = nullptr;
   const CLI::Option* factor = nullptr;
+  const CLI::Option* original_max_position = nullptr;  // llama3's default 8192 where not given
 
   // The scaling flags given (--scaling included), by name: "" for none.
   std::string given() const {
@@ -33,13 +34,13 @@ struct RopeScalingFlags {
 
 inline void add_rope_scaling_flags(CLI::App& cmd, RopeScalingFlags& f, RopeScalingParams& s) {
   f.scaling = cmd.add_option("--scaling", f.type, "frequency scaling (HuggingFace rope_scaling type)")->check(CLI::IsMember({"none", "linear", "ntk", "yarn", "llama3"}));
-  auto param = [&f](CLI::Option* o, std::set<std::string> types) { f.parameters.emplace_back(o, std::move(types)); };
+  auto param = [&f](const CLI::Option* o, std::set<std::string> types) { f.parameters.emplace_back(o, std::move(types)); };
   auto* factor = add_number(cmd, "--factor", s.factor, "scaling factor (>= 1; required by every scaling but none)");
   f.factor = factor;
   param(factor, {"linear", "ntk", "yarn", "llama3"});
-  param(add_number(cmd, "--original-max-position", s.original_max_position,
-                   "ntk: max_position_embeddings; yarn, llama3: original_max_position_embeddings (llama3 default 8192)"),
-        {"ntk", "yarn", "llama3"});
+  f.original_max_position = add_number(cmd, "--original-max-position", s.original_max_position,
+                                       "ntk: max_position_embeddings; yarn, llama3: original_max_position_embeddings (llama3 default 8192)");
+  param(f.original_max_position, {"ntk", "yarn", "llama3"});
   param(add_number(cmd, "--seq-len", s.seq_len, "ntk: current sequence length (default: last position + 1; required with --positions)"), {"ntk"});
   param(add_number(cmd, "--beta-fast", s.beta_fast, "yarn (default 32)"), {"yarn"});
   param(add_number(cmd, "--beta-slow", s.beta_slow, "yarn (default 1)"), {"yarn"});
@@ -70,7 +71,8 @@ inline void apply_rope_scaling_flags(const RopeScalingFlags& f, RopeScalingParam
     throw InvalidArgument("--scaling " + f.type + ": needs --factor (HuggingFace's rope_scaling requires factor with every type but none)");
   s.type = types.at(f.type);
   s.truncate = !f.no_truncate;
-  if (s.type == RopeScaling::Llama3 && s.original_max_position == 0) s.original_max_position = 8192;
+  // Defaults where the flag is absent: a 0 given stays 0, which validate() refuses.
+  if (s.type == RopeScaling::Llama3 && !f.original_max_position->count()) s.original_max_position = 8192;
   if (s.type == RopeScaling::Linear && s.original_max_position == 0) s.original_max_position = 1;
 }
 

@@ -33,6 +33,10 @@ void validate_scaling(const RopeScalingParams& s, std::uint32_t d) {
   } else if (s.type == RopeScaling::Yarn) {
     require_finite(s.beta_fast, "scaling.beta_fast", s.beta_fast > 0.0, "must be finite and > 0");
     require_finite(s.beta_slow, "scaling.beta_slow", s.beta_slow > 0.0, "must be finite and > 0");
+    // The ramp runs from beta_fast rotations (kept) down to beta_slow (interpolated): reversed, it
+    // interpolated the high frequencies and kept the low (HuggingFace warns of the same).
+    require(s.beta_fast >= s.beta_slow, "scaling.beta_fast", detail::number_text(s.beta_fast),
+            "must be >= beta_slow = " + detail::number_text(s.beta_slow) + " (YaRN interpolates from beta_fast rotations down to beta_slow)");
     require_finite(s.attention_factor, "scaling.attention_factor", s.attention_factor >= 0.0, "must be finite and >= 0 (0: default)");
     require_finite(s.mscale, "scaling.mscale", s.mscale >= 0.0, "must be finite and >= 0");
     require_finite(s.mscale_all_dim, "scaling.mscale_all_dim", s.mscale_all_dim >= 0.0, "must be finite and >= 0");
