@@ -32,6 +32,12 @@ if(rc EQUAL 0 OR NOT out MATCHES "0\\.2\\.0")
   message(FATAL_ERROR "find_package(relpos 0.3) should fail against 0.2.0, naming it:\n${out}")
 endif()
 
+# A machine without MPI still finds the package (relpos::relpos needs none): a FindMPI that finds
+# nothing stands in for it; the configure is what failed.
+file(WRITE ${WORK_DIR}/no-mpi/FindMPI.cmake "set(MPI_FOUND FALSE)\nset(MPI_CXX_FOUND FALSE)\n")
+run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/consumer -B ${WORK_DIR}/build-no-mpi -G ${GENERATOR} -DCMAKE_PREFIX_PATH=${prefix}
+    -DRELPOS_PREFIX=${prefix} -DCMAKE_MODULE_PATH=${WORK_DIR}/no-mpi)
+
 # pkg-config: the same program, compiled and linked with nothing but relpos.pc's flags.
 find_program(PKG_CONFIG pkg-config REQUIRED)
 file(GLOB_RECURSE pc_files ${prefix}/*/relpos.pc)
