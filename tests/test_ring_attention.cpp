@@ -1005,6 +1005,7 @@ TEST_F(RingAttention, EveryAdmittedFieldIsCompared) {
       {"max_relative_position", [](AttentionParams& a) { ++a.max_relative_position; }},
       {"kerple_variant", [](AttentionParams& a) { a.kerple_variant = a.kerple_variant == KerpleVariant::Log ? KerpleVariant::Power : KerpleVariant::Log; }},
       {"sandwich_dim", [](AttentionParams& a) { a.sandwich_dim += 2; }},
+      {"sandwich_first_frequency", [](AttentionParams& a) { a.sandwich_first_frequency ^= 1; }},
   };
   std::vector<std::string> covered, fields;
   for (const auto& [name, change] : cases) covered.push_back(name);

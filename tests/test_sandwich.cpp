@@ -69,6 +69,27 @@ TEST(SandwichReference, IsTheInnerProductOfTwoSinusoidalEmbeddings) {
     }
 }
 
+// first_frequency = 1: the paper's sum over i = 1 ... d'/2, as NeMo's SandwichRelativePositionEmbedding
+// computes it (inv_freq = 1 / 10000^(2 · arange(1, d'/2 + 1) / d')); its values at d' = 64, rp = 0 ... 3
+// as numpy gives them from NeMo's formula (a trial, 2026-11-28), and d' = 2, one frequency of 1e-4.
+TEST(SandwichReference, FromTheFirstFrequencyAsThePaperSumsIt) {
+  const double nemo[] = {32.0, 31.376529, 29.720009, 27.577021};
+  for (std::int64_t rp = 0; rp < 4; ++rp) {
+    EXPECT_NEAR(sandwich_sum(64, rp, 1), nemo[rp], 5e-6) << rp;
+    EXPECT_NEAR(sandwich_sum(64, -rp, 1), nemo[rp], 5e-6) << rp;
+  }
+  EXPECT_NEAR(sandwich_sum(64, 1, 0), 30.916834, 5e-6);  // the default's k = 0 ... 31 differ
+  for (std::int64_t rp : {std::int64_t{0}, std::int64_t{7}, std::int64_t{-31416}, std::int64_t{2000000001}})
+    EXPECT_NEAR(sandwich_sum(2, rp, 1), std::cos(static_cast<double>(rp) * 1e-4), 1e-9) << rp;
+  for (std::uint32_t dim : {2u, 8u, 128u})
+    for (std::int64_t rp : {std::int64_t{3}, std::int64_t{-250}, std::int64_t{100000}}) {
+      double sum = 0.0;
+      for (std::uint32_t i = 1; i <= dim / 2; ++i) sum += std::cos(static_cast<double>(rp) * std::pow(10000.0, -2.0 * i / dim));
+      EXPECT_NEAR(sandwich_sum(dim, rp, 1), sum, 1e-9) << dim << " " << rp;
+    }
+  EXPECT_EQ(sandwich_bias_value(2.0f, 64, 3, 1), static_cast<float>(2.0 * sandwich_sum(64, 3, 1)));
+}
+
 TEST(SandwichReference, BiasIsScaledEvenAndMaskedAboveTheDiagonal) {
   SandwichParams p;
   p.heads = 2;
@@ -109,6 +130,9 @@ TEST(SandwichReference, BadParametersAreRefused) {
     expect_invalid([&] { bad.validate(); }, "dim");
   }
   SandwichParams bad = p;
+  bad.first_frequency = 2;
+  expect_invalid([&] { bad.validate(); }, "first_frequency = 2: must be 0 (k = 0 ... d'/2 - 1) or 1 (k = 1 ... d'/2)");
+  bad = p;
   bad.scale = {1.0f};
   expect_invalid([&] { bad.validate(); }, "scale");
   bad.scale = {1.0f, std::numeric_limits<float>::quiet_NaN()};
@@ -125,6 +149,7 @@ SandwichParams random_params(std::mt19937& rng) {
   SandwichParams p;
   p.heads = std::uniform_int_distribution<std::uint32_t>(1, 12)(rng);
   p.dim = 2 * std::uniform_int_distribution<std::uint32_t>(1, 300)(rng);
+  p.first_frequency = coin(rng);
   p.scale = random_floats(rng, p.heads, -3.0f, 3.0f);
   p.causal = coin(rng);
   p.queries = size(rng);
@@ -135,7 +160,7 @@ SandwichParams random_params(std::mt19937& rng) {
 }
 
 std::string describe(const SandwichParams& p) {
-  return "H=" + std::to_string(p.heads) + " d=" + std::to_string(p.dim) + (p.causal ? " causal" : " symmetric") + " Q=" + std::to_string(p.queries) +
+  return "H=" + std::to_string(p.heads) + " d=" + std::to_string(p.dim) + " f=" + std::to_string(p.first_frequency) + (p.causal ? " causal" : " symmetric") + " Q=" + std::to_string(p.queries) +
          " K=" + std::to_string(p.keys) + " off=" + std::to_string(p.query_offset) + " B=" + std::to_string(p.batch);
 }
 
@@ -143,7 +168,7 @@ void expect_matches(Context& ctx, const SandwichParams& p, std::mt19937& rng) {
   SCOPED_TRACE(describe(p));
   const std::int64_t rp_first = -(static_cast<std::int64_t>(p.queries) - 1) - p.query_offset;
   std::vector<double> sums(std::size_t{p.queries} + p.keys - 1);  // of each relative position, once
-  for (std::size_t x = 0; x < sums.size(); ++x) sums[x] = sandwich_sum(p.dim, rp_first + static_cast<std::int64_t>(x));
+  for (std::size_t x = 0; x < sums.size(); ++x) sums[x] = sandwich_sum(p.dim, rp_first + static_cast<std::int64_t>(x), p.first_frequency);
   relpos::test::expect_distance_bias_ops(
       ctx, p, rng, [&](std::uint32_t h, std::int64_t rp) { return p.scale[h] * sums[static_cast<std::size_t>(rp - rp_first)]; },
       [&](std::uint32_t h, std::int64_t) { return sandwich_error_bound(p.scale[h], p.dim); },
@@ -259,14 +284,15 @@ TEST_F(SandwichGpu, PlanEqualsTheFreeFunctions) {
 // with split keys, a memory prefix, f16 storage, both kernel classes, and a plan's decode steps.
 TEST_F(SandwichGpu, FusedAttentionMatchesReference) {
   std::mt19937 rng(1405);
-  struct Case { std::uint32_t b, h, hkv, q, k, d, m, dim; std::int64_t off; bool causal; DType dtype; };
+  struct Case { std::uint32_t b, h, hkv, q, k, d, m, dim, first; std::int64_t off; bool causal; DType dtype; };
   for (Kernels kernels : {Kernels::Cpu, Kernels::Gpu})
-    for (const Case& c : {Case{1, 4, 4, 33, 47, 32, 0, 64, 14, true, DType::F32}, Case{2, 8, 2, 1, 3000, 64, 0, 128, 2999, true, DType::F32},
-                          Case{1, 2, 1, 9, 40, 16, 8, 2, 0, false, DType::F16}}) {
+    for (const Case& c : {Case{1, 4, 4, 33, 47, 32, 0, 64, 0, 14, true, DType::F32}, Case{2, 8, 2, 1, 3000, 64, 0, 128, 1, 2999, true, DType::F32},
+                          Case{1, 2, 1, 9, 40, 16, 8, 2, 1, 0, false, DType::F16}}) {
       Context& ctx = relpos::test::gpu_kernels(kernels);
       AttentionParams p{.batch = c.b, .heads = c.h, .kv_heads = c.hkv, .queries = c.q, .keys = c.k, .head_dim = c.d, .dtype = c.dtype,
                         .query_offset = c.off, .causal = c.causal, .memory_prefix = c.m, .bias = AttentionBias::Sandwich};
       p.sandwich_dim = c.dim;
+      p.sandwich_first_frequency = c.first;
       SCOPED_TRACE(std::string(kernels == Kernels::Gpu ? "gpu" : "cpu") + " kernels B=" + std::to_string(c.b) + " K=" + std::to_string(c.k));
       auto stored = [&](std::vector<float> x) { return c.dtype == DType::F16 ? from_half(to_half(x)) : x; };
       const std::vector<float> q = stored(random_floats(rng, p.rows() * c.d, -1.0f, 1.0f));
@@ -297,6 +323,9 @@ TEST_F(SandwichGpu, FusedAttentionRefusesBadDimensionsAndScales) {
     expect_invalid([&] { p.validate(); }, "sandwich_dim");
   }
   p.sandwich_dim = 4;
+  p.sandwich_first_frequency = 2;
+  expect_invalid([&] { p.validate(); }, "sandwich_first_frequency = 2: must be 0 (k = 0 ... d'/2 - 1) or 1 (k = 1 ... d'/2)");
+  p.sandwich_first_frequency = 0;
   const std::vector<float> q(2 * 2 * 8, 0.1f), kv(2 * 5 * 8, 0.1f), scale = {1.0f, std::numeric_limits<float>::infinity()};
   expect_invalid([&] { (void)attention_reference(p, {q, kv, kv, scale, {}, {}, {}}); }, "scale");
 }
@@ -358,6 +387,15 @@ TEST(SandwichCli, BiasAndAttention) {
   r = tool(attention + " --sandwich-dim 24 --sandwich-scale " + temp("scale.npy"));
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_LE(normalised_error(read_npy(temp("att.npy")).to_f32("out"), att.out), 1e-4);
+  // The paper's frequencies, k = 1 ... d'/2, in both commands.
+  p.first_frequency = ap.sandwich_first_frequency = 1;
+  r = tool(args + " --sandwich-first-frequency 1 --reference");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(read_npy(temp("bias.npy")).to_f32("bias"), sandwich_bias_reference(p));
+  EXPECT_NE(sandwich_bias_reference(p), want);
+  r = tool(attention + " --sandwich-dim 24 --sandwich-first-frequency 1 --sandwich-scale " + temp("scale.npy"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_LE(normalised_error(read_npy(temp("att.npy")).to_f32("out"), attention_reference(ap, {q, kv, kv, scale, {}, {}, {}}).out), 1e-4);
 
   // An odd dimension, a scale per head missing, no scale file.
   write_f32("two.npy", {1.0f, 2.0f}, {2});
@@ -365,6 +403,7 @@ TEST(SandwichCli, BiasAndAttention) {
   for (auto [line, message] : {std::pair<std::string, std::string>{base + " --sandwich-dim 7 --scale " + temp("scale.npy"), "dim = 7"},
                                {base + " --sandwich-dim 8 --scale " + temp("two.npy"), "one scale per head"},
                                {base + " --sandwich-dim 8", "--scale"},
+                               {base + " --sandwich-dim 8 --sandwich-first-frequency 2 --scale " + temp("scale.npy"), "first_frequency = 2"},
                                {attention + " --sandwich-dim 5 --sandwich-scale " + temp("scale.npy"), "sandwich_dim"},
                                {attention + " --sandwich-dim 8", "--sandwich-scale is required"}}) {
     r = tool(line);

@@ -277,6 +277,7 @@ void add_ring_checks(Registry& reg) {
   kerple.kerple_variant = KerpleVariant::Power;
   AttentionParams sandwich{.heads = 2, .kv_heads = 2, .queries = 33, .keys = 33, .head_dim = 16, .causal = true, .bias = AttentionBias::Sandwich};
   sandwich.sandwich_dim = 64;
+  sandwich.sandwich_first_frequency = 1;
   // Queries far past every key (ALiBi's logits near -slope·1e6 and -slope·2^31): blocks merged by
   // their lse relative to references of their own (docs/ring_attention.md). The sharded ranks hold
   // 20 keys each, so that at slopes of 0.05-0.5 every rank's part weighs in the merge.

@@ -216,7 +216,8 @@ std::vector<std::byte> pack_rank_call(const RingCall& c, std::uint32_t rank) {
   for (std::uint64_t x : {std::uint64_t{p.batch}, std::uint64_t{p.heads}, std::uint64_t{p.kv_heads}, std::uint64_t{p.queries},
                           std::uint64_t{p.keys}, std::uint64_t{p.head_dim}, std::uint64_t{p.t5.num_buckets}, std::uint64_t{p.t5.max_distance},
                           std::uint64_t{p.t5.bidirectional}, static_cast<std::uint64_t>(p.t5.log), std::uint64_t{std::bit_cast<std::uint32_t>(p.t5.scale)},
-                          static_cast<std::uint64_t>(p.kerple_variant), std::uint64_t{p.max_relative_position}, std::uint64_t{p.sandwich_dim}})
+                          static_cast<std::uint64_t>(p.kerple_variant), std::uint64_t{p.max_relative_position}, std::uint64_t{p.sandwich_dim},
+                          std::uint64_t{p.sandwich_first_frequency}})
     w.word(x);
   w.floats(p.k_scales);  // fp8's, read from files on the root (the format itself is a flag)
   w.floats(p.v_scales);
@@ -246,6 +247,7 @@ RingCall unpack_rank_call(const std::vector<std::byte>& bytes, const AttentionPa
   p.kerple_variant = static_cast<KerpleVariant>(r.word());
   p.max_relative_position = dim("max_relative_position");
   p.sandwich_dim = dim("sandwich_dim");
+  p.sandwich_first_frequency = dim("sandwich_first_frequency");
   p.k_scales = r.floats();
   p.v_scales = r.floats();
   for (auto* v : {&c.in.q, &c.in.k, &c.in.v, &c.in.bias, &c.in.rel_keys, &c.in.rel_values}) *v = r.floats();

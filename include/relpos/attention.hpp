@@ -88,6 +88,7 @@ struct AttentionParams {
   std::uint32_t max_relative_position = 0;  // Shaw's k
   KerpleVariant kerple_variant = KerpleVariant::Log;
   std::uint32_t sandwich_dim = 0;  // Sandwich: the dimension d' of its sinusoids
+  std::uint32_t sandwich_first_frequency = 0;  // Sandwich: SandwichParams::first_frequency (0 or 1)
   // Split the keys of each row across this many workgroups (0: chosen from the shape). A split holds
   // at most kMaxKeysPerSplit keys, so long rows always take several; at most
   // AttentionMergeParams::kMaxParts splits are merged.

@@ -18,8 +18,13 @@ class Recorder;
 
 struct SandwichParams {
   std::uint32_t heads = 1;
-  // d': the sinusoids' dimension, even, in [2, kMaxDim]; d'/2 frequencies ω_k = 10000^(-2k/d').
+  // d': the sinusoids' dimension, even, in [2, kMaxDim]; d'/2 frequencies ω_k = 10000^(-2k/d'),
+  // k = first_frequency ... first_frequency + d'/2 - 1.
   std::uint32_t dim = 0;
+  // 0: k = 0 ... d'/2 - 1, the sinusoidal embedding's frequencies (Vaswani et al.). 1: k = 1 ...
+  // d'/2, the sum as the paper writes it (i = 1 ... d'/2) and NeMo's SandwichRelativePositionEmbedding
+  // computes it (docs/sandwich.md).
+  std::uint32_t first_frequency = 0;
   std::vector<float> scale;  // [heads], finite: bias[h] = scale[h] · Σ_k cos(rp·ω_k)
 
   // Causal (decoder): -inf for rp > 0, like ALiBi. Otherwise the bias of every rp (it is even in rp).
@@ -42,10 +47,11 @@ struct SandwichParams {
 
 // ---- CPU reference ------------------------------------------------------------------------
 
-// Σ_{k < dim/2} cos(rp·ω_k) in float64 (the angle reduced exactly: its phase in turns), unrounded.
-double sandwich_sum(std::uint32_t dim, std::int64_t rp);
+// Σ_k cos(rp·ω_k), k = first_frequency ... first_frequency + dim/2 - 1, in float64 (the angle
+// reduced exactly: its phase in turns), unrounded.
+double sandwich_sum(std::uint32_t dim, std::int64_t rp, std::uint32_t first_frequency = 0);
 // The bias of one head at rp: scale · sandwich_sum, rounded once to float32 (no mask).
-float sandwich_bias_value(float scale, std::uint32_t dim, std::int64_t rp);
+float sandwich_bias_value(float scale, std::uint32_t dim, std::int64_t rp, std::uint32_t first_frequency = 0);
 // float32 [heads, queries, keys].
 std::vector<float> sandwich_bias_reference(const SandwichParams& p);
 // logits [batch, heads, queries, keys] += bias, in place (one float32 add per value).

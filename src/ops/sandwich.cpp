@@ -20,10 +20,10 @@ namespace {
 
 // Each frequency's phase step, ω_k / 2π turns per position as a 64-bit fixed-point fraction (low
 // word first): rp·step mod 2^64 is the phase of any rp within 2^-33 turns (fourier_phase.glsl).
-std::vector<std::uint32_t> phase_steps(std::uint32_t dim) {
+std::vector<std::uint32_t> phase_steps(std::uint32_t dim, std::uint32_t first_frequency) {
   constexpr long double kTwoPi = 6.283185307179586476925286766559005768L;
   std::vector<std::uint32_t> words;
-  for (std::uint32_t k = 0; k < dim / 2; ++k) {
+  for (std::uint32_t k = first_frequency; k < first_frequency + dim / 2; ++k) {
     const long double turns = std::pow(10000.0L, -2.0L * k / dim) / kTwoPi;  // < 1
     const auto step = static_cast<std::uint64_t>(std::round(std::ldexp(turns, 64)));
     words.push_back(static_cast<std::uint32_t>(step));
@@ -33,8 +33,8 @@ std::vector<std::uint32_t> phase_steps(std::uint32_t dim) {
 }
 
 // The rows of any window, the scales [heads] as their parameters.
-std::unique_ptr<DistanceRows> sandwich_rows(Context& ctx, std::uint32_t dim, OpStorage& storage) {
-  const Buffer& steps = storage.upload<std::uint32_t>(phase_steps(dim), "phase steps");
+std::unique_ptr<DistanceRows> sandwich_rows(Context& ctx, std::uint32_t dim, std::uint32_t first_frequency, OpStorage& storage) {
+  const Buffer& steps = storage.upload<std::uint32_t>(phase_steps(dim, first_frequency), "phase steps");
   auto push = [dim](const DistanceWindow&) {
     push::SandwichRowPush pc{};
     pc.terms = dim / 2;
@@ -54,21 +54,23 @@ extern const BiasFamily kSandwichBias{
         [](const AttentionParams& p) {
           require(p.sandwich_dim >= 2 && p.sandwich_dim % 2 == 0 && p.sandwich_dim <= SandwichParams::kMaxDim, "sandwich_dim",
                   std::to_string(p.sandwich_dim), "must be even, in [2, " + std::to_string(SandwichParams::kMaxDim) + "] for the Sandwich bias");
+          require(p.sandwich_first_frequency <= 1, "sandwich_first_frequency", std::to_string(p.sandwich_first_frequency),
+                  "must be 0 (k = 0 ... d'/2 - 1) or 1 (k = 1 ... d'/2) for the Sandwich bias");
         },
     .check_input =
         [](const AttentionParams&, std::span<const float> in) {
           for (float s : in) require(std::isfinite(s), "scale", std::to_string(s), "must be finite");
         },
     .bias_at = [](const AttentionParams& p, std::span<const float> in, std::uint32_t h, std::uint32_t, std::uint32_t, std::int64_t rp) {
-      return sandwich_bias_value(in[h], p.sandwich_dim, rp);
+      return sandwich_bias_value(in[h], p.sandwich_dim, rp, p.sandwich_first_frequency);
     },
-    .rows = [](Context& ctx, const AttentionParams& p, OpStorage& storage) { return sandwich_rows(ctx, p.sandwich_dim, storage); },
+    .rows = [](Context& ctx, const AttentionParams& p, OpStorage& storage) { return sandwich_rows(ctx, p.sandwich_dim, p.sandwich_first_frequency, storage); },
 };
 
 }  // namespace detail
 
 detail::DistanceSource distance_source(Context& ctx, const SandwichParams& p, detail::OpStorage& storage) {
-  return {detail::sandwich_rows(ctx, p.dim, storage), &storage.upload<float>(p.scale, "scale")};
+  return {detail::sandwich_rows(ctx, p.dim, p.first_frequency, storage), &storage.upload<float>(p.scale, "scale")};
 }
 
 void sandwich_bias(Recorder& r, const SandwichParams& p, const Buffer& out, DType out_dtype) { detail::family_bias(r, p, out, out_dtype, false); }

@@ -14,10 +14,10 @@ namespace {
 
 constexpr long double kTwoPi = 6.283185307179586476925286766559005768L;
 
-// ω_k / 2π, turns per position, of each of the dim/2 frequencies.
-std::vector<long double> turns_per_position(std::uint32_t dim) {
+// ω_k / 2π, turns per position, of each of the dim/2 frequencies from k = first.
+std::vector<long double> turns_per_position(std::uint32_t dim, std::uint32_t first) {
   std::vector<long double> t(dim / 2);
-  for (std::uint32_t k = 0; k < dim / 2; ++k) t[k] = std::pow(10000.0L, -2.0L * k / dim) / kTwoPi;
+  for (std::uint32_t k = 0; k < dim / 2; ++k) t[k] = std::pow(10000.0L, -2.0L * (first + k) / dim) / kTwoPi;
   return t;
 }
 
@@ -33,25 +33,26 @@ double sum_of(const std::vector<long double>& turns, std::int64_t rp) {
 
 }  // namespace
 
-double sandwich_sum(std::uint32_t dim, std::int64_t rp) {
-  thread_local std::uint32_t cached_dim = 0;  // callers go along a window of one dimension
+double sandwich_sum(std::uint32_t dim, std::int64_t rp, std::uint32_t first_frequency) {
+  thread_local std::uint32_t cached_dim = 0, cached_first = 0;  // callers go along a window of one dimension
   thread_local std::vector<long double> turns;
-  if (dim != cached_dim) {
-    turns = turns_per_position(dim);
+  if (dim != cached_dim || first_frequency != cached_first) {
+    turns = turns_per_position(dim, first_frequency);
     cached_dim = dim;
+    cached_first = first_frequency;
   }
   return sum_of(turns, rp);
 }
 
-float sandwich_bias_value(float scale, std::uint32_t dim, std::int64_t rp) {
-  return static_cast<float>(static_cast<double>(scale) * sandwich_sum(dim, rp));
+float sandwich_bias_value(float scale, std::uint32_t dim, std::int64_t rp, std::uint32_t first_frequency) {
+  return static_cast<float>(static_cast<double>(scale) * sandwich_sum(dim, rp, first_frequency));
 }
 
 std::vector<float> sandwich_bias_reference(const SandwichParams& p) {
   p.validate();
   // The sum of each relative position once, shared by the heads.
   const detail::DistanceWindow w = detail::distance_window(p);
-  const std::vector<long double> turns = turns_per_position(p.dim);
+  const std::vector<long double> turns = turns_per_position(p.dim, p.first_frequency);
   std::vector<double> sums(w.row_len());
   for (std::uint64_t x = 0; x < sums.size(); ++x) sums[x] = sum_of(turns, w.rp_first() + static_cast<std::int64_t>(x));
   return detail::distance_bias_reference(w, [&](std::uint32_t h, std::int64_t rp) {

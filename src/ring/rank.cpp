@@ -66,7 +66,8 @@ RingFields ring_fields(const AttentionParams& a) {
           {"t5.scale", bits(a.t5.scale), Kind::Float},
           {"max_relative_position", a.max_relative_position},
           {"kerple_variant", static_cast<std::int64_t>(a.kerple_variant)},
-          {"sandwich_dim", a.sandwich_dim}};
+          {"sandwich_dim", a.sandwich_dim},
+          {"sandwich_first_frequency", a.sandwich_first_frequency}};
 }
 
 void ring_allgather(RingRank::State& s, Buffer& slots, std::uint64_t slot_bytes, const std::string& what) {
