@@ -261,6 +261,49 @@ TEST_F(ApiMisuse, ExternalViewsPastTheirVkBufferAreRefused) {
   EXPECT_EQ(whole.size(), 64u);
 }
 
+// Every op refuses an output that is one of its inputs, before it records anything: matmul's C over
+// A gave products off by 36 (it writes C tile by tile while reading A), the unfused logits over q
+// by 1.0, and the ops of several dispatches had recorded some of them before a buffer of another
+// Context was found.
+TEST_F(ApiMisuse, OutputsOverInputsAreRefusedBeforeAnythingIsRecorded) {
+  Context& ctx = gpu();
+  Recorder r(ctx);
+  Buffer a(ctx, 64 * 64 * 4), b(ctx, 64 * 64 * 4), c(ctx, 64 * 64 * 4);
+  const MatmulParams m = dense_matmul(1, 64, 64, 64, true);
+  expect_invalid([&] { matmul(r, m, a, b, a); }, "C buffer = the A buffer: must be a buffer of its own (the op writes the C buffer)");
+  expect_invalid([&] { matmul(r, m, a, b, b); }, "C buffer = the B buffer");
+  UnfusedAttentionParams u{.heads = 2, .queries = 16, .keys = 16, .head_dim = 16};
+  Buffer q(ctx, 2 * 16 * 16 * 4), k(ctx, 2 * 16 * 16 * 4), v(ctx, 2 * 16 * 16 * 4), logits(ctx, 2 * 16 * 16 * 4);
+  expect_invalid([&] { unfused_logits(r, u, q, k, q); }, "logits buffer = the q buffer");
+  expect_invalid([&] { unfused_output(r, u, logits, v, logits); }, "out buffer = the weights buffer");
+  expect_invalid([&] { unfused_attention(r, u, q, k, v, k); }, "out buffer = the k buffer");
+  AttentionParams ap{.heads = 2, .kv_heads = 2, .queries = 16, .keys = 16, .head_dim = 16};
+  AttentionBuffers ab{.q = &q, .k = &k, .v = &v, .out = &c};
+  expect_invalid([&] { attention_unfused(r, ap, ab, k); }, "logits buffer = the k buffer");
+  expect_invalid([&] { attention_unfused(r, ap, ab, c); }, "out buffer = the logits buffer");
+  ShawParams sp;
+  sp.heads = 2;
+  sp.queries = sp.keys = 16;
+  sp.head_dim = 16;
+  sp.max_relative_position = 2;
+  Buffer table(ctx, 5 * 16 * 4);
+  expect_invalid([&] { shaw_logits_add(r, sp, q, table, q); }, "logits buffer = the q buffer");
+  expect_invalid([&] { shaw_values_add(r, sp, logits, table, logits); }, "out buffer = the weights buffer");
+  CacheDecodeParams dp{.rows = 16, .head_dim = 16};
+  Buffer rows(ctx, 16 * 16 * 4);
+  expect_invalid([&] { decode_cache(r, dp, rows, rows); }, "out buffer = the cache buffer");
+  // Another Context's out: refused before the first of several dispatches.
+  Context other(relpos::test::validated_context_options());
+  Buffer foreign(other, 2 * 16 * 16 * 4);
+  expect_invalid([&] { unfused_attention(r, u, q, k, v, foreign); }, "out buffer = a buffer of another Context");
+  AttentionBuffers fb = ab;
+  fb.out = &foreign;
+  expect_invalid([&] { attention_unfused(r, ap, fb, logits); }, "out buffer = a buffer of another Context");
+  EXPECT_EQ(r.dispatch_count(), 0u);
+  unfused_attention(r, u, q, k, v, c);  // distinct buffers: recorded
+  EXPECT_GT(r.dispatch_count(), 0u);
+}
+
 // Messages name what is wrong: the keys past the relative positions' range (not the offset), an
 // enum value that is no cache format, a T5 table's bucket count (not the element count it makes).
 TEST(ApiMessages, NameTheParameterAtFault) {

@@ -9,6 +9,7 @@
 #include "relpos/attention.hpp"
 #include "relpos/buffer.hpp"
 #include "relpos/unfused_attention.hpp"
+#include "vk/access.hpp"
 
 namespace relpos {
 
@@ -43,6 +44,13 @@ void attention_unfused(Recorder& r, const AttentionParams& p, const AttentionBuf
   if (has_bias)
     detail::require(b.bias->size() == p.bias_elements() * 4, "bias buffer", std::to_string(b.bias->size()) + " bytes",
                     "must be " + std::string(family.info.input) + " = " + std::to_string(p.bias_elements() * 4) + " bytes");
+  // Checked before the first of its ops records anything.
+  detail::require_own_buffers(r, {{b.q, "q buffer"},
+                                  {b.k, "k buffer"},
+                                  {b.v, "v buffer"},
+                                  {has_bias ? b.bias : nullptr, "bias buffer"},
+                                  {&logits, "logits buffer", true},
+                                  {b.out, "out buffer", true}});
   UnfusedAttentionParams u;
   u.batch = p.batch;
   u.heads = p.heads;

@@ -42,6 +42,7 @@ void decode_cache(Recorder& r, const CacheDecodeParams& p, const Buffer& cache, 
   detail::require_bound_whole(lim, &cache, p.cache_bytes(), false, "cache buffer", [&] { return std::string("rows * row bytes"); });
   detail::require_bound_whole(lim, &out, std::uint64_t{p.rows} * p.head_dim * 4, false, "out buffer",
                               [] { return std::string("float32 [rows, head_dim]"); });
+  detail::require_own_buffers(r, {{&cache, "cache buffer"}, {&out, "out buffer", true}});
   constexpr std::uint32_t kGroup = 64;
   const bool pairs = p.head_dim % 4 != 0;
   push::KvCacheDecodePush pc{};

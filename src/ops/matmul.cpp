@@ -12,6 +12,7 @@
 #include "relpos_push/cast.h"
 #include "relpos_push/loop_bound.h"
 #include "relpos_push/matmul.h"
+#include "vk/access.hpp"
 
 namespace relpos::detail {
 namespace {
@@ -272,6 +273,8 @@ namespace relpos {
 
 void matmul(Recorder& r, const MatmulParams& p, const Buffer& a, const Buffer& b, const Buffer& c) {
   detail::check_matmul(r, p, a, b, c);
+  // C written while A and B are read, tile by tile: C over either gave wrong products.
+  detail::require_own_buffers(r, {{&a, "A buffer"}, {&b, "B buffer"}, {&c, "C buffer", true}});
   const auto op = detail::begin_op(r);
   detail::record_matmul(r, p, a, b, c);
 }

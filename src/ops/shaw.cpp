@@ -18,6 +18,7 @@
 #include "relpos_push/loop_bound.h"
 #include "relpos_push/shaw.h"
 #include "relpos_push/shaw_materialise.h"
+#include "vk/access.hpp"
 
 namespace relpos {
 namespace {
@@ -154,7 +155,7 @@ void record_buckets(Recorder& r, const ShawParams& p, const Buffer& weights, con
 
 Buffer& term_scratch(Recorder& r, const ShawParams& p) { return scratch(r, rows_of(p) * p.table_rows() * 4, MemoryUse::Device); }
 
-void check_logits_add(const Recorder& r, const ShawParams& p, const Buffer& q, const Buffer& rel_keys, const Buffer& logits,
+void check_logits_add(Recorder& r, const ShawParams& p, const Buffer& q, const Buffer& rel_keys, const Buffer& logits,
                       DType q_dtype) {
   p.validate();
   require_storage(q_dtype, "q_dtype");
@@ -163,9 +164,10 @@ void check_logits_add(const Recorder& r, const ShawParams& p, const Buffer& q, c
   require_buffer(logits, rows_of(p) * p.keys, 4, "logits", "f32 [batch, heads, queries, keys]");
   check_matmul_plan(r, p_matmul(p, q_dtype));
   (void)rows_per_chunk(r.context().limits(), p, 1);
+  require_own_buffers(r, {{&q, "q buffer"}, {&rel_keys, "rel_keys buffer"}, {&logits, "logits buffer", true}});
 }
 
-void check_values_add(const Recorder& r, const ShawParams& p, const Buffer& weights, const Buffer& rel_values, const Buffer& out,
+void check_values_add(Recorder& r, const ShawParams& p, const Buffer& weights, const Buffer& rel_values, const Buffer& out,
                       DType out_dtype) {
   p.validate();
   require_storage(out_dtype, "out_dtype");
@@ -174,6 +176,7 @@ void check_values_add(const Recorder& r, const ShawParams& p, const Buffer& weig
   require_buffer(out, rows_of(p) * p.head_dim, dtype_size(out_dtype), "out", "[batch, heads, queries, head_dim]");
   check_matmul_plan(r, values_matmul(p, out_dtype));
   (void)rows_per_chunk(r.context().limits(), p, 1);
+  require_own_buffers(r, {{&weights, "weights buffer"}, {&rel_values, "rel_values buffer"}, {&out, "out buffer", true}});
 }
 
 void logits_term(Recorder& r, const ShawParams& p, const Buffer& q, const Buffer& rel_keys, const Buffer& logits, DType q_dtype,
@@ -273,6 +276,12 @@ void shaw_attention(Recorder& r, const ShawAttentionParams& sp, const Buffer& q,
   const MatmulParams vm = values_matmul(p, DType::F32);
   for (const MatmulParams* m : {&lm, &om, &pm, &vm}) check_matmul_plan(r, *m);
   (void)rows_per_chunk(r.context().limits(), p, 1);
+  require_own_buffers(r, {{&q, "q buffer"},
+                          {&k, "k buffer"},
+                          {&v, "v buffer"},
+                          {&rel_keys, "rel_keys buffer"},
+                          {&rel_values, "rel_values buffer"},
+                          {&out, "out buffer", true}});
   Buffer& logits = scratch(r, lm.c_elements() * 4, MemoryUse::Device);
   check_softmax(r, a, logits);
 

@@ -12,6 +12,7 @@
 #include "relpos_contract/softmax.h"
 #include "relpos_push/loop_bound.h"
 #include "relpos_push/softmax.h"
+#include "vk/access.hpp"
 
 namespace relpos {
 namespace detail {
@@ -106,6 +107,7 @@ void unfused_logits(Recorder& r, const UnfusedAttentionParams& p, const Buffer& 
   detail::check_attention_buffers(p, &q, &k, nullptr, nullptr);
   const MatmulParams m = detail::logits_matmul(p);
   detail::check_matmul(r, m, q, k, logits);
+  detail::require_own_buffers(r, {{&q, "q buffer"}, {&k, "k buffer"}, {&logits, "logits buffer", true}});
   const auto op = detail::begin_op(r);
   detail::record_matmul(r, m, q, k, logits);
 }
@@ -121,6 +123,7 @@ void unfused_output(Recorder& r, const UnfusedAttentionParams& p, const Buffer& 
   detail::check_attention_buffers(p, nullptr, nullptr, &v, &out);
   const MatmulParams m = detail::output_matmul(p, p.dtype);
   detail::check_matmul(r, m, weights, v, out);
+  detail::require_own_buffers(r, {{&weights, "weights buffer"}, {&v, "v buffer"}, {&out, "out buffer", true}});
   const auto op = detail::begin_op(r);
   detail::record_matmul(r, m, weights, v, out);
 }
@@ -129,6 +132,7 @@ void unfused_attention(Recorder& r, const UnfusedAttentionParams& p, const Buffe
                        const Buffer& out) {
   p.validate();
   detail::check_attention_buffers(p, &q, &k, &v, &out);
+  detail::require_own_buffers(r, {{&q, "q buffer"}, {&k, "k buffer"}, {&v, "v buffer"}, {&out, "out buffer", true}});
   const MatmulParams lm = detail::logits_matmul(p), om = detail::output_matmul(p, p.dtype);
   detail::check_matmul_plan(r, lm);
   detail::check_matmul_plan(r, om);
