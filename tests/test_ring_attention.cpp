@@ -297,12 +297,15 @@ TEST_F(RingAttention, StagingPathAndAContextPerRank) {
   EXPECT_LE(normalised_error(got.lse, one.lse), kTolF32);
 }
 
-// A RingRank keeps its buffers: a second call of the same shape makes no new Vulkan buffer (with
-// every step's blocks of one shape, so that the attention calls' scratch is the same too).
+// A RingRank keeps its buffers: a second call of the same shape makes no new Vulkan buffer, also
+// where its steps take turns with blocks of different shapes (causal: diagonal, full and skipped
+// blocks; each created two buffers a call while the recorder kept only the last step's scratch).
 TEST_F(RingAttention, RepeatedCallsReuseBuffers) {
+  for (bool causal : {false, true}) {  // causal: the steps take turns with diagonal and full blocks
+  SCOPED_TRACE(causal ? "causal" : "not causal");
   std::mt19937 rng(17);
   RingParams rp{relpos::test::random_ring_params(rng, AttentionBias::Distance, DType::F32, 4), 2, RingLayout::Zigzag};
-  rp.attention.causal = false;
+  rp.attention.causal = causal;
   rp.attention.queries = rp.attention.keys = 32;
   const WholeInputs in = random_whole_inputs(rng, rp.attention);
   const AttentionResult one = relpos::test::single_device(gpu(), rp.attention, in);
@@ -329,6 +332,7 @@ TEST_F(RingAttention, RepeatedCallsReuseBuffers) {
   for (auto& t : threads) t.join();
   EXPECT_LE(normalised_error(got.out, one.out), kTolF32);
   EXPECT_EQ(buffers_after[1], buffers_after[2]);
+  }
 }
 
 // Sharded decoding whose batch changes from step to step (sequences joining and leaving, as in

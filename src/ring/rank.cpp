@@ -11,6 +11,10 @@
 
 namespace relpos {
 
+RingRank::State::State(Context& c, RingTransport& t) : ctx(&c), transport(&t), recorder(c), setup(c) {
+  detail::retain_spare_scratch(recorder);  // a causal ring's steps take turns with different block shapes
+}
+
 Buffer& RingRank::State::keep(const std::string& name, std::uint64_t bytes, MemoryUse use) {
   bytes = std::max<std::uint64_t>(bytes, 16);
   auto it = kept.find(name);

@@ -24,7 +24,7 @@ struct RingRank::State {
   Recorder recorder;  // the ring's steps, sharded attention's partial result
   Recorder setup;     // the ring's first chunk and query pieces, sharded attention's merge
 
-  State(Context& c, RingTransport& t) : ctx(&c), transport(&t), recorder(c), setup(c) {}
+  State(Context& c, RingTransport& t);
 
   // A buffer of at least `bytes` kept under `name` for later calls (made again only when it is
   // too small or of another memory use).

@@ -31,6 +31,9 @@ struct RecorderState {
   // the finished recording are in resources.sets, handed out again.
   std::list<Buffer> spare_scratch;
   std::list<MemoryUse> spare_uses;
+  // retain_spare_scratch(): spares a recording did not use stay (up to kRetainedSpares, the least
+  // recently used going first) rather than going at its end.
+  bool retain_spares = false;
   std::vector<VkEvent> spare_events;
   bool timestamps_reset = false;
   std::uint32_t next_timestamp = 0;
@@ -115,6 +118,12 @@ void dispatch(Recorder& r, DescriptorSource* sets, ShaderId shader, const SpecVa
   static_assert(sizeof(Push) <= 128, "push constants are limited to 128 bytes");
   dispatch(r, sets, shader, spec, bindings, &push, sizeof(Push), groups_x, groups_y, groups_z);
 }
+
+// A recorder whose recordings take turns with different shapes (ring attention's steps: a causal
+// ring's diagonal, full and skipped blocks) keeps the scratch of each: by default the scratch
+// the recording before used and this one did not goes, so turns of two shapes created buffers at
+// every recording.
+void retain_spare_scratch(Recorder& r);
 
 // Records transfer copies from `src` to `dst` (vkCmdCopyBuffer): the regions must lie inside both.
 void copy_regions(Recorder& r, const Buffer& src, const Buffer& dst, const std::vector<VkBufferCopy>& regions);

@@ -67,10 +67,19 @@ void begin_own(RecorderState& s) {
 // recording needs. (The query pool stays too.)
 void recycle_submitted(RecorderState& s) {
   for (auto& [layout, taken] : s.resources.sets.taken) taken = 0;
-  s.spare_scratch = std::move(s.resources.scratch);
-  s.spare_uses.assign(s.resources.scratch_uses.begin(), s.resources.scratch_uses.end());
-  s.resources.scratch.clear();
+  if (!s.retain_spares) {
+    s.spare_scratch.clear();
+    s.spare_uses.clear();
+  }
+  // Appended: the spares' front is the least recently used.
+  s.spare_scratch.splice(s.spare_scratch.end(), s.resources.scratch);
+  s.spare_uses.insert(s.spare_uses.end(), s.resources.scratch_uses.begin(), s.resources.scratch_uses.end());
   s.resources.scratch_uses.clear();
+  constexpr std::size_t kRetainedSpares = 64;
+  while (s.spare_scratch.size() > kRetainedSpares) {
+    s.spare_scratch.pop_front();
+    s.spare_uses.pop_front();
+  }
 }
 
 // Takes what a finished recording left (the Device's spares, for a recording into an
@@ -208,6 +217,8 @@ void require_own_buffers(Recorder& r, std::initializer_list<BufferRole> buffers)
 void require_plan_recorder(Recorder& r, const std::shared_ptr<Device>& dev) {
   if (state_of(r).dev != dev) throw InvalidArgument("recorder = of another Context: must record on the Context the plan was built on");
 }
+
+void retain_spare_scratch(Recorder& r) { state_of(r).retain_spares = true; }
 
 void barrier(Recorder& r) {
   auto& s = state_of(r);
