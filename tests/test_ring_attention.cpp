@@ -1120,6 +1120,27 @@ TEST_F(RingAttention, ShardedMaskedRankStillChecksItsInputs) {
   EXPECT_EQ(got[0].kind, "refused") << got[0].text;
 }
 
+// Bodies that do not catch, as docs/ring_attention.md's example: the refusing rank ends with its
+// InvalidArgument and the others with RingRefused, whatever the timing. A rank that had sent all
+// of the refusal's reasons and then failed (its RingRefused uncaught) stopped a rank still taking
+// its last reasons, which then ended with "stopped at" (10 of 20 runs for the refusing rank).
+TEST_F(RingAttention, ARefusalIsReportedAsSuchWhenNoBodyCatches) {
+  const AttentionParams a{.heads = 2, .kv_heads = 1, .queries = 1, .keys = 48, .head_dim = 8};
+  for (int run = 0; run < 12; ++run) {
+    const InProcessRingOutcome outcome = run_in_process_ring(shared(gpu(), 3), kTimeout, [&](std::uint32_t r, Context& ctx, RingTransport& t) {
+      RingRank rank(ctx, t);
+      Buffer q(ctx, a.rows() * 8 * 4), out(ctx, a.rows() * 8 * 4), kv(ctx, 16 * 8 * 4), stray(ctx, 64);
+      AttentionBuffers ab{&q, &kv, &kv, &out};
+      if (r == 0) ab.bias = &stray;
+      sharded_attention(rank, ShardedParams{a, 3}, ab);
+    });
+    SCOPED_TRACE("run " + std::to_string(run));
+    EXPECT_NE(outcome.errors[0].find("bias buffer = given: is not read by bias = none"), std::string::npos) << outcome.errors[0];
+    for (std::uint32_t r : {1u, 2u}) EXPECT_NE(outcome.errors[r].find("rank 0 refused the call"), std::string::npos) << outcome.errors[r];
+    for (const std::string& e : outcome.errors) EXPECT_EQ(e.find("stopped at"), std::string::npos) << e;
+  }
+}
+
 TEST_F(RingAttention, TransportErrorStopsEveryRank) {
   const auto errors = faulty_ring(4, 1, "step 1", FaultyTransport::Fault::Throw, kTimeout);
   EXPECT_NE(errors[1].find("injected transport error"), std::string::npos) << errors[1];

@@ -1,8 +1,9 @@
 // The in-process ring: ranks are threads of one process, joined by a hub. A rank posts its send
 // (a pointer into its host-visible staging) and its receive; the receiver copies from the sender's
 // staging into its own (so the copies of different links run on different threads at once), then
-// marks the send taken. Nothing waits past the timeout; the first failure any rank reports stops
-// every rank.
+// marks the send taken. Nothing waits past the timeout. A rank that fails, or leaves its exchange,
+// stops the neighbours that wait on it, and they theirs: the failure reaches every rank still in
+// the ring, named as the first one reported.
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
@@ -22,7 +23,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct Hub {
-  explicit Hub(std::uint32_t ranks, std::chrono::milliseconds timeout) : links(ranks), timeout(timeout) {}
+  explicit Hub(std::uint32_t ranks, std::chrono::milliseconds timeout) : links(ranks), gone(ranks, false), timeout(timeout) {}
 
   // What rank r offers the next rank: its posted send and whether that rank took it.
   struct Link {
@@ -31,10 +32,14 @@ struct Hub {
     std::uint64_t exchange = 0;  // the sender's count of exchanges posted, from 1
     bool offered = false;
     bool taken = false;
+    bool copying = false;  // the receiver copies from data now: the sender stays until it is done
   };
   std::mutex mutex;
   std::condition_variable changed;
   std::vector<Link> links;
+  // Ranks that left the ring without their exchange (failed, or stopped by a neighbour that did):
+  // their neighbours stop in turn, so a failure reaches every rank that still waits on one.
+  std::vector<bool> gone;
   std::chrono::milliseconds timeout;
   std::optional<std::string> failure;  // the first failure reported, with its rank
   std::vector<std::string> labels;     // labels[n]: what exchange n + 1 is called (the first poster's)
@@ -80,29 +85,45 @@ class InProcessTransport final : public RingTransport {
     std::unique_lock lock(hub_->mutex);
     Hub::Link& in = hub_->links[prev];
     Hub::Link& out = hub_->links[rank_];
-    auto stop = [&] { return hub_->failure.has_value(); };
-    if (!hub_->changed.wait_until(lock, deadline_, [&] { return stop() || (in.offered && in.exchange == exchanges_); }))
-      throw timed_out("no data from rank " + std::to_string(prev));
-    if (stop()) throw peer_failed();
+    auto arrived = [&] { return in.offered && in.exchange == exchanges_; };
+    // Leaving without its exchange, this rank withdraws its offer (its send buffer may go with it:
+    // a copy under way is waited for, none starts) and counts as gone, which stops its neighbours.
+    auto leave = [&](RingError e) -> RingError {
+      hub_->changed.wait(lock, [&] { return !out.copying; });
+      out.offered = false;
+      hub_->gone[rank_] = true;
+      if (!hub_->failure) hub_->failure = "rank " + std::to_string(rank_) + " failed: " + e.what();
+      hub_->changed.notify_all();
+      return e;
+    };
+    // A rank waits on its neighbours only: a rank elsewhere that sent all it had to and then
+    // failed (a refused call's reasons sent, its RingRefused uncaught) stops no exchange under way.
+    if (!hub_->changed.wait_until(lock, deadline_, [&] { return arrived() || hub_->gone[prev]; }))
+      throw leave(timed_out("no data from rank " + std::to_string(prev)));
+    if (!arrived()) throw leave(peer_failed());
     if (in.bytes != recv_bytes_)
-      throw RingError("rank " + std::to_string(rank_) + " at " + what_ + ": rank " + std::to_string(prev) + " sent " + std::to_string(in.bytes) +
-                      " bytes where " + std::to_string(recv_bytes_) + " were expected (do the ranks run the same shapes?)");
+      throw leave(RingError("rank " + std::to_string(rank_) + " at " + what_ + ": rank " + std::to_string(prev) + " sent " +
+                            std::to_string(in.bytes) + " bytes where " + std::to_string(recv_bytes_) +
+                            " were expected (do the ranks run the same shapes?)"));
     const std::byte* src = in.data;
+    in.copying = true;
     lock.unlock();
-    if (recv_bytes_) std::memcpy(recv_, src, recv_bytes_);  // the sender keeps src until it is taken
+    if (recv_bytes_) std::memcpy(recv_, src, recv_bytes_);  // the sender keeps src while it is copied
     lock.lock();
+    in.copying = false;
     in.offered = false;
     in.taken = true;
     hub_->changed.notify_all();
-    if (!hub_->changed.wait_until(lock, deadline_, [&] { return stop() || out.taken; }))
-      throw timed_out("rank " + std::to_string(next) + " did not take this rank's data");
-    if (stop()) throw peer_failed();
+    if (!hub_->changed.wait_until(lock, deadline_, [&] { return out.taken || hub_->gone[next]; }))
+      throw leave(timed_out("rank " + std::to_string(next) + " did not take this rank's data"));
+    if (!out.taken) throw leave(peer_failed());
   }
 
   void fail(const std::string& why) noexcept override {
     try {
       std::lock_guard lock(hub_->mutex);
       if (!hub_->failure) hub_->failure = "rank " + std::to_string(rank_) + " failed: " + why;
+      hub_->gone[rank_] = true;
       hub_->changed.notify_all();
     } catch (...) {
     }
