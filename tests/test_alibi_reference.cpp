@@ -120,9 +120,13 @@ TEST(AlibiReference, InvalidParametersAreRejected) {
   AlibiParams p = ok;
   p.heads = 0;
   expect_invalid([&] { alibi_slopes(p); }, "heads");
+  p.heads = 0xffffffffu;  // one slope each: 16 GiB
+  expect_invalid([&] { alibi_slopes(p); }, "heads = 4294967295: must be <= 2^24");
   p = ok;
   p.max_bias = 0.0;
   expect_invalid([&] { alibi_slopes(p); }, "max_bias");
+  p.max_bias = -1e-9;
+  expect_invalid([&] { alibi_slopes(p); }, "max_bias = -1e-09: must be finite and > 0");
   p.max_bias = NAN;
   expect_invalid([&] { alibi_slopes(p); }, "max_bias");
   p = ok;

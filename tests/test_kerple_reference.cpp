@@ -97,7 +97,9 @@ TEST(KerpleReference, ParametersOutsideTheKernelsDomainAreRefused) {
   expect_invalid([&] { p.validate(); }, "r1");
   p = two_heads(KerpleVariant::Log);
   p.r1[1] = 0.0f;
-  expect_invalid([&] { p.validate(); }, "r1");
+  expect_invalid([&] { p.validate(); }, "r1[1] = 0: must be finite and > 0");  // the head, and the value as given
+  p.r1[1] = -1e-7f;
+  expect_invalid([&] { p.validate(); }, "r1[1] = -1.00000001e-07");
   p.r1[1] = std::numeric_limits<float>::infinity();
   expect_invalid([&] { p.validate(); }, "r1");
   p = two_heads(KerpleVariant::Log);
@@ -108,6 +110,8 @@ TEST(KerpleReference, ParametersOutsideTheKernelsDomainAreRefused) {
   p = two_heads(KerpleVariant::Power);
   p.r2[1] = 2.5f;  // fine for log, outside (0, 2] for power
   expect_invalid([&] { p.validate(); }, "r2");
+  p.r2[1] = std::nextafter(2.0f, 3.0f);
+  expect_invalid([&] { p.validate(); }, "r2[1] = 2.00000024: must be in (0, 2] for the power variant");
   p.variant = KerpleVariant::Log;
   EXPECT_NO_THROW(p.validate());
   p.variant = static_cast<KerpleVariant>(7);

@@ -59,7 +59,8 @@ extern const BiasFamily kSandwichBias{
         },
     .check_input =
         [](const AttentionParams&, std::span<const float> in) {
-          for (float s : in) require(std::isfinite(s), "scale", std::to_string(s), "must be finite");
+          for (std::size_t h = 0; h < in.size(); ++h)
+            require(std::isfinite(in[h]), "scale[" + std::to_string(h) + "]", detail::number_text(in[h]), "must be finite");
         },
     .bias_at = [](const AttentionParams& p, std::span<const float> in, std::uint32_t h, std::uint32_t, std::uint32_t, std::int64_t rp) {
       return sandwich_bias_value(in[h], p.sandwich_dim, rp, p.sandwich_first_frequency);

@@ -13,10 +13,13 @@ namespace relpos {
 void AlibiParams::validate_slopes() const {
   using detail::require;
   require(heads >= 1, "heads", std::to_string(heads), "must be >= 1");
-  require(std::isfinite(max_bias) && max_bias > 0.0, "max_bias", std::to_string(max_bias), "must be finite and > 0");
+  // A slope each, made on the host: 2^32 heads would be 16 GiB of them.
+  require(heads <= (1u << 24), "heads", std::to_string(heads), "must be <= 2^24");
+  require(std::isfinite(max_bias) && max_bias > 0.0, "max_bias", detail::number_text(max_bias), "must be finite and > 0");
   if (slopes.empty()) return;
   require(slopes.size() == heads, "slopes", std::to_string(slopes.size()) + " values", "must hold one per head (" + std::to_string(heads) + ")");
-  for (float m : slopes) require(std::isfinite(m), "slopes", std::to_string(m), "must be finite");
+  for (std::uint32_t h = 0; h < slopes.size(); ++h)
+    require(std::isfinite(slopes[h]), "slopes[" + std::to_string(h) + "]", detail::number_text(slopes[h]), "must be finite");
 }
 
 void AlibiParams::validate() const {

@@ -90,7 +90,7 @@ void AttentionParams::validate() const {
   require_head_dim(head_dim);
   require(dtype != DType::I32, "dtype", "i32", "must be f32, f16 or bf16");
   require(output_dtype() != DType::I32, "out_dtype", "i32", "must be f32, f16 or bf16");
-  require(std::isfinite(effective_scale()), "scale", std::to_string(effective_scale()), "must be finite");
+  require(std::isfinite(effective_scale()), "scale", detail::number_text(effective_scale()), "must be finite");
   check_cache_head_dim(cache(), head_dim, "head_dim");
   check_cache_scales(cache(), k_scales, kv_heads, "k_scales");
   check_cache_scales(cache(), v_scales, kv_heads, "v_scales");

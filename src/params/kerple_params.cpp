@@ -12,9 +12,9 @@ namespace {
 void require_per_head(const std::vector<float>& v, const char* name, std::uint32_t heads, float max) {
   using detail::require;
   require(v.size() == heads, name, std::to_string(v.size()) + " values", "must hold one per head (" + std::to_string(heads) + ")");
-  for (float x : v)
-    require(std::isfinite(x) && x > 0.0f && x <= max, name, std::to_string(x),
-            max == INFINITY ? std::string("must be finite and > 0") : "must be in (0, " + std::to_string(max) + "] for the power variant");
+  for (std::uint32_t h = 0; h < v.size(); ++h)
+    require(std::isfinite(v[h]) && v[h] > 0.0f && v[h] <= max, std::string(name) + "[" + std::to_string(h) + "]", detail::number_text(v[h]),
+            max == INFINITY ? std::string("must be finite and > 0") : "must be in (0, " + detail::number_text(max) + "] for the power variant");
 }
 }  // namespace
 

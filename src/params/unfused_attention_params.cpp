@@ -66,7 +66,7 @@ void UnfusedAttentionParams::validate() const {
   require(queries >= 1, "queries", std::to_string(queries), "must be >= 1");
   require(keys >= 1, "keys", std::to_string(keys), "must be >= 1");
   require(head_dim >= 1 && head_dim <= kMaxHeadDim, "head_dim", std::to_string(head_dim), "must be >= 1 and <= " + std::to_string(kMaxHeadDim));
-  require(std::isfinite(scale), "scale", std::to_string(scale), "must be finite");
+  require(std::isfinite(scale), "scale", detail::number_text(scale), "must be finite");
   require_storage(dtype, "dtype");
   require(key_lengths.empty() || key_lengths.size() == batch, "key_lengths", std::to_string(key_lengths.size()) + " lengths",
           "must be empty or one per batch (" + std::to_string(batch) + ")");
