@@ -41,7 +41,8 @@ std::uint64_t cache_row_bytes(CacheFormat f, std::uint32_t head_dim) {
     case CacheFormat::Q8_0: return std::uint64_t{head_dim} / kQ8BlockValues * kQ8BlockBytes;
     case CacheFormat::FP8_E4M3: return head_dim;
   }
-  return 0;
+  // Not 0 bytes, which would size every buffer of a value that is no format as empty.
+  throw InvalidArgument("cache_format = " + std::to_string(static_cast<std::uint32_t>(f)) + ": is no cache format (f32, f16, bf16, q8_0, fp8_e4m3)");
 }
 
 void check_cache_head_dim(CacheFormat f, std::uint32_t head_dim, std::string_view param) {

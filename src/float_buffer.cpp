@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "params/checks.hpp"
 #include "relpos/cache_format.hpp"
 #include "relpos/error.hpp"
 #include "relpos/half.hpp"
@@ -9,7 +10,8 @@
 namespace relpos {
 namespace {
 void require_float(DType dtype) {
-  if (dtype == DType::I32) throw InvalidArgument("dtype = i32: a float buffer must be f32, f16 or bf16");
+  detail::require(dtype == DType::F32 || dtype == DType::F16 || dtype == DType::BF16, "dtype", detail::dtype_text(dtype),
+                  "a float buffer must be f32, f16 or bf16");
 }
 }  // namespace
 
@@ -28,6 +30,7 @@ std::vector<float> download_floats(const Buffer& buffer, std::size_t count, DTyp
 }
 
 std::vector<float> rounded_to_storage(std::span<const float> values, DType dtype) {
+  require_float(dtype);
   if (dtype == DType::F16) return from_half(to_half(values));
   if (dtype == DType::BF16) return from_bf16(to_bf16(values));
   return {values.begin(), values.end()};

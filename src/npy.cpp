@@ -266,6 +266,7 @@ NpyArray read_npy(const std::string& path) {
 }
 
 void write_npy(const std::string& path, DType dtype, std::span<const std::uint64_t> shape, const void* data) {
+  detail::require_one_of(dtype, {DType::F32, DType::F16, DType::BF16, DType::I32}, "dtype", "must be f32, f16, bf16 or i32");
   // bf16 as its uint16 bit patterns (numpy has no bfloat16).
   write_npy(path, dtype == DType::F32 ? "<f4" : dtype == DType::F16 ? "<f2" : dtype == DType::BF16 ? "<u2" : "<i4", shape, data);
 }

@@ -1,13 +1,15 @@
 // The API as an engine may misuse it (found by a new-user trial of the C++ API): buffers of another
 // Context, a Context moved after its plans were built, inputs the chosen mode does not read, one
-// buffer for both caches, and parameters whose message must name what is wrong. Each is an
-// InvalidArgument naming the parameter before anything is recorded, never a crash.
+// buffer for both caches, parameters whose message must name what is wrong, and enum values past
+// their type's list. Each is an InvalidArgument naming the parameter before anything is recorded,
+// never a crash.
 #include <relpos/attention_plan.hpp>
 #include <relpos/bias_plan.hpp>
 #include <relpos/relpos.hpp>
 
 #include <limits>
 #include <random>
+#include <string>
 
 #include "support/expect.hpp"
 #include "support/gpu_fixture.hpp"
@@ -345,4 +347,90 @@ TEST(ApiMessages, ProductsPastTwoToTheSixtyFourAreRefused) {
   k.head_dim = 2;
   k.paged = PagedKv{.block_size = 16, .num_blocks = 1u << 31, .max_blocks = 1};
   expect_invalid([&] { k.validate(); }, "k_cache bytes (num_blocks * block_size * kv_heads * row bytes) = 2^64 or more");
+}
+
+// An integer cast to an enum past its list is refused naming the field and the number: before, each
+// reached a switch or an if chain that took it for one of the values (RoPE's style for NeoX on the
+// GPU and GPT-J in the reference), or for none (an empty frequency table the GPU read past).
+TEST_F(ApiMisuse, EnumValuesPastTheirListAreRefusedByName) {
+  Context& ctx = gpu();
+  const auto dtype9 = static_cast<DType>(9);
+  AttentionParams ap{.queries = 2, .keys = 16, .head_dim = 8};
+  {
+    AttentionParams p = ap;
+    p.dtype = dtype9;
+    expect_invalid([&] { p.validate(); }, "dtype = 9");
+    p = ap;
+    p.out_dtype = dtype9;
+    expect_invalid([&] { p.validate(); }, "out_dtype = 9");
+    p = ap;
+    p.bias = AttentionBias::Kerple;
+    p.kerple_variant = static_cast<KerpleVariant>(5);
+    expect_invalid([&] { p.validate(); }, "kerple_variant = 5");
+    p = ap;
+    p.bias = AttentionBias::T5;
+    p.t5.log = static_cast<T5Log>(7);
+    expect_invalid([&] { p.validate(); }, "log = 7");
+  }
+  const AttentionMergeParams merge{2, 4, 8, dtype9};
+  expect_invalid([&] { merge.validate(); }, "dtype = 9");
+  T5Params t5;
+  t5.queries = t5.keys = 4;
+  t5.log = static_cast<T5Log>(7);
+  expect_invalid([&] { t5.validate(); }, "log = 7");
+  AlibiParams alibi;
+  alibi.heads = 3;
+  alibi.rule = static_cast<AlibiSlopeRule>(9);
+  expect_invalid([&] { alibi.validate(); }, "rule = 9");
+  expect_invalid([&] { alibi_slopes(alibi); }, "rule = 9");
+  expect_invalid([&] { kerple_bias_value(1.0f, 1.0f, static_cast<KerpleVariant>(5), 3); }, "variant = 5");
+
+  RopeParams rope_p;
+  rope_p.seq = 4;
+  rope_p.head_dim = 8;
+  {
+    RopeParams p = rope_p;
+    p.scaling = {.type = static_cast<RopeScaling>(9), .factor = 2.0, .original_max_position = 8};
+    expect_invalid([&] { p.validate(); }, "scaling.type = 9");
+    expect_invalid([&] { rope_frequencies(p); }, "scaling.type = 9");
+    p = rope_p;
+    p.style = static_cast<RopeStyle>(9);
+    expect_invalid([&] { p.validate(); }, "style = 9");
+    p = rope_p;
+    p.layout = static_cast<RopeLayout>(9);
+    expect_invalid([&] { p.validate(); }, "layout = 9");
+  }
+  expect_invalid([&] { (void)cache_row_bytes(static_cast<CacheFormat>(9), 32); }, "cache_format = 9");
+
+  const std::vector<float> values(4, 1.5f);
+  expect_invalid([&] { make_float_buffer(ctx, values, dtype9); }, "dtype = 9");
+  expect_invalid([&] { rounded_to_storage(values, dtype9); }, "dtype = 9");
+  expect_invalid([&] { Buffer b(ctx, 64, static_cast<MemoryUse>(7)); }, "use = 7");
+  const std::uint64_t shape[] = {4};
+  expect_invalid([&] { write_npy("never_written.npy", dtype9, shape, values.data()); }, "dtype = 9");
+
+  // The ops' own enum arguments, refused before anything is recorded.
+  Recorder r(ctx);
+  Buffer x = make_buffer(ctx, std::vector<float>(32, 1.0f));
+  expect_invalid([&] { rope(r, rope_p, x, dtype9); }, "dtype = 9");
+  FourierParams fp;
+  fp.queries = fp.keys = fp.max_keys = 4;
+  fp.vector_size = 8;
+  const std::vector<float> rotation = fourier_default_rotation(fp);
+  const Buffer rot = make_buffer(ctx, rotation);
+  Buffer out(ctx, 4 * 4 * 4);
+  expect_invalid([&] { fourier_bias(r, fp, rot, out, static_cast<FourierPath>(9)); }, "path = 9");
+  expect_invalid([&] { fourier_error_bound(fp, rotation, static_cast<FourierPath>(9)); }, "path = 9");
+  alibi.rule = AlibiSlopeRule::Interleaved;
+  alibi.queries = alibi.keys = 2;
+  expect_invalid([&] { alibi_bias(r, alibi, out, dtype9); }, "out_dtype = 9");
+  EXPECT_EQ(r.dispatch_count(), 0u);
+
+  // A Context's tuning, before it makes anything.
+  ContextOptions bad_kernels;
+  bad_kernels.tuning.kernels = static_cast<Kernels>(9);
+  expect_invalid([&] { Context c(bad_kernels); }, "tuning.kernels = 9");
+  ContextOptions bad_expansion;
+  bad_expansion.tuning.distance_expansion = static_cast<DistanceExpansion>(9);
+  expect_invalid([&] { Context c(bad_expansion); }, "tuning.distance_expansion = 9");
 }

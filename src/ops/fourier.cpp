@@ -249,6 +249,7 @@ void fourier_distance_row(Recorder& r, const FourierParams& p, const Buffer& rot
 
 void fourier_bias(Recorder& r, const FourierParams& p, const Buffer& rotation, const Buffer& out, FourierPath path, DType out_dtype) {
   check_common(r, p, rotation);
+  detail::require_one_of(path, {FourierPath::Direct, FourierPath::Distance}, "path", "must be Direct or Distance");
   detail::require_f32_or_f16(out_dtype, "out_dtype");
   if (path == FourierPath::Direct) {
     detail::require(out_dtype == DType::F32, "out_dtype", std::string(dtype_name(out_dtype)), "the direct path writes f32 only");

@@ -4,6 +4,7 @@
 #include "bias/bias_family.hpp"
 #include "ops/bias_plan_state.hpp"
 #include "ops/distance_bias.hpp"
+#include "params/checks.hpp"
 #include "relpos/kerple.hpp"
 #include "relpos_push/attention.h"
 #include "relpos_push/kerple.h"
@@ -29,6 +30,11 @@ extern const BiasFamily kKerpleBias{
     .info = {.bias = AttentionBias::Kerple, .name = "kerple", .input = "float32 [2, heads]: r1 then r2"},
     .kernel_mode = RELPOS_ATTN_ROW,
     .input_shape = [](const AttentionParams& p) { return std::vector<std::uint64_t>{2, p.heads}; },
+    // Any other value would run as the log variant, silently (the rows' shader and the reference
+    // test for power only).
+    .validate = [](const AttentionParams& p) {
+      require_one_of(p.kerple_variant, {KerpleVariant::Log, KerpleVariant::Power}, "kerple_variant", "must be log or power");
+    },
     .check_input =
         [](const AttentionParams& p, std::span<const float> in) {
           KerpleParams k;

@@ -37,7 +37,7 @@ Grid grid_of(const RopeParams& p) {
 }
 
 void check_buffers(const RopeParams& p, const Buffer& x, const Buffer* out, DType dtype, const Buffer* positions) {
-  require(dtype == DType::F32 || dtype == DType::F16, "dtype", std::string(dtype_name(dtype)), "must be f32 or f16");
+  detail::require_f32_or_f16(dtype, "dtype");
   require(dtype != DType::F16 || p.head_dim % 2 == 0, "head_dim", std::to_string(p.head_dim),
           "must be even for f16 storage (rows own whole 32-bit words)");
   const std::uint64_t need = p.elements() * dtype_size(dtype);

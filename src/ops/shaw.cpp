@@ -39,7 +39,7 @@ void check_table(const ShawParams& p, const Buffer& table, const char* name) {
 }
 
 void require_storage(DType t, const char* name) {
-  require(t == DType::F32 || t == DType::F16, name, std::string(dtype_name(t)), "must be f32 or f16");
+  detail::require_f32_or_f16(t, name);
 }
 
 // Rows of [rows, keys] and [rows, 2k+1] tensors per dispatch of the row kernels.

@@ -16,6 +16,7 @@ void AlibiParams::validate_slopes() const {
   // A slope each, made on the host: 2^32 heads would be 16 GiB of them.
   require(heads <= (1u << 24), "heads", std::to_string(heads), "must be <= 2^24");
   require(std::isfinite(max_bias) && max_bias > 0.0, "max_bias", detail::number_text(max_bias), "must be finite and > 0");
+  detail::require_one_of(rule, {AlibiSlopeRule::Interleaved, AlibiSlopeRule::Geometric}, "rule", "must be Interleaved or Geometric");
   if (slopes.empty()) return;
   require(slopes.size() == heads, "slopes", std::to_string(slopes.size()) + " values", "must hold one per head (" + std::to_string(heads) + ")");
   for (std::uint32_t h = 0; h < slopes.size(); ++h)

@@ -88,8 +88,8 @@ void AttentionParams::validate() const {
   require(queries >= 1, "queries", str(queries), "must be >= 1");
   require(keys >= 1, "keys", str(keys), "must be >= 1");
   require_head_dim(head_dim);
-  require(dtype != DType::I32, "dtype", "i32", "must be f32, f16 or bf16");
-  require(output_dtype() != DType::I32, "out_dtype", "i32", "must be f32, f16 or bf16");
+  detail::require_float_dtype(dtype, "dtype");
+  detail::require_float_dtype(output_dtype(), "out_dtype");
   require(std::isfinite(effective_scale()), "scale", detail::number_text(effective_scale()), "must be finite");
   check_cache_head_dim(cache(), head_dim, "head_dim");
   check_cache_scales(cache(), k_scales, kv_heads, "k_scales");
@@ -156,7 +156,7 @@ void AttentionMergeParams::validate() const {
   require(parts >= 1, "parts", str(parts), "must be >= 1");
   require(rows >= 1, "rows", str(rows), "must be >= 1");
   require_head_dim(head_dim);
-  require(dtype != DType::I32, "dtype", "i32", "must be f32, f16 or bf16");
+  detail::require_float_dtype(dtype, "dtype");
   const std::uint64_t elements = detail::saturated_product({parts, rows, head_dim});
   require(elements / 4 <= 0xffffffffull, "parts * rows * head_dim / 4",
           elements == std::numeric_limits<std::uint64_t>::max() ? std::string("2^62 or more") : str(elements / 4), "must be < 2^32");

@@ -6,6 +6,8 @@
 #include <initializer_list>
 #include <limits>
 #include <string>
+#include <string_view>
+#include <type_traits>
 
 #include "relpos/dtype.hpp"
 #include "relpos/error.hpp"
@@ -24,9 +26,30 @@ inline std::string number_text(double v) {
   return text;
 }
 
+// An enum field or argument holding a value past its type's list (an integer cast to it), refused
+// naming its number before a switch or an if chain on it takes some branch by accident.
+template <class E>
+void require_one_of(E value, std::initializer_list<E> known, const std::string& parameter, const std::string& limit) {
+  for (E k : known)
+    if (value == k) return;
+  throw InvalidArgument(parameter + " = " + std::to_string(static_cast<std::int64_t>(static_cast<std::underlying_type_t<E>>(value))) + ": " +
+                        limit);
+}
+
+// A DType as a message shows it: its name, or the number of a value that is no DType.
+inline std::string dtype_text(DType t) {
+  const std::string_view name = dtype_name(t);
+  return name == "?" ? std::to_string(static_cast<unsigned>(t)) + " (no DType)" : std::string(name);
+}
+
 // A float storage that every op takes: f32 or f16 (bf16 is fused attention's only).
 inline void require_f32_or_f16(DType t, const std::string& parameter) {
-  require(t == DType::F32 || t == DType::F16, parameter, std::string(dtype_name(t)), "must be f32 or f16");
+  require(t == DType::F32 || t == DType::F16, parameter, dtype_text(t), "must be f32 or f16");
+}
+
+// A storage fused attention takes: f32, f16 or bf16.
+inline void require_float_dtype(DType t, const std::string& parameter) {
+  require(t == DType::F32 || t == DType::F16 || t == DType::BF16, parameter, dtype_text(t), "must be f32, f16 or bf16");
 }
 
 // The product of the dimensions, saturated at 2^64 - 1 where it would wrap: checked against a

@@ -40,7 +40,7 @@ void KvAppendParams::validate() const {
   require(new_tokens >= 1, "new_tokens", str(new_tokens), ragged ? "must be >= 1 (ragged: the most any sequence gains)" : "must be >= 1");
   require(head_dim >= 2 && head_dim % 2 == 0 && head_dim <= AttentionParams::kMaxHeadDim, "head_dim", str(head_dim),
           "must be even, in [2, " + str(AttentionParams::kMaxHeadDim) + "]");
-  require(dtype == DType::F32 || dtype == DType::F16, "dtype", std::string(dtype_name(dtype)), "must be f32 or f16");
+  detail::require_f32_or_f16(dtype, "dtype");
   require(paged.block_size >= 16 && paged.block_size % 16 == 0, "paged.block_size", str(paged.block_size), "must be a multiple of 16 (>= 16)");
   require(paged.num_blocks >= 1, "paged.num_blocks", str(paged.num_blocks), "must be >= 1");
   require(paged.max_blocks >= 1, "paged.max_blocks", str(paged.max_blocks), "must be >= 1");

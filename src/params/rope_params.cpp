@@ -23,6 +23,9 @@ void require_finite(double v, const char* name, bool ok, const std::string& limi
 }
 
 void validate_scaling(const RopeScalingParams& s, std::uint32_t d) {
+  // Any other value would leave rope_frequencies' table empty, which the GPU reads past.
+  detail::require_one_of(s.type, {RopeScaling::None, RopeScaling::Linear, RopeScaling::DynamicNtk, RopeScaling::Yarn, RopeScaling::Llama3},
+                         "scaling.type", "must be None, Linear, DynamicNtk, Yarn or Llama3");
   if (s.type == RopeScaling::None) return;
   require_finite(s.factor, "scaling.factor", s.factor >= 1.0, "must be finite and >= 1");
   require(s.original_max_position >= 1, "scaling.original_max_position", std::to_string(s.original_max_position),
@@ -111,6 +114,10 @@ void RopeParams::validate() const {
   require(seq >= 1, "seq", std::to_string(seq), "must be >= 1");
   require(heads >= 1, "heads", std::to_string(heads), "must be >= 1");
   require(head_dim >= 2, "head_dim", std::to_string(head_dim), "must be >= 2");
+  // The shader and the reference test each for one value and take the other for anything else:
+  // an unknown one would pair features differently on each.
+  detail::require_one_of(layout, {RopeLayout::BSHD, RopeLayout::BHSD}, "layout", "must be BSHD or BHSD");
+  detail::require_one_of(style, {RopeStyle::NeoX, RopeStyle::GptJ}, "style", "must be NeoX or GptJ");
   const std::uint32_t d = rot_dim();
   require(d % 2 == 0, "rotary_dim", std::to_string(d), "must be even (features rotate in pairs)");
   require(d <= head_dim, "rotary_dim", std::to_string(d), "must be <= head_dim = " + std::to_string(head_dim));

@@ -23,6 +23,7 @@ void T5Params::validate() const {
   require(heads >= 1, "heads", std::to_string(heads), "must be >= 1");
   require(batch >= 1, "batch", std::to_string(batch), "must be >= 1");
   require(std::isfinite(scale), "scale", detail::number_text(scale), "must be finite");
+  detail::require_one_of(log, {T5Log::HuggingFace, T5Log::FlaxEps}, "log", "must be HuggingFace or FlaxEps");
   // Relative positions, the per-distance row and flat row indices are 32-bit on the GPU.
   constexpr std::int64_t kMax = std::numeric_limits<std::int32_t>::max();
   std::int64_t rp_min = -(static_cast<std::int64_t>(queries) - 1) - query_offset;

@@ -11,7 +11,7 @@ using detail::require;
 
 namespace {
 void require_storage(DType t, const std::string& name) {
-  require(t == DType::F32 || t == DType::F16, name, std::string(dtype_name(t)), "must be f32 or f16");
+  detail::require_f32_or_f16(t, name);
 }
 }  // namespace
 

@@ -166,6 +166,7 @@ double sinusoidal_error_bound() { return 3.5e-7; }
 
 double fourier_error_bound(const FourierParams& p, std::span<const float> rotation, FourierPath path) {
   p.validate();
+  detail::require_one_of(path, {FourierPath::Direct, FourierPath::Distance}, "path", "must be Direct or Distance");
   check_rotation(p, rotation.size());
   double s = 0;  // max over heads of Σ|rotation|: bounds every term's magnitude
   for (std::uint32_t h = 0; h < p.heads; ++h) {

@@ -2,18 +2,27 @@
 #include <cmath>
 #include <string>
 
+#include "params/checks.hpp"
 #include "reference/distance_bias_reference.hpp"
 #include "relpos/kerple.hpp"
 
 namespace relpos {
+namespace {
+// Callers that hold no KerpleParams pass the variant alone: any other value would be taken as log.
+void require_variant(KerpleVariant variant) {
+  detail::require_one_of(variant, {KerpleVariant::Log, KerpleVariant::Power}, "variant", "must be log or power");
+}
+}  // namespace
 
 float kerple_bias_value(float r1, float r2, KerpleVariant variant, std::int64_t rp) {
+  require_variant(variant);
   const double n = static_cast<double>(rp < 0 ? -rp : rp);
   const double f = variant == KerpleVariant::Power ? std::pow(n, static_cast<double>(r2)) : std::log1p(static_cast<double>(r2) * n);
   return static_cast<float>(-(static_cast<double>(r1) * f));
 }
 
 double kerple_error_bound(float r1, float r2, KerpleVariant variant, std::int64_t rp) {
+  require_variant(variant);
   const double n = static_cast<double>(rp < 0 ? -rp : rp);
   if (n == 0.0) return 0.0;
   constexpr double ulp = 0x1p-23;  // float32 epsilon

@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "params/checks.hpp"
 #include "relpos/context.hpp"
 #include "vk/access.hpp"
 #include "vk/device.hpp"
@@ -130,6 +131,8 @@ Buffer::Buffer(Context& ctx, std::uint64_t bytes, MemoryUse use) : Buffer(ctx.de
 Buffer::Buffer(std::shared_ptr<Context::Device> device, std::uint64_t bytes, MemoryUse use)
     : device_(std::move(device)), owned_(true) {
   auto& d = *device_;
+  // Any other value would be taken as Device.
+  detail::require_one_of(use, {MemoryUse::Device, MemoryUse::Host}, "use", "must be Device or Host");
   if (bytes == 0) throw InvalidArgument("buffer size must be > 0");
   size_ = bytes;
   capacity_ = (bytes + 15) / 16 * 16;

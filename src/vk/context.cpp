@@ -8,6 +8,7 @@
 #include <cstring>
 #include <utility>
 
+#include "params/checks.hpp"
 #include "vk/access.hpp"
 #include "vk/device.hpp"
 #include "vk/pipeline_cache_file.hpp"
@@ -39,6 +40,14 @@ bool env_flag(const char* name) {
   // Any other word would read as "on" (false, no, off included): refused, as RELPOS_KERNELS is.
   if (std::strcmp(v, "1") != 0) throw InvalidArgument(std::string(name) + " = " + v + ": must be 0 or 1");
   return true;
+}
+
+// Before the instance is made. The ops test for one value of each and take any other for the rest:
+// an unknown kernel class would even mix the two classes' plans.
+void require_tuning(const Tuning& t) {
+  require_one_of(t.distance_expansion, {DistanceExpansion::Auto, DistanceExpansion::Shader, DistanceExpansion::Copies}, "tuning.distance_expansion",
+                 "must be Auto, Shader or Copies");
+  require_one_of(t.kernels, {Kernels::Auto, Kernels::Cpu, Kernels::Gpu}, "tuning.kernels", "must be Auto, Cpu or Gpu");
 }
 
 // Auto resolved: RELPOS_KERNELS (auto, cpu or gpu) where set, then by the device type.
@@ -465,6 +474,7 @@ std::uint32_t Context::pick_device(const std::vector<DeviceInfo>& devices, const
 }
 
 Context::Context(const ContextOptions& opt) : device_(std::make_shared<Device>()) {
+  detail::require_tuning(opt.tuning);
   Device& d = *device_;
   d.validation = opt.validation || detail::env_flag("RELPOS_VALIDATION");
   detail::set_message_handler(d, opt);
@@ -538,6 +548,7 @@ Context::Context(const ContextOptions& opt) : device_(std::make_shared<Device>()
 }
 
 Context::Context(const AdoptedVulkan& app, const ContextOptions& opt) : device_(std::make_shared<Device>()) {
+  detail::require_tuning(opt.tuning);
   if (!app.instance || !app.physical_device || !app.device || !app.queue)
     throw InvalidArgument("AdoptedVulkan: instance, physical_device, device and queue must all be set");
   const std::string version = detail::version_name(app.api_version);
