@@ -1,8 +1,9 @@
-// The API as an engine may misuse it (found by a new-user trial of the C++ API): buffers of another
-// Context, a Context moved after its plans were built, inputs the chosen mode does not read, one
-// buffer for both caches, parameters whose message must name what is wrong, and enum values past
-// their type's list. Each is an InvalidArgument naming the parameter before anything is recorded,
-// never a crash.
+// The API as an engine may misuse it (found by a new-user trial of the C++ API, and an adversarial
+// one): buffers of another Context, a Context moved after its plans were built, inputs the chosen
+// mode does not read, one buffer for both caches, parameters whose message must name what is wrong,
+// enum values past their type's list, objects used after they were moved from. Each is an
+// InvalidArgument naming the parameter before anything is recorded, never a crash. (A Recorder
+// whose Context was moved or destroyed is no misuse: it records on, as buffers and plans do.)
 #include <relpos/attention_plan.hpp>
 #include <relpos/bias_plan.hpp>
 #include <relpos/relpos.hpp>
@@ -433,4 +434,92 @@ TEST_F(ApiMisuse, EnumValuesPastTheirListAreRefusedByName) {
   ContextOptions bad_expansion;
   bad_expansion.tuning.distance_expansion = static_cast<DistanceExpansion>(9);
   expect_invalid([&] { Context c(bad_expansion); }, "tuning.distance_expansion = 9");
+}
+
+// A moved-from Recorder, Context or plan holds nothing: each call on one is an InvalidArgument that
+// says so (before, a null dereference).
+TEST_F(ApiMisuse, MovedFromObjectsAreRefusedByName) {
+  Context& ctx = gpu();
+  std::mt19937 rng(6);
+  T5Params t5;
+  t5.queries = t5.keys = 8;
+  Buffer buckets(ctx, 8 * 8 * 4);
+
+  Recorder r(ctx);
+  Recorder taken(std::move(r));
+  const std::string recorder = "Recorder: used after it was moved from";
+  expect_invalid([&] { t5_buckets(r, t5, buckets); }, recorder);
+  expect_invalid([&] { r.submit_and_wait(); }, recorder);
+  expect_invalid([&] { (void)r.dispatch_count(); }, recorder);
+  expect_invalid([&] { (void)r.context(); }, recorder);
+  expect_invalid([&] { r.release(); }, recorder);
+
+  auto moved = std::make_unique<Context>(relpos::test::validated_context_options());
+  Context owner(std::move(*moved));
+  const std::string context = "Context: used after it was moved from";
+  expect_invalid([&] { Buffer b(*moved, 64); }, context);
+  expect_invalid([&] { Recorder rec(*moved); }, context);
+  expect_invalid([&] { (void)moved->limits(); }, context);
+  expect_invalid([&] { moved->wait_idle(); }, context);
+
+  Attention at(ctx, rng);
+  AttentionPlan attention_plan(ctx, at.p);
+  AttentionPlan attention_taken(std::move(attention_plan));
+  expect_invalid([&] { attention_plan.record(taken, {1, 40, 39}, at.buffers()); }, "AttentionPlan: used after it was moved from");
+  expect_invalid([&] { (void)attention_plan.envelope(); }, "AttentionPlan: used after it was moved from");
+  AlibiParams ap;
+  ap.heads = 2;
+  ap.queries = ap.keys = 4;
+  BiasPlan bias_plan(ctx, ap, DType::F32, false);
+  BiasPlan bias_taken(std::move(bias_plan));
+  Buffer bias_out(ctx, 2 * 4 * 4 * 4);
+  expect_invalid([&] { bias_plan.record(taken, {4, 4, 0}, bias_out); }, "BiasPlan: used after it was moved from");
+  RopeParams rp;
+  rp.seq = 4;
+  rp.head_dim = 8;
+  RopePlan rope_plan(ctx, rp);
+  RopePlan rope_taken(std::move(rope_plan));
+  Buffer x = floats(ctx, 4 * 8, rng);
+  expect_invalid([&] { rope_plan.record(taken, {4, 0}, x); }, "RopePlan: used after it was moved from");
+  Append append(ctx, rng);
+  KvAppendPlan append_plan(ctx, append.p);
+  KvAppendPlan append_taken(std::move(append_plan));
+  expect_invalid([&] { (void)append_plan.params(); }, "KvAppendPlan: used after it was moved from");
+  expect_invalid([&] { append_plan.record(taken, append.buffers()); }, "KvAppendPlan: used after it was moved from");
+
+  // What they moved into works.
+  EXPECT_EQ(taken.dispatch_count(), 0u);
+  t5_buckets(taken, t5, buckets);
+  rope_taken.record(taken, {4, 0}, x);
+  taken.submit_and_wait();
+  EXPECT_EQ(buckets.download<std::int32_t>(8 * 8), t5_buckets_reference(t5));
+}
+
+// A Recorder keeps its Context's device as buffers and plans do: it records and submits as before
+// after its Context was moved into another variable, or destroyed (before, context() was the
+// Context's address, and the next op read a moved-from or destroyed Context).
+TEST_F(ApiMisuse, RecordersOutliveTheirContext) {
+  T5Params t5;
+  t5.queries = t5.keys = 8;
+  AlibiParams ap;
+  ap.heads = 2;
+  ap.queries = ap.keys = 4;
+  auto a = std::make_unique<Context>(relpos::test::validated_context_options());
+  Buffer moved_out(*a, 8 * 8 * 4), destroyed_out(*a, 8 * 8 * 4), bias_out(*a, 2 * 4 * 4 * 4);
+  Recorder before_move(*a);
+  Context b(std::move(*a));
+  Recorder before_destroy(b);
+  BiasPlan plan(b, ap, DType::F32, false);
+  t5_buckets(before_move, t5, moved_out);
+  before_move.submit_and_wait();
+  {
+    Context ends = std::move(b);
+  }
+  t5_buckets(before_destroy, t5, destroyed_out);
+  plan.record(before_destroy, {4, 4, 0}, bias_out);
+  before_destroy.submit_and_wait();
+  EXPECT_EQ(moved_out.download<std::int32_t>(8 * 8), t5_buckets_reference(t5));
+  EXPECT_EQ(destroyed_out.download<std::int32_t>(8 * 8), t5_buckets_reference(t5));
+  EXPECT_EQ(bias_out.download<float>(2 * 4 * 4), alibi_bias_reference(ap));
+  EXPECT_EQ(before_destroy.context().validation_message_count(), 0u);
 }

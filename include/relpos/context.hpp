@@ -149,6 +149,10 @@ struct AdoptedVulkan {
 // uploading and downloading from several threads at once is safe. Several Contexts may be
 // created and used at once, and several may adopt one queue when given the same queue_mutex.
 // A Context itself (construction, destruction, move) is not to be used concurrently.
+// Lifetimes: buffers, Recorders and plans keep the Context's device, not its address, so they work
+// on after the Context is moved into another variable or destroyed (the device goes with the last
+// of them). A moved-from Context holds no device: using it throws InvalidArgument, as using a
+// moved-from Recorder, plan or RingRank does.
 class Context {
  public:
   explicit Context(const ContextOptions& options = {});
@@ -196,6 +200,8 @@ class Context {
   friend class Buffer;          // holds the Device, which outlives the Context while buffers do
   friend struct RuntimeAccess;  // the runtime's way in (not installed)
   struct Device;                // everything the Context owns; the runtime defines it
+  // A second Context on a Device: a Recorder's own, which the Device outlives alike.
+  explicit Context(std::shared_ptr<Device> device);
   std::shared_ptr<Device> device_;
 };
 

@@ -43,6 +43,8 @@ class Recorder {
   Recorder(const Recorder&) = delete;
   Recorder& operator=(const Recorder&) = delete;
 
+  // A Context on the device of the one the Recorder was made on, the Recorder's own: it stays valid
+  // when that one is moved or destroyed.
   Context& context() const;
   VkCommandBuffer command_buffer() const;
 

@@ -143,7 +143,7 @@ class RingRank {
   bool stopped() const;
 
   struct State;  // opaque: what the library keeps
-  State& state() const { return *state_; }
+  State& state() const;  // InvalidArgument for a moved-from RingRank
 
  private:
   std::unique_ptr<State> state_;

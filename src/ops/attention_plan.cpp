@@ -99,10 +99,10 @@ AttentionPlan::~AttentionPlan() = default;
 AttentionPlan::AttentionPlan(AttentionPlan&&) noexcept = default;
 AttentionPlan& AttentionPlan::operator=(AttentionPlan&&) noexcept = default;
 
-const AttentionParams& AttentionPlan::envelope() const { return state_->env; }
+const AttentionParams& AttentionPlan::envelope() const { return detail::live_state(state_, "AttentionPlan").env; }
 
 AttentionParams AttentionPlan::step_params(const AttentionStep& step) const {
-  AttentionParams p = state_->env;
+  AttentionParams p = envelope();
   p.queries = step.queries;
   p.keys = p.paged.enabled() && step.keys == 0 ? p.keys : step.keys;  // a paged step's keys are the envelope's
   p.query_offset = step.query_offset;
@@ -111,7 +111,7 @@ AttentionParams AttentionPlan::step_params(const AttentionStep& step) const {
 }
 
 void AttentionPlan::record(Recorder& r, const AttentionStep& step, const AttentionBuffers& b) {
-  State& s = *state_;
+  State& s = detail::live_state(state_, "AttentionPlan");
   const AttentionParams& env = s.env;
   detail::require_plan_recorder(r, s.dev);
   if (step.queries < 1 || step.queries > env.queries)

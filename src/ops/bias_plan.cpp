@@ -31,7 +31,7 @@ BiasPlan::BiasPlan(BiasPlan&&) noexcept = default;
 BiasPlan& BiasPlan::operator=(BiasPlan&&) noexcept = default;
 
 void BiasPlan::record(Recorder& r, const BiasStep& step, const Buffer& out) {
-  State& s = *state_;
+  State& s = detail::live_state(state_, "BiasPlan");
   detail::require_plan_recorder(r, s.dev);
   if (step.queries < 1 || step.queries > s.env.queries)
     require(false, "queries", std::to_string(step.queries),

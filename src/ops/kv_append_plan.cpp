@@ -37,10 +37,10 @@ KvAppendPlan::~KvAppendPlan() = default;
 KvAppendPlan::KvAppendPlan(KvAppendPlan&&) noexcept = default;
 KvAppendPlan& KvAppendPlan::operator=(KvAppendPlan&&) noexcept = default;
 
-const KvAppendParams& KvAppendPlan::params() const { return state_->params; }
+const KvAppendParams& KvAppendPlan::params() const { return detail::live_state(state_, "KvAppendPlan").params; }
 
 void KvAppendPlan::record(Recorder& r, const KvAppendBuffers& b) {
-  State& s = *state_;
+  State& s = detail::live_state(state_, "KvAppendPlan");
   detail::require_plan_recorder(r, s.dev);
   detail::check_kv_append_buffers(r, s.params, b);
   const auto op = detail::begin_op(r);

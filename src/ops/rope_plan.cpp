@@ -48,7 +48,7 @@ RopePlan::RopePlan(RopePlan&&) noexcept = default;
 RopePlan& RopePlan::operator=(RopePlan&&) noexcept = default;
 
 void RopePlan::record(Recorder& r, const RopeStep& step, const Buffer& x, const Buffer* out, const Buffer* positions) {
-  State& s = *state_;
+  State& s = detail::live_state(state_, "RopePlan");
   detail::require_plan_recorder(r, s.dev);
   if (step.seq < 1 || step.seq > s.env.seq)
     require(false, "seq", std::to_string(step.seq),

@@ -80,4 +80,14 @@ inline std::uint64_t checked_elements(std::initializer_list<std::uint64_t> dims,
   return n;
 }
 
+// The state a move-only class of the API keeps behind a pointer (`type`: its name), or
+// InvalidArgument when the object was moved from, which left the pointer null: the public entry
+// points call it first, so that use after a move is an error naming the object, not a null
+// dereference.
+template <class Pointer>
+auto& live_state(const Pointer& state, const char* type) {
+  if (!state) throw InvalidArgument(std::string(type) + ": used after it was moved from");
+  return *state;
+}
+
 }  // namespace relpos::detail

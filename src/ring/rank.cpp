@@ -172,11 +172,12 @@ RingRank::RingRank(Context& ctx, RingTransport& transport) : state_(std::make_un
 RingRank::~RingRank() = default;
 RingRank::RingRank(RingRank&&) noexcept = default;
 RingRank& RingRank::operator=(RingRank&&) noexcept = default;
-Context& RingRank::context() const { return *state_->ctx; }
-RingTransport& RingRank::transport() const { return *state_->transport; }
-std::uint32_t RingRank::rank() const { return state_->transport->rank(); }
-std::uint32_t RingRank::ranks() const { return state_->transport->ranks(); }
-bool RingRank::stopped() const { return !state_->stopped.empty(); }
+RingRank::State& RingRank::state() const { return detail::live_state(state_, "RingRank"); }
+Context& RingRank::context() const { return *state().ctx; }
+RingTransport& RingRank::transport() const { return *state().transport; }
+std::uint32_t RingRank::rank() const { return state().transport->rank(); }
+std::uint32_t RingRank::ranks() const { return state().transport->ranks(); }
+bool RingRank::stopped() const { return !state().stopped.empty(); }
 
 double ring_exchange_ms(RingRank& rank, std::uint64_t bytes, std::uint32_t repeat) {
   RingRank::State& s = rank.state();

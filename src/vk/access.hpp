@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "params/checks.hpp"
 #include "relpos/buffer.hpp"
 #include "relpos/context.hpp"
 #include "relpos/recorder.hpp"
@@ -21,8 +22,14 @@ struct Context::Device : detail::Device {};
 struct Recorder::State : detail::RecorderState {};
 
 struct RuntimeAccess {
-  static std::shared_ptr<detail::Device> device(const Context& ctx) { return ctx.device_; }
-  static detail::RecorderState& state(Recorder& r) { return *r.state_; }
+  static detail::Device& live_device(const Context& ctx) { return detail::live_state(ctx.device_, "Context"); }
+  static std::shared_ptr<detail::Device> device(const Context& ctx) {
+    (void)live_device(ctx);
+    return ctx.device_;
+  }
+  // Another Context on `device`: the one a Recorder keeps, so that it outlives the application's.
+  static Context context(const std::shared_ptr<detail::Device>& device) { return Context(std::static_pointer_cast<Context::Device>(device)); }
+  static detail::RecorderState& state(const Recorder& r) { return detail::live_state(r.state_, "Recorder"); }
   // The Device a buffer was made on (null: an empty Buffer).
   static const detail::Device* device(const Buffer& b) { return b.device_.get(); }
 
@@ -59,7 +66,7 @@ namespace detail {
 // The Device that `ctx` owns, shared with its buffers and recorders.
 inline std::shared_ptr<Device> device_of(const Context& ctx) { return RuntimeAccess::device(ctx); }
 // What a Recorder records into.
-inline RecorderState& state_of(Recorder& r) { return RuntimeAccess::state(r); }
+inline RecorderState& state_of(const Recorder& r) { return RuntimeAccess::state(r); }
 
 // InvalidArgument unless `b` (null: nothing to check) was made on the Context `r` records on: a
 // VkBuffer of another device in a descriptor set is undefined behaviour (on lavapipe, a crash).

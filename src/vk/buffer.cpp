@@ -130,7 +130,7 @@ Buffer::Buffer(Context& ctx, std::uint64_t bytes, MemoryUse use) : Buffer(ctx.de
 
 Buffer::Buffer(std::shared_ptr<Context::Device> device, std::uint64_t bytes, MemoryUse use)
     : device_(std::move(device)), owned_(true) {
-  auto& d = *device_;
+  auto& d = detail::live_state(device_, "Context");  // (a moved-from Context has none)
   // Any other value would be taken as Device.
   detail::require_one_of(use, {MemoryUse::Device, MemoryUse::Host}, "use", "must be Device or Host");
   if (bytes == 0) throw InvalidArgument("buffer size must be > 0");

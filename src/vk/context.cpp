@@ -597,23 +597,28 @@ Context::Context(const AdoptedVulkan& app, const ContextOptions& opt) : device_(
   detail::create_runtime_objects(d, opt);
 }
 
+Context::Context(std::shared_ptr<Device> device) : device_(std::move(device)) {}
 Context::~Context() = default;
 Context::Context(Context&&) noexcept = default;
 Context& Context::operator=(Context&&) noexcept = default;
 
-const DeviceInfo& Context::device_info() const { return device_->info; }
-const DeviceLimits& Context::limits() const { return device_->limits; }
-const Tuning& Context::tuning() const { return device_->tuning; }
-bool Context::validation_enabled() const { return device_->validation; }
-std::uint64_t Context::validation_message_count() const { return device_->validation_messages.load(); }
-void Context::save_pipeline_cache() { device_->save_pipeline_cache(); }
-VkDevice Context::vk_device() const { return device_->device; }
-VkPhysicalDevice Context::vk_physical_device() const { return device_->physical; }
-VkQueue Context::vk_queue() const { return device_->queue; }
-std::uint32_t Context::queue_family() const { return device_->queue_family; }
+namespace {
+detail::Device& live(const Context& ctx) { return RuntimeAccess::live_device(ctx); }
+}  // namespace
+
+const DeviceInfo& Context::device_info() const { return live(*this).info; }
+const DeviceLimits& Context::limits() const { return live(*this).limits; }
+const Tuning& Context::tuning() const { return live(*this).tuning; }
+bool Context::validation_enabled() const { return live(*this).validation; }
+std::uint64_t Context::validation_message_count() const { return live(*this).validation_messages.load(); }
+void Context::save_pipeline_cache() { live(*this).save_pipeline_cache(); }
+VkDevice Context::vk_device() const { return live(*this).device; }
+VkPhysicalDevice Context::vk_physical_device() const { return live(*this).physical; }
+VkQueue Context::vk_queue() const { return live(*this).queue; }
+std::uint32_t Context::queue_family() const { return live(*this).queue_family; }
 
 void Context::wait_idle() {
-  auto& d = *device_;
+  auto& d = live(*this);
   {
     auto lock = d.lock_queue();
     vk_check(d.vk.vkQueueWaitIdle(d.queue), "vkQueueWaitIdle");
@@ -622,9 +627,10 @@ void Context::wait_idle() {
 }
 
 void Context::release_recordings(VkCommandBuffer command_buffer) {
+  auto& d = live(*this);
   if (!command_buffer) return;
-  device_->note_release(command_buffer);  // for plans' steps recorded into it
-  device_->free_retired(false, command_buffer);
+  d.note_release(command_buffer);  // for plans' steps recorded into it
+  d.free_retired(false, command_buffer);
 }
 
 }  // namespace relpos

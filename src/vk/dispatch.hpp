@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <list>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -18,7 +19,9 @@
 namespace relpos::detail {
 
 struct RecorderState {
-  Context* ctx = nullptr;
+  // Recorder::context(): a Context of the recorder's own on dev, not the address of the one it was
+  // made on, which the application may move or destroy while the recorder lives (dev outlives it).
+  std::optional<Context> ctx;
   std::shared_ptr<Device> dev;
   VkCommandBuffer cb = VK_NULL_HANDLE;
   bool external = false;

@@ -364,8 +364,8 @@ using detail::vk_check;
 
 Recorder::Recorder(Context& ctx) : state_(std::make_unique<State>()) {
   auto& s = *state_;
-  s.ctx = &ctx;
   s.dev = detail::device_of(ctx);
+  s.ctx = RuntimeAccess::context(s.dev);
   auto& d = *s.dev;
   d.free_retired(false);
   if (d.tuning.compile_only) return;  // records nothing
@@ -395,8 +395,8 @@ Recorder::Recorder(Context& ctx) : state_(std::make_unique<State>()) {
 Recorder::Recorder(Context& ctx, VkCommandBuffer external) : state_(std::make_unique<State>()) {
   if (!external) throw InvalidArgument("Recorder: external command buffer is null");
   auto& s = *state_;
-  s.ctx = &ctx;
   s.dev = detail::device_of(ctx);
+  s.ctx = RuntimeAccess::context(s.dev);
   s.cb = external;
   s.external = true;
   s.dev->free_retired(false);
@@ -407,9 +407,9 @@ Recorder::~Recorder() = default;
 Recorder::Recorder(Recorder&&) noexcept = default;
 Recorder& Recorder::operator=(Recorder&&) noexcept = default;
 
-Context& Recorder::context() const { return *state_->ctx; }
-std::uint32_t Recorder::dispatch_count() const { return state_->dispatches; }
-VkCommandBuffer Recorder::command_buffer() const { return state_->cb; }
+Context& Recorder::context() const { return *detail::state_of(*this).ctx; }
+std::uint32_t Recorder::dispatch_count() const { return detail::state_of(*this).dispatches; }
+VkCommandBuffer Recorder::command_buffer() const { return detail::state_of(*this).cb; }
 
 void Recorder::submit_and_wait() {
   submit();
@@ -417,7 +417,7 @@ void Recorder::submit_and_wait() {
 }
 
 void Recorder::submit() {
-  auto& s = *state_;
+  auto& s = detail::state_of(*this);
   if (s.external) throw InvalidArgument("Recorder::submit: this recorder records into the application's command buffer; the application submits it");
   detail::require_recording(s);
   auto& d = *s.dev;
@@ -430,10 +430,10 @@ void Recorder::submit() {
   s.in_flight = true;
 }
 
-bool Recorder::in_flight() const { return state_->in_flight; }
+bool Recorder::in_flight() const { return detail::state_of(*this).in_flight; }
 
 void Recorder::wait() {
-  auto& s = *state_;
+  auto& s = detail::state_of(*this);
   if (s.external) throw InvalidArgument("Recorder::wait: this recorder records into the application's command buffer; the application submits it");
   auto& d = *s.dev;
   if (d.tuning.compile_only) {
@@ -459,11 +459,11 @@ void Recorder::wait() {
 }
 
 void Recorder::release(VkPipelineStageFlags dst_stages, VkAccessFlags dst_access) {
-  detail::memory_barrier(*state_, detail::kWorkStages, detail::kWriteAccess, dst_stages, dst_access);
+  detail::memory_barrier(detail::state_of(*this), detail::kWorkStages, detail::kWriteAccess, dst_stages, dst_access);
 }
 
 std::uint32_t Recorder::write_timestamp() {
-  auto& s = *state_;
+  auto& s = detail::state_of(*this);
   auto& d = *s.dev;
   detail::require_recording(s);
   if (!d.limits.timestamps) throw VulkanError("this device's compute queue does not support timestamp queries");
@@ -486,7 +486,7 @@ std::uint32_t Recorder::write_timestamp() {
 }
 
 double Recorder::elapsed_ms(std::uint32_t from, std::uint32_t to) const {
-  auto& s = *state_;
+  auto& s = detail::state_of(*this);
   auto& d = *s.dev;
   std::uint64_t a = 0, b = 0;
   if (s.external) {
@@ -510,12 +510,13 @@ double Recorder::elapsed_ms(std::uint32_t from, std::uint32_t to) const {
 }
 
 void Recorder::time_dispatches(bool on) {
-  if (on && !state_->dev->limits.timestamps) throw VulkanError("Recorder::time_dispatches: this device's compute queue does not support timestamp queries");
-  state_->time_dispatches = on;
+  auto& s = detail::state_of(*this);
+  if (on && !s.dev->limits.timestamps) throw VulkanError("Recorder::time_dispatches: this device's compute queue does not support timestamp queries");
+  s.time_dispatches = on;
 }
 
 std::vector<DispatchTime> Recorder::dispatch_times() const {
-  const auto& s = *state_;
+  const auto& s = detail::state_of(*this);
   std::vector<DispatchTime> out;
   for (const auto& t : s.external ? s.timed : s.timed_finished)
     out.push_back({std::string(detail::embedded_shader(t.shader).name), elapsed_ms(t.before, t.after)});
