@@ -523,3 +523,33 @@ TEST_F(ApiMisuse, RecordersOutliveTheirContext) {
   EXPECT_EQ(bias_out.download<float>(2 * 4 * 4), alibi_bias_reference(ap));
   EXPECT_EQ(before_destroy.context().validation_message_count(), 0u);
 }
+
+// What is wrong with a buffer is said as it is: an empty Buffer is not one "of another Context",
+// and x given as an out-of-place RoPE plan's out is not a missing out.
+TEST_F(ApiMisuse, BufferMessagesSayWhatIsWrong) {
+  Context& ctx = gpu();
+  std::mt19937 rng(7);
+  T5Params t5;
+  t5.queries = t5.keys = 8;
+  Recorder r(ctx);
+  const Buffer empty;
+  expect_invalid([&] { t5_buckets(r, t5, empty); }, "out buffer = an empty Buffer (default-constructed or moved from)");
+  AlibiParams ap;
+  ap.heads = 1;
+  ap.queries = ap.keys = 4;
+  Buffer logits = floats(ctx, 16, rng);
+  const Buffer taken(std::move(logits));
+  expect_invalid([&] { alibi_bias_add(r, ap, logits); }, "logits buffer = an empty Buffer (default-constructed or moved from)");
+
+  RopeParams rp;
+  rp.seq = 8;
+  rp.head_dim = 8;
+  RopePlan out_of_place(ctx, rp, DType::F32, false);
+  Buffer x = floats(ctx, 8 * 8, rng);
+  expect_invalid([&] { out_of_place.record(r, {8, 0}, x, &x); }, "out = x: must be a buffer other than x");
+  expect_invalid([&] { out_of_place.record(r, {8, 0}, x); }, "out = null: must be a buffer other than x");
+  RopePlan in_place(ctx, rp);
+  Buffer other = floats(ctx, 8 * 8, rng);
+  expect_invalid([&] { in_place.record(r, {8, 0}, x, &other); }, "out = a buffer other than x: must be null or x");
+  EXPECT_EQ(r.dispatch_count(), 0u);
+}

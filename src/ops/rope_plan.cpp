@@ -53,8 +53,11 @@ void RopePlan::record(Recorder& r, const RopeStep& step, const Buffer& x, const 
   if (step.seq < 1 || step.seq > s.env.seq)
     require(false, "seq", std::to_string(step.seq),
             "must be in [1, " + std::to_string(s.env.seq) + "] (the plan's envelope: seq = " + std::to_string(s.env.seq) + ")");
-  require((out == nullptr || out == &x) == s.in_place, "out", out ? "a buffer" : "null",
-          s.in_place ? "must be null or x: the plan rotates in place" : "is required: the plan writes into out");
+  if (s.in_place)
+    require(out == nullptr || out == &x, "out", "a buffer other than x", "must be null or x: the plan rotates in place");
+  else
+    require(out != nullptr && out != &x, "out", out ? "x" : "null",
+            "must be a buffer other than x: the plan was built out of place (in_place = false; build one in place to rotate x itself)");
   require((positions != nullptr) == s.positions, "positions", positions ? "a buffer" : "null",
           s.positions ? "is required: the plan reads positions from a buffer" : "must be null: the plan uses position_offset");
   RopeParams p = s.env;

@@ -193,7 +193,11 @@ OpScope::~OpScope() {
 }
 
 void require_own_buffer(Recorder& r, const Buffer* b, const std::string& name) {
-  if (b && RuntimeAccess::device(*b) != state_of(r).dev.get())
+  if (!b) return;
+  const Device* made_on = RuntimeAccess::device(*b);
+  if (!made_on)
+    throw InvalidArgument(name + " = an empty Buffer (default-constructed or moved from): must be a buffer made on the Context the Recorder (or RingRank) records on");
+  if (made_on != state_of(r).dev.get())
     throw InvalidArgument(name + " = a buffer of another Context: must be made on the Context the Recorder (or RingRank) records on");
 }
 
@@ -280,8 +284,9 @@ void dispatch(Recorder& r, DescriptorSource* sets, ShaderId shader, const SpecVa
     // Every op names its caller's buffers first (require_own_buffer); this guards the rest, before
     // a descriptor could hold a VkBuffer of another device.
     if (RuntimeAccess::device(*b.buffer) != &d)
-      throw InvalidArgument("binding " + std::string(shader_contract(shader).bindings[i].name) + " of " + std::string(embedded_shader(shader).name) +
-                            " = a buffer of another Context: every buffer must be made on the Context the Recorder (or RingRank) records on");
+      throw InvalidArgument("binding " + std::string(shader_contract(shader).bindings[i].name) + " of " + std::string(embedded_shader(shader).name) + " = " +
+                            (RuntimeAccess::device(*b.buffer) ? "a buffer of another Context" : "an empty Buffer (default-constructed or moved from)") +
+                            ": every buffer must be made on the Context the Recorder (or RingRank) records on");
     std::uint64_t range = b.bytes ? b.bytes : b.buffer->capacity() - b.offset;
     range = std::min<std::uint64_t>((range + 3) / 4 * 4, b.buffer->capacity() - b.offset);
     if (range > lim.max_storage_buffer_range || b.offset % lim.min_storage_buffer_offset_alignment != 0)
