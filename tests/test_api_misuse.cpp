@@ -8,6 +8,7 @@
 #include <relpos/bias_plan.hpp>
 #include <relpos/relpos.hpp>
 
+#include <chrono>
 #include <limits>
 #include <random>
 #include <string>
@@ -486,6 +487,12 @@ TEST_F(ApiMisuse, MovedFromObjectsAreRefusedByName) {
   KvAppendPlan append_taken(std::move(append_plan));
   expect_invalid([&] { (void)append_plan.params(); }, "KvAppendPlan: used after it was moved from");
   expect_invalid([&] { append_plan.record(taken, append.buffers()); }, "KvAppendPlan: used after it was moved from");
+  auto transports = make_in_process_ring(2, std::chrono::seconds(10));
+  RingRank rank(ctx, *transports[0]);
+  RingRank rank_taken(std::move(rank));
+  expect_invalid([&] { (void)rank.rank(); }, "RingRank: used after it was moved from");
+  expect_invalid([&] { (void)rank.context(); }, "RingRank: used after it was moved from");
+  EXPECT_EQ(rank_taken.rank(), 0u);
 
   // What they moved into works.
   EXPECT_EQ(taken.dispatch_count(), 0u);
