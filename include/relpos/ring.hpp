@@ -125,6 +125,8 @@ struct RingTiming {
 
 // One rank: its context and transport, and the staging, chunk and accumulator buffers its calls
 // keep for the next call of the same shape (a decode loop allocates once). Used by one thread.
+// It keeps the addresses of both (unlike a Recorder or a plan): the Context and the transport must
+// outlive it, and the Context must not be moved while it lives.
 class RingRank {
  public:
   RingRank(Context& ctx, RingTransport& transport);
