@@ -782,11 +782,11 @@ TEST(Cli, NonFiniteSlopesAreRefused) {
     auto r = tool("run attention --q " + qkv + " --k " + qkv + " --v " + qkv + " --bias alibi --slopes " + temp("inf_slopes.npy") +
                   " --out " + temp("x.npy") + extra);
     EXPECT_NE(r.status, 0) << r.output;
-    EXPECT_NE(r.output.find("relpos: error: slopes = inf: must be finite"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("relpos: error: slopes[1] = inf: must be finite"), std::string::npos) << r.output;
   }
   auto r = tool("run alibi-bias --heads 2 --queries 3 --keys 3 --slopes " + temp("inf_slopes.npy") + " --out " + temp("x.npy"));
   EXPECT_NE(r.status, 0) << r.output;
-  EXPECT_NE(r.output.find("slopes = inf: must be finite"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("slopes[1] = inf: must be finite"), std::string::npos) << r.output;
 }
 
 // The contract: `run kerple-bias ... --variant log|power --r1 --r2 [--causal]
