@@ -560,3 +560,25 @@ TEST_F(ApiMisuse, BufferMessagesSayWhatIsWrong) {
   expect_invalid([&] { in_place.record(r, {8, 0}, x, &other); }, "out = a buffer other than x: must be null or x");
   EXPECT_EQ(r.dispatch_count(), 0u);
 }
+
+// Recorder calls on a command buffer in flight are refused (release() recorded its barrier into
+// it); timestamps read in reverse give a negative time, not 2^64 ticks.
+TEST_F(ApiMisuse, RecorderInFlightAndReversedTimestamps) {
+  Context& ctx = gpu();
+  Buffer b(ctx, 64);
+  Recorder r(ctx);
+  const bool timestamps = ctx.limits().timestamps;
+  const std::uint32_t t0 = timestamps ? r.write_timestamp() : 0;
+  b.upload<float>(std::vector<float>(16, 1.0f));
+  AlibiParams p;
+  p.queries = p.keys = 4;
+  alibi_bias(r, p, b);
+  const std::uint32_t t1 = timestamps ? r.write_timestamp() : 0;
+  r.submit();
+  expect_invalid([&] { r.release(); }, "Recorder: recording after submit() needs wait() first");
+  r.wait();
+  if (timestamps) {
+    EXPECT_GE(r.elapsed_ms(t0, t1), 0.0);
+    EXPECT_EQ(r.elapsed_ms(t1, t0), -r.elapsed_ms(t0, t1));
+  }
+}

@@ -464,7 +464,9 @@ void Recorder::wait() {
 }
 
 void Recorder::release(VkPipelineStageFlags dst_stages, VkAccessFlags dst_access) {
-  detail::memory_barrier(detail::state_of(*this), detail::kWorkStages, detail::kWriteAccess, dst_stages, dst_access);
+  auto& s = detail::state_of(*this);
+  detail::require_recording(s);  // a barrier into a command buffer in flight is invalid
+  detail::memory_barrier(s, detail::kWorkStages, detail::kWriteAccess, dst_stages, dst_access);
 }
 
 std::uint32_t Recorder::write_timestamp() {
@@ -511,7 +513,8 @@ double Recorder::elapsed_ms(std::uint32_t from, std::uint32_t to) const {
       throw InvalidArgument("Recorder::elapsed_ms: timestamp index not in the last finished submission");
     a = s.timestamp_values[from], b = s.timestamp_values[to];
   }
-  return static_cast<double>(b - a) * d.limits.timestamp_period_ns * 1e-6;
+  // Signed: from a later timestamp to an earlier one is a negative time, not 2^64 ticks.
+  return static_cast<double>(static_cast<std::int64_t>(b - a)) * d.limits.timestamp_period_ns * 1e-6;
 }
 
 void Recorder::time_dispatches(bool on) {
