@@ -89,6 +89,9 @@ TEST(KvAppendReference, BadTablesNameTheSequenceAndEntry) {
   expect_invalid([&] { check_append_table(p, std::vector<std::int32_t>{0, 1, -1, 3}, std::vector<std::int32_t>{15, 3}); }, "block_table[1][0]");
   expect_invalid([&] { check_append_table(p, std::vector<std::int32_t>{0, 1, 2, 3}, std::vector<std::int32_t>{31, 3}); }, "cache_lengths[0]");
   expect_invalid([&] { check_append_table(p, std::vector<std::int32_t>{0, 1, 2, 3}, std::vector<std::int32_t>{1, -2}); }, "cache_lengths[1]");
+  auto huge = p;  // the params themselves first: new_tokens past int32 wrapped in the length checks
+  huge.new_tokens = 0xffffffffu;
+  expect_invalid([&] { check_append_table(huge, std::vector<std::int32_t>{0, 1, 2, 3}, std::vector<std::int32_t>{1, 3}); }, "new_tokens = 4294967295");
   {  // the reference's inputs, each named with what its size is made of
     std::vector<float> kc(p.paged.cache_elements(p.kv_heads, p.head_dim)), vc(kc), k(2 * 2 * 8), v(k), wrong(5);
     const std::vector<std::int32_t> table{0, 1, 2, 3}, lengths{1, 3};

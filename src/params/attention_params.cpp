@@ -61,11 +61,13 @@ T5Params AttentionParams::t5_row_params() const {
 }
 
 void check_block_table(const AttentionParams& p, std::span<const std::int32_t> block_table, std::span<const std::int32_t> cache_lengths) {
+  p.validate();
   require(p.paged.enabled(), "paged.block_size", "0", "must be set for a block table");
   detail::check_paged_table(p.paged, p.batch, block_table, cache_lengths);
 }
 
 void check_query_lengths(const AttentionParams& p, std::span<const std::int32_t> query_lengths, std::span<const std::int32_t> cache_lengths) {
+  p.validate();
   require(p.packed(), "total_queries", "0", "must be set for query lengths (packed queries)");
   require(query_lengths.size() == p.batch, "query_lengths", str(query_lengths.size()) + " values", "must hold batch = " + str(p.batch));
   require(cache_lengths.size() == p.batch, "cache_lengths", str(cache_lengths.size()) + " values", "must hold batch = " + str(p.batch));

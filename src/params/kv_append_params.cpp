@@ -68,6 +68,7 @@ void KvAppendParams::validate() const {
 
 void check_append_table(const KvAppendParams& p, std::span<const std::int32_t> block_table, std::span<const std::int32_t> cache_lengths,
                         std::span<const std::int32_t> new_tokens) {
+  p.validate();  // the counts below are the params' (new_tokens past int32 wrapped)
   if (p.lengths_include_new) {  // the lengths before the append: checked as such
     require(cache_lengths.size() == p.batch, "cache_lengths", str(cache_lengths.size()) + " values", "must hold batch = " + str(p.batch));
     require(!p.ragged || new_tokens.size() == p.batch, "new_tokens", str(new_tokens.size()) + " values", "must hold batch = " + str(p.batch));
