@@ -28,6 +28,17 @@ void write_raw(const std::string& path, const std::string& header, std::size_t d
   std::string zeros(data_bytes, '\0');
   f.write(zeros.data(), static_cast<std::streamsize>(zeros.size()));
 }
+// read_npy refuses the file with a message that holds `word`, of bounded length (a long value in
+// a header is cut short).
+void expect_error(const std::string& path, const std::string& word) {
+  try {
+    read_npy(path);
+    ADD_FAILURE() << path << " was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << e.what();
+    EXPECT_LT(std::string(e.what()).size(), 400u) << "a message of bounded length";
+  }
+}
 }  // namespace
 
 TEST(Npy, RoundTripsEachDtype) {
@@ -72,14 +83,6 @@ TEST(Npy, ReadsFloat64AndInt64) {
 }
 
 TEST(Npy, BadFilesGiveClearErrors) {
-  auto expect_error = [](const std::string& path, const std::string& word) {
-    try {
-      read_npy(path);
-      ADD_FAILURE() << path << " was accepted";
-    } catch (const InvalidArgument& e) {
-      EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << e.what();
-    }
-  };
   expect_error(temp("missing.npy"), "cannot open");
   { std::ofstream(temp("garbage.npy")) << "hello world, not numpy"; }
   expect_error(temp("garbage.npy"), "magic");
@@ -98,15 +101,6 @@ TEST(Npy, BadFilesGiveClearErrors) {
 // quote, a key given twice taking its last value; keys numpy does not write are refused, and a
 // message shows a long value cut short.
 TEST(Npy, HeaderIsReadAsPythonReadsItsDictLiteral) {
-  auto expect_error = [](const std::string& path, const std::string& word) {
-    try {
-      read_npy(path);
-      ADD_FAILURE() << path << " was accepted";
-    } catch (const InvalidArgument& e) {
-      EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << e.what();
-      EXPECT_LT(std::string(e.what()).size(), 400u) << "a message of bounded length";
-    }
-  };
   write_raw(temp("spaces.npy"), "{'descr':" + std::string(60000, ' ') + "'<f4', 'fortran_order': False, 'shape': (2,), }", 8);
   EXPECT_EQ(read_npy(temp("spaces.npy")).shape, (std::vector<std::uint64_t>{2}));
   write_raw(temp("quotes.npy"), "{\"descr\": \"<f4\", \"fortran_order\": False, \"shape\": (1, 3)}", 12);
