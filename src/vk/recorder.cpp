@@ -71,12 +71,14 @@ void recycle_submitted(RecorderState& s) {
     s.spare_scratch.clear();
     s.spare_uses.clear();
   }
-  // Appended: the spares' front is the least recently used.
+  // Appended: the spares' front is the least recently used. A retaining recorder lets the oldest
+  // go past kRetainedSpares, never what this recording used.
+  const std::size_t used = s.resources.scratch.size();
   s.spare_scratch.splice(s.spare_scratch.end(), s.resources.scratch);
   s.spare_uses.insert(s.spare_uses.end(), s.resources.scratch_uses.begin(), s.resources.scratch_uses.end());
   s.resources.scratch_uses.clear();
   constexpr std::size_t kRetainedSpares = 64;
-  while (s.spare_scratch.size() > kRetainedSpares) {
+  while (s.spare_scratch.size() > std::max(kRetainedSpares, used)) {
     s.spare_scratch.pop_front();
     s.spare_uses.pop_front();
   }
