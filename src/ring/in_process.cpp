@@ -23,7 +23,23 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct Hub {
-  explicit Hub(std::uint32_t ranks, std::chrono::milliseconds timeout) : links(ranks), gone(ranks, false), timeout(timeout) {}
+  explicit Hub(std::uint32_t ranks, std::chrono::milliseconds timeout) : links(ranks), gone(ranks, false), completed(ranks, 0), timeout(timeout) {}
+
+  // (Under the lock.) Whether a rank left before completing exchange n.
+  bool failed_before(std::uint64_t n) const {
+    for (std::size_t k = 0; k < links.size(); ++k)
+      if (gone[k] && completed[k] < n) return true;
+    return false;
+  }
+  // (Under the lock.) Rank r leaves the ring without its exchange: its offer withdrawn (its send
+  // buffer may go with it; a copy under way is waited for, none starts) and it counts as gone.
+  void leave(std::unique_lock<std::mutex>& lock, std::uint32_t r, const std::string& why) {
+    changed.wait(lock, [&] { return !links[r].copying; });
+    links[r].offered = false;
+    gone[r] = true;
+    if (!failure) failure = "rank " + std::to_string(r) + " failed: " + why;
+    changed.notify_all();
+  }
 
   // What rank r offers the next rank: its posted send and whether that rank took it.
   struct Link {
@@ -40,6 +56,10 @@ struct Hub {
   // Ranks that left the ring without their exchange (failed, or stopped by a neighbour that did):
   // their neighbours stop in turn, so a failure reaches every rank that still waits on one.
   std::vector<bool> gone;
+  // Exchanges each rank has completed (both its links). A rank gone before completing the exchange
+  // another is on has failed the ring for it; one gone after completing all it had to (a refused
+  // call's reasons sent, its RingRefused uncaught) has not.
+  std::vector<std::uint64_t> completed;
   std::chrono::milliseconds timeout;
   std::optional<std::string> failure;  // the first failure reported, with its rank
   std::vector<std::string> labels;     // labels[n]: what exchange n + 1 is called (the first poster's)
@@ -86,21 +106,16 @@ class InProcessTransport final : public RingTransport {
     Hub::Link& in = hub_->links[prev];
     Hub::Link& out = hub_->links[rank_];
     auto arrived = [&] { return in.offered && in.exchange == exchanges_; };
-    // Leaving without its exchange, this rank withdraws its offer (its send buffer may go with it:
-    // a copy under way is waited for, none starts) and counts as gone, which stops its neighbours.
+    auto failed = [&] { return hub_->failed_before(exchanges_); };
     auto leave = [&](RingError e) -> RingError {
-      hub_->changed.wait(lock, [&] { return !out.copying; });
-      out.offered = false;
-      hub_->gone[rank_] = true;
-      if (!hub_->failure) hub_->failure = "rank " + std::to_string(rank_) + " failed: " + e.what();
-      hub_->changed.notify_all();
+      hub_->leave(lock, rank_, e.what());
       return e;
     };
-    // A rank waits on its neighbours only: a rank elsewhere that sent all it had to and then
-    // failed (a refused call's reasons sent, its RingRefused uncaught) stops no exchange under way.
-    if (!hub_->changed.wait_until(lock, deadline_, [&] { return arrived() || hub_->gone[prev]; }))
+    // A rank that left after completing all it had to stops no exchange under way; one that left
+    // before stops every rank (its neighbours wait on it; the others are told here).
+    if (!hub_->changed.wait_until(lock, deadline_, [&] { return failed() || arrived() || hub_->gone[prev]; }))
       throw leave(timed_out("no data from rank " + std::to_string(prev)));
-    if (!arrived()) throw leave(peer_failed());
+    if (failed() || !arrived()) throw leave(peer_failed());
     if (in.bytes != recv_bytes_)
       throw leave(RingError("rank " + std::to_string(rank_) + " at " + what_ + ": rank " + std::to_string(prev) + " sent " +
                             std::to_string(in.bytes) + " bytes where " + std::to_string(recv_bytes_) +
@@ -114,17 +129,17 @@ class InProcessTransport final : public RingTransport {
     in.offered = false;
     in.taken = true;
     hub_->changed.notify_all();
-    if (!hub_->changed.wait_until(lock, deadline_, [&] { return out.taken || hub_->gone[next]; }))
+    if (!hub_->changed.wait_until(lock, deadline_, [&] { return failed() || out.taken || hub_->gone[next]; }))
       throw leave(timed_out("rank " + std::to_string(next) + " did not take this rank's data"));
-    if (!out.taken) throw leave(peer_failed());
+    if (failed() || !out.taken) throw leave(peer_failed());
+    hub_->completed[rank_] = exchanges_;
+    hub_->changed.notify_all();
   }
 
   void fail(const std::string& why) noexcept override {
     try {
-      std::lock_guard lock(hub_->mutex);
-      if (!hub_->failure) hub_->failure = "rank " + std::to_string(rank_) + " failed: " + why;
-      hub_->gone[rank_] = true;
-      hub_->changed.notify_all();
+      std::unique_lock lock(hub_->mutex);
+      hub_->leave(lock, rank_, why);
     } catch (...) {
     }
   }
