@@ -239,8 +239,8 @@ NpyArray read_npy(const std::string& path) {
   NpyArray a;
   std::map<std::string, std::string> dict = header_dict(path, header);
   const std::string descr = dict["descr"], order = dict["fortran_order"], shape = dict["shape"];
-  if (descr.size() < 2 || descr[0] == '(' || order.empty() || shape.empty() || shape[0] != '(')
-    bad(path, "header lacks a descr string, fortran_order or a shape tuple");
+  if (descr.size() < 2 || (descr[0] != '\'' && descr[0] != '"') || (order != "True" && order != "False") || shape.empty() || shape[0] != '(')
+    bad(path, "header lacks a descr string, a fortran_order of True or False, or a shape tuple");
   a.descr = descr.substr(1, descr.size() - 2);
   if (a.descr.size() >= 1 && a.descr[0] == '|') a.descr[0] = '<';  // single-byte types have no order
   if (order != "False") bad(path, "Fortran-ordered arrays are not supported (use numpy.ascontiguousarray)");
@@ -257,7 +257,7 @@ NpyArray read_npy(const std::string& path) {
   // fails here, not after allocating the claimed size.
   if (const auto left = bytes_left(f)) {
     if (*left < bytes)
-      bad(path, "data truncated: shape " + shape + " needs " + std::to_string(bytes) + " bytes, the file holds " + std::to_string(*left));
+      bad(path, "data truncated: shape " + shown(shape) + " needs " + std::to_string(bytes) + " bytes, the file holds " + std::to_string(*left));
     if (*left > bytes)
       bad(path, std::to_string(*left - bytes) + " bytes after the data of shape " + shown(shape) + " (" + std::to_string(bytes) + " bytes)");
   }

@@ -117,6 +117,12 @@ TEST(Npy, HeaderIsReadAsPythonReadsItsDictLiteral) {
   expect_error(temp("open.npy"), "unterminated tuple");
   write_raw(temp("nodict.npy"), "'descr': '<f4'", 8);
   expect_error(temp("nodict.npy"), "no dict literal");
+  write_raw(temp("nodescr.npy"), "{'descr': True, 'fortran_order': False, 'shape': (2,), }", 8);
+  expect_error(temp("nodescr.npy"), "lacks a descr string");
+  write_raw(temp("order.npy"), "{'descr': '<f4', 'fortran_order': 'False', 'shape': (2,), }", 8);
+  expect_error(temp("order.npy"), "a fortran_order of True or False");
+  write_raw(temp("shortdata.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (2" + std::string(50000, ' ') + "), }", 4);
+  expect_error(temp("shortdata.npy"), "data truncated");
 }
 
 // The header's shape is checked against the file before anything is allocated: a small file

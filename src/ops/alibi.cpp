@@ -23,7 +23,8 @@ extern const BiasFamily kAlibiBias{
     // A slope is a parameter, not data: inf or NaN has no meaning (inf * 0 at rp = 0 is NaN).
     .check_input =
         [](const AttentionParams&, std::span<const float> in) {
-          for (float m : in) require(std::isfinite(m), "slopes", std::to_string(m), "must be finite");
+          for (std::size_t h = 0; h < in.size(); ++h)
+            require(std::isfinite(in[h]), "slopes[" + std::to_string(h) + "]", detail::number_text(in[h]), "must be finite");
         },
     .bias_at = [](const AttentionParams&, std::span<const float> in, std::uint32_t h, std::uint32_t, std::uint32_t, std::int64_t rp) {
       return -(in[h] * static_cast<float>(std::abs(rp)));

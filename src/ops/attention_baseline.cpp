@@ -14,7 +14,7 @@
 namespace relpos {
 
 std::uint64_t attention_unfused_logits_bytes(const AttentionParams& p) {
-  return p.rows() * p.keys * 4;
+  return detail::saturated_product({p.rows(), p.keys, 4});
 }
 
 bool attention_unfused_takes(AttentionBias bias) {

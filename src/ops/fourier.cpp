@@ -15,6 +15,7 @@
 #include "relpos_push/loop_bound.h"
 #include "ops/planner.hpp"
 #include "vk/dispatch.hpp"
+#include "vk/access.hpp"
 
 namespace relpos {
 namespace {
@@ -243,6 +244,7 @@ void sinusoidal(Recorder& r, const SinusoidalParams& p, const Buffer& out) {
 void fourier_distance_row(Recorder& r, const FourierParams& p, const Buffer& rotation, const Buffer& row_out) {
   check_common(r, p, rotation);
   check_row_output(r, p, row_out);
+  detail::require_own_buffers(r, {{&rotation, "rotation buffer"}, {&row_out, "row_out buffer", true}});
   const auto op = detail::begin_op(r);
   record_row(r, p, rotation, row_out);
 }
@@ -258,15 +260,19 @@ void fourier_bias(Recorder& r, const FourierParams& p, const Buffer& rotation, c
                     "must hold float32 [heads, queries, keys] = " + std::to_string(need) + " bytes");
     for (std::uint32_t n : {p.keys, p.queries})
       require_fits_binding(r, std::uint64_t{n} * p.vector_size, "positions * vector_size (direct path)");
+    // Several dispatches read the rotation and write out: checked before the first.
+    detail::require_own_buffers(r, {{&rotation, "rotation buffer"}, {&out, "out buffer", true}});
     const auto op = detail::begin_op(r);
     record_direct(r, p, rotation, out);
     return;
   }
+  detail::require_own_buffers(r, {{&rotation, "rotation buffer"}, {&out, "out buffer", true}});
   detail::distance_bias(r, window_of(p), out, out_dtype, fourier_rows(p, rotation));
 }
 
 void fourier_bias_add(Recorder& r, const FourierParams& p, const Buffer& rotation, const Buffer& logits, DType logits_dtype) {
   check_common(r, p, rotation);
+  detail::require_own_buffers(r, {{&rotation, "rotation buffer"}, {&logits, "logits buffer", true}});
   detail::distance_bias_add(r, window_of(p), logits, logits_dtype, fourier_rows(p, rotation));
 }
 

@@ -163,7 +163,7 @@ std::uint32_t RingParams::local_keys(std::uint32_t rank) const { return total(ke
 
 std::uint64_t RingParams::local_bias_elements(std::uint32_t rank) const {
   if (detail::ring_bias_input(attention) != detail::RingBiasInput::Dense) return attention.bias_elements();
-  return std::uint64_t{attention.heads} * local_queries(rank) * attention.keys;
+  return detail::saturated_product({attention.heads, local_queries(rank), attention.keys});
 }
 
 void ShardedParams::validate() const {
@@ -190,7 +190,7 @@ std::vector<RingPiece> ShardedParams::key_pieces(std::uint32_t rank) const {
 
 std::uint64_t ShardedParams::local_bias_elements(std::uint32_t rank) const {
   if (detail::ring_bias_input(attention) != detail::RingBiasInput::Dense) return attention.bias_elements();
-  return std::uint64_t{attention.heads} * attention.queries * total(key_pieces(rank));
+  return detail::saturated_product({attention.heads, attention.queries, total(key_pieces(rank))});
 }
 
 }  // namespace relpos
