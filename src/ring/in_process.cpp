@@ -1,9 +1,9 @@
 // The in-process ring: ranks are threads of one process, joined by a hub. A rank posts its send
 // (a pointer into its host-visible staging) and its receive; the receiver copies from the sender's
 // staging into its own (so the copies of different links run on different threads at once), then
-// marks the send taken. Nothing waits past the timeout. A rank that fails, or leaves its exchange,
-// stops the neighbours that wait on it, and they theirs: the failure reaches every rank still in
-// the ring, named as the first one reported.
+// marks the send taken. Nothing waits past the timeout. A rank that fails, or leaves an exchange,
+// before completing the exchange another rank is on stops that rank, named as the first failure
+// reported.
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
@@ -53,8 +53,7 @@ struct Hub {
   std::mutex mutex;
   std::condition_variable changed;
   std::vector<Link> links;
-  // Ranks that left the ring without their exchange (failed, or stopped by a neighbour that did):
-  // their neighbours stop in turn, so a failure reaches every rank that still waits on one.
+  // Ranks that left the ring without their exchange (failed, timed out, or stopped by a failure).
   std::vector<bool> gone;
   // Exchanges each rank has completed (both its links). A rank gone before completing the exchange
   // another is on has failed the ring for it; one gone after completing all it had to (a refused
@@ -113,9 +112,10 @@ class InProcessTransport final : public RingTransport {
     };
     // A rank that left after completing all it had to stops no exchange under way; one that left
     // before stops every rank (its neighbours wait on it; the others are told here).
-    if (!hub_->changed.wait_until(lock, deadline_, [&] { return failed() || arrived() || hub_->gone[prev]; }))
+    // (A neighbour gone without this exchange has not completed it: failed() covers it.)
+    if (!hub_->changed.wait_until(lock, deadline_, [&] { return failed() || arrived(); }))
       throw leave(timed_out("no data from rank " + std::to_string(prev)));
-    if (failed() || !arrived()) throw leave(peer_failed());
+    if (failed()) throw leave(peer_failed());
     if (in.bytes != recv_bytes_)
       throw leave(RingError("rank " + std::to_string(rank_) + " at " + what_ + ": rank " + std::to_string(prev) + " sent " +
                             std::to_string(in.bytes) + " bytes where " + std::to_string(recv_bytes_) +
@@ -129,7 +129,7 @@ class InProcessTransport final : public RingTransport {
     in.offered = false;
     in.taken = true;
     hub_->changed.notify_all();
-    if (!hub_->changed.wait_until(lock, deadline_, [&] { return failed() || out.taken || hub_->gone[next]; }))
+    if (!hub_->changed.wait_until(lock, deadline_, [&] { return failed() || out.taken; }))
       throw leave(timed_out("rank " + std::to_string(next) + " did not take this rank's data"));
     if (failed() || !out.taken) throw leave(peer_failed());
     hub_->completed[rank_] = exchanges_;
