@@ -104,7 +104,7 @@ TEST_F(ApiMisuse, BuffersOfAnotherContextAreRefusedByName) {
   tp.queries = 4;
   tp.keys = 4;
   Buffer their_table(other, std::uint64_t{tp.num_buckets} * tp.heads * 4), t5_out(ctx, 2 * 4 * 4 * 4);
-  expect_invalid([&] { t5_bias(r, tp, their_table, t5_out); }, "of t5_distance_row" + foreign);
+  expect_invalid([&] { t5_bias(r, tp, their_table, t5_out); }, "table buffer" + foreign);
 
   // The recorder is still good for work of its own Context.
   attention(r, mine.p, mine.buffers());
@@ -302,6 +302,15 @@ TEST_F(ApiMisuse, OutputsOverInputsAreRefusedBeforeAnythingIsRecorded) {
                bias = Buffer::external(ctx, arena.handle(), 2 * 4 * 4 * 4, kAppBufferUsage, 0);
   for (FourierPath path : {FourierPath::Direct, FourierPath::Distance})
     expect_invalid([&] { fourier_bias(r, fp, rotation, bias, path); }, "out buffer = bytes [0, 128) of the VkBuffer whose bytes [0, 64) are the rotation buffer");
+  expect_invalid([&] { fourier_bias_add(r, fp, rotation, bias); }, "logits buffer = bytes [0, 128) of the VkBuffer whose bytes [0, 64) are the rotation buffer");
+  // T5's table is the application's too: the per-distance kit checks it against the output, in the
+  // free functions and in a plan's steps (the expansion would overwrite the next call's table).
+  T5Params tp{.num_buckets = 8, .max_distance = 16, .queries = 4, .keys = 4, .heads = 2};
+  const Buffer t5_table = Buffer::external(ctx, arena.handle(), 8 * 2 * 4, kAppBufferUsage, 0);
+  expect_invalid([&] { t5_bias(r, tp, t5_table, bias); }, "out buffer = bytes [0, 128) of the VkBuffer whose bytes [0, 64) are the table buffer");
+  expect_invalid([&] { t5_bias_add(r, tp, t5_table, bias); }, "logits buffer = bytes [0, 128) of the VkBuffer whose bytes [0, 64) are the table buffer");
+  BiasPlan t5_plan(ctx, tp, t5_table, DType::F32, false);
+  expect_invalid([&] { t5_plan.record(r, BiasStep{.queries = 4, .keys = 4}, bias); }, "out buffer = bytes [0, 128) of the VkBuffer whose bytes [0, 64) are the table buffer");
   CacheDecodeParams dp{.rows = 16, .head_dim = 16};
   Buffer rows(ctx, 16 * 16 * 4);
   expect_invalid([&] { decode_cache(r, dp, rows, rows); }, "out buffer = the cache buffer");

@@ -46,6 +46,7 @@ void BiasPlan::record(Recorder& r, const BiasStep& step, const Buffer& out) {
   w.validate();
   const detail::ExpandShape shape = detail::expand_shape(w, s.mode);
   detail::check_expand(r, shape, out, s.mode);
+  detail::require_own_buffers(r, {{s.source.params, s.source.params_name}, {&out, detail::expanded_name(s.mode), true}});
   const auto op = detail::begin_op(r);
   detail::DescriptorSource& sets = s.storage.sets().begin_step();
   s.source.rows->record(r, w, *s.source.params, *s.rows, &sets);

@@ -20,20 +20,21 @@ RowsRecorder source_rows(const DistanceWindow& w, SourceMaker make) {
   };
 }
 
-void expand_distance_bias(Recorder& r, const DistanceWindow& w, const Buffer& out, ExpandMode mode, const RowsRecorder& rows) {
+void expand_distance_bias(Recorder& r, const DistanceWindow& w, const Buffer& out, ExpandMode mode, const RowsRecorder& rows, BufferRole input) {
   const ExpandShape shape = expand_shape(w, mode);
   check_expand(r, shape, out, mode);
+  require_own_buffers(r, {input, {&out, expanded_name(mode), true}});
   const auto op = begin_op(r);
   expand_distance(r, shape, rows(r), out, mode);
 }
 
-void distance_bias(Recorder& r, const DistanceWindow& w, const Buffer& out, DType dtype, const RowsRecorder& rows) {
+void distance_bias(Recorder& r, const DistanceWindow& w, const Buffer& out, DType dtype, const RowsRecorder& rows, BufferRole input) {
   require_f32_or_f16(dtype, "out_dtype");
-  expand_distance_bias(r, w, out, expand_mode(dtype, false), rows);
+  expand_distance_bias(r, w, out, expand_mode(dtype, false), rows, input);
 }
 
-void distance_bias_add(Recorder& r, const DistanceWindow& w, const Buffer& logits, DType dtype, const RowsRecorder& rows) {
-  expand_distance_bias(r, w, logits, expand_mode(dtype, true), rows);
+void distance_bias_add(Recorder& r, const DistanceWindow& w, const Buffer& logits, DType dtype, const RowsRecorder& rows, BufferRole input) {
+  expand_distance_bias(r, w, logits, expand_mode(dtype, true), rows, input);
 }
 
 }  // namespace relpos::detail

@@ -20,6 +20,7 @@
 #include "ops/planner.hpp"
 #include "relpos_contract/distance_row.h"
 #include "relpos_push/loop_bound.h"
+#include "vk/access.hpp"
 #include "vk/dispatch.hpp"
 
 namespace relpos::detail {
@@ -106,10 +107,12 @@ class ShaderRows final : public DistanceRows {
   BufferSpan extra_;
 };
 
-// A family's rows with its parameters on the device, for one envelope.
+// A family's rows with its parameters on the device, for one envelope. `params_name` names them in
+// messages: an application's buffer (T5's table) must not share bytes with the output.
 struct DistanceSource {
   std::unique_ptr<DistanceRows> rows;
   const Buffer* params = nullptr;
+  const char* params_name = "params buffer";
 };
 // Makes a family's source with buffers from `storage` (the free functions' recording, a plan's).
 using SourceMaker = std::function<DistanceSource(OpStorage& storage)>;
@@ -119,12 +122,21 @@ using RowsRecorder = std::function<const Buffer&(Recorder&)>;
 // The rows of window w from the source `make` gives (the free functions).
 RowsRecorder source_rows(const DistanceWindow& w, SourceMaker make);
 
-// Checks `out` first; then, as one operation, the rows and their expansion: write (mode Copy32 or
+// Checks `out` first, and that it shares no byte with `input`, the application's buffer the rows
+// are made from (T5's table, Fourier's rotation; none: null): out's writes would change what the
+// next call reads. Then, as one operation, the rows and their expansion: write (mode Copy32 or
 // WriteF16) [heads, Q, K] or add (AddF32, AddF16) into [batch, heads, Q, K].
-void expand_distance_bias(Recorder& r, const DistanceWindow& w, const Buffer& out, ExpandMode mode, const RowsRecorder& rows);
+void expand_distance_bias(Recorder& r, const DistanceWindow& w, const Buffer& out, ExpandMode mode, const RowsRecorder& rows,
+                          BufferRole input = {nullptr, ""});
 // The bias [heads, Q, K] of dtype F32 or F16.
-void distance_bias(Recorder& r, const DistanceWindow& w, const Buffer& out, DType dtype, const RowsRecorder& rows);
+void distance_bias(Recorder& r, const DistanceWindow& w, const Buffer& out, DType dtype, const RowsRecorder& rows,
+                   BufferRole input = {nullptr, ""});
 // logits [batch, heads, Q, K] of dtype F32 or F16 += the bias.
-void distance_bias_add(Recorder& r, const DistanceWindow& w, const Buffer& logits, DType dtype, const RowsRecorder& rows);
+void distance_bias_add(Recorder& r, const DistanceWindow& w, const Buffer& logits, DType dtype, const RowsRecorder& rows,
+                       BufferRole input = {nullptr, ""});
+// The name of the expansion's output in messages.
+inline const char* expanded_name(ExpandMode mode) {
+  return mode == ExpandMode::AddF32 || mode == ExpandMode::AddF16 ? "logits buffer" : "out buffer";
+}
 
 }  // namespace relpos::detail

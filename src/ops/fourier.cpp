@@ -266,14 +266,12 @@ void fourier_bias(Recorder& r, const FourierParams& p, const Buffer& rotation, c
     record_direct(r, p, rotation, out);
     return;
   }
-  detail::require_own_buffers(r, {{&rotation, "rotation buffer"}, {&out, "out buffer", true}});
-  detail::distance_bias(r, window_of(p), out, out_dtype, fourier_rows(p, rotation));
+  detail::distance_bias(r, window_of(p), out, out_dtype, fourier_rows(p, rotation), {&rotation, "rotation buffer"});
 }
 
 void fourier_bias_add(Recorder& r, const FourierParams& p, const Buffer& rotation, const Buffer& logits, DType logits_dtype) {
   check_common(r, p, rotation);
-  detail::require_own_buffers(r, {{&rotation, "rotation buffer"}, {&logits, "logits buffer", true}});
-  detail::distance_bias_add(r, window_of(p), logits, logits_dtype, fourier_rows(p, rotation));
+  detail::distance_bias_add(r, window_of(p), logits, logits_dtype, fourier_rows(p, rotation), {&rotation, "rotation buffer"});
 }
 
 }  // namespace relpos

@@ -152,7 +152,7 @@ void check_table_buffer(const Recorder& r, const T5Params& p, const Buffer& tabl
 
 detail::RowsRecorder table_rows(Recorder& r, const T5Params& p, const Buffer& table) {
   return detail::source_rows(detail::window_of(p), [&](detail::OpStorage& s) {
-    return detail::DistanceSource{detail::t5_rows(r.context(), p, s), &table};
+    return detail::DistanceSource{detail::t5_rows(r.context(), p, s), &table, "table buffer"};
   });
 }
 
@@ -168,13 +168,13 @@ void t5_buckets(Recorder& r, const T5Params& p, const Buffer& out) {
 void t5_bias(Recorder& r, const T5Params& p, const Buffer& table, const Buffer& out, DType out_dtype) {
   p.validate();
   check_table_buffer(r, p, table);
-  detail::distance_bias(r, detail::window_of(p), out, out_dtype, table_rows(r, p, table));
+  detail::distance_bias(r, detail::window_of(p), out, out_dtype, table_rows(r, p, table), {&table, "table buffer"});
 }
 
 void t5_bias_add(Recorder& r, const T5Params& p, const Buffer& table, const Buffer& logits, DType logits_dtype) {
   p.validate();
   check_table_buffer(r, p, table);
-  detail::distance_bias_add(r, detail::window_of(p), logits, logits_dtype, table_rows(r, p, table));
+  detail::distance_bias_add(r, detail::window_of(p), logits, logits_dtype, table_rows(r, p, table), {&table, "table buffer"});
 }
 
 BiasPlan::BiasPlan(Context& ctx, const T5Params& envelope, const Buffer& table, DType dtype, bool add) {
@@ -184,7 +184,7 @@ BiasPlan::BiasPlan(Context& ctx, const T5Params& envelope, const Buffer& table, 
                   "must be float32 [num_buckets, heads] = " + std::to_string(need) + " bytes");
   detail::require_t5_table_binding(ctx.limits(), envelope);
   state_ = std::make_unique<State>(ctx, detail::window_of(envelope), dtype, add, [&](detail::OpStorage& s) {
-    return detail::DistanceSource{detail::t5_rows(ctx, envelope, s), &table};
+    return detail::DistanceSource{detail::t5_rows(ctx, envelope, s), &table, "table buffer"};
   });
 }
 

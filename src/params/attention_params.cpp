@@ -128,19 +128,18 @@ void AttentionParams::validate() const {
   // The GPU indexes 4-element words and bias values with 32-bit integers.
   constexpr std::uint64_t k32 = 0xffffffffull;
   using detail::saturated_product;
-  // Products of up to four 32-bit fields, in 4-element words.
-  auto words = [](std::initializer_list<std::uint64_t> dims) { return saturated_product(dims) / 4; };
-  auto words_text = [](std::uint64_t w) { return w == std::numeric_limits<std::uint64_t>::max() / 4 ? std::string("2^62 or more") : str(w); };
-  const std::uint64_t q_words = words({rows(), head_dim});
-  require(q_words <= k32, packed() ? "total_queries * heads * head_dim / 4" : "batch * heads * queries * head_dim / 4", words_text(q_words),
-          "must be < 2^32");
-  require(kv_bytes() / 4 <= k32, "k and v bytes / 4", words_text(kv_bytes() / 4), "must be < 2^32 (the kernels index them in 32-bit words)");
+  // Products of up to four 32-bit fields (saturated), indexed in 4-element words.
+  using detail::words_text;
+  const std::uint64_t q_elements = saturated_product({rows(), head_dim});
+  require(q_elements / 4 <= k32, packed() ? "total_queries * heads * head_dim / 4" : "batch * heads * queries * head_dim / 4",
+          words_text(q_elements), "must be < 2^32");
+  require(kv_bytes() / 4 <= k32, "k and v bytes / 4", words_text(kv_bytes()), "must be < 2^32 (the kernels index them in 32-bit words)");
   if (paged.enabled()) {
-    const std::uint64_t w = words({paged.num_blocks, paged.block_size, kv_heads, head_dim});
-    require(w <= k32, "num_blocks * block_size * kv_heads * head_dim / 4", words_text(w), "must be < 2^32");
+    const std::uint64_t n = saturated_product({paged.num_blocks, paged.block_size, kv_heads, head_dim});
+    require(n / 4 <= k32, "num_blocks * block_size * kv_heads * head_dim / 4", words_text(n), "must be < 2^32");
   } else {
-    const std::uint64_t w = words({batch, kv_heads, keys, head_dim});
-    require(w <= k32, "batch * kv_heads * keys * head_dim / 4", words_text(w), "must be < 2^32");
+    const std::uint64_t n = saturated_product({batch, kv_heads, keys, head_dim});
+    require(n / 4 <= k32, "batch * kv_heads * keys * head_dim / 4", words_text(n), "must be < 2^32");
   }
   if (const auto family_checks = detail::bias_family(bias).validate) family_checks(*this);
   require(bias_elements() <= k32, "bias elements", detail::product_text(bias_elements()), "must be < 2^32");
@@ -160,8 +159,7 @@ void AttentionMergeParams::validate() const {
   require_head_dim(head_dim);
   detail::require_float_dtype(dtype, "dtype");
   const std::uint64_t elements = detail::saturated_product({parts, rows, head_dim});
-  require(elements / 4 <= 0xffffffffull, "parts * rows * head_dim / 4",
-          elements == std::numeric_limits<std::uint64_t>::max() ? std::string("2^62 or more") : str(elements / 4), "must be < 2^32");
+  require(elements / 4 <= 0xffffffffull, "parts * rows * head_dim / 4", detail::words_text(elements), "must be < 2^32");
 }
 
 }  // namespace relpos

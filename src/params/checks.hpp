@@ -67,6 +67,10 @@ inline std::uint64_t saturated_product(std::initializer_list<std::uint64_t> dims
 inline std::string product_text(std::uint64_t n) {
   return n == std::numeric_limits<std::uint64_t>::max() ? std::string("2^64 or more") : std::to_string(n);
 }
+// A saturated product in 4-element (or 4-byte) words, as an error message shows it.
+inline std::string words_text(std::uint64_t n) {
+  return n == std::numeric_limits<std::uint64_t>::max() ? std::string("2^62 or more") : std::to_string(n / 4);
+}
 
 // The product of the dimensions, or InvalidArgument naming `what` when it does not fit in 64 bits
 // of bytes (8 bytes per element at most).
