@@ -106,6 +106,18 @@ TEST(KvAppendReference, BadTablesNameTheSequenceAndEntry) {
     expect_invalid([&] { kv_append_reference(ragged, d); }, "k = 32 values: must be exactly packed_tokens * kv_heads * head_dim = 24");
   }
   auto bad = p;
+  // Ragged, every workgroup sums the earlier sequences' counts: a batch past the packed bound made
+  // that loop grow past an invocation's (lavapipe ends it early, leaving rows at wrong places).
+  bad.ragged = true;
+  bad.packed_tokens = 1;
+  bad.batch = AttentionParams::kMaxPackedBatch;
+  bad.paged.num_blocks = 1;
+  EXPECT_NO_THROW(bad.validate());
+  bad.batch = AttentionParams::kMaxPackedBatch + 1;
+  expect_invalid([&] { bad.validate(); }, "batch = 4097: must be <= 4096 with ragged new_tokens");
+  bad.ragged = false;
+  EXPECT_NO_THROW(bad.validate());
+  bad = p;
   bad.paged.block_size = 20;
   expect_invalid([&] { bad.validate(); }, "paged.block_size");
   bad = p;

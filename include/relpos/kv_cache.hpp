@@ -42,7 +42,7 @@ struct KvAppendParams {
   // [0, new_tokens]), its rows packed token-major: k and v [packed_tokens, kv_heads, head_dim] (q
   // [packed_tokens, heads, head_dim]), sequence b's at rows cu[b] .. cu[b+1]-1, cu the prefix sums
   // of new_tokens. packed_tokens: the rows k and v hold, in [1, batch * new_tokens]; rows past it
-  // are never read.
+  // are never read. At most AttentionParams::kMaxPackedBatch sequences, as packed attention.
   bool ragged = false;
   std::uint32_t packed_tokens = 0;
   // After the append, cache_lengths[b] += the keys sequence b gained (on the device, in the same

@@ -56,6 +56,11 @@ void KvAppendParams::validate() const {
   require(cache_elements <= 0xffffffffull, "num_blocks * block_size * kv_heads * head_dim", detail::product_text(cache_elements), "must be < 2^32");
   require(!(advance_lengths && lengths_include_new), "lengths_include_new", "true",
           "is not taken with advance_lengths (lengths that already count the new keys are not advanced again)");
+  // Each workgroup of a ragged append sums the counts of the sequences before its own, as a packed
+  // attention call does: the same bound on the batch keeps that loop within an invocation's.
+  if (ragged)
+    require(batch <= AttentionParams::kMaxPackedBatch, "batch", str(batch),
+            "must be <= " + str(AttentionParams::kMaxPackedBatch) + " with ragged new_tokens (AttentionParams::kMaxPackedBatch)");
   if (ragged)
     require(packed_tokens >= 1 && packed_tokens <= std::uint64_t{batch} * new_tokens, "packed_tokens", str(packed_tokens),
             "must be in [1, batch * new_tokens = " + str(std::uint64_t{batch} * new_tokens) + "] (the rows of the packed k and v)");
