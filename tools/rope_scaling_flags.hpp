@@ -73,7 +73,6 @@ inline void apply_rope_scaling_flags(const RopeScalingFlags& f, RopeScalingParam
   s.truncate = !f.no_truncate;
   // Defaults where the flag is absent: a 0 given stays 0, which validate() refuses.
   if (s.type == RopeScaling::Llama3 && !f.original_max_position->count()) s.original_max_position = 8192;
-  if (s.type == RopeScaling::Linear && s.original_max_position == 0) s.original_max_position = 1;
 }
 
 }  // namespace relpos::tool

@@ -28,9 +28,9 @@ void validate_scaling(const RopeScalingParams& s, std::uint32_t d) {
                          "scaling.type", "must be None, Linear, DynamicNtk, Yarn or Llama3");
   if (s.type == RopeScaling::None) return;
   require_finite(s.factor, "scaling.factor", s.factor >= 1.0, "must be finite and >= 1");
+  if (s.type == RopeScaling::Linear) return;  // positions / factor: nothing else is read
   require(s.original_max_position >= 1, "scaling.original_max_position", std::to_string(s.original_max_position),
           "must be >= 1 for dynamic NTK, YaRN and Llama 3 scaling");
-  if (s.type == RopeScaling::Linear) return;
   if (s.type == RopeScaling::DynamicNtk) {
     require(d >= 4, "rotary_dim", std::to_string(d), "must be >= 4 for dynamic NTK scaling (exponent d / (d - 2))");
   } else if (s.type == RopeScaling::Yarn) {
