@@ -330,13 +330,22 @@ TEST_F(ApiMisuse, OutputsOverInputsAreRefusedBeforeAnythingIsRecorded) {
 // enum value that is no cache format, a T5 table's bucket count (not the element count it makes).
 TEST(ApiMessages, NameTheParameterAtFault) {
   AttentionParams p{.heads = 1, .queries = 1, .keys = 0x80000000u, .head_dim = 8};
-  expect_invalid([&] { p.validate(); }, "keys = 2147483648 (query_offset = 0): puts relative positions above 2^31 - 1");
+  expect_invalid([&] { p.validate(); }, "keys = 2147483648 (query_offset = 0): puts relative positions above 2^31 - 2");
   p.keys = 8;
   p.query_offset = -0x7fffffffll + 2;
   p.queries = 4;
   expect_invalid([&] { p.validate(); }, "keys = 8 (query_offset = -2147483645)");
   p.query_offset = 0x7fffffffll - 1;
   expect_invalid([&] { p.validate(); }, "queries = 4 (query_offset = 2147483646)");
+  // The limit the messages state is the one they hold: relative positions within +-(2^31 - 2).
+  T5Params t5{.queries = 1, .keys = 1, .query_offset = 0x7fffffffll - 1};
+  EXPECT_NO_THROW(t5.validate());
+  t5.query_offset += 1;
+  expect_invalid([&] { t5.validate(); }, "query_offset = 2147483647: puts relative positions outside +-(2^31 - 2)");
+  AlibiParams alibi{.heads = 1, .queries = 2, .keys = 1, .query_offset = 0x7fffffffll - 2};
+  EXPECT_NO_THROW(alibi.validate());
+  alibi.query_offset += 1;
+  expect_invalid([&] { alibi.validate(); }, "queries = 2 (query_offset = 2147483646): puts relative positions below -(2^31 - 2)");
   p.query_offset = 0;
   p.cache_format = static_cast<CacheFormat>(9);
   expect_invalid([&] { p.validate(); }, "cache_format = 9: is no cache format");

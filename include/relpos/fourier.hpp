@@ -24,8 +24,8 @@ struct SinusoidalParams {
   double max_wavelength = 0.0;  // W, the longest half-wavelength; 0: meliad's default 2N
 
   double wavelength() const { return max_wavelength == 0.0 ? 2.0 * positions : max_wavelength; }
-  // Throws InvalidArgument for an odd or zero vector_size, W <= 1, no positions, positions beyond
-  // +-(2^31 - 1) or more than 2^32 - 1 output elements.
+  // Throws InvalidArgument for an odd or zero vector_size, W <= 1, no positions, positions outside
+  // +-(2^31 - 2) or more than 2^32 - 1 output elements.
   void validate() const;
 };
 

@@ -121,10 +121,10 @@ void AttentionParams::validate() const {
   const std::int64_t last = static_cast<std::int64_t>(keys) - 1 - off;
   // Named by what reaches past the range: the offset itself, the first query's distance to key 0,
   // or the last key's distance to query 0.
-  require(off > -kMax && off < kMax, "query_offset", std::to_string(off), "puts positions outside +-(2^31 - 1)");
+  require(off > -kMax && off < kMax, "query_offset", std::to_string(off), "puts positions outside +-(2^31 - 2)");
   require(first > -kMax, "queries", str(queries) + " (query_offset = " + std::to_string(off) + ")",
-          "puts relative positions below -(2^31 - 1)");
-  require(last < kMax, "keys", str(keys) + " (query_offset = " + std::to_string(off) + ")", "puts relative positions above 2^31 - 1");
+          "puts relative positions below -(2^31 - 2)");
+  require(last < kMax, "keys", str(keys) + " (query_offset = " + std::to_string(off) + ")", "puts relative positions above 2^31 - 2");
   // The GPU indexes 4-element words and bias values with 32-bit integers.
   constexpr std::uint64_t k32 = 0xffffffffull;
   using detail::saturated_product;

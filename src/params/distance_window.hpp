@@ -33,10 +33,10 @@ struct DistanceWindow {
     constexpr std::int64_t kMax = std::numeric_limits<std::int32_t>::max();
     const std::int64_t rp_last = static_cast<std::int64_t>(keys) - 1 - query_offset;
     // Named by what reaches past the range: the offset, the first query or the last key.
-    require(query_offset > -kMax && query_offset < kMax, "query_offset", std::to_string(query_offset), "puts positions outside +-(2^31 - 1)");
+    require(query_offset > -kMax && query_offset < kMax, "query_offset", std::to_string(query_offset), "puts positions outside +-(2^31 - 2)");
     const std::string with_offset = " (query_offset = " + std::to_string(query_offset) + ")";
-    require(rp_first() > -kMax, "queries", std::to_string(queries) + with_offset, "puts relative positions below -(2^31 - 1)");
-    require(rp_last < kMax, "keys", std::to_string(keys) + with_offset, "puts relative positions above 2^31 - 1");
+    require(rp_first() > -kMax, "queries", std::to_string(queries) + with_offset, "puts relative positions below -(2^31 - 2)");
+    require(rp_last < kMax, "keys", std::to_string(keys) + with_offset, "puts relative positions above 2^31 - 2");
     require(row_len() * heads <= 0xffffffffull, "heads * (queries + keys - 1)", std::to_string(row_len() * heads), "must be < 2^32");
     const std::uint64_t rows = static_cast<std::uint64_t>(batch) * heads * queries;
     require(rows <= 0xffffffffull, "batch * heads * queries", std::to_string(rows), "must be < 2^32");

@@ -28,9 +28,9 @@ void SinusoidalParams::validate() const {
   require(positions >= 1, "positions", std::to_string(positions), "must be >= 1");
   require_vector_size(vector_size, "vector_size");
   require_wavelength(wavelength(), "max_wavelength", std::to_string(max_wavelength));
-  require(offset > -kMaxPos && offset < kMaxPos, "offset", std::to_string(offset), "puts positions outside +-(2^31 - 1)");
+  require(offset > -kMaxPos && offset < kMaxPos, "offset", std::to_string(offset), "puts positions outside +-(2^31 - 2)");
   require(offset + positions - 1 < kMaxPos, "positions", std::to_string(positions) + " (offset = " + std::to_string(offset) + ")",
-          "puts the last position beyond 2^31 - 1");
+          "puts the last position beyond 2^31 - 2");
   const std::uint64_t n = std::uint64_t{positions} * vector_size;
   require(n <= 0xffffffffull, "positions * vector_size", std::to_string(n), "must be < 2^32");
 }
@@ -45,11 +45,11 @@ void FourierParams::validate() const {
   require_wavelength(wavelength(), "max_keys", std::to_string(max_keys));
   require(query_offset.has_value() || keys >= queries, "keys", std::to_string(keys),
           "must be >= queries = " + std::to_string(queries) + " unless query_offset is given (meliad's default offset is keys - queries)");
-  require(keys - 1 < kMaxPos, "keys", std::to_string(keys), "puts key positions beyond 2^31 - 1");
+  require(keys - 1 < kMaxPos, "keys", std::to_string(keys), "puts key positions beyond 2^31 - 2");
   const std::int64_t off = offset();
   const std::int64_t rp_min = -(std::int64_t{queries} - 1) - off, rp_max = std::int64_t{keys} - 1 - off;
   require(off > -kMaxPos && off < kMaxPos && rp_min > -kMaxPos && rp_max < kMaxPos && off + queries - 1 < kMaxPos,
-          "query_offset", std::to_string(off), "puts positions or relative positions outside +-(2^31 - 1)");
+          "query_offset", std::to_string(off), "puts positions or relative positions outside +-(2^31 - 2)");
   const std::uint64_t row = std::uint64_t{row_len()} * heads;
   require(row <= 0xffffffffull, "heads * (queries + keys - 1)", std::to_string(row), "must be < 2^32");
   const std::uint64_t rows = detail::saturated_product({batch, heads, queries});

@@ -29,7 +29,7 @@ void T5Params::validate() const {
   std::int64_t rp_min = -(static_cast<std::int64_t>(queries) - 1) - query_offset;
   std::int64_t rp_max = static_cast<std::int64_t>(keys) - 1 - query_offset;
   require(query_offset > -kMax && query_offset < kMax && rp_min > -kMax && rp_max < kMax, "query_offset",
-          std::to_string(query_offset), "puts relative positions outside +-(2^31 - 1)");
+          std::to_string(query_offset), "puts relative positions outside +-(2^31 - 2)");
   std::uint64_t row_len = static_cast<std::uint64_t>(queries) + keys - 1;
   require(row_len * heads <= 0xffffffffull, "heads * (queries + keys - 1)", std::to_string(row_len * heads),
           "must be < 2^32");
