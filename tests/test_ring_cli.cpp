@@ -107,6 +107,22 @@ TEST(RingCli, InProcessRanksEqualRunAttention) {
   expect_ring_equals_attention(RELPOS_TOOL, d, bias_args("dense", "d_"), "--ranks 4", "d_", 1e-4);
 }
 
+// --reference computes the whole call's CPU reference in this process, as run attention --reference
+// does (the tool refused it, although every run command takes it); with --ranks or without.
+TEST(RingCli, ReferenceIsRunAttentionsReference) {
+  const Files f = write_inputs(1, 4, 2, 23, 23, 8, "r_");
+  const std::string common = f.args + bias_args("t5", "r_") + " --causal --causal-buckets --reference";
+  auto one = tool("run attention " + common + " --out " + temp("r_one.npy") + " --lse " + temp("r_one_lse.npy"));
+  ASSERT_EQ(one.status, 0) << one.output;
+  for (const std::string ranks : {" --ranks 3", ""}) {
+    SCOPED_TRACE(ranks);
+    auto ring = tool("run ring-attention " + common + ranks + " --out " + temp("r_ring.npy") + " --lse " + temp("r_ring_lse.npy"));
+    ASSERT_EQ(ring.status, 0) << ring.output;
+    EXPECT_EQ(read_npy(temp("r_ring.npy")).to_f32("ring"), read_npy(temp("r_one.npy")).to_f32("one"));
+    EXPECT_EQ(read_npy(temp("r_ring_lse.npy")).to_f32("ring lse"), read_npy(temp("r_one_lse.npy")).to_f32("one lse"));
+  }
+}
+
 // Sharded attention over caches in the formats engines keep (--kv-dtype, as run attention reads
 // them): bf16 bit patterns, ggml's q8_0 blocks, fp8 e4m3 with a scale per kv head; in process and
 // under mpirun. Ring attention (Q = K) refuses a cache format, naming the flag.

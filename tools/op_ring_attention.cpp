@@ -237,6 +237,18 @@ void refuse_ranks_under_mpi(const RingArgs& a) {
                           " ranks and write the same --out); without --ranks each MPI process is one rank (" + std::to_string(n) + " ranks)");
 }
 
+// --reference: the CPU reference of the whole call (the result the ring computes), in this process;
+// the call is read and its split checked as the ring would (--ranks, default 1).
+void run_reference(const RingArgs& a) {
+  if (a.ranks != 0) refuse_ranks_under_mpi(a);
+  else if (const std::uint32_t n = mpi_launch_size(a.timeout_s); n > 1)
+    throw InvalidArgument("--reference: not under an MPI launch of " + std::to_string(n) +
+                          " processes (each would compute the whole call and write the same --out)");
+  const RingCall c = read_call(a, a.ranks != 0 ? a.ranks : 1);
+  write_result(a, c, attention_reference(c.p, {c.in.q, c.in.k, c.in.v, c.in.bias, c.in.rel_keys, c.in.rel_values, {}, {}, {}, {}, c.in.k_bytes,
+                                               c.in.v_bytes}));
+}
+
 // ---- relpos check: in-process ranks on the check's context against the reference -------------
 
 CheckResult check_ring(Context& ctx, const AttentionParams& p, std::uint32_t R, RingLayout layout) {
@@ -327,7 +339,7 @@ void add_ring_run(CLI::App& run, Registry& reg) {
   add_output(*cmd, a->o, "--timings", a->timings,
              "also write each rank's compute and communication times (JSON) of a second run (the first compiles the pipelines)");
   reg.runs.push_back({cmd, [a] {
-                        if (a->o.reference) throw InvalidArgument("--reference: not for ring-attention (run attention --reference is the same result)");
+                        if (a->o.reference) return run_reference(*a);
                         if (a->ranks != 0) {
                           refuse_ranks_under_mpi(*a);
                           return run_in_process(*a);
