@@ -846,6 +846,7 @@ TEST(Cli, KerpleBiasAndKerpleAttention) {
     auto r = tool(args + " --out " + temp("x.npy"));
     EXPECT_NE(r.status, 0) << args;
     EXPECT_NE(r.output.find(message), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("relpos: error: "), std::string::npos) << r.output;  // usage errors too
   }
 }
 
@@ -1128,6 +1129,15 @@ TEST(Cli, AFilterMatchingNothingAndABadValidationWordAreErrors) {
   unsetenv("RELPOS_VALIDATION");
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("RELPOS_VALIDATION = false: must be 0 or 1"), std::string::npos) << r.output;
+}
+
+// The layer enabled through the loader's environment as well as by --validation: the loader's
+// notice of it is no validation message (the check failed, counting it outside the cases).
+TEST(Cli, TheLoadersNoticeIsNoValidationMessage) {
+  setenv("VK_INSTANCE_LAYERS", "VK_LAYER_KHRONOS_validation", 1);
+  const auto layered = tool("--validation check --quick --filter t5-buckets");
+  unsetenv("VK_INSTANCE_LAYERS");
+  EXPECT_EQ(layered.status, 0) << layered.output;
 }
 
 // A flag of another bias family than --bias's would be ignored (a --max-bias with --bias t5 is most

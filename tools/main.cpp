@@ -183,7 +183,7 @@ int main(int argc, char** argv) {
   app.add_option("--device", g_device, "device index or name substring (default: RELPOS_DEVICE, then discrete > integrated > virtual > CPU)");
   app.add_flag("--validation", g_validation, "enable the Vulkan validation layers (also RELPOS_VALIDATION=1)");
   app.add_option("--expansion", g_expansion_name,
-                 "how per-distance biases (t5, alibi, fourier) write [.., Q, K]: auto (default; copies on CPU devices with "
+                 "how per-distance biases (t5, alibi, kerple, sandwich, fourier) write [.., Q, K]: auto (default; copies on CPU devices with "
                  "few threads), shader or copies")
       ->check(CLI::IsMember({"auto", "shader", "copies"}));
   app.add_option("--kernels", g_kernels_name,
@@ -242,7 +242,10 @@ int main(int argc, char** argv) {
     try {
       app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
-      return app.exit(e);
+      if (e.get_exit_code() == 0) return app.exit(e);  // --help
+      // A usage error in the tool's one format; CLI11's exit code (100 and up) tells it apart.
+      std::fprintf(stderr, "relpos: error: %s (--help lists the flags)\n", e.what());
+      return e.get_exit_code();
     }
     int status = 0;
     if (*devices) status = devices_command(g_device);
