@@ -18,7 +18,7 @@ namespace relpos {
 class Buffer;
 class Recorder;
 
-// The position bias families fused attention takes (docs/fused_attention.md, "Bias modes"). What
+// The position bias families fused attention takes (docs/fused_attention.md, "Semantics" and docs/ARCHITECTURE.md, "The bias registry"). What
 // each one's input holds: attention_bias_info(bias).input.
 enum class AttentionBias : std::uint32_t {
   None = 0,

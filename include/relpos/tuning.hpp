@@ -7,7 +7,7 @@
 
 namespace relpos {
 
-// How the per-distance biases (T5, ALiBi, Fourier) write their [.., Q, K] output. Every output row
+// How the per-distance biases (T5, ALiBi, KERPLE, Sandwich, Fourier) write their [.., Q, K] output. Every output row
 // is a window of one per-distance row, so it can be a compute shader's stores or a transfer copy of
 // the window. CPU devices run a copy as a memcpy on their queue thread, which writes faster than
 // their shader stores; GPUs do better with the shader. Adds into logits always use the shader.
