@@ -346,6 +346,12 @@ TEST(ApiMessages, NameTheParameterAtFault) {
   EXPECT_NO_THROW(alibi.validate());
   alibi.query_offset += 1;
   expect_invalid([&] { alibi.validate(); }, "queries = 2 (query_offset = 2147483646): puts relative positions below -(2^31 - 2)");
+  UnfusedAttentionParams unfused{.queries = 1, .keys = 1, .head_dim = 4, .query_offset = (1 << 30) - 2};
+  EXPECT_NO_THROW(unfused.validate());
+  unfused.query_offset = -unfused.query_offset;
+  EXPECT_NO_THROW(unfused.validate());
+  unfused.query_offset -= 1;
+  expect_invalid([&] { unfused.validate(); }, "query_offset = -1073741823: must be within +-(2^30 - 2)");
   p.query_offset = 0;
   p.cache_format = static_cast<CacheFormat>(9);
   expect_invalid([&] { p.validate(); }, "cache_format = 9: is no cache format");

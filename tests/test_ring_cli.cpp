@@ -121,6 +121,11 @@ TEST(RingCli, ReferenceIsRunAttentionsReference) {
     EXPECT_EQ(read_npy(temp("r_ring.npy")).to_f32("ring"), read_npy(temp("r_one.npy")).to_f32("one"));
     EXPECT_EQ(read_npy(temp("r_ring_lse.npy")).to_f32("ring lse"), read_npy(temp("r_one_lse.npy")).to_f32("one lse"));
   }
+  for (const std::string flag : {"--timings " + temp("r_t.json"), std::string("--devices 0,0")}) {
+    auto r = tool("run ring-attention " + common + " --ranks 2 " + flag + " --out " + temp("r_ring.npy"));
+    EXPECT_EQ(r.status, 1) << r.output;
+    EXPECT_NE(r.output.find(flag.substr(0, flag.find(' ')) + ": not with --reference"), std::string::npos) << r.output;
+  }
 }
 
 // Sharded attention over caches in the formats engines keep (--kv-dtype, as run attention reads

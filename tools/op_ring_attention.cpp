@@ -240,6 +240,9 @@ void refuse_ranks_under_mpi(const RingArgs& a) {
 // --reference: the CPU reference of the whole call (the result the ring computes), in this process;
 // the call is read and its split checked as the ring would (--ranks, default 1).
 void run_reference(const RingArgs& a) {
+  // No rank runs: a flag about ranks would be silently ignored.
+  if (!a.timings.empty()) throw InvalidArgument("--timings: not with --reference (no ranks run; the reference is one process's)");
+  if (!a.devices.empty()) throw InvalidArgument("--devices: not with --reference (no ranks run; the reference is one process's)");
   if (a.ranks != 0) refuse_ranks_under_mpi(a);
   else if (const std::uint32_t n = mpi_launch_size(a.timeout_s); n > 1)
     throw InvalidArgument("--reference: not under an MPI launch of " + std::to_string(n) +

@@ -163,7 +163,7 @@ CheckCase draw_shaw_case(FuzzRng& g) {
     p.head_dim = std::min<std::uint32_t>(p.head_dim, static_cast<std::uint32_t>(std::max<std::uint64_t>(1, g.max_elements() / (std::uint64_t{p.queries} * p.keys))));
   }
   const std::int64_t reach = std::int64_t{p.queries} + p.keys + 2ll * p.max_relative_position;
-  // Offsets within +-2^30 (the attention checks every Shaw op shares), and reach + |offset| < 2^31.
+  // Offsets within +-(2^30 - 2) (the attention checks every Shaw op shares), and reach + |offset| < 2^31.
   const std::int64_t far = std::min<std::int64_t>(std::numeric_limits<std::int32_t>::max() / 2 - 1, (std::int64_t{1} << 31) - 1 - reach);
   p.query_offset = g.offset(-far, far);
   const std::string s = shape_of(p);

@@ -74,7 +74,7 @@ void UnfusedAttentionParams::validate() const {
     require(len <= keys, "key_lengths", std::to_string(len), "must be <= keys = " + std::to_string(keys));
   constexpr std::int64_t kMax = std::numeric_limits<std::int32_t>::max();
   require(query_offset > -kMax / 2 && query_offset < kMax / 2, "query_offset", std::to_string(query_offset),
-          "must be within +-2^30 (relative positions are 32-bit on the GPU)");
+          "must be within +-(2^30 - 2) (relative positions are 32-bit on the GPU)");
   const std::uint64_t rows = detail::checked_elements({batch, heads, queries}, "batch * heads * queries");
   require(rows < 0xffffffffull, "batch * heads * queries", std::to_string(rows), "must be < 2^32");
   for (auto [name, e] : {std::pair{"batch * heads * queries * keys", detail::checked_elements({rows, keys}, "logits")},

@@ -71,7 +71,8 @@ VKAPI_ATTR VkBool32 VKAPI_CALL debug_callback(VkDebugUtilsMessageSeverityFlagBit
   // finding about relpos's use of Vulkan: not counted, or `relpos --validation check` failed with a
   // layer enabled both ways. Its errors are.
   const bool loader = data->pMessageIdName && std::string_view(data->pMessageIdName) == "Loader Message";
-  if (loader && !(severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT)) return VK_FALSE;
+  const bool environment = data->pMessage && std::string_view(data->pMessage).starts_with("env var '");
+  if (loader && environment && !(severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT)) return VK_FALSE;
   ValidationMessage m;
   m.is_error = (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) != 0;
   m.id = data->pMessageIdName ? data->pMessageIdName : "";
