@@ -1105,6 +1105,38 @@ TEST_F(RingAttention, DifferentCallsOnDifferentRanksAreRefused) {
   EXPECT_GE(ms[1], 0.0);
 }
 
+// An exchange larger than one allocation of the device (each rank stages it in host buffers of
+// that size) is refused by `bytes` on every rank before anything is allocated, with the limit; it
+// had been the allocation's refusal, naming no parameter. The ring then runs on.
+TEST_F(RingAttention, ExchangeLargerThanAnAllocationIsRefusedByBytes) {
+  const std::uint64_t allocation = gpu().limits().max_memory_allocation_size;
+  const std::uint64_t most = (allocation ? allocation : ~std::uint64_t{0}) / 16 * 16;
+  std::vector<std::uint64_t> sizes{~std::uint64_t{0}};
+  if (most < std::uint64_t{1} << 40) sizes.push_back(std::uint64_t{1} << 40);
+  if (most < ~std::uint64_t{0}) sizes.push_back(most + 1);
+  std::vector<std::vector<std::string>> errors(2, std::vector<std::string>(sizes.size()));
+  std::vector<double> ms(2, -1);
+  const InProcessRingOutcome outcome = run_in_process_ring(shared(gpu(), 2), kTimeout, [&](std::uint32_t r, Context& ctx, RingTransport& t) {
+    RingRank rank(ctx, t);
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      try {
+        ring_exchange_ms(rank, sizes[i], 1);
+        errors[r][i] = "accepted";
+      } catch (const InvalidArgument& e) {
+        errors[r][i] = e.what();
+      }
+    }
+    ms[r] = ring_exchange_ms(rank, 64, 1);
+  });
+  ASSERT_TRUE(outcome.ok()) << outcome.describe();
+  for (std::uint32_t r = 0; r < 2; ++r)
+    for (std::size_t i = 0; i < sizes.size(); ++i)
+      EXPECT_NE(errors[r][i].find("bytes = " + std::to_string(sizes[i]) + ": must be <= " + std::to_string(most)), std::string::npos)
+          << "rank " << r << ": " << errors[r][i];
+  EXPECT_GE(ms[0], 0.0);
+  EXPECT_GE(ms[1], 0.0);
+}
+
 // A rank whose keys the causal mask hides entirely still checks its inputs as attention() would:
 // an input its bias mode does not read is refused there, whatever the keys it holds.
 TEST_F(RingAttention, ShardedMaskedRankStillChecksItsInputs) {

@@ -181,7 +181,9 @@ RingTiming sharded_attention(RingRank& rank, const ShardedParams& p, const Atten
 // The median time of one exchange of `bytes` around the ring with nothing else running (every rank
 // sends `bytes` to the next and receives as many from the previous, through staging), over
 // `repeat` exchanges: the link's share of the cost model (docs/ring_attention.md). Every rank calls
-// it with the same arguments.
+// it with the same arguments. InvalidArgument before any data moves: `bytes` past the device's
+// maxMemoryAllocationSize (rounded down to 16 bytes; the staging buffers hold `bytes` each),
+// `repeat` outside [1, 1000].
 double ring_exchange_ms(RingRank& rank, std::uint64_t bytes, std::uint32_t repeat = 5);
 
 // ---- Host tensors cut into pieces and put back (tools, tests) -----------------------------

@@ -183,7 +183,17 @@ double ring_exchange_ms(RingRank& rank, std::uint64_t bytes, std::uint32_t repea
   RingRank::State& s = rank.state();
   return detail::ring_call(
       s, {{"bytes", static_cast<std::int64_t>(bytes)}, {"repeat", repeat}}, "ring_exchange_ms",
-      [&] { detail::require(repeat >= 1 && repeat <= 1000, "repeat", std::to_string(repeat), "must be in [1, 1000]"); },
+      [&] {
+        detail::require(repeat >= 1 && repeat <= 1000, "repeat", std::to_string(repeat), "must be in [1, 1000]");
+        // Refused here, with the call, rather than by the staging buffers' allocation after the
+        // ranks have agreed on it: that refusal names no parameter and stops the ring.
+        const std::uint64_t allocation = s.ctx->limits().max_memory_allocation_size;
+        const std::uint64_t most = (allocation ? allocation : ~std::uint64_t{0}) / 16 * 16;  // buffers are whole 16-byte words
+        detail::require(bytes <= most, "bytes", std::to_string(bytes),
+                        "must be <= " + std::to_string(most) +
+                            (allocation ? " (the device's maxMemoryAllocationSize: each rank stages the exchange in host buffers of `bytes`)"
+                                        : " (the largest buffer: each rank stages the exchange in host buffers of `bytes`)"));
+      },
       [&](RingTransport&) {
     Buffer& a = s.keep("staging0", bytes, MemoryUse::Host);
     Buffer& b = s.keep("staging1", bytes, MemoryUse::Host);
