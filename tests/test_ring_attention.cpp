@@ -919,6 +919,22 @@ TEST_F(RingAttention, BadParametersAreRefused) {
   expect_invalid([&] { make_in_process_ring(0, kTimeout); }, "ranks = 0");
 }
 
+// A rank's pieces: a rank past the ring is refused with the ranks there are (a one-rank ring's bare
+// `rank = 1: must be < ranks = 1` read like a misprint), and ranks outside [1, kMaxRanks] as ranks
+// (ranks = 0 had been blamed on the rank; zigzag's 2 * ranks chunks of 2^31 ranks wrapped to none,
+// a division by zero).
+TEST(RingPieces, ARankPastTheRingIsRefusedWithTheRanksThereAre) {
+  const AttentionParams a{.heads = 2, .kv_heads = 1, .queries = 7, .keys = 9, .head_dim = 8};
+  expect_invalid([&] { (void)RingParams{a, 1}.query_pieces(1); }, "rank = 1: must be < ranks = 1 (ranks are numbered from 0: a ring of one rank has rank 0 only)");
+  expect_invalid([&] { (void)RingParams{a, 3, RingLayout::Zigzag}.local_keys(3); }, "rank = 3: must be < ranks = 3 (ranks are numbered 0 .. 2)");
+  expect_invalid([&] { (void)ShardedParams{a, 1}.key_pieces(1); }, "rank = 1: must be < ranks = 1 (ranks are numbered from 0: a ring of one rank has rank 0 only)");
+  expect_invalid([&] { (void)RingParams{a, 0}.query_pieces(0); }, "ranks = 0: must be in [1, 4096]");
+  expect_invalid([&] { (void)ShardedParams{a, 0}.key_pieces(0); }, "ranks = 0: must be in [1, 4096]");
+  expect_invalid([&] { (void)RingParams{a, 1u << 31, RingLayout::Zigzag}.query_pieces(0); }, "ranks = 2147483648: must be in [1, 4096]");
+  EXPECT_EQ((RingParams{a, 1}.query_pieces(0)), (std::vector<RingPiece>{{0, 7}}));
+  EXPECT_EQ((ShardedParams{a, 1}.key_pieces(0)), (std::vector<RingPiece>{{0, 9}}));
+}
+
 namespace {
 // Every rank's InvalidArgument text (empty where none) of a ring call that rank 1 makes with
 // `change`d settings (its pieces sized by the agreed call), each rank then checked to run on (and,

@@ -58,7 +58,7 @@ struct RingParams {
   void validate() const;
   // The positions rank `rank` holds, in the order its local tensors hold them. Chunk n of N over
   // L positions is [floor(n·L/N), floor((n+1)·L/N)): lengths not divisible by R give chunks one
-  // apart.
+  // apart. InvalidArgument: ranks outside [1, kMaxRanks], rank >= ranks (ranks are 0 .. ranks-1).
   std::vector<RingPiece> query_pieces(std::uint32_t rank) const;
   std::vector<RingPiece> key_pieces(std::uint32_t rank) const;
   std::uint32_t local_queries(std::uint32_t rank) const;
@@ -91,7 +91,8 @@ struct ShardedParams {
   std::uint32_t root = 0;
 
   void validate() const;
-  // Contiguous: the keys rank `rank` holds (one piece); paged: [0, attention.keys).
+  // Contiguous: the keys rank `rank` holds (one piece); paged: [0, attention.keys). InvalidArgument
+  // as RingParams::key_pieces'.
   std::vector<RingPiece> key_pieces(std::uint32_t rank) const;
   // Contiguous: floats of the rank's bias input: parameters, the whole per-distance row, or a
   // dense bias's columns of the rank's keys [heads, queries, local keys].

@@ -105,8 +105,24 @@ namespace {
 
 std::uint32_t ring_chunks(const RingParams& p) { return p.layout == RingLayout::Zigzag ? 2 * p.ranks : p.ranks; }
 
+void require_ranks(std::uint32_t ranks) {
+  require(ranks >= 1 && ranks <= RingParams::kMaxRanks, "ranks", std::to_string(ranks),
+          "must be in [1, " + std::to_string(RingParams::kMaxRanks) + "]");
+}
+
+// Before a rank's pieces are cut: ranks outside their range are the fault, not the rank (and
+// zigzag's 2 * ranks chunks would wrap to none); the ranks there are spelled out, since a bare
+// `rank = 1: must be < ranks = 1` reads like a misprint.
+void require_rank(std::uint32_t rank, std::uint32_t ranks) {
+  require_ranks(ranks);
+  require(rank < ranks, "rank", std::to_string(rank),
+          "must be < ranks = " + std::to_string(ranks) +
+              (ranks == 1 ? std::string(" (ranks are numbered from 0: a ring of one rank has rank 0 only)")
+                          : " (ranks are numbered 0 .. " + std::to_string(ranks - 1) + ")"));
+}
+
 std::vector<RingPiece> pieces_of(const RingParams& p, std::uint32_t length, std::uint32_t rank) {
-  require(rank < p.ranks, "rank", std::to_string(rank), "must be < ranks = " + std::to_string(p.ranks));
+  require_rank(rank, p.ranks);
   const std::uint32_t n = ring_chunks(p);
   if (p.layout == RingLayout::Zigzag) return {detail::ring_chunk(length, n, rank), detail::ring_chunk(length, n, n - 1 - rank)};
   return {detail::ring_chunk(length, n, rank)};
@@ -125,11 +141,6 @@ void require_ring_attention(const AttentionParams& a) {
           "must be 0 in ring and sharded attention (each block chooses its own splits)");
   require_f32_or_f16(a.dtype, "dtype");
   require_f32_or_f16(a.output_dtype(), "out_dtype");
-}
-
-void require_ranks(std::uint32_t ranks) {
-  require(ranks >= 1 && ranks <= RingParams::kMaxRanks, "ranks", std::to_string(ranks),
-          "must be in [1, " + std::to_string(RingParams::kMaxRanks) + "]");
 }
 
 }  // namespace
@@ -183,7 +194,7 @@ void ShardedParams::validate() const {
 }
 
 std::vector<RingPiece> ShardedParams::key_pieces(std::uint32_t rank) const {
-  require(rank < ranks, "rank", std::to_string(rank), "must be < ranks = " + std::to_string(ranks));
+  require_rank(rank, ranks);
   if (attention.paged.enabled()) return {{0, attention.keys}};
   return {detail::ring_chunk(attention.keys, ranks, rank)};
 }
