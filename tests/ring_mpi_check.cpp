@@ -8,7 +8,9 @@
 // error, reported to the others), `hang` (the rank stops answering: the others time out) or `exit`
 // (the process ends at once). --timeout-ms sets the transport's timeout. --refuse RANK: first a call
 // whose q buffer on rank RANK is too small, refused there (InvalidArgument) and on every other rank
-// (RingError naming it) before any data moves; the cases then run on the same ring.
+// (RingError naming it) before any data moves; the cases then run on the same ring. --second-ring 1:
+// only an MpiRing made and destroyed, then a second one, which must be refused saying that MPI was
+// finalised (MPI_Init cannot follow MPI_Finalize).
 #include <relpos/relpos.hpp>
 #include <relpos/ring.hpp>
 #include <relpos/ring_mpi.hpp>
@@ -66,13 +68,26 @@ int main(int argc, char** argv) {
   Fault fault;
   std::chrono::milliseconds timeout(60000);
   int refuse = -1;
+  bool second_ring = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--refuse") refuse = std::stoi(value);
+    if (flag == "--second-ring") second_ring = value == "1";
     if (flag == "--timeout-ms") timeout = std::chrono::milliseconds(std::stoll(value));
     if (flag == "--fault") {
       const auto a = value.find(':'), b = value.rfind(':');
       fault = {value.substr(0, a), static_cast<std::uint32_t>(std::stoul(value.substr(a + 1, b - a - 1))), "step " + value.substr(b + 1)};
+    }
+  }
+  if (second_ring) {
+    { MpiRing first(argc, argv, timeout); }
+    try {
+      MpiRing second(argc, argv, timeout);
+      std::printf("second MpiRing: FAILED: accepted\n");
+      return 1;
+    } catch (const Error& e) {
+      std::printf("second MpiRing: refused: %s\n", e.what());
+      return 0;
     }
   }
   MpiRing mpi(argc, argv, timeout);

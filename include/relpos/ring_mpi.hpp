@@ -17,7 +17,8 @@ namespace relpos {
 
 // MPI for the life of the object: MPI_Init_thread (MPI_THREAD_FUNNELED: one thread of the process
 // makes every MPI call) on a duplicate of MPI_COMM_WORLD whose errors are returned, not fatal;
-// MPI_Finalize at destruction. One per process.
+// MPI_Finalize at destruction. One per process, for its whole life: MPI cannot be initialised
+// again once finalised, so a second MpiRing, alongside the first or after it, is an Error.
 class MpiRing {
  public:
   // `timeout`: how long the transport and the root's messages wait for a silent rank.

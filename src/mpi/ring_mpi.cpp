@@ -193,8 +193,14 @@ struct MpiRing::State final : RingTransport {
 
 MpiRing::MpiRing(int& argc, char**& argv, std::chrono::milliseconds timeout) : state_(std::make_unique<State>(timeout)) {
   if (timeout.count() <= 0) throw InvalidArgument("timeout = " + std::to_string(timeout.count()) + " ms: must be > 0");
-  int initialised = 0;
+  // MPI_Initialized stays true after MPI_Finalize, and MPI cannot be initialised again once
+  // finalised: a second MpiRing after the first is gone is told so, not that MPI is running.
+  int initialised = 0, finalised = 0;
   MPI_Initialized(&initialised);
+  MPI_Finalized(&finalised);
+  if (finalised)
+    throw Error("MpiRing: MPI was finalised (by an earlier MpiRing's destruction, or by the application) and cannot be initialised "
+                "again in this process (keep one MpiRing for the process's whole life)");
   if (initialised) throw Error("MpiRing: MPI is initialised already (one MpiRing per process, and it initialises MPI)");
   int provided = 0;
   if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) throw RingError("MPI_Init_thread failed");
