@@ -143,7 +143,12 @@ void write_row(bool key, uint src, uint at, int pos, float inv_scale) {
 void main() {
   if (ADVANCE != 0u) {
     const uint s = pc.first_sequence + gl_GlobalInvocationID.x;
-    if (s < pc.batch) cache_lengths[s] += int(count_of(s));
+    if (s < pc.batch) {
+      // Saturated: a length the host never checked that wrapped negative would read as an empty
+      // sequence to the attention after it (which clamps lengths into [0, keys]).
+      const int length = cache_lengths[s], n = int(count_of(s));
+      cache_lengths[s] = length > 0x7fffffff - n ? 0x7fffffff : length + n;
+    }
     return;
   }
   const uint b = pc.first_sequence + gl_WorkGroupID.y, lane = gl_LocalInvocationID.x;

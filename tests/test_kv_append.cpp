@@ -7,6 +7,7 @@
 #include <relpos/relpos.hpp>
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -207,6 +208,32 @@ TEST_F(KvAppendGpu, DeviceTableOutsideTheCacheWritesNothingThere) {
   expect_invalid([&] { check_append_table(c.p, c.table, c.lengths); }, "block_table[0][1]");
   Uploaded u(ctx, c);
   run(ctx, [&](Recorder& r) { kv_append(r, c.p, u.buffers(false)); });
+  EXPECT_EQ(u.kc.download<float>(kc.size()), kc);
+  EXPECT_EQ(u.vc.download<float>(vc.size()), vc);
+}
+
+// Lengths advanced on the device saturate at INT32_MAX: a length the host never checked that
+// would pass it stays there (it had wrapped negative, which the attention after it clamps to an
+// empty sequence). Keys past the capacity are not written, whatever the length.
+TEST_F(KvAppendGpu, AdvancedLengthsSaturateAtInt32Max) {
+  Context& ctx = gpu();
+  std::mt19937 rng(2033);
+  constexpr std::int32_t kMax = std::numeric_limits<std::int32_t>::max();
+  KvAppendParams p{.batch = 4, .kv_heads = 1, .new_tokens = 3, .head_dim = 8, .advance_lengths = true};
+  p.paged = {.block_size = 16, .num_blocks = 0, .max_blocks = 1};
+  const AppendCase c = random_case(rng, p, {kMax, kMax - 1, kMax - 3, 5});
+  std::vector<float> kc = c.k_cache, vc = c.v_cache;
+  AppendCase valid = c;  // sequence 3 alone is valid: what the reference writes for it
+  valid.p.batch = 1;
+  valid.p.advance_lengths = false;
+  valid.table = {c.table[3]};
+  valid.lengths = {5};
+  valid.k.assign(c.k.begin() + 3 * 24, c.k.end());
+  valid.v.assign(c.v.begin() + 3 * 24, c.v.end());
+  kv_append_reference(valid.p, {kc, vc, valid.k, valid.v, valid.table, valid.lengths, {}});
+  Uploaded u(ctx, c);
+  run(ctx, [&](Recorder& r) { kv_append(r, c.p, u.buffers(false)); });
+  EXPECT_EQ(u.lengths.download<std::int32_t>(4), (std::vector<std::int32_t>{kMax, kMax, kMax, 8}));
   EXPECT_EQ(u.kc.download<float>(kc.size()), kc);
   EXPECT_EQ(u.vc.download<float>(vc.size()), vc);
 }

@@ -47,6 +47,7 @@ struct KvAppendParams {
   std::uint32_t packed_tokens = 0;
   // After the append, cache_lengths[b] += the keys sequence b gained (on the device, in the same
   // recording): an engine keeps one length buffer, and the attention after the append reads it.
+  // The sum saturates at INT32_MAX (a length the host never checked does not wrap negative).
   bool advance_lengths = false;
   // cache_lengths already count this append's keys (they were advanced by an earlier append of
   // the step, another layer's): sequence b's new keys go to positions cache_lengths[b] - n + t.
@@ -74,7 +75,8 @@ struct KvAppendParams {
 // sequence and the entry. Ragged: new_tokens[b] in [0, p.new_tokens] for sequence b, their sum at
 // most packed_tokens. On the device, a key whose entry lies outside the cache, or whose position
 // lies past the capacity, is not written (nothing outside the caches is touched), a count outside
-// [0, p.new_tokens] counts as 0, and rows past packed_tokens are not read.
+// [0, p.new_tokens] counts as 0, rows past packed_tokens are not read, and an advanced length
+// saturates at INT32_MAX.
 void check_append_table(const KvAppendParams& p, std::span<const std::int32_t> block_table, std::span<const std::int32_t> cache_lengths,
                         std::span<const std::int32_t> new_tokens = {});
 

@@ -2,7 +2,8 @@
 // the step's queries, in place) rotated by RoPE on the way. GPTJ 1: pairs (2p, 2p + 1); else NeoX
 // (p, p + rotary_dim / 2). F16: k, v and q are float16 (else float32). FORMAT: the caches'
 // (cache_format.glsl's CACHE_*). RAGGED: each sequence's count from NEW_TOKENS, rows packed
-// token-major. ADVANCE: the second dispatch, cache_lengths[b] += the count.
+// token-major. ADVANCE: the second dispatch, cache_lengths[b] += the count, saturating at
+// INT32_MAX.
 #ifndef RELPOS_CONTRACT_KV_APPEND_H
 #define RELPOS_CONTRACT_KV_APPEND_H
 #include "relpos_contract/common.h"
