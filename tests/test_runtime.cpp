@@ -344,6 +344,39 @@ TEST_F(Runtime, ExternalBuffersTakeCopiesOnlyWithTransferDstUsage) {
   }
 }
 
+// upload() and download() of an external buffer are transfer copies: one whose given usage lacks
+// TRANSFER_DST is refused by upload(), one lacking TRANSFER_SRC by download(), before any copy is
+// recorded (the copy would be invalid: validation reports it, a GPU may do anything). A usage left
+// unknown (0) is the application's to answer for.
+TEST_F(Runtime, ExternalUploadAndDownloadNeedTheirTransferUsage) {
+  Context& ctx = gpu();
+  const VkDevice device = ctx.vk_device();
+  constexpr VkBufferUsageFlags kStorage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
+  const std::vector<float> values{1, 2, 3, 4};
+  {
+    constexpr VkBufferUsageFlags usage = kStorage | VK_BUFFER_USAGE_TRANSFER_SRC_BIT;  // 0x21
+    const AppBuffer app(device, 16, usage);
+    Buffer b = Buffer::external(ctx, app.buffer, 16, usage);
+    relpos::test::expect_invalid([&] { b.upload(std::span<const float>(values)); },
+                                 "Buffer::upload: the external buffer's usage = 0x21: must include VK_BUFFER_USAGE_TRANSFER_DST_BIT");
+    EXPECT_EQ(b.download<float>(4).size(), 4u);
+  }
+  {
+    constexpr VkBufferUsageFlags usage = kStorage | VK_BUFFER_USAGE_TRANSFER_DST_BIT;  // 0x22
+    const AppBuffer app(device, 16, usage);
+    Buffer b = Buffer::external(ctx, app.buffer, 16, usage);
+    b.upload(std::span<const float>(values));
+    relpos::test::expect_invalid([&] { (void)b.download<float>(4); },
+                                 "Buffer::download: the external buffer's usage = 0x22: must include VK_BUFFER_USAGE_TRANSFER_SRC_BIT");
+  }
+  {
+    const AppBuffer app(device, 16, relpos::test::kAppBufferUsage);
+    Buffer b = Buffer::external(ctx, app.buffer, 16);  // usage unknown: both allowed
+    b.upload(std::span<const float>(values));
+    EXPECT_EQ(b.download<float>(4), values);
+  }
+}
+
 // An application with its own instance, device, queue and command buffer (made through the system
 // loader's exported functions) adopts them into relpos and records T5 into its own command buffer.
 TEST(AdoptedDevice, RecordsIntoTheApplicationsCommandBuffer) {

@@ -56,6 +56,8 @@ class Buffer {
   // Synchronous copies between host memory and the buffer. They wait for relpos's own submissions
   // begun before the call (from any thread), never for the application's work on a shared queue:
   // work the application submitted (a Recorder on its command buffer) it must have waited for.
+  // An external buffer is copied by transfers: InvalidArgument where its usage was given without
+  // TRANSFER_DST (upload) or TRANSFER_SRC (download).
   void upload(const void* data, std::uint64_t bytes, std::uint64_t offset = 0);
   void download(void* data, std::uint64_t bytes, std::uint64_t offset = 0) const;
 

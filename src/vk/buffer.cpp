@@ -1,6 +1,7 @@
 #include "relpos/buffer.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -124,6 +125,18 @@ void check_range(const Buffer& b, std::uint64_t bytes, std::uint64_t offset, con
                           ") is outside the buffer of " + std::to_string(b.size()) + " bytes");
 }
 
+// upload() and download() copy into and out of an unmapped buffer by transfers, which Vulkan
+// leaves undefined on a buffer created without the usage (validation reports it; a GPU may do
+// anything). relpos's own buffers have both; an external one is refused where the application gave
+// its usage without the flag. Usage 0 (not given) is the application's to answer for.
+void require_transfer_usage(VkBufferUsageFlags usage, VkBufferUsageFlags flag, const char* what, const char* flag_name) {
+  if (usage == 0 || (usage & flag) != 0) return;
+  char hex[16];
+  std::snprintf(hex, sizeof hex, "0x%x", static_cast<unsigned>(usage));
+  throw InvalidArgument(std::string(what) + ": the external buffer's usage = " + hex + ": must include " + flag_name +
+                        " (the copy is a transfer command; create the VkBuffer with it, or write and read it with shaders)");
+}
+
 }  // namespace
 
 Buffer::Buffer(Context& ctx, std::uint64_t bytes, MemoryUse use) : Buffer(ctx.device_, bytes, use) {}
@@ -243,6 +256,7 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
 
 void Buffer::upload(const void* data, std::uint64_t bytes, std::uint64_t offset) {
   check_range(*this, bytes, offset, "Buffer::upload");
+  if (!mapped_) require_transfer_usage(usage_, VK_BUFFER_USAGE_TRANSFER_DST_BIT, "Buffer::upload", "VK_BUFFER_USAGE_TRANSFER_DST_BIT");
   if (bytes == 0) return;
   auto& d = *device_;
   if (mapped_) {
@@ -269,6 +283,7 @@ void Buffer::upload(const void* data, std::uint64_t bytes, std::uint64_t offset)
 
 void Buffer::download(void* data, std::uint64_t bytes, std::uint64_t offset) const {
   check_range(*this, bytes, offset, "Buffer::download");
+  if (!mapped_) require_transfer_usage(usage_, VK_BUFFER_USAGE_TRANSFER_SRC_BIT, "Buffer::download", "VK_BUFFER_USAGE_TRANSFER_SRC_BIT");
   if (bytes == 0) return;
   auto& d = *device_;
   if (mapped_) {
