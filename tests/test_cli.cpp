@@ -1038,6 +1038,19 @@ TEST(Cli, RopeRefusesDtypesItCannotWriteBack) {
   EXPECT_NE(r.output.find("relpos: error: --x " + temp("rope_f64.npy") + ": dtype <f8 must be float32 or float16"), std::string::npos) << r.output;
 }
 
+// An f16 --x of an odd head_dim: the GPU op refuses it (a row owns whole 32-bit words), and
+// --reference refuses it by the same check (RopeParams::validate(dtype)); it had written a result
+// the GPU never gives.
+TEST(Cli, RopeRefusesAnF16OddHeadDimWithOrWithoutReference) {
+  const std::vector<std::uint16_t> x = to_half(std::vector<float>(1 * 2 * 2 * 5, 0.5f));
+  write_npy(temp("rope_odd16.npy"), DType::F16, std::vector<std::uint64_t>{1, 2, 2, 5}, x.data());
+  for (const std::string how : {"", " --reference"}) {
+    auto r = tool("run rope --x " + temp("rope_odd16.npy") + " --layout bshd --style neox --rotary-dim 4 --out " + temp("rope_odd16_out.npy") + how);
+    EXPECT_EQ(r.status, 1) << how << ": " << r.output;
+    EXPECT_NE(r.output.find("relpos: error: head_dim = 5: must be even for f16 storage"), std::string::npos) << how << ": " << r.output;
+  }
+}
+
 // Every output is checked before anything is computed or written: one in a missing directory, or
 // a directory itself, stops the run with no other output written.
 TEST(Cli, OutputsThatCannotBeCreatedAreRefusedBeforeAnyWrite) {

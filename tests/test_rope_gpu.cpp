@@ -319,5 +319,9 @@ TEST_F(RopeGpu, InvalidInputIsRejectedBeforeDispatch) {
   bad.rotary_dim = 6;
   Buffer odd(ctx, bad.elements() * 2);
   expect_invalid([&] { rope(r, bad, odd, DType::F16); }, "head_dim");
+  // The same check without a buffer (a reference computation refuses what the GPU would), and a
+  // plan refuses it when built rather than at every step.
+  expect_invalid([&] { bad.validate(DType::F16); }, "head_dim = 7: must be even for f16 storage");
+  expect_invalid([&] { RopePlan plan(ctx, bad, DType::F16); }, "head_dim = 7: must be even for f16 storage");
   r.submit_and_wait();  // nothing was recorded
 }

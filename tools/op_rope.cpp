@@ -197,7 +197,7 @@ void run_rope(RopeCli& c) {
   apply_rope_scaling_flags(c.scaling, p.scaling);
   const DType dtype = x.descr == "<f2" ? DType::F16 : DType::F32;
   std::vector<float> values = x.to_f32("--x " + c.x_path);
-  p.validate();
+  p.validate(dtype);  // the GPU op's checks, --reference or not
   const std::vector<std::int32_t> positions = c.positions_path.empty() ? std::vector<std::int32_t>{} : read_positions(c.positions_path, p);
   if (c.o.reference) {
     rope_reference(p, values, positions);

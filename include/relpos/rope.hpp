@@ -71,6 +71,10 @@ struct RopeParams {
   // scaling parameters, positions position_offset + s outside +-(2^31 - 1) (int32) and element
   // counts beyond what the shader indexes.
   void validate() const;
+  // validate(), and what x stored as `dtype` needs: f32 or f16, f16 an even head_dim (a row owns
+  // whole 32-bit words). The GPU operations check this; the reference, which takes floats, does
+  // not, so that a caller computing either refuses the same inputs.
+  void validate(DType dtype) const;
 };
 
 // The rotation's frequency table, as HuggingFace's rope init functions compute it (in double

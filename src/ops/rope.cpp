@@ -37,9 +37,7 @@ Grid grid_of(const RopeParams& p) {
 }
 
 void check_buffers(const RopeParams& p, const Buffer& x, const Buffer* out, DType dtype, const Buffer* positions) {
-  detail::require_f32_or_f16(dtype, "dtype");
-  require(dtype != DType::F16 || p.head_dim % 2 == 0, "head_dim", std::to_string(p.head_dim),
-          "must be even for f16 storage (rows own whole 32-bit words)");
+  p.validate(dtype);
   const std::uint64_t need = p.elements() * dtype_size(dtype);
   require(x.size() >= need, "x buffer", std::to_string(x.size()) + " bytes",
           "must hold batch * seq * heads * head_dim = " + std::to_string(p.elements()) + " values of " +

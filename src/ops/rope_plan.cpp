@@ -29,14 +29,13 @@ RopePlan::RopePlan(Context& ctx, const RopeParams& envelope, DType dtype, bool i
   s.dev = detail::device_of(ctx);
   s.env = envelope;
   s.env.position_offset = 0;
-  s.env.validate();
+  s.env.validate(dtype);  // what every step's record would refuse, refused once here
   s.dtype = dtype;
   s.in_place = in_place;
   s.positions = positions;
   s.storage = std::make_unique<detail::PlanStorage>(ctx);
   // One float per rotated pair: rope_frequencies' table.
   s.frequencies = &s.storage->make(std::uint64_t{s.env.rot_dim() / 2} * 4, "rotary_dim / 2 frequencies");
-  detail::require_f32_or_f16(dtype, "dtype");  // (record_rope's checks wait for the buffers)
   // The pipeline does not depend on the step (seq or offset): create it now.
   const Buffer x, out, pos;  // stand-ins: only whether they are given (and distinct) matters here
   Recorder r(ctx);

@@ -132,6 +132,13 @@ void RopeParams::validate() const {
   (void)elements();
 }
 
+void RopeParams::validate(DType dtype) const {
+  validate();
+  detail::require_f32_or_f16(dtype, "dtype");
+  require(dtype != DType::F16 || head_dim % 2 == 0, "head_dim", std::to_string(head_dim),
+          "must be even for f16 storage (rows own whole 32-bit words)");
+}
+
 RopeFrequencies rope_frequencies(const RopeParams& p, bool positions_from_buffer) {
   p.validate();
   const RopeScalingParams& s = p.scaling;
