@@ -910,7 +910,7 @@ TEST_F(RingAttention, BadParametersAreRefused) {
   packed.total_queries = 3;
   expect_invalid([&] { RingParams{packed, 2}.validate(); }, "total_queries = 3: must be 0 in ring attention (packed queries over a paged cache are sharded");
   expect_invalid([&] { ShardedParams{a, 10}.validate(); }, "keys = 9: must be >= ranks = 10");
-  expect_invalid([&] { ShardedParams{a, 2, RingGather::Root, 2}.validate(); }, "root = 2");
+  expect_invalid([&] { ShardedParams{a, 2, RingGather::Root, 2}.validate(); }, "root = 2: must be < ranks = 2 (ranks are numbered 0 .. 1)");
   AttentionParams paged_row = a;
   paged_row.bias = AttentionBias::Distance;
   paged_row.paged = {16, 4, 1};

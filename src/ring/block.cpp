@@ -112,10 +112,10 @@ void require_ranks(std::uint32_t ranks) {
 
 // Before a rank's pieces are cut: ranks outside their range are the fault, not the rank (and
 // zigzag's 2 * ranks chunks would wrap to none); the ranks there are spelled out, since a bare
-// `rank = 1: must be < ranks = 1` reads like a misprint.
-void require_rank(std::uint32_t rank, std::uint32_t ranks) {
+// `rank = 1: must be < ranks = 1` reads like a misprint. `name`: "rank", or the root's.
+void require_rank(std::uint32_t rank, std::uint32_t ranks, const char* name = "rank") {
   require_ranks(ranks);
-  require(rank < ranks, "rank", std::to_string(rank),
+  require(rank < ranks, name, std::to_string(rank),
           "must be < ranks = " + std::to_string(ranks) +
               (ranks == 1 ? std::string(" (ranks are numbered from 0: a ring of one rank has rank 0 only)")
                           : " (ranks are numbered 0 .. " + std::to_string(ranks - 1) + ")"));
@@ -178,8 +178,7 @@ std::uint64_t RingParams::local_bias_elements(std::uint32_t rank) const {
 }
 
 void ShardedParams::validate() const {
-  require_ranks(ranks);
-  require(root < ranks, "root", std::to_string(root), "must be < ranks = " + std::to_string(ranks));
+  require_rank(root, ranks, "root");
   require(gather == RingGather::Root || gather == RingGather::All, "gather", std::to_string(static_cast<std::uint32_t>(gather)),
           "must be root or all");
   attention.validate();

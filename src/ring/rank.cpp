@@ -7,6 +7,7 @@
 
 #include "params/checks.hpp"
 #include "relpos/context.hpp"
+#include "vk/access.hpp"
 #include "vk/dispatch.hpp"
 
 namespace relpos {
@@ -188,7 +189,7 @@ double ring_exchange_ms(RingRank& rank, std::uint64_t bytes, std::uint32_t repea
         // Refused here, with the call, rather than by the staging buffers' allocation after the
         // ranks have agreed on it: that refusal names no parameter and stops the ring.
         const std::uint64_t allocation = s.ctx->limits().max_memory_allocation_size;
-        const std::uint64_t most = (allocation ? allocation : ~std::uint64_t{0}) / 16 * 16;  // buffers are whole 16-byte words
+        const std::uint64_t most = detail::max_buffer_bytes(s.ctx->limits());
         detail::require(bytes <= most, "bytes", std::to_string(bytes),
                         "must be <= " + std::to_string(most) +
                             (allocation ? " (the device's maxMemoryAllocationSize: each rank stages the exchange in host buffers of `bytes`)"

@@ -67,6 +67,11 @@ namespace detail {
 inline std::shared_ptr<Device> device_of(const Context& ctx) { return RuntimeAccess::device(ctx); }
 // What a Recorder records into.
 inline RecorderState& state_of(const Recorder& r) { return RuntimeAccess::state(r); }
+// The most bytes one Buffer holds on a device: whole 16-byte words (buffers are allocated so)
+// within maxMemoryAllocationSize (0, unreported: no bound).
+inline std::uint64_t max_buffer_bytes(const DeviceLimits& l) {
+  return (l.max_memory_allocation_size ? l.max_memory_allocation_size : ~std::uint64_t{0}) / 16 * 16;
+}
 
 // InvalidArgument unless `b` (null: nothing to check) was made on the Context `r` records on: a
 // VkBuffer of another device in a descriptor set is undefined behaviour (on lavapipe, a crash).

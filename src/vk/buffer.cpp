@@ -150,7 +150,7 @@ Buffer::Buffer(std::shared_ptr<Context::Device> device, std::uint64_t bytes, Mem
   size_ = bytes;
   capacity_ = (bytes + 15) / 16 * 16;
   if (capacity_ < bytes) throw InvalidArgument("buffer size " + std::to_string(bytes) + " overflows");
-  if (d.limits.max_memory_allocation_size && capacity_ > d.limits.max_memory_allocation_size)
+  if (bytes > detail::max_buffer_bytes(d.limits))
     throw InvalidArgument("buffer of " + std::to_string(bytes) + " bytes exceeds the device's maxMemoryAllocationSize of " +
                           std::to_string(d.limits.max_memory_allocation_size) + " bytes");
   if (d.tuning.compile_only) {  // host memory stands in: ops read and write nothing on the device
@@ -256,8 +256,8 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
 
 void Buffer::upload(const void* data, std::uint64_t bytes, std::uint64_t offset) {
   check_range(*this, bytes, offset, "Buffer::upload");
+  if (bytes == 0) return;  // no copy: no usage needed
   if (!mapped_) require_transfer_usage(usage_, VK_BUFFER_USAGE_TRANSFER_DST_BIT, "Buffer::upload", "VK_BUFFER_USAGE_TRANSFER_DST_BIT");
-  if (bytes == 0) return;
   auto& d = *device_;
   if (mapped_) {
     // relpos's own work submitted earlier (by any thread) finishes before the host writes; the
@@ -283,8 +283,8 @@ void Buffer::upload(const void* data, std::uint64_t bytes, std::uint64_t offset)
 
 void Buffer::download(void* data, std::uint64_t bytes, std::uint64_t offset) const {
   check_range(*this, bytes, offset, "Buffer::download");
-  if (!mapped_) require_transfer_usage(usage_, VK_BUFFER_USAGE_TRANSFER_SRC_BIT, "Buffer::download", "VK_BUFFER_USAGE_TRANSFER_SRC_BIT");
   if (bytes == 0) return;
+  if (!mapped_) require_transfer_usage(usage_, VK_BUFFER_USAGE_TRANSFER_SRC_BIT, "Buffer::download", "VK_BUFFER_USAGE_TRANSFER_SRC_BIT");
   auto& d = *device_;
   if (mapped_) {
     d.submissions.wait_for_earlier();
