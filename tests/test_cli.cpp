@@ -297,6 +297,70 @@ TEST(Cli, RopeRotatesNpyInItsDtype) {
   EXPECT_NE(r.output.find("scaling.factor"), std::string::npos) << r.output;
 }
 
+// LongRoPE's factors come from float .npy files (float64 rounded to float32, as HuggingFace holds
+// them); the long ones apply past --original-max-position.
+TEST(Cli, RopeLongRopeReadsItsFactorsFromNpy) {
+  RopeParams p;
+  p.seq = 3;
+  p.heads = 2;
+  p.head_dim = 8;
+  p.position_offset = 5000;
+  RopeScalingParams& s = p.scaling;
+  s.type = RopeScaling::LongRope;
+  s.factor = 32.0;
+  s.original_max_position = 4096;
+  const std::vector<double> long_factor = {1.0, 3.1, 9.7, 27.3}, short_factor = {1.0, 1.01, 1.03, 1.07};
+  for (double v : long_factor) s.long_factor.push_back(static_cast<float>(v));
+  for (double v : short_factor) s.short_factor.push_back(static_cast<float>(v));
+  std::vector<float> x(p.elements());
+  for (std::size_t k = 0; k < x.size(); ++k) x[k] = 0.03f * static_cast<float>(k % 13) - 0.2f;
+  const std::vector<std::uint64_t> shape = {1, 3, 2, 8}, four = {4};
+  write_npy(temp("lq.npy"), DType::F32, shape, x.data());
+  write_npy(temp("long.npy"), "<f8", four, long_factor.data());
+  write_npy(temp("short.npy"), "<f8", four, short_factor.data());
+  const std::string flags = " --scaling longrope --factor 32 --original-max-position 4096 --long-factor " + temp("long.npy") +
+                            " --short-factor " + temp("short.npy");
+  for (const char* path : {"", " --reference"}) {
+    auto want = x;
+    rope_reference(p, want);
+    auto r = tool("run rope --x " + temp("lq.npy") + " --position-offset 5000" + flags + path + " --out " + temp("lqr.npy"));
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_LE(normalised_error(read_npy(temp("lqr.npy")).to_f32("lqr"), want), 1e-6) << path;
+  }
+  // The short factors below the trained length: a different rotation.
+  RopeParams near = p;
+  near.position_offset = 10;
+  auto want = x;
+  rope_reference(near, want);
+  auto r = tool("run rope --x " + temp("lq.npy") + " --position-offset 10" + flags + " --out " + temp("lqr.npy"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::vector<float> got = read_npy(temp("lqr.npy")).to_f32("lqr");
+  EXPECT_LE(normalised_error(got, want), 1e-6);
+  RopeParams plain = near;
+  plain.scaling = {};
+  auto unscaled = x;
+  rope_reference(plain, unscaled);
+  EXPECT_GT(normalised_error(got, unscaled), 1e-4);
+
+  // A file of the wrong length, a factor missing, and a factor file with another scaling.
+  const std::vector<double> three = {1.0, 2.0, 3.0};
+  const std::vector<std::uint64_t> three_shape = {3};
+  write_npy(temp("three.npy"), "<f8", three_shape, three.data());
+  r = tool("run rope --x " + temp("lq.npy") + " --scaling longrope --factor 32 --original-max-position 4096 --long-factor " + temp("three.npy") +
+           " --short-factor " + temp("short.npy") + " --out " + temp("lqr.npy"));
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("relpos: error: scaling.long_factor = 3 values: must hold rotary_dim / 2 = 4"), std::string::npos) << r.output;
+  r = tool("run rope --x " + temp("lq.npy") + " --scaling longrope --factor 32 --original-max-position 4096 --long-factor " + temp("long.npy") +
+           " --out " + temp("lqr.npy"));
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("--scaling longrope: needs --long-factor, --short-factor and --original-max-position"), std::string::npos)
+      << r.output;
+  r = tool("run rope --x " + temp("lq.npy") + " --scaling yarn --factor 4 --original-max-position 4096 --long-factor " + temp("long.npy") +
+           " --out " + temp("lqr.npy"));
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("--long-factor: not used by --scaling yarn (only by longrope)"), std::string::npos) << r.output;
+}
+
 // ---- Fourier family: `run sinusoidal`, `run fourier-bias` ----------------------------------
 
 namespace {
@@ -999,19 +1063,21 @@ TEST(Cli, RopeScalingFlagsMustBelongToTheScaling) {
   for (auto [args, message] : std::initializer_list<std::pair<std::string, std::string>>{
            {" --factor 8", "--factor: not used by --scaling none"},
            {" --scaling none --factor 8 --beta-fast 3 --low-freq-factor 2",
-            "--factor: not used by --scaling none (only by linear, llama3, ntk, yarn); --beta-fast: not used by --scaling none (only by yarn); "
+            "--factor: not used by --scaling none (only by linear, llama3, longrope, ntk, yarn); --beta-fast: not used by --scaling none (only by yarn); "
             "--low-freq-factor: not used by --scaling none (only by llama3)"},
            {" --scaling llama3 --factor 8 --beta-fast 3", "--beta-fast: not used by --scaling llama3 (only by yarn)"},
-           {" --scaling llama3 --factor 8 --seq-len 100", "--seq-len: not used by --scaling llama3 (only by ntk)"},
+           {" --scaling llama3 --factor 8 --seq-len 100", "--seq-len: not used by --scaling llama3 (only by longrope, ntk)"},
            {" --scaling yarn --factor 4 --original-max-position 64 --low-freq-factor 2", "--low-freq-factor: not used by --scaling yarn (only by llama3)"},
            {" --scaling yarn --factor 4 --original-max-position 64 --high-freq-factor 8", "--high-freq-factor: not used by --scaling yarn"},
            {" --scaling ntk --factor 2 --original-max-position 64 --no-truncate", "--no-truncate: not used by --scaling ntk (only by yarn)"},
-           {" --scaling linear --factor 2 --original-max-position 64", "--original-max-position: not used by --scaling linear (only by llama3, ntk, yarn)"},
+           {" --scaling linear --factor 2 --original-max-position 64", "--original-max-position: not used by --scaling linear (only by llama3, longrope, ntk, yarn)"},
            {" --scaling linear --factor 2 --mscale 1 --mscale-all-dim 1", "--mscale: not used by --scaling linear (only by yarn); --mscale-all-dim: not used"},
            {" --scaling linear", "--scaling linear: needs --factor"},
            {" --scaling ntk --original-max-position 64", "--scaling ntk: needs --factor"},
            {" --scaling yarn --original-max-position 64", "--scaling yarn: needs --factor"},
            {" --scaling llama3", "--scaling llama3: needs --factor"},
+           {" --scaling longrope --original-max-position 64", "--scaling longrope: needs --factor"},
+           {" --scaling yarn --factor 4 --original-max-position 64 --short-factor f.npy", "--short-factor: not used by --scaling yarn (only by longrope)"},
            // A 0 given is refused, not replaced by llama3's default (which is for the flag left out).
            {" --scaling llama3 --factor 8 --original-max-position 0", "scaling.original_max_position = 0: must be >= 1"},
            {" --scaling yarn --factor 4 --original-max-position 64 --beta-fast 1 --beta-slow 32", "scaling.beta_fast = 1: must be >= beta_slow = 32"},

@@ -164,6 +164,13 @@ TEST_F(KvAppendGpu, MatchesReference) {
     if (trial % 5 == 1) p.rope.rotary_dim = 2 * pick(1, static_cast<int>(p.head_dim / 2));
     if (trial % 6 == 2) p.rope.scaling = {.type = RopeScaling::Llama3, .factor = 8.0, .original_max_position = 16};
     if (trial % 6 == 4) p.rope.scaling = {.type = RopeScaling::Yarn, .factor = 4.0, .original_max_position = 32};
+    if (trial % 6 == 5) {  // LongRoPE: trial 5 long factors, 17 short (positions are a buffer: the length is given)
+      p.rope.scaling = {.type = RopeScaling::LongRope, .factor = 32.0, .original_max_position = 24, .seq_len = trial == 5 ? 25u : 24u};
+      for (std::uint32_t k = 0; k < p.rope_params(p.heads).rot_dim() / 2; ++k) {
+        p.rope.scaling.long_factor.push_back(1.0f + 0.5f * static_cast<float>(k));
+        p.rope.scaling.short_factor.push_back(1.0f + 0.01f * static_cast<float>(k));
+      }
+    }
     std::vector<std::int32_t> lengths;
     for (std::uint32_t b = 0; b < p.batch; ++b) lengths.push_back(pick(0, static_cast<int>(p.capacity() - p.new_tokens)));
     const AppendCase c = random_case(rng, p, lengths);

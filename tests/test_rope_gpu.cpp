@@ -50,11 +50,16 @@ Case random_case(std::mt19937& rng) {
   p.inverse = std::uniform_int_distribution<int>(0, 3)(rng) == 0;
   p.position_offset = coin(rng) ? 0 : std::uniform_int_distribution<std::int64_t>(-5000, 200000)(rng);
   auto& s = p.scaling;
-  s.type = static_cast<RopeScaling>(std::uniform_int_distribution<int>(0, 4)(rng));
+  s.type = static_cast<RopeScaling>(std::uniform_int_distribution<int>(0, 5)(rng));
   s.factor = std::uniform_real_distribution<double>(1.0, 16.0)(rng);
   s.original_max_position = std::uniform_int_distribution<std::uint32_t>(64, 8192)(rng);
   s.seq_len = std::uniform_int_distribution<std::uint64_t>(1, 20000)(rng);
   if (s.type == RopeScaling::DynamicNtk && p.rot_dim() < 4) s.type = RopeScaling::Linear;
+  if (s.type == RopeScaling::LongRope)
+    for (std::uint32_t k = 0; k < p.rot_dim() / 2; ++k) {
+      s.long_factor.push_back(std::uniform_real_distribution<float>(1.0f, 64.0f)(rng));
+      s.short_factor.push_back(std::uniform_real_distribution<float>(0.9f, 4.0f)(rng));
+    }
   c.dtype = coin(rng) ? DType::F32 : DType::F16;
   c.in_place = coin(rng);
   c.use_positions = coin(rng);

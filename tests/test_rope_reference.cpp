@@ -57,6 +57,13 @@ RopeParams frequency_case(const std::vector<std::string>& w, std::vector<double>
     s.low_freq_factor = num();
     s.high_freq_factor = num();
     s.original_max_position = static_cast<std::uint32_t>(num());
+  } else if (type == "longrope") {
+    s.type = RopeScaling::LongRope;
+    s.factor = num();
+    s.original_max_position = static_cast<std::uint32_t>(num());
+    s.seq_len = static_cast<std::uint64_t>(num());
+    for (auto* factors : {&s.long_factor, &s.short_factor})
+      for (std::uint32_t k = 0; k < p.head_dim / 2; ++k) factors->push_back(static_cast<float>(num()));
   }
   attention = num();
   EXPECT_EQ(w[k++], ":");
@@ -81,7 +88,7 @@ TEST(RopeReference, FrequencyTablesMatchIndependentFloat64) {
     EXPECT_LE(std::abs(f.attention_factor - attention), 0x1p-24 * attention);
     ++tables;
   }
-  EXPECT_EQ(tables, 4 * 14);
+  EXPECT_EQ(tables, 4 * 18);
 }
 
 TEST(RopeReference, RotationsAtKnownPositions) {
@@ -211,6 +218,86 @@ TEST(RopeReference, DynamicNtkLengthDefaultsToTheLastPosition) {
   expect_invalid([&] { rope_frequencies(p, true); }, "seq_len");
 }
 
+// Phi-3-mini-128k: 4k trained, 128k extended (factor 32). The long factors apply from sequence
+// length 4097 (the last position + 1 where no seq_len is given), the short ones up to 4096.
+TEST(RopeReference, LongRopeChoosesItsFactorsByTheSequenceLength) {
+  RopeParams p = one_head(8);
+  p.seq = 96;
+  RopeScalingParams& s = p.scaling;
+  s.type = RopeScaling::LongRope;
+  s.factor = 32.0;
+  s.original_max_position = 4096;
+  s.long_factor = {1.0f, 2.0f, 4.0f, 8.0f};
+  s.short_factor = {1.0f, 1.5f, 1.25f, 1.125f};
+  const std::vector<float> plain = rope_frequencies(one_head(8)).inv_freq;
+  auto divided = [&](const std::vector<float>& by) {
+    std::vector<float> f(4);
+    for (int k = 0; k < 4; ++k) f[k] = static_cast<float>(1.0 / std::pow(10000.0, 2.0 * k / 8) / by[k]);
+    return f;
+  };
+  p.position_offset = 4000;  // last position 4095: length 4096
+  RopeFrequencies f = rope_frequencies(p);
+  EXPECT_EQ(f.inv_freq, divided(s.short_factor));
+  EXPECT_NE(f.inv_freq, plain);
+  // Phi-3-mini-128k's attention factor, as its config's scaling_factor gives it.
+  EXPECT_FLOAT_EQ(f.attention_factor, 1.1902380714238083f);
+  p.position_offset = 4001;  // length 4097
+  EXPECT_EQ(rope_frequencies(p).inv_freq, divided(s.long_factor));
+  RopeParams given = p;
+  given.position_offset = 0;
+  given.scaling.seq_len = 4097;
+  EXPECT_EQ(rope_frequencies(given).inv_freq, divided(s.long_factor));
+  given.scaling.seq_len = 4096;
+  EXPECT_EQ(rope_frequencies(given, true).inv_freq, divided(s.short_factor));
+  expect_invalid([&] { rope_frequencies(p, true); }, "scaling.seq_len = 0: must be given for LongRoPE scaling");
+  // An attention factor given replaces the default; a factor of 1 (no extension) gives 1.
+  given.scaling.attention_factor = 1.5;
+  EXPECT_EQ(rope_frequencies(given).attention_factor, 1.5f);
+  given.scaling.attention_factor = 0.0;
+  given.scaling.factor = 1.0;
+  EXPECT_EQ(rope_frequencies(given).attention_factor, 1.0f);
+  // The inverse undoes the rotation, attention factor included.
+  std::vector<float> x = {1, -2, 3, 0.5f, 7, 6, -5, 4}, y = x;
+  p.seq = 1;
+  rope_reference(p, y);
+  EXPECT_NE(y, x);
+  p.inverse = true;
+  rope_reference(p, y);
+  EXPECT_LT(normalised_error(y, x), 1e-6);
+}
+
+TEST(RopeReference, LongRopeFactorsAreChecked) {
+  RopeParams p = one_head(8);
+  p.rotary_dim = 6;
+  RopeScalingParams& s = p.scaling;
+  s.type = RopeScaling::LongRope;
+  s.factor = 32.0;
+  s.original_max_position = 4096;
+  s.long_factor = {1.0f, 2.0f, 4.0f};
+  s.short_factor = {1.0f, 1.0f, 1.0f};
+  EXPECT_NO_THROW(p.validate());
+  s.long_factor.push_back(8.0f);  // one per rotated pair: rotary_dim 6 has 3
+  expect_invalid([&] { p.validate(); }, "scaling.long_factor = 4 values: must hold rotary_dim / 2 = 3");
+  s.long_factor = {1.0f, 2.0f, 4.0f};
+  s.short_factor.clear();
+  expect_invalid([&] { p.validate(); }, "scaling.short_factor = 0 values");
+  for (float bad : {0.0f, -1.0f, NAN, INFINITY}) {
+    s.short_factor = {1.0f, bad, 1.0f};
+    expect_invalid([&] { p.validate(); }, "scaling.short_factor[1]");
+  }
+  s.short_factor = {1.0f, 1.0f, 1.0f};
+  s.attention_factor = -1.0;
+  expect_invalid([&] { p.validate(); }, "scaling.attention_factor");
+  s.attention_factor = 0.0;
+  // The default attention factor divides by ln(original_max_position).
+  s.original_max_position = 1;
+  expect_invalid([&] { p.validate(); }, "scaling.original_max_position = 1: must be >= 2");
+  s.attention_factor = 1.2;
+  EXPECT_NO_THROW(p.validate());
+  s.original_max_position = 0;
+  expect_invalid([&] { p.validate(); }, "scaling.original_max_position = 0");
+}
+
 TEST(RopeReference, InvalidParametersAreRejected) {
   RopeParams ok = one_head(8);
   ok.heads = 2;
@@ -242,10 +329,11 @@ TEST(RopeReference, InvalidParametersAreRejected) {
   EXPECT_NO_THROW(p.validate());
   p.position_offset -= 1;
   expect_invalid([&] { p.validate(); }, "position_offset");
-  for (auto type : {RopeScaling::Linear, RopeScaling::DynamicNtk, RopeScaling::Yarn, RopeScaling::Llama3}) {
+  for (auto type : {RopeScaling::Linear, RopeScaling::DynamicNtk, RopeScaling::Yarn, RopeScaling::Llama3, RopeScaling::LongRope}) {
     p = ok;
     p.scaling.type = type;
     p.scaling.original_max_position = 1024;
+    if (type == RopeScaling::LongRope) p.scaling.long_factor = p.scaling.short_factor = {1.0f, 1.0f, 1.0f, 1.0f};
     EXPECT_NO_THROW(p.validate());
     p.scaling.factor = 0.5;
     expect_invalid([&] { p.validate(); }, "scaling.factor");

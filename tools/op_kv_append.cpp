@@ -8,6 +8,7 @@
 
 #include "fuzz.hpp"
 #include "registry.hpp"
+#include "rope_scaling_flags.hpp"
 
 namespace relpos::tool {
 namespace {
@@ -141,12 +142,7 @@ CheckCase draw_case(FuzzRng& g) {
   p.rope.style = g.chance(0.5) ? RopeStyle::NeoX : RopeStyle::GptJ;
   if (g.chance(0.3)) p.rope.rotary_dim = 2 * g.size(1, p.head_dim / 2);
   p.rope.base = g.pick({10000.0, 500000.0, 1.5});
-  auto& s = p.rope.scaling;
-  s.type = static_cast<RopeScaling>(g.below(5));
-  if (s.type == RopeScaling::DynamicNtk && p.rope_params(p.kv_heads).rot_dim() < 4) s.type = RopeScaling::Linear;
-  s.factor = g.real(1.0, 16.0);
-  s.original_max_position = g.size(1, 32768);
-  if (s.type == RopeScaling::DynamicNtk) s.seq_len = g.size(1, 1u << 24);
+  draw_rope_scaling(g, p.rope.scaling, p.rope_params(p.kv_heads).rot_dim(), true);
   std::vector<std::int32_t> lengths, counts;
   std::string shape = "B=" + std::to_string(p.batch) + ",H=" + std::to_string(p.heads) + "/" + std::to_string(p.kv_heads) +
                       ",T=" + std::to_string(p.new_tokens) + ",D=" + std::to_string(p.head_dim) + ",block=" + std::to_string(p.paged.block_size) +

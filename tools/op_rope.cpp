@@ -11,7 +11,7 @@ namespace relpos::tool {
 namespace {
 
 std::string shape_of(const RopeParams& p, DType dtype, bool positions) {
-  static const char* scalings[] = {"none", "linear", "ntk", "yarn", "llama3"};
+  static const char* scalings[] = {"none", "linear", "ntk", "yarn", "llama3", "longrope"};
   return "[" + std::to_string(p.batch) + "," + std::to_string(p.seq) + "," + std::to_string(p.heads) + "," + std::to_string(p.head_dim) +
          "]" + (p.layout == RopeLayout::BSHD ? "bshd" : "bhsd") + (p.style == RopeStyle::NeoX ? ",neox" : ",gptj") +
          (p.rotary_dim ? ",d=" + std::to_string(p.rotary_dim) : "") + "," + scalings[static_cast<int>(p.scaling.type)] +
@@ -97,6 +97,17 @@ void register_checks(Registry& reg) {
   p.scaling.original_max_position = 1;
   p.layout = RopeLayout::BHSD;
   cfgs.push_back({p, DType::F16, false, false});
+  // Phi-3-mini-128k's shape: head_dim 96, 4k trained, 128k extended, long factors from position 4096.
+  p = make_params(1, 16, 8, 96, RopeLayout::BSHD, RopeStyle::NeoX);
+  p.scaling.type = RopeScaling::LongRope;
+  p.scaling.factor = 32.0;
+  p.scaling.original_max_position = 4096;
+  p.scaling.seq_len = 131072;
+  for (std::uint32_t k = 0; k < 48; ++k) {
+    p.scaling.long_factor.push_back(1.0f + 0.65f * static_cast<float>(k));
+    p.scaling.short_factor.push_back(1.0f + 0.02f * static_cast<float>(k));
+  }
+  cfgs.push_back({p, DType::F32, true, true});
   for (const auto& c : cfgs)
     reg.checks.push_back({c.in_place ? "rope" : "rope-into", shape_of(c.p, c.dtype, c.positions),
                           [c](Context& ctx) { return check_rope(ctx, c.p, c.dtype, c.positions, c.in_place); }, true});
@@ -120,12 +131,7 @@ CheckCase draw_case(FuzzRng& g) {
   constexpr std::int64_t kMaxPosition = 0x7fffffff;
   if (!positions) p.position_offset = g.offset(-kMaxPosition, kMaxPosition + 1 - p.seq);
   const std::int32_t max_position = g.pick({100000, (1 << 24) + 3, static_cast<int>(kMaxPosition)});
-  auto& s = p.scaling;
-  s.type = static_cast<RopeScaling>(g.below(5));
-  if (s.type == RopeScaling::DynamicNtk && p.rot_dim() < 4) s.type = RopeScaling::Linear;
-  s.factor = g.real(1.0, 16.0);
-  s.original_max_position = g.size(1, 32768);
-  if (s.type == RopeScaling::DynamicNtk && positions) s.seq_len = g.size(1, 1u << 24);
+  draw_rope_scaling(g, p.scaling, p.rot_dim(), positions);
   const DType dtype = g.float_dtype();
   const bool in_place = g.chance(0.5);
   const unsigned seed = g.data_seed();

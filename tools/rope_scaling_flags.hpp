@@ -1,6 +1,6 @@
 #pragma once
 // RoPE's frequency-scaling flags (HuggingFace's rope_scaling), shared by `run rope` and
-// `run kv-append --rope`: --scaling none|linear|ntk|yarn|llama3 and its parameters.
+// `run kv-append --rope`: --scaling none|linear|ntk|yarn|llama3|longrope and its parameters.
 #include <CLI/CLI.hpp>
 #include <map>
 #include <set>
@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "fuzz.hpp"
 #include "number_flags.hpp"
 #include "relpos/relpos.hpp"
 
@@ -16,12 +17,15 @@ namespace relpos::tool {
 struct RopeScalingFlags {
   std::string type = "none";
   bool no_truncate = false;
+  std::string long_factor_path, short_factor_path;  // longrope's factors, float .npy of rotary_dim / 2 values
   // Each parameter's flag and the scalings that read it: one given with another scaling would be
   // silently ignored.
   std::vector<std::pair<const CLI::Option*, std::set<std::string>>> parameters;
   const CLI::Option* scaling = nullptr;
   const CLI::Option* factor = nullptr;
   const CLI::Option* original_max_position = nullptr;  // llama3's default 8192 where not given
+  const CLI::Option* long_factor = nullptr;
+  const CLI::Option* short_factor = nullptr;
 
   // The scaling flags given (--scaling included), by name: "" for none.
   std::string given() const {
@@ -33,23 +37,36 @@ struct RopeScalingFlags {
 };
 
 inline void add_rope_scaling_flags(CLI::App& cmd, RopeScalingFlags& f, RopeScalingParams& s) {
-  f.scaling = cmd.add_option("--scaling", f.type, "frequency scaling (HuggingFace rope_scaling type)")->check(CLI::IsMember({"none", "linear", "ntk", "yarn", "llama3"}));
+  f.scaling = cmd.add_option("--scaling", f.type, "frequency scaling (HuggingFace rope_scaling type)")->check(CLI::IsMember({"none", "linear", "ntk", "yarn", "llama3", "longrope"}));
   auto param = [&f](const CLI::Option* o, std::set<std::string> types) { f.parameters.emplace_back(o, std::move(types)); };
-  auto* factor = add_number(cmd, "--factor", s.factor, "scaling factor (>= 1; required by every scaling but none)");
+  auto* factor = add_number(cmd, "--factor", s.factor,
+                            "scaling factor (>= 1; required by every scaling but none; longrope: max_position_embeddings / "
+                            "original_max_position_embeddings)");
   f.factor = factor;
-  param(factor, {"linear", "ntk", "yarn", "llama3"});
+  param(factor, {"linear", "ntk", "yarn", "llama3", "longrope"});
   f.original_max_position = add_number(cmd, "--original-max-position", s.original_max_position,
-                                       "ntk: max_position_embeddings; yarn, llama3: original_max_position_embeddings (llama3 default 8192)");
-  param(f.original_max_position, {"ntk", "yarn", "llama3"});
-  param(add_number(cmd, "--seq-len", s.seq_len, "ntk: current sequence length (default: last position + 1; required with --positions)"), {"ntk"});
+                                       "ntk: max_position_embeddings; yarn, llama3, longrope: original_max_position_embeddings "
+                                       "(llama3 default 8192)");
+  param(f.original_max_position, {"ntk", "yarn", "llama3", "longrope"});
+  param(add_number(cmd, "--seq-len", s.seq_len,
+                   "ntk, longrope: current sequence length (default: last position + 1; required with --positions)"),
+        {"ntk", "longrope"});
   param(add_number(cmd, "--beta-fast", s.beta_fast, "yarn (default 32)"), {"yarn"});
   param(add_number(cmd, "--beta-slow", s.beta_slow, "yarn (default 1)"), {"yarn"});
   param(cmd.add_flag("--no-truncate", f.no_truncate, "yarn: do not floor/ceil the correction range"), {"yarn"});
-  param(add_number(cmd, "--attention-factor", s.attention_factor, "yarn: cos/sin multiplier (default 0.1 ln(factor) + 1)"), {"yarn"});
+  param(add_number(cmd, "--attention-factor", s.attention_factor,
+                   "yarn, longrope: cos/sin multiplier (default yarn 0.1 ln(factor) + 1, longrope sqrt(1 + ln(factor) / "
+                   "ln(original_max_position)))"),
+        {"yarn", "longrope"});
   param(add_number(cmd, "--mscale", s.mscale, "yarn (DeepSeek): with --mscale-all-dim, attention factor from their ratio"), {"yarn"});
   param(add_number(cmd, "--mscale-all-dim", s.mscale_all_dim, "yarn (DeepSeek)"), {"yarn"});
   param(add_number(cmd, "--low-freq-factor", s.low_freq_factor, "llama3 (default 1)"), {"llama3"});
   param(add_number(cmd, "--high-freq-factor", s.high_freq_factor, "llama3 (default 4)"), {"llama3"});
+  f.long_factor = cmd.add_option("--long-factor", f.long_factor_path,
+                                 "longrope: long_factor, a float .npy of rotary_dim / 2 values (past --original-max-position)");
+  param(f.long_factor, {"longrope"});
+  f.short_factor = cmd.add_option("--short-factor", f.short_factor_path, "longrope: short_factor, a float .npy of rotary_dim / 2 values");
+  param(f.short_factor, {"longrope"});
 }
 
 // The scaling's type and its defaults, from the flags (its numbers were parsed into s already).
@@ -58,7 +75,7 @@ inline void add_rope_scaling_flags(CLI::App& cmd, RopeScalingFlags& f, RopeScali
 inline void apply_rope_scaling_flags(const RopeScalingFlags& f, RopeScalingParams& s) {
   static const std::map<std::string, RopeScaling> types = {{"none", RopeScaling::None}, {"linear", RopeScaling::Linear},
                                                           {"ntk", RopeScaling::DynamicNtk}, {"yarn", RopeScaling::Yarn},
-                                                          {"llama3", RopeScaling::Llama3}};
+                                                          {"llama3", RopeScaling::Llama3}, {"longrope", RopeScaling::LongRope}};
   std::string ignored;
   for (const auto& [o, readers] : f.parameters)
     if (o->count() && !readers.count(f.type)) {
@@ -73,6 +90,29 @@ inline void apply_rope_scaling_flags(const RopeScalingFlags& f, RopeScalingParam
   s.truncate = !f.no_truncate;
   // Defaults where the flag is absent: a 0 given stays 0, which validate() refuses.
   if (s.type == RopeScaling::Llama3 && !f.original_max_position->count()) s.original_max_position = 8192;
+  if (s.type == RopeScaling::LongRope) {
+    if (!f.long_factor->count() || !f.short_factor->count() || !f.original_max_position->count())
+      throw InvalidArgument("--scaling longrope: needs --long-factor, --short-factor and --original-max-position (HuggingFace's "
+                            "long_factor, short_factor and original_max_position_embeddings)");
+    s.long_factor = read_npy(f.long_factor_path).to_f32("--long-factor " + f.long_factor_path);
+    s.short_factor = read_npy(f.short_factor_path).to_f32("--short-factor " + f.short_factor_path);
+  }
+}
+
+// A random scaling of every type for the fuzzers of `rope` and `kv-append`: the length-dependent
+// ones (dynamic NTK, LongRoPE) given their seq_len where positions come from a buffer.
+inline void draw_rope_scaling(FuzzRng& g, RopeScalingParams& s, std::uint32_t rot_dim, bool positions_from_buffer) {
+  s.type = static_cast<RopeScaling>(g.below(6));
+  if (s.type == RopeScaling::DynamicNtk && rot_dim < 4) s.type = RopeScaling::Linear;
+  s.factor = g.real(1.0, 16.0);
+  s.original_max_position = g.size(s.type == RopeScaling::LongRope ? 2 : 1, 32768);
+  const bool by_length = s.type == RopeScaling::DynamicNtk || s.type == RopeScaling::LongRope;
+  if (by_length && positions_from_buffer) s.seq_len = g.size(1, 1u << 24);
+  if (s.type == RopeScaling::LongRope)
+    for (std::uint32_t p = 0; p < rot_dim / 2; ++p) {
+      s.long_factor.push_back(static_cast<float>(g.real(1.0, 64.0)));
+      s.short_factor.push_back(static_cast<float>(g.real(0.9, 4.0)));
+    }
 }
 
 }  // namespace relpos::tool

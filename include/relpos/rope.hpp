@@ -26,28 +26,39 @@ enum class RopeStyle {
   GptJ,  // GPT-J / RoFormer / Meta Llama: pairs (2p, 2p + 1)
 };
 
-enum class RopeScaling { None, Linear, DynamicNtk, Yarn, Llama3 };
+enum class RopeScaling { None, Linear, DynamicNtk, Yarn, Llama3, LongRope };
 
 // The parameters of HuggingFace modeling_rope_utils.py's rope_scaling, per type.
 struct RopeScalingParams {
   RopeScaling type = RopeScaling::None;
-  double factor = 1.0;  // every type but None; >= 1
-  // DynamicNtk: max_position_embeddings. Yarn: original_max_position_embeddings. Llama3:
-  // original_max_position_embeddings (8192 for Llama 3.1).
+  // Every type but None; >= 1. LongRope: max_position_embeddings / original_max_position_embeddings
+  // (HuggingFace's rule where the config has both), read only for the default attention factor.
+  double factor = 1.0;
+  // DynamicNtk: max_position_embeddings. Yarn, Llama3 (8192 for Llama 3.1) and LongRope:
+  // original_max_position_embeddings.
   std::uint32_t original_max_position = 0;
   // DynamicNtk: the current sequence length L (HuggingFace uses max(L, original_max_position)).
-  // 0: position_offset + seq (required > 0 when positions come from a buffer).
+  // LongRope: the long factors apply where L > original_max_position (HuggingFace's
+  // max(position_ids) + 1). 0: position_offset + seq (required > 0 when positions come from a
+  // buffer).
   std::uint64_t seq_len = 0;
   // Yarn.
   double beta_fast = 32.0;
   double beta_slow = 1.0;
   bool truncate = true;           // floor/ceil the correction range (HuggingFace's default)
-  double attention_factor = 0.0;  // 0: 0.1 * ln(factor) + 1, or the mscale ratio below
+  // Yarn and LongRope: the factor cos and sin are multiplied by. 0: Yarn's 0.1 * ln(factor) + 1
+  // or the mscale ratio below; LongRope's sqrt(1 + ln(factor) / ln(original_max_position)), 1
+  // where factor is 1.
+  double attention_factor = 0.0;
   double mscale = 0.0;            // with mscale_all_dim (DeepSeek): attention factor = get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim)
   double mscale_all_dim = 0.0;
   // Llama3.
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
+  // LongRope (Phi-3, Phi-3.5, Phi-4-mini): inv_freq[p] = base^(-2p/d) / ext[p], ext the long
+  // factors where the sequence length exceeds original_max_position, the short ones otherwise;
+  // rotary_dim / 2 finite values > 0 each, float32 as HuggingFace holds them.
+  std::vector<float> long_factor{}, short_factor{};
 };
 
 struct RopeParams {
@@ -79,8 +90,9 @@ struct RopeParams {
 
 // The rotation's frequency table, as HuggingFace's rope init functions compute it (in double
 // here, then rounded to float32): inv_freq[p], p < rot_dim / 2, and the factor cos and sin are
-// multiplied by (YaRN's attention factor; 1 otherwise). `positions` given: a dynamic NTK
-// seq_len of 0 is an error (the sequence length is not position_offset + seq).
+// multiplied by (YaRN's and LongRoPE's attention factor; 1 otherwise). `positions` given: a
+// dynamic NTK or LongRoPE seq_len of 0 is an error (the sequence length is not position_offset +
+// seq).
 struct RopeFrequencies {
   std::vector<float> inv_freq;
   float attention_factor = 1.0f;

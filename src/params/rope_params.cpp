@@ -24,13 +24,15 @@ void require_finite(double v, const char* name, bool ok, const std::string& limi
 
 void validate_scaling(const RopeScalingParams& s, std::uint32_t d) {
   // Any other value would leave rope_frequencies' table empty, which the GPU reads past.
-  detail::require_one_of(s.type, {RopeScaling::None, RopeScaling::Linear, RopeScaling::DynamicNtk, RopeScaling::Yarn, RopeScaling::Llama3},
-                         "scaling.type", "must be None, Linear, DynamicNtk, Yarn or Llama3");
+  detail::require_one_of(s.type,
+                         {RopeScaling::None, RopeScaling::Linear, RopeScaling::DynamicNtk, RopeScaling::Yarn, RopeScaling::Llama3,
+                          RopeScaling::LongRope},
+                         "scaling.type", "must be None, Linear, DynamicNtk, Yarn, Llama3 or LongRope");
   if (s.type == RopeScaling::None) return;
   require_finite(s.factor, "scaling.factor", s.factor >= 1.0, "must be finite and >= 1");
   if (s.type == RopeScaling::Linear) return;  // positions / factor: nothing else is read
   require(s.original_max_position >= 1, "scaling.original_max_position", std::to_string(s.original_max_position),
-          "must be >= 1 for dynamic NTK, YaRN and Llama 3 scaling");
+          "must be >= 1 for dynamic NTK, YaRN, Llama 3 and LongRoPE scaling");
   if (s.type == RopeScaling::DynamicNtk) {
     require(d >= 4, "rotary_dim", std::to_string(d), "must be >= 4 for dynamic NTK scaling (exponent d / (d - 2))");
   } else if (s.type == RopeScaling::Yarn) {
@@ -43,6 +45,19 @@ void validate_scaling(const RopeScalingParams& s, std::uint32_t d) {
     require_finite(s.attention_factor, "scaling.attention_factor", s.attention_factor >= 0.0, "must be finite and >= 0 (0: default)");
     require_finite(s.mscale, "scaling.mscale", s.mscale >= 0.0, "must be finite and >= 0");
     require_finite(s.mscale_all_dim, "scaling.mscale_all_dim", s.mscale_all_dim >= 0.0, "must be finite and >= 0");
+  } else if (s.type == RopeScaling::LongRope) {
+    for (const auto& [factors, name] : {std::pair{&s.long_factor, "scaling.long_factor"}, std::pair{&s.short_factor, "scaling.short_factor"}}) {
+      require(factors->size() == d / 2, name, std::to_string(factors->size()) + " values",
+              "must hold rotary_dim / 2 = " + std::to_string(d / 2) + " (one per rotated pair)");
+      for (std::size_t p = 0; p < factors->size(); ++p)
+        if (const float v = (*factors)[p]; !(std::isfinite(v) && v > 0.0f))  // the name built only for the message
+          require_finite(v, (std::string(name) + "[" + std::to_string(p) + "]").c_str(), false, "must be finite and > 0");
+    }
+    require_finite(s.attention_factor, "scaling.attention_factor", s.attention_factor >= 0.0, "must be finite and >= 0 (0: default)");
+    // The default attention factor divides by ln(original_max_position).
+    require(s.attention_factor > 0.0 || s.factor == 1.0 || s.original_max_position >= 2, "scaling.original_max_position",
+            std::to_string(s.original_max_position),
+            "must be >= 2 for LongRoPE's default attention factor sqrt(1 + ln(factor) / ln(original_max_position)) (or give attention_factor)");
   } else {
     require_finite(s.low_freq_factor, "scaling.low_freq_factor", s.low_freq_factor > 0.0, "must be finite and > 0");
     require_finite(s.high_freq_factor, "scaling.high_freq_factor", s.high_freq_factor > s.low_freq_factor,
@@ -103,6 +118,26 @@ std::vector<double> llama3_inv_freq(const RopeScalingParams& s, double base, std
   return f;
 }
 
+// _compute_longrope_parameters: the searched per-pair factors, long or short by the sequence
+// length, and an attention factor from the context's extension.
+std::vector<double> longrope_inv_freq(const RopeScalingParams& s, double len, double base, std::uint32_t d, double& attention) {
+  const std::vector<float>& ext = len > s.original_max_position ? s.long_factor : s.short_factor;
+  if (s.attention_factor > 0.0) attention = s.attention_factor;
+  else if (s.factor > 1.0) attention = std::sqrt(1.0 + std::log(s.factor) / std::log(static_cast<double>(s.original_max_position)));
+  std::vector<double> f = default_inv_freq(base, d);
+  for (std::uint32_t p = 0; p < d / 2; ++p) f[p] /= ext[p];
+  return f;
+}
+
+// The sequence length the length-dependent scalings read: scaling.seq_len, or the last position
+// + 1 where the positions are position_offset + s.
+double sequence_length(const RopeParams& p, bool positions_from_buffer, const char* scaling) {
+  const std::uint64_t given = p.scaling.seq_len;
+  require(!(positions_from_buffer && given == 0), "scaling.seq_len", "0",
+          std::string("must be given for ") + scaling + " scaling when positions come from a buffer");
+  return given ? static_cast<double>(given) : static_cast<double>(p.position_offset + p.seq);
+}
+
 }  // namespace
 
 std::uint64_t RopeParams::elements() const {
@@ -152,16 +187,18 @@ RopeFrequencies rope_frequencies(const RopeParams& p, bool positions_from_buffer
       for (double& x : f) x /= s.factor;
       break;
     case RopeScaling::DynamicNtk: {
-      require(!(positions_from_buffer && s.seq_len == 0), "scaling.seq_len", "0",
-              "must be given for dynamic NTK scaling when positions come from a buffer");
       const double max_pos = s.original_max_position;
-      const double len = std::max(s.seq_len ? static_cast<double>(s.seq_len) : static_cast<double>(p.position_offset + p.seq), max_pos);
+      const double len = std::max(sequence_length(p, positions_from_buffer, "dynamic NTK"), max_pos);
       const double base = p.base * std::pow(s.factor * len / max_pos - (s.factor - 1.0), static_cast<double>(d) / (d - 2));
       f = default_inv_freq(base, d);
       break;
     }
     case RopeScaling::Yarn: f = yarn_inv_freq(s, p.base, d, attention); break;
     case RopeScaling::Llama3: f = llama3_inv_freq(s, p.base, d); break;
+    case RopeScaling::LongRope: {
+      f = longrope_inv_freq(s, sequence_length(p, positions_from_buffer, "LongRoPE"), p.base, d, attention);
+      break;
+    }
   }
   RopeFrequencies out;
   out.inv_freq.assign(f.begin(), f.end());

@@ -70,6 +70,12 @@ def llama3(base, dim, factor, low_ff, high_ff, old_ctx):
     return np.where(medium, smoothed, out), 1.0
 
 
+def longrope(base, dim, factor, orig_max, seq_len, long_factor, short_factor):
+    ext = np.array(long_factor if seq_len > orig_max else short_factor, dtype=np.float64)
+    attention = 1.0 if factor <= 1.0 else math.sqrt(1 + math.log(factor) / math.log(orig_max))
+    return 1.0 / (ext * base ** (np.arange(0, dim, 2, dtype=np.float64) / dim)), attention
+
+
 def fmt(v):
     return " ".join(repr(float(x)) for x in v)
 
@@ -102,6 +108,13 @@ with open("rope_frequencies.txt", "w") as f:
         for factor, lf, hf, ctx in ((8.0, 1.0, 4.0, 8192), (32.0, 1.0, 4.0, 8192), (16.0, 2.0, 8.0, 4096)):
             inv, a = llama3(base, dim, factor, lf, hf, ctx)
             f.write(f"llama3 {dim} {base!r} {factor!r} {lf!r} {hf!r} {ctx} {a!r} : {fmt(inv)}\n")
+        # Factors as HuggingFace holds them (float32), written as float64 values of those floats.
+        half = dim // 2
+        long_f = np.float32(1.0) + np.float32(0.65) * np.arange(half, dtype=np.float32)
+        short_f = np.float32(1.0) + np.float32(0.02) * np.arange(half, dtype=np.float32)
+        for factor, orig, seq in ((32.0, 4096, 4096), (32.0, 4096, 4097), (1.0, 2048, 100000), (16.0, 8192, 1)):
+            inv, a = longrope(base, dim, factor, orig, seq, long_f.astype(np.float64), short_f.astype(np.float64))
+            f.write(f"longrope {dim} {base!r} {factor!r} {orig} {seq} {fmt(long_f)} {fmt(short_f)} {a!r} : {fmt(inv)}\n")
 
 # Rotated vectors: x[d] = d + 1 (one head), positions as listed, default frequencies (base 10000).
 with open("rope_angles.txt", "w") as f:
