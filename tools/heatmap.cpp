@@ -141,7 +141,9 @@ Heatmap draw_heatmap(std::span<const float> values, std::uint64_t rows, std::uin
 
   std::vector<std::string> caption = {std::to_string(rows) + " queries x " + std::to_string(cols) + " keys"};
   if (blocks.per_x > 1 || blocks.per_y > 1)
-    caption.push_back("block = max of " + std::to_string(blocks.per_y) + " x " + std::to_string(blocks.per_x) + " cells");
+    // In the first line's order, named: the tool's printed line gives cells as x (keys) by y (queries).
+    caption.push_back("block = max of " + std::to_string(blocks.per_y) + (blocks.per_y == 1 ? " query x " : " queries x ") +
+                      std::to_string(blocks.per_x) + (blocks.per_x == 1 ? " key" : " keys"));
   int caption_scale = 2, caption_w = 0;  // half size where full size would be wider than the map
   for (const auto& line : caption)
     if (text_width(line, 2) > l.map_w) caption_scale = 1;
