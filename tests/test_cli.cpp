@@ -342,7 +342,40 @@ TEST(Cli, RopeLongRopeReadsItsFactorsFromNpy) {
   rope_reference(plain, unscaled);
   EXPECT_GT(normalised_error(got, unscaled), 1e-4);
 
-  // A file of the wrong length, a factor missing, and a factor file with another scaling.
+  // From --positions, --seq-len defaults to the last position + 1 (HuggingFace's max(position_ids)
+  // + 1): 4097 here, the long table; --seq-len 4096 gives the short one. An attention factor given
+  // needs no --factor.
+  const std::vector<std::int32_t> positions = {4000, 4096, 17};
+  const std::vector<std::uint64_t> pshape = {3};
+  write_npy(temp("lpos.npy"), DType::I32, pshape, positions.data());
+  const std::string no_factor = " --scaling longrope --attention-factor 1.25 --original-max-position 4096 --long-factor " +
+                                temp("long.npy") + " --short-factor " + temp("short.npy");
+  for (const char* seq_len : {"", " --seq-len 4096"}) {
+    RopeParams at = p;
+    at.scaling.factor = 1.0;
+    at.scaling.attention_factor = 1.25;
+    at.scaling.seq_len = *seq_len ? 4096 : 4097;
+    auto want_at = x;
+    rope_reference(at, want_at, positions);
+    r = tool("run rope --x " + temp("lq.npy") + " --positions " + temp("lpos.npy") + no_factor + seq_len + " --out " + temp("lqr.npy"));
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_LE(normalised_error(read_npy(temp("lqr.npy")).to_f32("lqr"), want_at), 1e-6) << seq_len;
+  }
+  RopeParams long_at = p, short_at = p;
+  long_at.scaling.seq_len = 4097;
+  short_at.scaling.seq_len = 4096;
+  auto long_rotated = x, short_rotated = x;
+  rope_reference(long_at, long_rotated, positions);
+  rope_reference(short_at, short_rotated, positions);
+  EXPECT_GT(normalised_error(long_rotated, short_rotated), 1e-3) << "the tables agree: the test cannot tell which was used";
+
+  // A file of the wrong length or shape, a factor missing, and a factor file with another scaling.
+  const std::vector<std::uint64_t> matrix = {2, 2};
+  write_npy(temp("matrix.npy"), "<f8", matrix, long_factor.data());
+  r = tool("run rope --x " + temp("lq.npy") + " --scaling longrope --factor 32 --original-max-position 4096 --long-factor " +
+           temp("matrix.npy") + " --short-factor " + temp("short.npy") + " --out " + temp("lqr.npy"));
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("--long-factor " + temp("matrix.npy") + ": must be 1-D [rotary_dim / 2]"), std::string::npos) << r.output;
   const std::vector<double> three = {1.0, 2.0, 3.0};
   const std::vector<std::uint64_t> three_shape = {3};
   write_npy(temp("three.npy"), "<f8", three_shape, three.data());

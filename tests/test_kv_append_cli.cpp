@@ -146,26 +146,29 @@ TEST(KvAppendCli, EveryFormatMatchesTheReference) {
     }
 }
 
+// The K cache after the case's append with `scaling` (the reference); q rotated in place.
+std::vector<float> scaled_reference(const Files& c, const RopeScalingParams& scaling, std::vector<float>& q) {
+  KvAppendParams p = c.p;
+  p.rope.scaling = scaling;
+  std::vector<std::uint8_t> kc = c.kc, vc = c.vc;
+  std::vector<std::int32_t> after(3);
+  std::vector<float> none;
+  KvAppendHostData d{none, none, c.k, c.v, c.table, c.lengths, std::span<float>(q)};
+  d.k_cache_bytes = kc;
+  d.v_cache_bytes = vc;
+  d.new_tokens = c.counts;
+  d.advanced_lengths = after;
+  kv_append_reference(p, d);
+  return decoded(p, kc, {});
+}
+
 // RoPE's scaling flags (run rope's) reach the keys and queries: Llama 3 scaling through the tool
 // equals the reference with the same scaling, and differs from the unscaled rotation.
 TEST(KvAppendCli, RopeScalingFlagsReachTheKeysAndQueries) {
   Files c = write_case(CacheFormat::F32, 34, true, true, "scaled_");
   const auto r = tool(c.args + " --scaling llama3 --factor 8 --original-max-position 16 --low-freq-factor 1 --high-freq-factor 4");
   ASSERT_EQ(r.status, 0) << r.output;
-  auto reference = [&](const RopeScalingParams& scaling, std::vector<float>& q) {
-    KvAppendParams p = c.p;
-    p.rope.scaling = scaling;
-    std::vector<std::uint8_t> kc = c.kc, vc = c.vc;
-    std::vector<std::int32_t> after(3);
-    std::vector<float> none;
-    KvAppendHostData d{none, none, c.k, c.v, c.table, c.lengths, std::span<float>(q)};
-    d.k_cache_bytes = kc;
-    d.v_cache_bytes = vc;
-    d.new_tokens = c.counts;
-    d.advanced_lengths = after;
-    kv_append_reference(p, d);
-    return decoded(p, kc, {});
-  };
+  auto reference = [&](const RopeScalingParams& scaling, std::vector<float>& q) { return scaled_reference(c, scaling, q); };
   std::vector<float> q_scaled = c.q, q_plain = c.q;
   const std::vector<float> scaled = reference({.type = RopeScaling::Llama3, .factor = 8, .original_max_position = 16}, q_scaled);
   const std::vector<float> plain = reference({}, q_plain);
@@ -174,6 +177,39 @@ TEST(KvAppendCli, RopeScalingFlagsReachTheKeysAndQueries) {
   EXPECT_LE(normalised_error(got, scaled), 1e-5);
   EXPECT_GT(normalised_error(got, plain), 1e-3) << "the scaling changed nothing: the test cannot tell whether it is applied";
   EXPECT_LE(normalised_error(read_npy(temp("scaled_oq.npy")).to_f32("q"), q_scaled), 1e-5);
+}
+
+// LongRoPE's --seq-len defaults to the last appended key's position + 1 (HuggingFace's
+// max(position_ids) + 1): 17 here, sequence 0's keys at 3..6 and sequence 2's at 16 (sequence 1,
+// of length 20, appends none). With original_max_position 17 that is the short table; 18 the long.
+TEST(KvAppendCli, LongRopeSeqLenDefaultsToTheLastAppendedPosition) {
+  Files c = write_case(CacheFormat::F32, 34, true, true, "longrope_");
+  RopeScalingParams s{.type = RopeScaling::LongRope, .factor = 8, .original_max_position = 17};
+  for (int k = 0; k < 17; ++k) {
+    s.long_factor.push_back(1.0f + 0.5f * static_cast<float>(k));
+    s.short_factor.push_back(1.0f + 0.01f * static_cast<float>(k));
+  }
+  const std::vector<std::uint64_t> shape = {17};
+  write_npy(temp("longrope_lf.npy"), DType::F32, shape, s.long_factor.data());
+  write_npy(temp("longrope_sf.npy"), DType::F32, shape, s.short_factor.data());
+  const std::string flags = " --scaling longrope --factor 8 --original-max-position 17 --long-factor " + temp("longrope_lf.npy") +
+                            " --short-factor " + temp("longrope_sf.npy");
+  std::vector<std::vector<float>> got;
+  for (const char* seq_len : {"", " --seq-len 17", " --seq-len 18"}) {
+    const auto r = tool(c.args + flags + seq_len);
+    ASSERT_EQ(r.status, 0) << seq_len << ": " << r.output;
+    const NpyArray ok = read_npy(temp("longrope_ok.npy"));
+    got.push_back(decoded(c.p, std::vector<std::uint8_t>(ok.bytes.begin(), ok.bytes.end()), {}));
+  }
+  std::vector<float> q_short = c.q, q_long = c.q;
+  s.seq_len = 17;
+  const std::vector<float> short_table = scaled_reference(c, s, q_short);
+  s.seq_len = 18;
+  const std::vector<float> long_table = scaled_reference(c, s, q_long);
+  EXPECT_LE(normalised_error(got[0], short_table), 1e-5);
+  EXPECT_LE(normalised_error(got[1], short_table), 1e-5);
+  EXPECT_LE(normalised_error(got[2], long_table), 1e-5);
+  EXPECT_GT(normalised_error(short_table, long_table), 1e-3) << "the tables agree: the test cannot tell which was used";
 }
 
 TEST(KvAppendCli, BadInputIsRefusedNamingTheParameter) {

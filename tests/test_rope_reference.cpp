@@ -281,21 +281,31 @@ TEST(RopeReference, LongRopeFactorsAreChecked) {
   s.long_factor = {1.0f, 2.0f, 4.0f};
   s.short_factor.clear();
   expect_invalid([&] { p.validate(); }, "scaling.short_factor = 0 values");
-  for (float bad : {0.0f, -1.0f, NAN, INFINITY}) {
+  // Down to 2^-64: an int32 position over it stays a finite float32 angle (a subnormal one
+  // overflowed to inf, which the reference made NaN and the shader did not).
+  for (float bad : {0.0f, -1.0f, NAN, INFINITY, 1e-40f, 0x1p-65f}) {
     s.short_factor = {1.0f, bad, 1.0f};
     expect_invalid([&] { p.validate(); }, "scaling.short_factor[1]");
   }
+  s.short_factor = {1.0f, 0x1p-64f, 1.0f};
+  EXPECT_NO_THROW(p.validate());
+  p.position_offset = 2147483647 - (p.seq - 1);
+  s.seq_len = 1;  // the short table
+  for (float f : rope_frequencies(p).inv_freq) EXPECT_TRUE(std::isfinite(2147483647.0f * f));
+  s.seq_len = 0;
   s.short_factor = {1.0f, 1.0f, 1.0f};
   s.attention_factor = -1.0;
   expect_invalid([&] { p.validate(); }, "scaling.attention_factor");
   s.attention_factor = 0.0;
-  // The default attention factor divides by ln(original_max_position).
-  s.original_max_position = 1;
-  expect_invalid([&] { p.validate(); }, "scaling.original_max_position = 1: must be >= 2");
-  s.attention_factor = 1.2;
+  // The default attention factor divides by ln(original_max_position): 0 and 1 get the same message.
+  for (std::uint32_t bad : {0u, 1u}) {
+    s.original_max_position = bad;
+    expect_invalid([&] { p.validate(); }, "scaling.original_max_position = " + std::to_string(bad) + ": must be >= 2");
+  }
+  s.attention_factor = 1.2;  // given: only a position of 1 or more is needed
   EXPECT_NO_THROW(p.validate());
   s.original_max_position = 0;
-  expect_invalid([&] { p.validate(); }, "scaling.original_max_position = 0");
+  expect_invalid([&] { p.validate(); }, "scaling.original_max_position = 0: must be >= 1");
 }
 
 TEST(RopeReference, InvalidParametersAreRejected) {

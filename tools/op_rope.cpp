@@ -1,4 +1,5 @@
 // RoPE in the tool: `run rope`, its check cases and benchmarks.
+#include <algorithm>
 #include <map>
 #include <random>
 
@@ -205,6 +206,7 @@ void run_rope(RopeCli& c) {
   std::vector<float> values = x.to_f32("--x " + c.x_path);
   p.validate(dtype);  // the GPU op's checks, --reference or not
   const std::vector<std::int32_t> positions = c.positions_path.empty() ? std::vector<std::int32_t>{} : read_positions(c.positions_path, p);
+  if (!positions.empty()) default_seq_len(c.scaling, p.scaling, *std::max_element(positions.begin(), positions.end()));
   if (c.o.reference) {
     rope_reference(p, values, positions);
   } else {

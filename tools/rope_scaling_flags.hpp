@@ -2,6 +2,7 @@
 // RoPE's frequency-scaling flags (HuggingFace's rope_scaling), shared by `run rope` and
 // `run kv-append --rope`: --scaling none|linear|ntk|yarn|llama3|longrope and its parameters.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
@@ -26,6 +27,8 @@ struct RopeScalingFlags {
   const CLI::Option* original_max_position = nullptr;  // llama3's default 8192 where not given
   const CLI::Option* long_factor = nullptr;
   const CLI::Option* short_factor = nullptr;
+  const CLI::Option* seq_len = nullptr;
+  const CLI::Option* attention_factor = nullptr;
 
   // The scaling flags given (--scaling included), by name: "" for none.
   std::string given() const {
@@ -48,16 +51,17 @@ inline void add_rope_scaling_flags(CLI::App& cmd, RopeScalingFlags& f, RopeScali
                                        "ntk: max_position_embeddings; yarn, llama3, longrope: original_max_position_embeddings "
                                        "(llama3 default 8192)");
   param(f.original_max_position, {"ntk", "yarn", "llama3", "longrope"});
-  param(add_number(cmd, "--seq-len", s.seq_len,
-                   "ntk, longrope: current sequence length (default: last position + 1; required with --positions)"),
-        {"ntk", "longrope"});
+  f.seq_len = add_number(cmd, "--seq-len", s.seq_len,
+                         "ntk, longrope: the current sequence length (default: the last position + 1, of --position-offset "
+                         "and the tokens, of --positions, or of the appended keys: HuggingFace's max(position_ids) + 1)");
+  param(f.seq_len, {"ntk", "longrope"});
   param(add_number(cmd, "--beta-fast", s.beta_fast, "yarn (default 32)"), {"yarn"});
   param(add_number(cmd, "--beta-slow", s.beta_slow, "yarn (default 1)"), {"yarn"});
   param(cmd.add_flag("--no-truncate", f.no_truncate, "yarn: do not floor/ceil the correction range"), {"yarn"});
-  param(add_number(cmd, "--attention-factor", s.attention_factor,
-                   "yarn, longrope: cos/sin multiplier (default yarn 0.1 ln(factor) + 1, longrope sqrt(1 + ln(factor) / "
-                   "ln(original_max_position)))"),
-        {"yarn", "longrope"});
+  f.attention_factor = add_number(cmd, "--attention-factor", s.attention_factor,
+                                  "yarn, longrope: cos/sin multiplier (default yarn 0.1 ln(factor) + 1, longrope sqrt(1 + ln(factor) / "
+                                  "ln(original_max_position)))");
+  param(f.attention_factor, {"yarn", "longrope"});
   param(add_number(cmd, "--mscale", s.mscale, "yarn (DeepSeek): with --mscale-all-dim, attention factor from their ratio"), {"yarn"});
   param(add_number(cmd, "--mscale-all-dim", s.mscale_all_dim, "yarn (DeepSeek)"), {"yarn"});
   param(add_number(cmd, "--low-freq-factor", s.low_freq_factor, "llama3 (default 1)"), {"llama3"});
@@ -84,8 +88,11 @@ inline void apply_rope_scaling_flags(const RopeScalingFlags& f, RopeScalingParam
       ignored += (ignored.empty() ? "" : "; ") + o->get_name() + ": not used by --scaling " + f.type + " (only by " + who + ")";
     }
   if (!ignored.empty()) throw InvalidArgument(ignored);
-  if (f.type != "none" && !f.factor->count())
-    throw InvalidArgument("--scaling " + f.type + ": needs --factor (HuggingFace's rope_scaling requires factor with every type but none)");
+  // LongRoPE reads its factor only for the default attention factor (HuggingFace's is optional).
+  const bool factor_unread = f.type == "longrope" && f.attention_factor->count();
+  if (f.type != "none" && !f.factor->count() && !factor_unread)
+    throw InvalidArgument("--scaling " + f.type + ": needs --factor (HuggingFace's rope_scaling requires factor with every type but none" +
+                          (f.type == "longrope" ? std::string(", longrope's unless --attention-factor is given)") : std::string(")")));
   s.type = types.at(f.type);
   s.truncate = !f.no_truncate;
   // Defaults where the flag is absent: a 0 given stays 0, which validate() refuses.
@@ -94,9 +101,22 @@ inline void apply_rope_scaling_flags(const RopeScalingFlags& f, RopeScalingParam
     if (!f.long_factor->count() || !f.short_factor->count() || !f.original_max_position->count())
       throw InvalidArgument("--scaling longrope: needs --long-factor, --short-factor and --original-max-position (HuggingFace's "
                             "long_factor, short_factor and original_max_position_embeddings)");
-    s.long_factor = read_npy(f.long_factor_path).to_f32("--long-factor " + f.long_factor_path);
-    s.short_factor = read_npy(f.short_factor_path).to_f32("--short-factor " + f.short_factor_path);
+    auto factors = [](const std::string& flag, const std::string& path) {
+      const NpyArray a = read_npy(path);
+      if (a.shape.size() != 1) throw InvalidArgument(flag + " " + path + ": must be 1-D [rotary_dim / 2], got " + std::to_string(a.shape.size()) + " dimensions");
+      return a.to_f32(flag + " " + path);
+    };
+    s.long_factor = factors("--long-factor", f.long_factor_path);
+    s.short_factor = factors("--short-factor", f.short_factor_path);
   }
+}
+
+// --seq-len's default where the tool holds the positions (--positions, the appended keys'):
+// HuggingFace's max(position_ids) + 1. Without a position buffer the library takes position_offset
+// + seq itself.
+inline void default_seq_len(const RopeScalingFlags& f, RopeScalingParams& s, std::int64_t last_position) {
+  if (f.seq_len->count() || !(s.type == RopeScaling::DynamicNtk || s.type == RopeScaling::LongRope)) return;
+  s.seq_len = static_cast<std::uint64_t>(std::max<std::int64_t>(1, last_position + 1));
 }
 
 // A random scaling of every type for the fuzzers of `rope` and `kv-append`: the length-dependent

@@ -4,6 +4,7 @@
 // for f32/f16, uint16 bit patterns for bf16, uint8 rows (ggml's q8_0 blocks, or fp8 e4m3 bytes)
 // for q8_0 and fp8_e4m3 with --k-scale/--v-scale.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstring>
 
 #include "cache_npy.hpp"
@@ -103,6 +104,12 @@ void run_kv_append(KvAppendCli& c) {
     throw InvalidArgument(given + ": RoPE's frequency scaling applies only with --rope neox|gptj");
   p.rope.scaling = c.scaling_values;
   apply_rope_scaling_flags(c.scaling, p.rope.scaling);
+  if (p.apply_rope) {  // new key t of sequence b sits at position cache_lengths[b] + t
+    std::int64_t last = 0;
+    for (std::size_t b = 0; b < std::min<std::size_t>(lengths_v.size(), p.batch); ++b)
+      if (const std::int64_t n = p.ragged ? (b < counts.size() ? counts[b] : 0) : p.new_tokens; n > 0) last = std::max(last, lengths_v[b] + n - 1);
+    default_seq_len(c.scaling, p.rope.scaling, last);
+  }
   p.validate();
   check_append_table(p, table_v, lengths_v, p.ragged ? std::span<const std::int32_t>(counts) : std::span<const std::int32_t>());
 

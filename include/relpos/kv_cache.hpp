@@ -54,7 +54,7 @@ struct KvAppendParams {
   // Not with advance_lengths.
   bool lengths_include_new = false;
   // RoPE of new key t of sequence b (and its query t) at position cache_lengths[b] + t: rope's
-  // style, base, rotary_dim and scaling (a dynamic NTK scaling needs its seq_len); its batch, seq,
+  // style, base, rotary_dim and scaling (dynamic NTK and LongRoPE need its seq_len); its batch, seq,
   // heads, head_dim, layout, position_offset and inverse are ignored.
   bool apply_rope = false;
   RopeParams rope{};

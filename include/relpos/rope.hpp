@@ -57,7 +57,10 @@ struct RopeScalingParams {
   double high_freq_factor = 4.0;
   // LongRope (Phi-3, Phi-3.5, Phi-4-mini): inv_freq[p] = base^(-2p/d) / ext[p], ext the long
   // factors where the sequence length exceeds original_max_position, the short ones otherwise;
-  // rotary_dim / 2 finite values > 0 each, float32 as HuggingFace holds them.
+  // rotary_dim / 2 finite values >= 2^-64 each (an int32 position over one stays a finite float32
+  // angle), float32 as HuggingFace holds them. `factor` is read only for the default
+  // attention_factor. Plans and kv_append with positions from a buffer fix the table by seq_len:
+  // a loop that crosses original_max_position needs a second one (docs/alibi_rope.md).
   std::vector<float> long_factor{}, short_factor{};
 };
 
@@ -133,7 +136,8 @@ struct RopeStep {
 // step takes; every other field holds for all steps, envelope.position_offset is ignored), dtype,
 // in place or not, positions from a buffer or not. It compiles the pipeline and holds the frequency
 // table's buffer and descriptor sets, so that recording a step creates nothing; the table of each
-// step (dynamic NTK's depends on the positions) travels in the command buffer. Recording gives
+// step travels in the command buffer (dynamic NTK's and LongRoPE's follow the step's last
+// position, or with a position buffer the envelope's seq_len). Recording gives
 // what rope()/rope_into() give for the envelope with the step's seq and position_offset, bit for
 // bit; the same rules as AttentionPlan's hold for command buffers, threads and its lifetime.
 class RopePlan {

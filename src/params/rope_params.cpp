@@ -31,6 +31,10 @@ void validate_scaling(const RopeScalingParams& s, std::uint32_t d) {
   if (s.type == RopeScaling::None) return;
   require_finite(s.factor, "scaling.factor", s.factor >= 1.0, "must be finite and >= 1");
   if (s.type == RopeScaling::Linear) return;  // positions / factor: nothing else is read
+  // LongRoPE's default attention factor divides by ln(original_max_position).
+  if (s.type == RopeScaling::LongRope && s.attention_factor == 0.0 && s.factor != 1.0)
+    require(s.original_max_position >= 2, "scaling.original_max_position", std::to_string(s.original_max_position),
+            "must be >= 2 for LongRoPE's default attention factor sqrt(1 + ln(factor) / ln(original_max_position)) (or give attention_factor)");
   require(s.original_max_position >= 1, "scaling.original_max_position", std::to_string(s.original_max_position),
           "must be >= 1 for dynamic NTK, YaRN, Llama 3 and LongRoPE scaling");
   if (s.type == RopeScaling::DynamicNtk) {
@@ -49,15 +53,15 @@ void validate_scaling(const RopeScalingParams& s, std::uint32_t d) {
     for (const auto& [factors, name] : {std::pair{&s.long_factor, "scaling.long_factor"}, std::pair{&s.short_factor, "scaling.short_factor"}}) {
       require(factors->size() == d / 2, name, std::to_string(factors->size()) + " values",
               "must hold rotary_dim / 2 = " + std::to_string(d / 2) + " (one per rotated pair)");
+      // inv_freq = base^(-2p/d) / factor <= 2^64, so that an int32 position times it stays a finite
+      // float32 angle (< 2^95); a smaller factor overflowed the angle, which the reference turns
+      // into NaN and the shader's range reduction does not.
       for (std::size_t p = 0; p < factors->size(); ++p)
-        if (const float v = (*factors)[p]; !(std::isfinite(v) && v > 0.0f))  // the name built only for the message
-          require_finite(v, (std::string(name) + "[" + std::to_string(p) + "]").c_str(), false, "must be finite and > 0");
+        if (const float v = (*factors)[p]; !(std::isfinite(v) && v >= 0x1p-64f))  // the name built only for the message
+          require_finite(v, (std::string(name) + "[" + std::to_string(p) + "]").c_str(), false,
+                         "must be finite and >= 2^-64 (position / factor must stay a finite float32 angle)");
     }
     require_finite(s.attention_factor, "scaling.attention_factor", s.attention_factor >= 0.0, "must be finite and >= 0 (0: default)");
-    // The default attention factor divides by ln(original_max_position).
-    require(s.attention_factor > 0.0 || s.factor == 1.0 || s.original_max_position >= 2, "scaling.original_max_position",
-            std::to_string(s.original_max_position),
-            "must be >= 2 for LongRoPE's default attention factor sqrt(1 + ln(factor) / ln(original_max_position)) (or give attention_factor)");
   } else {
     require_finite(s.low_freq_factor, "scaling.low_freq_factor", s.low_freq_factor > 0.0, "must be finite and > 0");
     require_finite(s.high_freq_factor, "scaling.high_freq_factor", s.high_freq_factor > s.low_freq_factor,
