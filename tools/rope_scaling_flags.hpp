@@ -44,7 +44,7 @@ inline void add_rope_scaling_flags(CLI::App& cmd, RopeScalingFlags& f, RopeScali
   auto param = [&f](const CLI::Option* o, std::set<std::string> types) { f.parameters.emplace_back(o, std::move(types)); };
   auto* factor = add_number(cmd, "--factor", s.factor,
                             "scaling factor (>= 1; required by every scaling but none; longrope: max_position_embeddings / "
-                            "original_max_position_embeddings)");
+                            "original_max_position_embeddings, not needed with --attention-factor)");
   f.factor = factor;
   param(factor, {"linear", "ntk", "yarn", "llama3", "longrope"});
   f.original_max_position = add_number(cmd, "--original-max-position", s.original_max_position,

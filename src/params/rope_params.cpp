@@ -31,6 +31,8 @@ void validate_scaling(const RopeScalingParams& s, std::uint32_t d) {
   if (s.type == RopeScaling::None) return;
   require_finite(s.factor, "scaling.factor", s.factor >= 1.0, "must be finite and >= 1");
   if (s.type == RopeScaling::Linear) return;  // positions / factor: nothing else is read
+  if (s.type == RopeScaling::Yarn || s.type == RopeScaling::LongRope)
+    require_finite(s.attention_factor, "scaling.attention_factor", s.attention_factor >= 0.0, "must be finite and >= 0 (0: default)");
   // LongRoPE's default attention factor divides by ln(original_max_position).
   if (s.type == RopeScaling::LongRope && s.attention_factor == 0.0 && s.factor != 1.0)
     require(s.original_max_position >= 2, "scaling.original_max_position", std::to_string(s.original_max_position),
@@ -46,7 +48,6 @@ void validate_scaling(const RopeScalingParams& s, std::uint32_t d) {
     // interpolated the high frequencies and kept the low (HuggingFace warns of the same).
     require(s.beta_fast >= s.beta_slow, "scaling.beta_fast", detail::number_text(s.beta_fast),
             "must be >= beta_slow = " + detail::number_text(s.beta_slow) + " (YaRN interpolates from beta_fast rotations down to beta_slow)");
-    require_finite(s.attention_factor, "scaling.attention_factor", s.attention_factor >= 0.0, "must be finite and >= 0 (0: default)");
     require_finite(s.mscale, "scaling.mscale", s.mscale >= 0.0, "must be finite and >= 0");
     require_finite(s.mscale_all_dim, "scaling.mscale_all_dim", s.mscale_all_dim >= 0.0, "must be finite and >= 0");
   } else if (s.type == RopeScaling::LongRope) {
@@ -61,7 +62,6 @@ void validate_scaling(const RopeScalingParams& s, std::uint32_t d) {
           require_finite(v, (std::string(name) + "[" + std::to_string(p) + "]").c_str(), false,
                          "must be finite and >= 2^-64 (position / factor must stay a finite float32 angle)");
     }
-    require_finite(s.attention_factor, "scaling.attention_factor", s.attention_factor >= 0.0, "must be finite and >= 0 (0: default)");
   } else {
     require_finite(s.low_freq_factor, "scaling.low_freq_factor", s.low_freq_factor > 0.0, "must be finite and > 0");
     require_finite(s.high_freq_factor, "scaling.high_freq_factor", s.high_freq_factor > s.low_freq_factor,
