@@ -6,7 +6,9 @@
 //
 // --fault KIND:RANK:STEP breaks rank RANK at ring step STEP of the first case: `throw` (a transport
 // error, reported to the others), `hang` (the rank stops answering: the others time out) or `exit`
-// (the process ends at once). --timeout-ms sets the transport's timeout. --refuse RANK: first a call
+// (the process ends at once). --slow RANK:STEP:MS makes rank RANK spend MS ms (as in a long compute)
+// before it posts ring step STEP of the first case: the others, having failed, wait for it to hear
+// and print before the job ends. --timeout-ms sets the transport's timeout. --refuse RANK: first a call
 // whose q buffer on rank RANK is too small, refused there (InvalidArgument) and on every other rank
 // (RingError naming it) before any data moves; the cases then run on the same ring. --second-ring 1:
 // only an MpiRing made and destroyed, then a second one, which must be refused saying that MPI was
@@ -37,6 +39,9 @@ struct Fault {
   std::string kind;
   std::uint32_t rank = 0;
   std::string at;
+  std::uint32_t slow_rank = 0;
+  std::string slow_at;  // empty: no rank is slow
+  std::chrono::milliseconds slow_for{0};
 };
 
 class FaultyTransport final : public RingTransport {
@@ -46,6 +51,7 @@ class FaultyTransport final : public RingTransport {
   std::uint32_t ranks() const override { return inner_.ranks(); }
   std::chrono::milliseconds timeout() const override { return inner_.timeout(); }
   void post(const Buffer& send, std::uint64_t so, std::uint64_t sb, Buffer& recv, std::uint64_t ro, std::uint64_t rb, std::string_view what) override {
+    if (!fault_.slow_at.empty() && rank() == fault_.slow_rank && what == fault_.slow_at) std::this_thread::sleep_for(fault_.slow_for);
     if (!fault_.kind.empty() && rank() == fault_.rank && what == fault_.at) {
       if (fault_.kind == "throw") throw RingError("injected transport error");
       if (fault_.kind == "exit") std::_Exit(3);
@@ -76,7 +82,15 @@ int main(int argc, char** argv) {
     if (flag == "--timeout-ms") timeout = std::chrono::milliseconds(std::stoll(value));
     if (flag == "--fault") {
       const auto a = value.find(':'), b = value.rfind(':');
-      fault = {value.substr(0, a), static_cast<std::uint32_t>(std::stoul(value.substr(a + 1, b - a - 1))), "step " + value.substr(b + 1)};
+      fault.kind = value.substr(0, a);
+      fault.rank = static_cast<std::uint32_t>(std::stoul(value.substr(a + 1, b - a - 1)));
+      fault.at = "step " + value.substr(b + 1);
+    }
+    if (flag == "--slow") {
+      const auto a = value.find(':'), b = value.rfind(':');
+      fault.slow_rank = static_cast<std::uint32_t>(std::stoul(value.substr(0, a)));
+      fault.slow_at = "step " + value.substr(a + 1, b - a - 1);
+      fault.slow_for = std::chrono::milliseconds(std::stoll(value.substr(b + 1)));
     }
   }
   if (second_ring) {
@@ -166,7 +180,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ring_mpi_check: rank %u: error: %s\n", me, e.what());
     std::fflush(stderr);
     mpi.transport().fail(e.what());
-    mpi.abort(2, std::chrono::milliseconds(1000));
+    mpi.abort(2, mpi.transport().timeout());
   }
   std::fflush(stdout);
   return failures == 0 ? 0 : 1;

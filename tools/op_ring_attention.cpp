@@ -203,7 +203,7 @@ void run_mpi(const RingArgs& a) {
     std::fprintf(stderr, "relpos: rank %u: error: %s\n", me, e.what());
     std::fflush(stderr);
     mpi.transport().fail(e.what());
-    mpi.abort(1, std::chrono::milliseconds(1000));
+    mpi.abort(1, mpi.transport().timeout());
   }
 }
 #endif

@@ -38,8 +38,10 @@ class MpiRing {
   void send_to(std::uint32_t rank, std::span<const std::byte> bytes, std::string_view what);
   std::vector<std::byte> receive_from(std::uint32_t rank, std::string_view what);
 
-  // Ends every rank of the job (MPI_Abort) after `grace` (time for the others to print the failure
-  // this rank reported through transport().fail()).
+  // Ends every rank of the job (MPI_Abort) once every other rank has called abort() too, or after
+  // `grace`, whichever comes first: time for the others to hear the failure this rank reported
+  // through transport().fail() and print it (a rank hears at its next exchange or message, so a
+  // grace of the timeout covers one step's compute). Reports a failure first if none was.
   [[noreturn]] void abort(int code, std::chrono::milliseconds grace) noexcept;
 
   // True when this process was started by mpirun (Open MPI, MPICH/PMI, PMIx environments).

@@ -22,7 +22,8 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int kFailureTag = 1;  // a rank's failure report: its text
 constexpr int kPointTag = 2;    // send_to / receive_from
-constexpr int kFirstRingTag = 3;
+constexpr int kStopTag = 3;     // a rank is about to end the job (MpiRing::abort): it has printed what it knows
+constexpr int kFirstRingTag = 4;
 constexpr std::uint64_t kPiece = 1ull << 30;  // MPI counts are int: messages go in pieces of 1 GiB
 
 std::string seconds(std::chrono::milliseconds t) {
@@ -267,8 +268,42 @@ std::vector<std::byte> MpiRing::receive_from(std::uint32_t rank, std::string_vie
 }
 
 void MpiRing::abort(int code, std::chrono::milliseconds grace) noexcept {
-  std::this_thread::sleep_for(grace);
-  MPI_Abort(state_->comm == MPI_COMM_NULL ? MPI_COMM_WORLD : state_->comm, code);
+  State& s = *state_;
+  const MPI_Comm comm = s.comm == MPI_COMM_NULL ? MPI_COMM_WORLD : s.comm;
+  // The first MPI_Abort ends every rank at once, whatever it was printing. A rank still computing
+  // hears of the failure only at its next exchange, so each rank says it is done reporting and
+  // waits for the others' word (at most `grace`: a rank may be stuck or dead) before aborting.
+  try {
+    if (!s.reported) s.fail("it ended the job (exit status " + std::to_string(code) + ")");
+    const char done = 0;
+    std::vector<MPI_Request> notices;
+    for (std::uint32_t k = 0; k < s.size; ++k) {
+      if (k == s.my_rank) continue;
+      notices.emplace_back();
+      MPI_Isend(&done, 1, MPI_CHAR, static_cast<int>(k), kStopTag, comm, &notices.back());
+    }
+    std::vector<bool> heard(s.size, false);
+    std::uint32_t waiting = s.size - 1;
+    const auto until = Clock::now() + grace;
+    while (waiting > 0 && Clock::now() < until) {
+      int flag = 0;
+      MPI_Status status;
+      if (MPI_Iprobe(MPI_ANY_SOURCE, kStopTag, comm, &flag, &status) != MPI_SUCCESS) break;
+      if (!flag) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        continue;
+      }
+      char byte = 0;
+      MPI_Recv(&byte, 1, MPI_CHAR, status.MPI_SOURCE, kStopTag, comm, MPI_STATUS_IGNORE);
+      const auto source = static_cast<std::size_t>(status.MPI_SOURCE);
+      if (source < heard.size() && !heard[source]) {
+        heard[source] = true;
+        --waiting;
+      }
+    }
+  } catch (...) {
+  }
+  MPI_Abort(comm, code);
   std::_Exit(code);
 }
 
