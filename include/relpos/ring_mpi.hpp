@@ -41,7 +41,8 @@ class MpiRing {
   // Ends every rank of the job (MPI_Abort) once every other rank has called abort() too, or after
   // `grace`, whichever comes first: time for the others to hear the failure this rank reported
   // through transport().fail() and print it (a rank hears at its next exchange or message, so a
-  // grace of the timeout covers one step's compute). Reports a failure first if none was.
+  // grace of the timeout covers one step's compute; a rank that has finished, in MPI_Finalize,
+  // never calls abort, so the whole grace passes). Reports a failure first if none was.
   [[noreturn]] void abort(int code, std::chrono::milliseconds grace) noexcept;
 
   // True when this process was started by mpirun (Open MPI, MPICH/PMI, PMIx environments).
