@@ -484,6 +484,72 @@ TEST_F(AttentionGpu, ANaNInputMakesItsRowsNaN) {
   run_cases(decode, decode_cases);
 }
 
+// A NaN or infinite v behind the mask changes nothing: a key masked for a row (a causal row's
+// future key in the same key tile, a key behind a -inf dense bias) takes no part in it, as in the
+// reference, while a row that sees that key is NaN (or infinite) where the reference is. Both
+// kernel classes; prefill within one tile and across tiles, Shaw's value term too, and decoding
+// (split keys chosen, then forced).
+TEST_F(AttentionGpu, ANaNOrInfiniteValueBehindTheMaskChangesNothing) {
+  std::mt19937 rng(47);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  struct Poison { const char* what; float value; std::size_t key, dim; std::vector<std::pair<std::size_t, float>> bias; };
+  auto check = [&](Context& ctx, const char* kernels, const AttentionParams& p, const Poison& c) {
+    SCOPED_TRACE(testing::Message() << describe(p) << ", " << c.what << ", " << kernels << " kernels");
+    Inputs in = random_inputs(rng, p);
+    in.v[(std::size_t{p.kv_heads - 1} * p.keys + c.key) * p.head_dim + c.dim] = c.value;  // the last kv head
+    for (const auto& [at, x] : c.bias) in.bias[at] = x;
+    const AttentionResult want = attention_reference(p, in.host());
+    const AttentionResult got = gpu_attention(ctx, p, in);
+    const std::vector<bool> nan_rows = test::expect_nan_rows_match(got.out, want.out, p.head_dim, tolerance(p.dtype), "out");
+    test::expect_nan_rows_match(got.lse, want.lse, 1, kTolF32, "lse");
+    // The reference's NaN rows are exactly the rows that see the key (for a NaN v), not all of them.
+    std::size_t n = 0;
+    for (bool r : nan_rows) n += r;
+    if (std::isnan(c.value)) EXPECT_TRUE(n > 0 && n < p.rows()) << n << " NaN rows of " << p.rows();
+  };
+  // Prefill, causal, two heads on one kv head: key 3 is a future key of rows 0-2 in their tile.
+  const AttentionParams small{.heads = 2, .kv_heads = 1, .queries = 6, .keys = 6, .head_dim = 8, .causal = true};
+  const AttentionParams shaw{.heads = 2, .kv_heads = 1, .queries = 6, .keys = 6, .head_dim = 8, .causal = true,
+                             .bias = AttentionBias::Shaw, .max_relative_position = 2};
+  // Across tiles: 150 queries and keys, head_dim 64; keys 37 and 100 future keys of many rows' tiles.
+  const AttentionParams large{.heads = 2, .kv_heads = 1, .queries = 150, .keys = 150, .head_dim = 64, .causal = true};
+  const std::vector<Poison> prefill_cases = {
+      {"v NaN at key 3", nan, 3, 2, {}},
+      {"v +inf at key 3", inf, 3, 5, {}},
+      {"v -inf at key 4", -inf, 4, 0, {}},
+  };
+  const std::vector<Poison> large_cases = {
+      {"v NaN at key 100", nan, 100, 7, {}},
+      {"v +inf at key 37", inf, 37, 63, {}},
+  };
+  // Decoding: one query over 701 keys, four heads on two kv heads; key 500 of kv head 1 has a NaN
+  // v and is behind a -inf dense bias for head 2 (bias [H, 1, K]) but visible to head 3.
+  AttentionParams decode{.heads = 4, .kv_heads = 2, .queries = 1, .keys = 701, .head_dim = 20, .query_offset = 700, .causal = true,
+                         .bias = AttentionBias::Dense};
+  const std::vector<Poison> decode_cases = {
+      {"v NaN at key 500, -inf bias for head 2", nan, 500, 7, {{2 * 701 + 500, -inf}}},
+      {"v +inf at key 500, -inf bias for heads 2 and 3", inf, 500, 7, {{2 * 701 + 500, -inf}, {3 * 701 + 500, -inf}}},
+  };
+  for (const Kernels kernels : {Kernels::Cpu, Kernels::Gpu}) {
+    const char* name = kernels == Kernels::Gpu ? "gpu" : "cpu";
+    Context& ctx = gpu_kernels(kernels);
+    for (const Poison& c : prefill_cases) {
+      check(ctx, name, small, c);
+      check(ctx, name, shaw, c);
+    }
+    for (const Poison& c : large_cases) check(ctx, name, large, c);
+    AttentionParams d = decode;
+    for (const std::uint32_t splits : {0u, 5u}) {
+      d.key_splits = splits;
+      for (const Poison& c : decode_cases) check(ctx, name, d, c);
+    }
+  }
+  // The GPU class without subgroup shuffles (attention_tiled for decoding too).
+  Context no_shuffles = test::gpu_kernels_tiles(32768, 64, 0, false);
+  for (const Poison& c : large_cases) check(no_shuffles, "gpu, no shuffles", large, c);
+  for (const Poison& c : decode_cases) check(no_shuffles, "gpu, no shuffles", decode, c);
+}
+
 // The merge of parts one of which has a NaN lse gives NaN, out and lse, wherever the part lies
 // among the lanes that share a row's parts, and also where every other part is masked.
 TEST_F(AttentionGpu, MergeOfANaNPartIsNaN) {

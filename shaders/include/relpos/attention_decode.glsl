@@ -250,7 +250,9 @@ void main() {
         const uint d = e + k * KG;
         if (D4 % KG == 0u || d < D4) {
           const vec4 value = kv_decode(VALUES_WITH_KEYS != 0u ? value_bits[u * QW + k] : kv_fetch(at[u] + d, true), at[u] + d, true);
-          [[unroll]] for (uint c = 0u; c < HEADS; ++c) acc[c * QW + k] += x[c * KEYS + u] * value;
+          // A head for which the key is masked (weight exactly 0) takes none of its value: 0 * NaN
+          // and 0 * inf are NaN. A select: a branch here spills on Xe2 (bmg, lnl) at HEADS 4.
+          [[unroll]] for (uint c = 0u; c < HEADS; ++c) acc[c * QW + k] += x[c * KEYS + u] != 0.0 ? x[c * KEYS + u] * value : vec4(0.0);
         }
       }
       if (BIAS_MODE == RELPOS_ATTN_SHAW) {

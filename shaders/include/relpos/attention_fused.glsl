@@ -213,7 +213,13 @@ void attend(const uint g, const uint lane) {
       }
       [[unroll]] for (uint d = 0u; d < D4; ++d) [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
         vec4 a = acc[r * D4 + d];
-        [[unroll]] for (uint u = 0u; u < KEY_BLOCK; ++u) a += weight[r * KEY_BLOCK + u] * SHARED_LOAD(mine[d], u);
+        // A key masked for the row (weight exactly 0) adds nothing: 0 * NaN and 0 * inf are NaN.
+        // A select, not a branch: the shuffle stays in uniform control flow.
+        [[unroll]] for (uint u = 0u; u < KEY_BLOCK; ++u) {
+          const float w = weight[r * KEY_BLOCK + u];
+          const vec4 value = SHARED_LOAD(mine[d], u);
+          a += w != 0.0 ? w * value : vec4(0.0);
+        }
         acc[r * D4 + d] = a;
       }
     } else for (uint u = 0u; u < u_end; ++u) {
@@ -222,7 +228,7 @@ void attend(const uint g, const uint lane) {
       [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
         const float p = key_weight(sc[r * KEY_BLOCK + u], m[r]);
         l[r] += p;
-        [[unroll]] for (uint d = 0u; d < D4; ++d) acc[r * D4 + d] += p * value[d];
+        if (p != 0.0) [[unroll]] for (uint d = 0u; d < D4; ++d) acc[r * D4 + d] += p * value[d];  // masked: nothing (0 * NaN is NaN)
       }
     }
     // Shaw's buckets take the block's weights after its values: the edges' sums, and near the

@@ -365,7 +365,9 @@ void main() {
         const uint c = c0 + e;
         const float p = p_tile[r * P_STRIDE + c];
         l += p;
-        [[unroll]] for (uint k = 0u; k < OWNED; ++k) {
+        // A masked key (weight exactly 0) takes no part: 0 * NaN and 0 * inf are NaN, so its v
+        // must not reach the row (a causal row's future key in this tile, a -inf bias).
+        if (p != 0.0) [[unroll]] for (uint k = 0u; k < OWNED; ++k) {
           const uint d = s + k * LPR;
           if (D4 % LPR == 0u || d < D4) acc[k] += p * staged_word(c * KV_STRIDE + d);
         }
