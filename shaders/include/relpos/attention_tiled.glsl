@@ -61,8 +61,15 @@ const uint SLAB_HEADS = ROWS_ARE_HEADS != 0u ? BR : 1u;  // heads per workgroup
 
 shared vec4 q_tile[RELPOS_ATTN_TILED_Q_TILE(BR, D4)];           // [BR][Q_STRIDE]
 // The tile's keys, then its values, [BC][KV_STRIDE] words: float32 as vec4, float16 as the four
-// halves loaded (uvec2, half the bytes: unpacked where read). The other array has one word.
+// halves loaded (uvec2, half the bytes: unpacked where read). The other array has one word. Past
+// them, row BC: zeros, written once, the value a key masked for a row gives it (step 4).
 const uint KV_WORDS = RELPOS_ATTN_TILED_KV_TILE(BC, D4);
+const uint ZERO_ROW = BC * KV_STRIDE;
+// Only a dense bias or a per-distance row (a user's) can hold -inf, masking any key for any row;
+// the other modes' biases are finite. Otherwise a key a tile reads is masked for a row only by
+// causality or a length, and with ROWS_ARE_HEADS (one query) the tile reads no key past its end.
+// (No || or &&: glslang makes a specialisation constant's a branch, outside any function.)
+const bool MASKED_VALUES = (BIAS_MODE == RELPOS_ATTN_ROW ? 1u : 0u) + (BIAS_MODE == RELPOS_ATTN_DENSE ? 1u : 0u) + (ROWS_ARE_HEADS == 0u ? 1u : 0u) != 0u;
 // f16 and bf16 caches are staged as they are stored (four halves a word); f32 as it is, q8_0 and
 // fp8 decoded to float32 as they are loaded (their products with the scales need float32).
 const bool KV_HALF = KV_FORMAT - 1u < 2u;  // CACHE_F16 or CACHE_BF16 (one comparison: no branch)
@@ -118,6 +125,10 @@ uint tile_key_word(uint kv_word, uint buf, uint j0, uint c, uint j_end, uint key
 void stage_word(uint slot, uint at, bool values) {
   if (KV_HALF) kv_tile_half[slot] = values ? v16[at] : k16[at];
   else kv_tile[slot] = load_kv(at, values);  // f32, or q8_0 and fp8 decoded
+}
+void stage_zero(uint slot) {
+  if (KV_HALF) kv_tile_half[slot] = uvec2(0u);
+  else kv_tile[slot] = vec4(0.0);
 }
 vec4 staged_word(uint slot) {
   if (!KV_HALF) return kv_tile[slot];
@@ -212,6 +223,8 @@ void main() {
     }
   }
   find_key_words(0u, b, hk, j_begin, j_end);
+  if (MASKED_VALUES) [[unroll]] for (uint t = 0u; t < (D4 + WG_X - 1u) / WG_X; ++t)
+    if (D4 % WG_X == 0u || lane + t * WG_X < D4) stage_zero(ZERO_ROW + lane + t * WG_X);
   barrier();
 
   // Shaw's edge buckets take every far key: their q·rel_keys are per row (kept in q_tile's padding,
@@ -365,11 +378,15 @@ void main() {
         const uint c = c0 + e;
         const float p = p_tile[r * P_STRIDE + c];
         l += p;
-        // A masked key (weight exactly 0) takes no part: 0 * NaN and 0 * inf are NaN, so its v
-        // must not reach the row (a causal row's future key in this tile, a -inf bias).
-        if (p != 0.0) [[unroll]] for (uint k = 0u; k < OWNED; ++k) {
+        // A key masked for the row (weight exactly 0: a causal row's future key in this tile, a
+        // -inf bias) must add nothing, not 0 * v: 0 * NaN and 0 * inf are NaN, and the reference
+        // skips masked keys. So it reads the row of zeros instead of its value: one select of an
+        // address per key. (A branch per key cost Intel's estimate up to 64% (dg2, bmg); a uniform
+        // choice per tile between a guarded and a plain loop doubled it, counting both loops.)
+        const uint row_slot = !MASKED_VALUES || p != 0.0 ? c * KV_STRIDE : ZERO_ROW;
+        [[unroll]] for (uint k = 0u; k < OWNED; ++k) {
           const uint d = s + k * LPR;
-          if (D4 % LPR == 0u || d < D4) acc[k] += p * staged_word(c * KV_STRIDE + d);
+          if (D4 % LPR == 0u || d < D4) acc[k] += p * staged_word(row_slot + d);
         }
         if (BIAS_MODE == RELPOS_ATTN_SHAW && j0 + c >= M && p > 0.0) {
           const uint idx = uint(clamp(int(j0 + c) + rp_base, -kk, kk) + kk);

@@ -119,7 +119,10 @@
 // queries and keys (vec4 words) and of p_tile are padded by one word, so that the LPR keys (or BR
 // queries) read at one time fall in different banks.
 #define RELPOS_ATTN_TILED_Q_TILE(BR, D4) ((BR) * ((D4) + 1u))  /* vec4: the scaled queries */
-#define RELPOS_ATTN_TILED_KV_TILE(BC, D4) ((BC) * ((D4) + 1u)) /* vec4: the tile's keys, then values */
+// The K/V tile is followed by a row of D4 zeros (what a key masked for a row gives it), rounded to an
+// even count so that the 8-byte words of a 16-bit tile end on 16 bytes (RADV read an array after a
+// misaligned one 4 bytes at a time).
+#define RELPOS_ATTN_TILED_KV_TILE(BC, D4) ((BC) * ((D4) + 1u) + (((D4) + 1u) & ~1u)) /* vec4: the tile's keys, then values */
 #define RELPOS_ATTN_TILED_P_TILE(BR, BC) ((BR) * ((BC) + 1u))  /* float: exp(score - running max) */
 #define RELPOS_ATTN_TILED_ROW_MAX(BR, MAX_PARTS) ((BR) * (MAX_PARTS))
 #define RELPOS_ATTN_TILED_WINDOW(BR, BC) ((BR) + (BC) - 1u)    /* float: the per-distance row's values of a tile */
