@@ -21,6 +21,16 @@ const uint SLAB_HEADS = ROWS_ARE_HEADS != 0u ? ROWS : 1u;
 // rows, and a CPU device runs those per-lane loads under a lane mask for every key.
 const uint SLOTS = SHAW_SLOTS != 0u ? SHAW_SLOTS : 1u;
 const bool SHAW_LOCAL = BIAS_MODE == RELPOS_ATTN_SHAW && SHAW_SLOTS != 0u;
+// Whether a key a lane reads can be masked for one of its rows, so that its value must not reach the
+// row (weight exactly 0, and 0 * NaN and 0 * inf are NaN, where the reference skips masked keys):
+// a dense bias or a per-distance row (a user's) may hold -inf, the other modes' biases are finite;
+// causality and the lengths mask keys a block reads only where a lane's rows are queries: a single
+// query (LANE_SPLITS, ROWS_ARE_HEADS) walks its own keys. A CPU device runs both sides of every
+// branch under a lane mask, so the guard costs wherever it is compiled (lavapipe: see
+// docs/fused_attention.md).
+// (No || or &&: glslang makes a specialisation constant's a branch, outside any function.)
+const bool MASKED_VALUES = (BIAS_MODE == RELPOS_ATTN_ROW ? 1u : 0u) + (BIAS_MODE == RELPOS_ATTN_DENSE ? 1u : 0u) +
+                               (LANE_SPLITS == 0u ? 1u : 0u) * (ROWS_ARE_HEADS == 0u ? 1u : 0u) != 0u;
 
 #include "relpos/attention_bindings.glsl"
 // A key's weight from its score s and the row's running maximum m: masked keys (s = -inf) weigh 0.
@@ -213,12 +223,12 @@ void attend(const uint g, const uint lane) {
       }
       [[unroll]] for (uint d = 0u; d < D4; ++d) [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
         vec4 a = acc[r * D4 + d];
-        // A key masked for the row (weight exactly 0) adds nothing: 0 * NaN and 0 * inf are NaN.
-        // A select, not a branch: the shuffle stays in uniform control flow.
+        // MASKED_VALUES: a key masked for the row (weight exactly 0) adds nothing. A select of the
+        // value, not a branch: the shuffle stays in uniform control flow.
         [[unroll]] for (uint u = 0u; u < KEY_BLOCK; ++u) {
           const float w = weight[r * KEY_BLOCK + u];
           const vec4 value = SHARED_LOAD(mine[d], u);
-          a += w != 0.0 ? w * value : vec4(0.0);
+          a += w * (!MASKED_VALUES || w != 0.0 ? value : vec4(0.0));
         }
         acc[r * D4 + d] = a;
       }
@@ -228,7 +238,8 @@ void attend(const uint g, const uint lane) {
       [[unroll]] for (uint r = 0u; r < ROWS; ++r) {
         const float p = key_weight(sc[r * KEY_BLOCK + u], m[r]);
         l[r] += p;
-        if (p != 0.0) [[unroll]] for (uint d = 0u; d < D4; ++d) acc[r * D4 + d] += p * value[d];  // masked: nothing (0 * NaN is NaN)
+        // MASKED_VALUES: a key masked for the row (weight exactly 0) adds nothing.
+        if (!MASKED_VALUES || p != 0.0) [[unroll]] for (uint d = 0u; d < D4; ++d) acc[r * D4 + d] += p * value[d];
       }
     }
     // Shaw's buckets take the block's weights after its values: the edges' sums, and near the
