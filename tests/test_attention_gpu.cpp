@@ -552,6 +552,65 @@ TEST_F(AttentionGpu, ANaNOrInfiniteValueBehindTheMaskChangesNothing) {
 
 // The merge of parts one of which has a NaN lse gives NaN, out and lse, wherever the part lies
 // among the lanes that share a row's parts, and also where every other part is masked.
+// The kernels guard a masked key's value only where a key they read can be masked for a row: a
+// -inf in a dense bias or a per-distance row (any key, prefill or decoding), or causality in
+// prefill (a future key in the row's tile). Decoding reads no key past its query's, so there
+// (no bias, ALiBi) a future key's NaN v must never be read at all. Both kernel classes.
+TEST_F(AttentionGpu, ANaNValueBehindAMaskingBiasOrPastTheQueryChangesNothing) {
+  std::mt19937 rng(53);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  struct Poison { const char* what; std::size_t key; std::vector<std::size_t> masked; bool some_nan; };
+  auto check = [&](Context& ctx, const char* kernels, const AttentionParams& p, const Poison& c) {
+    SCOPED_TRACE(testing::Message() << describe(p) << ", " << c.what << ", " << kernels << " kernels");
+    Inputs in = random_inputs(rng, p);
+    in.v[(std::size_t{p.kv_heads - 1} * p.keys + c.key) * p.head_dim + 3] = nan;  // the last kv head
+    for (const std::size_t at : c.masked) in.bias[at] = -std::numeric_limits<float>::infinity();
+    const AttentionResult want = attention_reference(p, in.host());
+    const AttentionResult got = gpu_attention(ctx, p, in);
+    const std::vector<bool> nan_rows = test::expect_nan_rows_match(got.out, want.out, p.head_dim, tolerance(p.dtype), "out");
+    test::expect_nan_rows_match(got.lse, want.lse, 1, kTolF32, "lse");
+    std::size_t n = 0;
+    for (bool r : nan_rows) n += r;
+    if (c.some_nan) EXPECT_TRUE(n > 0 && n < p.rows()) << n << " NaN rows of " << p.rows();
+    else EXPECT_EQ(n, 0u);
+  };
+  // Decoding one query (offset 700) over 701 keys, four heads on two kv heads: key 500 of kv head
+  // 1 is behind a -inf per-distance bias (Distance: index j for this query) for head 2 only.
+  AttentionParams distance{.heads = 4, .kv_heads = 2, .queries = 1, .keys = 701, .head_dim = 20, .query_offset = 700, .causal = true,
+                           .bias = AttentionBias::Distance};
+  const Poison distance_case{"v NaN at key 500, -inf distance bias for head 2", 500, {2 * 701 + 500}, true};
+  // Decoding query 600 of 701 keys: keys 601-700 are in the future, key 650's NaN v never counts.
+  AttentionParams future{.heads = 4, .kv_heads = 2, .queries = 1, .keys = 701, .head_dim = 20, .query_offset = 600, .causal = true};
+  const Poison future_case{"v NaN at future key 650", 650, {}, false};
+  // Prefill without causality, 40 queries and keys, heads 0 and 1 on one kv head: key 20 is behind
+  // a -inf dense bias for head 1's queries 0-9 (mid-tile, other rows of the tile see it), and a
+  // per-distance row's -inf at rp = 5 hides key 20 from query 15 alone.
+  const AttentionParams dense{.heads = 2, .kv_heads = 1, .queries = 40, .keys = 40, .head_dim = 16, .bias = AttentionBias::Dense};
+  std::vector<std::size_t> dense_masked;
+  for (std::size_t i = 0; i < 10; ++i) dense_masked.push_back((40 + i) * 40 + 20);
+  const Poison dense_case{"v NaN at key 20, -inf dense bias for head 1, queries 0-9", 20, dense_masked, true};
+  const AttentionParams row{.heads = 2, .kv_heads = 1, .queries = 40, .keys = 40, .head_dim = 16, .bias = AttentionBias::Distance};
+  const Poison row_case{"v NaN at key 20, -inf distance bias at rp 5 (query 15)", 20, {5 + 39, 79 + 5 + 39}, true};
+  for (const Kernels kernels : {Kernels::Cpu, Kernels::Gpu}) {
+    const char* name = kernels == Kernels::Gpu ? "gpu" : "cpu";
+    Context& ctx = gpu_kernels(kernels);
+    for (const std::uint32_t splits : {0u, 5u}) {
+      distance.key_splits = splits;
+      future.key_splits = splits;
+      check(ctx, name, distance, distance_case);
+      for (const AttentionBias bias : {AttentionBias::None, AttentionBias::Alibi}) {
+        future.bias = bias;
+        check(ctx, name, future, future_case);
+      }
+    }
+    check(ctx, name, dense, dense_case);
+    check(ctx, name, row, row_case);
+  }
+  Context no_shuffles = test::gpu_kernels_tiles(32768, 64, 0, false);
+  check(no_shuffles, "gpu, no shuffles", distance, distance_case);
+  check(no_shuffles, "gpu, no shuffles", dense, dense_case);
+}
+
 TEST_F(AttentionGpu, MergeOfANaNPartIsNaN) {
   std::mt19937 rng(43);
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
