@@ -20,6 +20,12 @@ class OpStorage;
 struct BiasFamily {
   AttentionBiasInfo info;
   std::uint32_t kernel_mode = 0;  // RELPOS_ATTN_*: how the kernels read the bias (relpos_push/attention.h)
+  // Whether the bias may hold -inf, masking keys: the kernels then keep a masked key's value out of
+  // its row wherever they read one (spec BIAS_MAY_MASK). True only where the user gives the values
+  // themselves (dense, a per-distance row); a family whose rows relpos computes from its parameters
+  // (T5, kerple, sandwich) or whose bias is a formula (ALiBi, Shaw) gives finite values, and a -inf
+  // in T5's table is outside its contract (docs/fused_attention.md).
+  bool may_mask = false;
   // The shape of the bias input's float32 values (AttentionBuffers::bias) for p, outermost first;
   // null: the family takes none.
   std::vector<std::uint64_t> (*input_shape)(const AttentionParams& p) = nullptr;

@@ -46,6 +46,7 @@ extern const BiasFamily kNoBias{.info = {.bias = AttentionBias::None, .name = "n
 extern const BiasFamily kDistanceBias{
     .info = {.bias = AttentionBias::Distance, .name = "distance", .input = "float32 [heads, queries + keys - 1]"},
     .kernel_mode = RELPOS_ATTN_ROW,
+    .may_mask = true,
     .input_shape = [](const AttentionParams& p) { return std::vector<std::uint64_t>{p.heads, row_len(p)}; },
     .bias_at = [](const AttentionParams& p, std::span<const float> in, std::uint32_t h, std::uint32_t, std::uint32_t, std::int64_t rp) {
       return in[h * row_len(p) + static_cast<std::uint64_t>(rp - rp_first(p))];
@@ -57,6 +58,7 @@ extern const BiasFamily kDistanceBias{
 extern const BiasFamily kDenseBias{
     .info = {.bias = AttentionBias::Dense, .name = "dense", .input = "float32 [heads, queries, keys]", .relative = false},
     .kernel_mode = RELPOS_ATTN_DENSE,
+    .may_mask = true,
     .input_shape = [](const AttentionParams& p) { return std::vector<std::uint64_t>{p.heads, p.queries, p.keys}; },
     .bias_at = [](const AttentionParams& p, std::span<const float> in, std::uint32_t h, std::uint32_t i, std::uint32_t j, std::int64_t) {
       return in[(std::uint64_t{h} * p.queries + i) * p.keys + j];

@@ -373,6 +373,7 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
   l.split_align = 1;
   const bool one_query = p.queries == 1;
   const std::uint32_t mode = bias_family(p.bias).kernel_mode;
+  const std::uint32_t may_mask = bias_family(p.bias).may_mask ? 1u : 0u;
   // Partial results (the call has several splits) are float32, which the merge stores as out; a
   // call of a single split writes out itself.
   const std::uint32_t in_half = storage_spec(p.dtype), out_half = std::max(S, parts) == 1 ? storage_spec(p.output_dtype()) : RELPOS_STORE_F32;
@@ -399,7 +400,8 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
                                              .PAGED = paged,
                                              .KV_FORMAT = static_cast<std::uint32_t>(p.cache()),
                                              .HEADS = l.slab_heads,
-                                             .VALUES_WITH_KEYS = d.values_with_keys};
+                                             .VALUES_WITH_KEYS = d.values_with_keys,
+                                             .BIAS_MAY_MASK = may_mask};
       l.shader = paged ? ShaderId::attention_decode_paged : ShaderId::attention_decode;
       // Splits start on a step (RELPOS_ATTN_TILED_BLOCK_BASES: a step then lies in one block).
       const std::uint32_t step = RELPOS_ATTN_DECODE_STEP_KEYS(d.lanes / d.lanes_per_key, d.keys);
@@ -428,7 +430,8 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
                                           .SHUFFLE_LANES = t.shuffle_lanes,
                                           .PAGED = paged,
                                           .KV_FORMAT = static_cast<std::uint32_t>(p.cache()),
-                                          .ROWS_ARE_HEADS = row_heads > 1 ? 1u : 0u};
+                                          .ROWS_ARE_HEADS = row_heads > 1 ? 1u : 0u,
+                                          .BIAS_MAY_MASK = may_mask};
     // Only the variant that shuffles declares the subgroup-shuffle capability.
     l.shader = t.shuffle_lanes > 1 ? (paged ? ShaderId::attention_tiled_shuffle_paged : ShaderId::attention_tiled_shuffle)
                                    : (paged ? ShaderId::attention_tiled_paged : ShaderId::attention_tiled);
@@ -463,7 +466,8 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
                                           .KV_FORMAT = static_cast<std::uint32_t>(p.cache()),
                                           .ROWS_ARE_HEADS = l.slab_heads > 1 ? 1u : 0u,
                                           .LANE_SPLITS = l.lane_splits ? 1u : 0u,
-                                          .SHAW_SLOTS = attention_shaw_slots(p, tiles)};
+                                          .SHAW_SLOTS = attention_shaw_slots(p, tiles),
+                                          .BIAS_MAY_MASK = may_mask};
   l.spec = spec;
   // Only the variant that shares loads declares the subgroup-shuffle capability.
   l.shader = spec.SHARE_LOADS ? ShaderId::attention_fused_shuffle : ShaderId::attention_fused;

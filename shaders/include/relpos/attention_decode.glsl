@@ -33,10 +33,10 @@ const uint GROUPS = WG_X / KG;
 const uint QW = (D4 + KG - 1u) / KG;  // words per lane (the last lanes may own one less)
 const uint STEP = GROUPS * KEYS;
 // The one query's keys end at j_end (keys past it reload key j_end - 1, visible), so a key the
-// workgroup reads is masked for a head only by a -inf bias: a dense bias or a per-distance row (a
-// user's) may hold one; the other modes' biases are finite.
-// (No ||: glslang makes a specialisation constant's a branch, outside any function.)
-const bool BIAS_MAY_MASK = (BIAS_MODE == RELPOS_ATTN_ROW ? 1u : 0u) + (BIAS_MODE == RELPOS_ATTN_DENSE ? 1u : 0u) != 0u;
+// workgroup reads is masked for a head only by a -inf bias, which only a bias the host marks
+// BIAS_MAY_MASK (dense, a user's per-distance row) may hold: T5's, kerple's and sandwich's rows are
+// finite by construction, though read the same way.
+const bool MASKED_VALUES = BIAS_MAY_MASK != 0u;
 
 #include "relpos/attention_bindings.glsl"
 
@@ -255,14 +255,14 @@ void main() {
         const uint d = e + k * KG;
         if (D4 % KG == 0u || d < D4) {
           const vec4 value = kv_decode(VALUES_WITH_KEYS != 0u ? value_bits[u * QW + k] : kv_fetch(at[u] + d, true), at[u] + d, true);
-          // BIAS_MAY_MASK: a head for which the key is masked (weight exactly 0) keeps its sum, for
+          // MASKED_VALUES: a head for which the key is masked (weight exactly 0) keeps its sum, for
           // 0 * NaN and 0 * inf are NaN and the reference skips masked keys. A select of the sum:
           // of the product it cost navi21 8 VGPRs (a wave per SIMD) at HEADS 4, a branch spilled
           // on Xe2 (bmg, lnl), a choice per step of a guarded loop cost ACO's estimate more.
           [[unroll]] for (uint c = 0u; c < HEADS; ++c) {
             const float p = x[c * KEYS + u];
             const vec4 t = acc[c * QW + k] + p * value;
-            acc[c * QW + k] = !BIAS_MAY_MASK || p != 0.0 ? t : acc[c * QW + k];
+            acc[c * QW + k] = !MASKED_VALUES || p != 0.0 ? t : acc[c * QW + k];
           }
         }
       }

@@ -65,11 +65,12 @@ shared vec4 q_tile[RELPOS_ATTN_TILED_Q_TILE(BR, D4)];           // [BR][Q_STRIDE
 // them, row BC: zeros, written once, the value a key masked for a row gives it (step 4).
 const uint KV_WORDS = RELPOS_ATTN_TILED_KV_TILE(BC, D4);
 const uint ZERO_ROW = BC * KV_STRIDE;
-// Only a dense bias or a per-distance row (a user's) can hold -inf, masking any key for any row;
-// the other modes' biases are finite. Otherwise a key a tile reads is masked for a row only by
-// causality or a length, and with ROWS_ARE_HEADS (one query) the tile reads no key past its end.
+// Only a bias the host marks BIAS_MAY_MASK (dense, a user's per-distance row) can hold -inf,
+// masking any key for any row; the others are finite (T5's, kerple's and sandwich's rows by
+// construction). Otherwise a key a tile reads is masked for a row only by causality or a length,
+// and with ROWS_ARE_HEADS (one query) the tile reads no key past its end.
 // (No || or &&: glslang makes a specialisation constant's a branch, outside any function.)
-const bool MASKED_VALUES = (BIAS_MODE == RELPOS_ATTN_ROW ? 1u : 0u) + (BIAS_MODE == RELPOS_ATTN_DENSE ? 1u : 0u) + (ROWS_ARE_HEADS == 0u ? 1u : 0u) != 0u;
+const bool MASKED_VALUES = BIAS_MAY_MASK + (ROWS_ARE_HEADS == 0u ? 1u : 0u) != 0u;
 // f16 and bf16 caches are staged as they are stored (four halves a word); f32 as it is, q8_0 and
 // fp8 decoded to float32 as they are loaded (their products with the scales need float32).
 const bool KV_HALF = KV_FORMAT - 1u < 2u;  // CACHE_F16 or CACHE_BF16 (one comparison: no branch)

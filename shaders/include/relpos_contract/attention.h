@@ -37,7 +37,8 @@
   X(9, KV_FORMAT, uint, 0u)  /* k and v: a CacheFormat (CACHE_*, relpos/cache_format.glsl) */ \
   X(10, ROWS_ARE_HEADS, uint, 0u) /* 1 (one query): a lane's rows are ROWS heads of one kv head */ \
   X(11, LANE_SPLITS, uint, 0u) /* 1 (decoding a sequence's few queries, several splits): lanes take a row's splits as they come free */ \
-  X(12, SHAW_SLOTS, uint, 0u) /* Shaw on a CPU device: local slots for the interior buckets (>= 2k - 1), 0: none */
+  X(12, SHAW_SLOTS, uint, 0u) /* Shaw on a CPU device: local slots for the interior buckets (>= 2k - 1), 0: none */ \
+  X(13, BIAS_MAY_MASK, uint, 0u) /* 1: the bias may hold -inf (BiasFamily::may_mask) */
 
 // attention_tiled: a workgroup of WG_X = BR * LPR lanes owns BR query rows; keys are staged BC at
 // a time. SHUFFLE_LANES: lanes of a row whose maxima meet by subgroup shuffles, a power of two
@@ -58,7 +59,8 @@
   X(7, SHUFFLE_LANES, uint, 1u)                                              \
   X(8, PAGED, uint, 0u)                                                      \
   X(9, KV_FORMAT, uint, 0u) /* k and v: a CacheFormat (CACHE_*) */          \
-  X(10, ROWS_ARE_HEADS, uint, 0u) /* 1 (one query): the rows are BR heads of one kv head */
+  X(10, ROWS_ARE_HEADS, uint, 0u) /* 1 (one query): the rows are BR heads of one kv head */ \
+  X(11, BIAS_MAY_MASK, uint, 0u) /* 1: the bias may hold -inf (BiasFamily::may_mask) */
 
 // attention_decode: one query row of HEADS heads (sharing a kv head) per workgroup of WG_X lanes, in WG_X / KG groups of KG lanes
 // (a power of two dividing the subgroup) that each score KEYS keys per step, every lane holding
@@ -74,7 +76,8 @@
   X(7, PAGED, uint, 0u)                                                        \
   X(8, KV_FORMAT, uint, 0u) /* k and v: a CacheFormat (CACHE_*) */ \
   X(9, HEADS, uint, 1u)     /* heads of one kv head per workgroup, each key read once for them */ \
-  X(10, VALUES_WITH_KEYS, uint, 1u) /* 1: a step's values load with its keys, 0: after its weights */
+  X(10, VALUES_WITH_KEYS, uint, 1u) /* 1: a step's values load with its keys, 0: after its weights */ \
+  X(11, BIAS_MAY_MASK, uint, 0u) /* 1: the bias may hold -inf (BiasFamily::may_mask) */
 
 // The same twelve bindings in both kernel classes, so that one host path binds either. Shaw has no
 // other bias input: its rel_values take BIAS (one binding fewer for every shader: the runtime binds
