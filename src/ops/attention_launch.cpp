@@ -374,6 +374,10 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
   const bool one_query = p.queries == 1;
   const std::uint32_t mode = bias_family(p.bias).kernel_mode;
   const std::uint32_t may_mask = bias_family(p.bias).may_mask ? 1u : 0u;
+  // Whether causality can mask a key for one row of a workgroup that another row sees, which the
+  // kernels then guard (spec CAUSAL; the push flag still applies the mask): one query's keys end at
+  // its own bound. Not set for one query, so that decoding takes one pipeline whatever p.causal.
+  const std::uint32_t causal = p.causal && !one_query ? 1u : 0u;
   // Partial results (the call has several splits) are float32, which the merge stores as out; a
   // call of a single split writes out itself.
   const std::uint32_t in_half = storage_spec(p.dtype), out_half = std::max(S, parts) == 1 ? storage_spec(p.output_dtype()) : RELPOS_STORE_F32;
@@ -431,7 +435,8 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
                                           .PAGED = paged,
                                           .KV_FORMAT = static_cast<std::uint32_t>(p.cache()),
                                           .ROWS_ARE_HEADS = row_heads > 1 ? 1u : 0u,
-                                          .BIAS_MAY_MASK = may_mask};
+                                          .BIAS_MAY_MASK = may_mask,
+                                          .CAUSAL = causal};
     // Only the variant that shuffles declares the subgroup-shuffle capability.
     l.shader = t.shuffle_lanes > 1 ? (paged ? ShaderId::attention_tiled_shuffle_paged : ShaderId::attention_tiled_shuffle)
                                    : (paged ? ShaderId::attention_tiled_paged : ShaderId::attention_tiled);
@@ -467,7 +472,8 @@ AttentionLaunch attention_launch(const AttentionParams& p, const AttentionTiles&
                                           .ROWS_ARE_HEADS = l.slab_heads > 1 ? 1u : 0u,
                                           .LANE_SPLITS = l.lane_splits ? 1u : 0u,
                                           .SHAW_SLOTS = attention_shaw_slots(p, tiles),
-                                          .BIAS_MAY_MASK = may_mask};
+                                          .BIAS_MAY_MASK = may_mask,
+                                          .CAUSAL = causal};
   l.spec = spec;
   // Only the variant that shares loads declares the subgroup-shuffle capability.
   l.shader = spec.SHARE_LOADS ? ShaderId::attention_fused_shuffle : ShaderId::attention_fused;

@@ -24,13 +24,16 @@ const bool SHAW_LOCAL = BIAS_MODE == RELPOS_ATTN_SHAW && SHAW_SLOTS != 0u;
 // Whether a key a lane reads can be masked for one of its rows, so that its value must not reach the
 // row (weight exactly 0, and 0 * NaN and 0 * inf are NaN, where the reference skips masked keys):
 // only a bias the host marks BIAS_MAY_MASK (dense, a user's per-distance row) may hold -inf, the
-// others are finite (T5's, kerple's and sandwich's rows by construction); causality and the
-// lengths mask keys a block reads only where a lane's rows are queries: a single query
-// (LANE_SPLITS, ROWS_ARE_HEADS) walks its own keys. A CPU device runs both sides of every branch
-// under a lane mask, so the guard costs wherever it is compiled (lavapipe: see
-// docs/fused_attention.md).
+// others are finite (T5's, kerple's and sandwich's rows by construction). Otherwise only causality
+// masks a key a block reads, and only where a lane's rows are several queries (CAUSAL; a single
+// query, LANE_SPLITS or ROWS_ARE_HEADS, walks its own keys). The lengths do not: without
+// causality, every row's bound is row_keys(seq_keys, i_abs) = seq_keys, that of the workgroup's
+// sequence b, so every row's lane_end is min(j_end, seq_keys) = j_end, one bound for the whole
+// workgroup; a block reads keys below it only, and past it (shared loads) reloads key j_end - 1,
+// which every row sees. A CPU device runs both sides of every branch under a lane mask, so the
+// guard costs wherever it is compiled (lavapipe: see docs/fused_attention.md).
 // (No || or &&: glslang makes a specialisation constant's a branch, outside any function.)
-const bool MASKED_VALUES = BIAS_MAY_MASK + (LANE_SPLITS == 0u ? 1u : 0u) * (ROWS_ARE_HEADS == 0u ? 1u : 0u) != 0u;
+const bool MASKED_VALUES = BIAS_MAY_MASK + CAUSAL * (LANE_SPLITS == 0u ? 1u : 0u) * (ROWS_ARE_HEADS == 0u ? 1u : 0u) != 0u;
 
 #include "relpos/attention_bindings.glsl"
 // A key's weight from its score s and the row's running maximum m: masked keys (s = -inf) weigh 0.

@@ -67,10 +67,13 @@ const uint KV_WORDS = RELPOS_ATTN_TILED_KV_TILE(BC, D4);
 const uint ZERO_ROW = BC * KV_STRIDE;
 // Only a bias the host marks BIAS_MAY_MASK (dense, a user's per-distance row) can hold -inf,
 // masking any key for any row; the others are finite (T5's, kerple's and sandwich's rows by
-// construction). Otherwise a key a tile reads is masked for a row only by causality or a length,
-// and with ROWS_ARE_HEADS (one query) the tile reads no key past its end.
+// construction). Otherwise a key a tile reads is masked for a row only by causality, where the rows
+// are several queries (CAUSAL; with ROWS_ARE_HEADS, one query, the tile reads no key past its
+// end). Not by a length: without causality every row's bound is row_keys(seq_keys, i_abs) =
+// seq_keys, the workgroup's sequence's, so row_end = j_end for every row, and past j_end a tile
+// reloads key j_end - 1, which every row sees.
 // (No || or &&: glslang makes a specialisation constant's a branch, outside any function.)
-const bool MASKED_VALUES = BIAS_MAY_MASK + (ROWS_ARE_HEADS == 0u ? 1u : 0u) != 0u;
+const bool MASKED_VALUES = BIAS_MAY_MASK + CAUSAL * (ROWS_ARE_HEADS == 0u ? 1u : 0u) != 0u;
 // f16 and bf16 caches are staged as they are stored (four halves a word); f32 as it is, q8_0 and
 // fp8 decoded to float32 as they are loaded (their products with the scales need float32).
 const bool KV_HALF = KV_FORMAT - 1u < 2u;  // CACHE_F16 or CACHE_BF16 (one comparison: no branch)

@@ -38,7 +38,8 @@
   X(10, ROWS_ARE_HEADS, uint, 0u) /* 1 (one query): a lane's rows are ROWS heads of one kv head */ \
   X(11, LANE_SPLITS, uint, 0u) /* 1 (decoding a sequence's few queries, several splits): lanes take a row's splits as they come free */ \
   X(12, SHAW_SLOTS, uint, 0u) /* Shaw on a CPU device: local slots for the interior buckets (>= 2k - 1), 0: none */ \
-  X(13, BIAS_MAY_MASK, uint, 0u) /* 1: the bias may hold -inf (BiasFamily::may_mask) */
+  X(13, BIAS_MAY_MASK, uint, 0u) /* 1: the bias may hold -inf (BiasFamily::may_mask) */ \
+  X(14, CAUSAL, uint, 0u) /* 1: causal with several queries (the mask differs between rows; the push flag masks) */
 
 // attention_tiled: a workgroup of WG_X = BR * LPR lanes owns BR query rows; keys are staged BC at
 // a time. SHUFFLE_LANES: lanes of a row whose maxima meet by subgroup shuffles, a power of two
@@ -60,7 +61,8 @@
   X(8, PAGED, uint, 0u)                                                      \
   X(9, KV_FORMAT, uint, 0u) /* k and v: a CacheFormat (CACHE_*) */          \
   X(10, ROWS_ARE_HEADS, uint, 0u) /* 1 (one query): the rows are BR heads of one kv head */ \
-  X(11, BIAS_MAY_MASK, uint, 0u) /* 1: the bias may hold -inf (BiasFamily::may_mask) */
+  X(11, BIAS_MAY_MASK, uint, 0u) /* 1: the bias may hold -inf (BiasFamily::may_mask) */ \
+  X(12, CAUSAL, uint, 0u) /* 1: causal with several queries (the mask differs between rows; the push flag masks) */
 
 // attention_decode: one query row of HEADS heads (sharing a kv head) per workgroup of WG_X lanes, in WG_X / KG groups of KG lanes
 // (a power of two dividing the subgroup) that each score KEYS keys per step, every lane holding
