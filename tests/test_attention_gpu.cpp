@@ -550,8 +550,6 @@ TEST_F(AttentionGpu, ANaNOrInfiniteValueBehindTheMaskChangesNothing) {
   for (const Poison& c : decode_cases) check(no_shuffles, "gpu, no shuffles", decode, c);
 }
 
-// The merge of parts one of which has a NaN lse gives NaN, out and lse, wherever the part lies
-// among the lanes that share a row's parts, and also where every other part is masked.
 // The kernels guard a masked key's value only where a key they read can be masked for a row: a
 // -inf in a dense bias or a per-distance row (any key, prefill or decoding), or causality in
 // prefill (a future key in the row's tile). Decoding reads no key past its query's, so there
@@ -611,6 +609,91 @@ TEST_F(AttentionGpu, ANaNValueBehindAMaskingBiasOrPastTheQueryChangesNothing) {
   check(no_shuffles, "gpu, no shuffles", dense, dense_case);
 }
 
+// Causal prefill guards a masked key's value only in the blocks where some row of the workgroup
+// cannot see a key it reads (the CPU class walks the blocks below its first query's bound without
+// the guard): a NaN or infinite v at a key reaches exactly the rows that see it, with the key just
+// past a workgroup's first query or on either side of a block's edge, in workgroups of every
+// position, with memory keys, a query offset and split keys; past a sequence's length it reaches
+// none, causal or not. A -inf dense bias or distance row masks within a causal row too. Both
+// kernel classes, and the CPU class without shared loads.
+TEST_F(AttentionGpu, ANaNValueReachesExactlyTheCausalRowsThatSeeIt) {
+  std::mt19937 rng(59);
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  struct Poison { std::uint32_t batch, key; float value; std::vector<std::size_t> masked; };
+  // The rows of (batch b, every head) that see key j: j below b's length, and causal, j a memory
+  // key or at most the query's position; less those a -inf bias masks (one a poison here).
+  auto seeing = [](const AttentionParams& p, const std::vector<std::uint32_t>& lengths, const Poison& c) {
+    const std::uint32_t len = lengths.empty() ? p.keys : lengths[c.batch];
+    std::size_t n = 0;
+    for (std::uint32_t i = 0; i < p.queries && c.key < len; ++i)
+      n += !p.causal || c.key < p.memory_prefix || c.key - p.memory_prefix <= i + p.query_offset;
+    return n * p.heads - c.masked.size();
+  };
+  auto check = [&](Context& ctx, const char* kernels, const AttentionParams& p, const std::vector<std::uint32_t>& lengths, const Poison& c) {
+    SCOPED_TRACE(testing::Message() << describe(p) << ", v " << c.value << " at batch " << c.batch << " key " << c.key << ", "
+                                    << c.masked.size() << " masked, " << kernels << " kernels");
+    Inputs in = random_inputs(rng, p);
+    in.lengths = lengths;
+    in.v[((std::size_t{c.batch} * p.kv_heads + p.kv_heads - 1) * p.keys + c.key) * p.head_dim + 3] = c.value;
+    for (const std::size_t at : c.masked) in.bias[at] = -inf;
+    const AttentionResult want = attention_reference(p, in.host());
+    const AttentionResult got = gpu_attention(ctx, p, in);
+    const std::vector<bool> nan_rows = test::expect_nan_rows_match(got.out, want.out, p.head_dim, tolerance(p.dtype), "out");
+    test::expect_nan_rows_match(got.lse, want.lse, 1, kTolF32, "lse");
+    std::size_t n = 0;
+    for (std::size_t r = 0; r < got.out.size() / p.head_dim; ++r) n += std::isnan(c.value) ? nan_rows[r] : std::isinf(got.out[r * p.head_dim + 3]);
+    EXPECT_EQ(n, seeing(p, lengths, c)) << " rows see the key";
+  };
+  struct Case { AttentionParams p; std::vector<std::uint32_t> lengths; std::vector<Poison> poisons; };
+  auto causal = [](std::uint32_t q, std::uint32_t k, std::uint32_t m = 0, std::int64_t off = 0, std::uint32_t splits = 0) {
+    return AttentionParams{.queries = q, .keys = k, .head_dim = 16, .query_offset = off, .causal = true, .memory_prefix = m, .key_splits = splits};
+  };
+  AttentionParams dense = causal(131, 131), distance = causal(131, 131);
+  dense.bias = AttentionBias::Dense;
+  distance.bias = AttentionBias::Distance;
+  AttentionParams batch = causal(13, 20);
+  batch.batch = 2;
+  AttentionParams open = batch;
+  open.causal = false;
+  const std::vector<Case> cases = {
+      // A query and a key; a query past a block of keys.
+      {causal(1, 1), {}, {{0, 0, nan, {}}}},
+      {causal(1, 9, 0, 3), {}, {{0, 5, nan, {}}, {0, 2, inf, {}}}},
+      // A block of keys less one and more one (the CPU class's blocks are the subgroup: 8 on
+      // lavapipe), a prime.
+      {causal(7, 7), {}, {{0, 3, nan, {}}, {0, 6, inf, {}}}},
+      {causal(9, 9), {}, {{0, 1, nan, {}}, {0, 8, nan, {}}, {0, 7, inf, {}}}},
+      {causal(13, 13), {}, {{0, 5, nan, {}}, {0, 12, inf, {}}}},
+      // Two workgroups of the CPU class (128 queries), many of the GPU class: the second's first
+      // query 128 sees keys below 129, mid-block: 127 and 128 reach it, 129 and 130 do not.
+      {causal(131, 131), {}, {{0, 127, nan, {}}, {0, 128, nan, {}}, {0, 129, nan, {}}, {0, 130, inf, {}}}},
+      // Seven memory keys: query 128 sees keys below 136, a block's edge.
+      {causal(131, 138, 7), {}, {{0, 3, nan, {}}, {0, 135, nan, {}}, {0, 136, nan, {}}, {0, 137, inf, {}}}},
+      // Queries 5 keys on: query 128 sees keys below 134.
+      {causal(131, 136, 0, 5), {}, {{0, 133, nan, {}}, {0, 134, nan, {}}, {0, 135, inf, {}}}},
+      // Three splits (keys 0-43, 44-87, 88-130): the last one's blocks from 88, its first query's
+      // bound mid-block again; with memory keys, splits that start past the memories.
+      {causal(131, 131, 0, 0, 3), {}, {{0, 87, nan, {}}, {0, 128, nan, {}}, {0, 129, nan, {}}}},
+      {causal(131, 138, 7, 0, 3), {}, {{0, 135, nan, {}}, {0, 136, nan, {}}}},
+      // A -inf dense bias for query 130 and a -inf distance row at rp -3 (query 103) hide key 100
+      // from one row each of those that see it.
+      {dense, {}, {{0, 100, nan, {130 * 131 + 100}}}},
+      {distance, {}, {{0, 100, nan, {-3 + 130}}}},
+      // The second sequence's 11 keys: a key past them reaches no row, causal or not.
+      {batch, {20, 11}, {{1, 15, nan, {}}, {1, 5, nan, {}}, {1, 11, inf, {}}}},
+      {open, {20, 11}, {{1, 15, nan, {}}, {1, 10, nan, {}}, {1, 11, inf, {}}}},
+  };
+  auto run_cases = [&](Context& ctx, const char* name) {
+    for (const Case& c : cases)
+      for (const Poison& x : c.poisons) check(ctx, name, c.p, c.lengths, x);
+  };
+  run_cases(gpu_kernels(Kernels::Cpu), "cpu");
+  run_cases(gpu_kernels(Kernels::Gpu), "gpu");
+  run_cases(gpu_without_shuffles(), "default, no shuffles");
+}
+
+// The merge of parts one of which has a NaN lse gives NaN, out and lse, wherever the part lies
+// among the lanes that share a row's parts, and also where every other part is masked.
 TEST_F(AttentionGpu, MergeOfANaNPartIsNaN) {
   std::mt19937 rng(43);
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
