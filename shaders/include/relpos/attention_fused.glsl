@@ -147,8 +147,8 @@ void attend(const uint g, const uint lane) {
   // shadow it). So the whole blocks from j_begin that end at or below that bound read only keys
   // that every row sees (memory keys below M among them), and run the plain body, main's; the rest
   // of the range runs the guarded one. If the bound is at or past j_end, every block is plain: the
-  // last, part of a block, reads keys below j_end only (past it, shared loads reload key j_end - 1,
-  // below the bound). The bound is the workgroup's, so every lane of a subgroup walks the same
+  // last, part of a block, reads keys below j_end only (the lanes past it take zeros for a value).
+  // The bound is the workgroup's, so every lane of a subgroup walks the same
   // blocks in the same loop (the shared loads shuffle). With a masking bias, every block is
   // guarded; without the guard compiled, every block is plain. Each loop is compiled only where it
   // can run: lavapipe runs a loop's body once per entry even where no lane enters it, and both
