@@ -114,7 +114,7 @@ TEST(ShaderContracts, TheCheckFindsEveryKindOfMismatch) {
   EXPECT_FALSE(with([](Spec& s, Slots&) { std::swap(s[6].id, s[7].id); }).empty());           // ids swapped
   EXPECT_FALSE(with([](Spec& s, Slots&) { s[3].type = SpecType::Bool; }).empty());            // IN_HALF as a bool
   EXPECT_FALSE(with([](Spec& s, Slots&) { s[2].value = 16; }).empty());                       // BC's default
-  EXPECT_FALSE(with([](Spec& s, Slots&) { s.pop_back(); }).empty());                          // KV_FORMAT undeclared
+  EXPECT_FALSE(with([](Spec& s, Slots&) { s.pop_back(); }).empty());                          // the last (CAUSAL) undeclared
   EXPECT_FALSE(with([](Spec& s, Slots&) { s.push_back({10, "EXTRA", SpecType::Uint, 0}); }).empty());
   EXPECT_FALSE(with([](Spec& s, Slots&) { s[0].type = SpecType::SizeY; }).empty());           // the wrong axis
   EXPECT_FALSE(with([](Spec& s, Slots&) { s[0].type = SpecType::Uint; }).empty());            // a workgroup size not declared
