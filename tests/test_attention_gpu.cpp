@@ -78,6 +78,20 @@ AttentionResult gpu_attention(Context& ctx, const AttentionParams& p, const Inpu
   return {download_floats(out, n, p.output_dtype()), lse.download<float>(p.rows())};
 }
 
+// The GPU's result where non-finite inputs may make rows NaN: its NaN rows of out and of lse must
+// be the reference's, the other rows within the tolerances. With the NaN rows of each.
+struct NanRowsResult {
+  AttentionResult got;
+  std::vector<bool> out_rows, lse_rows;
+};
+NanRowsResult expect_reference_nan_rows(Context& ctx, const AttentionParams& p, const Inputs& in) {
+  const AttentionResult want = attention_reference(p, in.host());
+  NanRowsResult r{gpu_attention(ctx, p, in), {}, {}};
+  r.out_rows = test::expect_nan_rows_match(r.got.out, want.out, p.head_dim, tolerance(p.dtype), "out");
+  r.lse_rows = test::expect_nan_rows_match(r.got.lse, want.lse, 1, kTolF32, "lse");
+  return r;
+}
+
 std::string describe(const AttentionParams& p) {
   return std::string(attention_bias_info(p.bias).name) + " B=" + std::to_string(p.batch) + " H=" + std::to_string(p.heads) +
          " Hkv=" + std::to_string(p.kv_heads) + " Q=" + std::to_string(p.queries) + " K=" + std::to_string(p.keys) +
@@ -469,10 +483,7 @@ TEST_F(AttentionGpu, ANaNInputMakesItsRowsNaN) {
         SCOPED_TRACE(testing::Message() << describe(p) << ", NaN in " << c.what << ", " << (kernels == Kernels::Gpu ? "gpu" : "cpu") << " kernels");
         Inputs in = random_inputs(rng, p);
         (in.*c.input)[c.at] = nan;
-        const AttentionResult want = attention_reference(p, in.host());
-        const AttentionResult got = gpu_attention(gpu_kernels(kernels), p, in);
-        test::expect_nan_rows_match(got.out, want.out, p.head_dim, tolerance(p.dtype), "out");
-        const std::vector<bool> nan_rows = test::expect_nan_rows_match(got.lse, want.lse, 1, kTolF32, "lse");
+        const std::vector<bool> nan_rows = expect_reference_nan_rows(gpu_kernels(kernels), p, in).lse_rows;
         std::vector<bool> expected(p.rows(), false);
         for (std::size_t r : c.rows) expected[r] = true;
         EXPECT_EQ(nan_rows, expected) << "the reference's NaN rows";
@@ -498,10 +509,8 @@ TEST_F(AttentionGpu, ANaNOrInfiniteValueBehindTheMaskChangesNothing) {
     Inputs in = random_inputs(rng, p);
     in.v[(std::size_t{p.kv_heads - 1} * p.keys + c.key) * p.head_dim + c.dim] = c.value;  // the last kv head
     for (const auto& [at, x] : c.bias) in.bias[at] = x;
-    const AttentionResult want = attention_reference(p, in.host());
-    const AttentionResult got = gpu_attention(ctx, p, in);
-    const std::vector<bool> nan_rows = test::expect_nan_rows_match(got.out, want.out, p.head_dim, tolerance(p.dtype), "out");
-    test::expect_nan_rows_match(got.lse, want.lse, 1, kTolF32, "lse");
+    const NanRowsResult checked = expect_reference_nan_rows(ctx, p, in);
+    const std::vector<bool>& nan_rows = checked.out_rows;
     // The reference's NaN rows are exactly the rows that see the key (for a NaN v), not all of them.
     std::size_t n = 0;
     for (bool r : nan_rows) n += r;
@@ -563,10 +572,8 @@ TEST_F(AttentionGpu, ANaNValueBehindAMaskingBiasOrPastTheQueryChangesNothing) {
     Inputs in = random_inputs(rng, p);
     in.v[(std::size_t{p.kv_heads - 1} * p.keys + c.key) * p.head_dim + 3] = nan;  // the last kv head
     for (const std::size_t at : c.masked) in.bias[at] = -std::numeric_limits<float>::infinity();
-    const AttentionResult want = attention_reference(p, in.host());
-    const AttentionResult got = gpu_attention(ctx, p, in);
-    const std::vector<bool> nan_rows = test::expect_nan_rows_match(got.out, want.out, p.head_dim, tolerance(p.dtype), "out");
-    test::expect_nan_rows_match(got.lse, want.lse, 1, kTolF32, "lse");
+    const NanRowsResult checked = expect_reference_nan_rows(ctx, p, in);
+    const std::vector<bool>& nan_rows = checked.out_rows;
     std::size_t n = 0;
     for (bool r : nan_rows) n += r;
     if (c.some_nan) EXPECT_TRUE(n > 0 && n < p.rows()) << n << " NaN rows of " << p.rows();
@@ -636,12 +643,10 @@ TEST_F(AttentionGpu, ANaNValueReachesExactlyTheCausalRowsThatSeeIt) {
     in.lengths = lengths;
     in.v[((std::size_t{c.batch} * p.kv_heads + p.kv_heads - 1) * p.keys + c.key) * p.head_dim + 3] = c.value;
     for (const std::size_t at : c.masked) in.bias[at] = -inf;
-    const AttentionResult want = attention_reference(p, in.host());
-    const AttentionResult got = gpu_attention(ctx, p, in);
-    const std::vector<bool> nan_rows = test::expect_nan_rows_match(got.out, want.out, p.head_dim, tolerance(p.dtype), "out");
-    test::expect_nan_rows_match(got.lse, want.lse, 1, kTolF32, "lse");
+    const NanRowsResult checked = expect_reference_nan_rows(ctx, p, in);
+    const std::vector<bool>& nan_rows = checked.out_rows;
     std::size_t n = 0;
-    for (std::size_t r = 0; r < got.out.size() / p.head_dim; ++r) n += std::isnan(c.value) ? nan_rows[r] : std::isinf(got.out[r * p.head_dim + 3]);
+    for (std::size_t r = 0; r < checked.got.out.size() / p.head_dim; ++r) n += std::isnan(c.value) ? nan_rows[r] : std::isinf(checked.got.out[r * p.head_dim + 3]);
     EXPECT_EQ(n, seeing(p, lengths, c)) << " rows see the key";
   };
   struct Case { AttentionParams p; std::vector<std::uint32_t> lengths; std::vector<Poison> poisons; };
